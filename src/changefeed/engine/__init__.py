@@ -1,0 +1,1 @@
+"""changefeed.engine"""

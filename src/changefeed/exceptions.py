@@ -1,0 +1,135 @@
+"""One flat exception hierarchy for the whole package.
+
+Every error a user can cause (bad SQL, wrong types, unknown tables, invalid options, corrupt files)
+is a subclass of :class:`ChangefeedError`. Each carries a message that says *where* and *why*;
+the CLI prints ``ERROR: <message>`` and exits non-zero. Nothing is ever half-applied when one of
+these is raised from a statement: the surrounding transaction is rolled back.
+"""
+
+from __future__ import annotations
+
+
+class ChangefeedError(Exception):
+    """Base of every error raised by changefeed."""
+
+    #: A short SQLSTATE-like code, used by the CLI and by tests to tell errors apart.
+    code: str = "XX000"
+
+
+class SyntaxError_(ChangefeedError):
+    """A statement could not be parsed. ``line``/``column`` are 1-based."""
+
+    code = "42601"
+
+    def __init__(self, message: str, *, line: int = 0, column: int = 0, expected: tuple[str, ...] = ()):
+        self.line = line
+        self.column = column
+        self.expected = expected
+        where = f"at line {line}, column {column}: " if line else ""
+        super().__init__(f"syntax error {where}{message}")
+
+
+# Public name; the trailing underscore only avoids shadowing the builtin inside this module.
+StatementSyntaxError = SyntaxError_
+
+
+class InvalidStatement(ChangefeedError):
+    """A statement parsed, but is not valid (e.g. a WHERE clause that does not name a full key)."""
+
+    code = "42000"
+
+
+class UnsupportedFeature(ChangefeedError):
+    """A statement or option that is understood but not supported by this implementation."""
+
+    code = "0A000"
+
+
+class UndefinedObject(ChangefeedError):
+    """A table, column, keyspace, type, changefeed or topic does not exist."""
+
+    code = "42P01"
+
+
+class UndefinedTable(UndefinedObject):
+    code = "42P01"
+
+
+class UndefinedColumn(UndefinedObject):
+    code = "42703"
+
+
+class DuplicateObject(ChangefeedError):
+    """A table, column, changefeed or topic of that name already exists."""
+
+    code = "42710"
+
+
+class TypeMismatch(ChangefeedError):
+    """A value does not fit its column's type (wrong type, out of range, too long, bad literal)."""
+
+    code = "22000"
+
+
+class ValueTooLarge(TypeMismatch):
+    code = "22001"
+
+
+class NotNullViolation(ChangefeedError):
+    code = "23502"
+
+
+class UniqueViolation(ChangefeedError):
+    """INSERT of a key that already exists."""
+
+    code = "23505"
+
+
+class InvalidOption(ChangefeedError):
+    """An unknown option name, or a value of the wrong type or out of range."""
+
+    code = "22023"
+
+
+class PermissionDenied(ChangefeedError):
+    code = "42501"
+
+
+class TransactionError(ChangefeedError):
+    """Misuse of transactions (COMMIT without BEGIN, nested BEGIN, use after close)."""
+
+    code = "25000"
+
+
+class TransactionConflict(TransactionError):
+    """A serialization conflict: the transaction was rolled back and may be retried."""
+
+    code = "40001"
+
+
+class DatabaseError(ChangefeedError):
+    """The database directory or one of its files is missing, not ours, or corrupt."""
+
+    code = "58000"
+
+
+class CorruptFile(DatabaseError):
+    code = "XX001"
+
+
+class TopicError(ChangefeedError):
+    """Errors of the embedded topic log (unknown topic/partition, offset out of range)."""
+
+    code = "58P01"
+
+
+class PipelineError(ChangefeedError):
+    """The Spark pipeline could not start or a checkpoint is unreadable."""
+
+    code = "58P02"
+
+
+class SinkError(ChangefeedError):
+    """A sink refused or failed a write."""
+
+    code = "58P03"

@@ -1,0 +1,23 @@
+"""Registry of changefeed's PySpark Python data sources (each module adds itself here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def all_sources() -> list[type[Any]]:
+    """Every DataSource class to register on a session. Imports are lazy (pyspark is optional)."""
+    found: list[type[Any]] = []
+    try:
+        from changefeed.pipeline.topic_source import TopicDataSource
+    except ImportError:  # pragma: no cover - module not written yet
+        pass
+    else:
+        found.append(TopicDataSource)
+    try:
+        from changefeed.pipeline.journal_source import JournalDataSource
+    except ImportError:  # pragma: no cover - module not written yet
+        pass
+    else:
+        found.append(JournalDataSource)
+    return found

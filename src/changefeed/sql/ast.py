@@ -1,0 +1,486 @@
+"""The abstract syntax tree shared by both dialects.
+
+The parser (``changefeed.sql.parser``) turns CQL or SQL text into these frozen dataclasses; the
+executor (``changefeed.sql.executor``) runs them against the engine. Nothing here knows about
+storage. Identifiers are kept as written, with ``quoted`` telling whether they were quoted; name
+resolution (case folding) is the executor's job because it differs per dialect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal as Lit
+
+# --------------------------------------------------------------------------------------------------
+# Names and types
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    """One identifier. ``quoted`` is true for "x" in CQL/CockroachDB and `x` in YQL."""
+
+    name: str
+    quoted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QName:
+    """A possibly qualified object name: ``t``, ``ks.t``, ``db.schema.t``."""
+
+    parts: tuple[Ident, ...]
+
+    @property
+    def last(self) -> Ident:
+        return self.parts[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class TypeName:
+    """A type as written: ``Decimal(22,9)``, ``INT8``, ``STRING[]``, ``BIT(3)``, ``varchar``."""
+
+    name: str
+    params: tuple[int, ...] = ()
+    array: bool = False  # ``T[]`` or ``T ARRAY``
+
+
+# --------------------------------------------------------------------------------------------------
+# Expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A literal. ``value`` is None, bool, int, float, Decimal (for 1.5 written without exponent),
+    str, bytes (``0xCAFE`` in CQL, ``b'..'``/``x'..'`` in SQL) or uuid.UUID.
+
+    ``suffix`` keeps a YQL integer suffix (``ul``, ``u``, ``l``, ``s``, ``t``, ``ut``, ``us``...),
+    lower-cased, or "" when there was none."""
+
+    value: object
+    suffix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: Ident
+    table: Ident | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A bind parameter: ``?`` (index counts from 0 in order of appearance) or ``$1`` (index 0)."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Star:
+    """``*`` in ``count(*)`` or a select list."""
+
+
+@dataclass(frozen=True, slots=True)
+class FuncCall:
+    """A call such as ``Date("2022-02-22")``, ``unique_rowid()``, ``now()``, ``count(*)``."""
+
+    name: str
+    args: tuple[Expr, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    """``CAST(x AS T)`` or ``x::T``."""
+
+    expr: Expr
+    type: TypeName
+
+
+BinOpName = Lit["=", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "||", "AND", "OR"]
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryOp:
+    op: BinOpName
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class UnaryOp:
+    op: Lit["NOT", "-", "+"]
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class InList:
+    expr: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull:
+    expr: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Between:
+    expr: Expr
+    low: Expr
+    high: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayLit:
+    """``ARRAY[1, 2]`` (SQL) or ``[1, 2]`` (CQL list literal)."""
+
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MapLit:
+    """``{'class': 'x', 'enabled': true}`` (CQL map literal, used by table options)."""
+
+    items: tuple[tuple[Expr, Expr], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TupleLit:
+    """``(a, b)`` in a multi-column comparison such as ``(ck1, ck2) > (1, 2)``."""
+
+    items: tuple[Expr, ...]
+
+
+Expr = (
+    Literal
+    | Column
+    | Param
+    | Star
+    | FuncCall
+    | Cast
+    | BinaryOp
+    | UnaryOp
+    | InList
+    | IsNull
+    | Between
+    | ArrayLit
+    | MapLit
+    | TupleLit
+)
+
+# An option in ``WITH (a = 1, b)``, ``WITH a = 1 AND b = {...}`` or ``WITH a, b = 'x'``.
+# The value is None for a bare flag such as ``WITH updated``.
+Option = tuple[str, "Expr | None"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Statements
+
+
+@dataclass(frozen=True, slots=True)
+class Pos:
+    """Where a statement starts in the submitted text (1-based), for error messages."""
+
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDef:
+    name: Ident
+    type: TypeName
+    primary_key: bool = False  # inline ``id INT PRIMARY KEY``
+    static: bool = False  # CQL ``s int static``
+    not_null: bool = False
+    default: Expr | None = None
+    computed: Expr | None = None  # ``AS (expr) STORED|VIRTUAL``
+    virtual: bool = False
+    family: Ident | None = None  # ``FAMILY f`` after the column
+
+
+@dataclass(frozen=True, slots=True)
+class PrimaryKey:
+    """``PRIMARY KEY ((p1, p2), c1, c2)``: partition columns then clustering columns.
+    For SQL tables every key column is a partition column and ``clustering`` is empty."""
+
+    partition: tuple[Ident, ...]
+    clustering: tuple[Ident, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyDef:
+    """CockroachDB ``FAMILY name (a, b)``."""
+
+    name: Ident
+    columns: tuple[Ident, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusteringOrder:
+    column: Ident
+    descending: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTable:
+    name: QName
+    columns: tuple[ColumnDef, ...]
+    primary_key: PrimaryKey | None = None
+    families: tuple[FamilyDef, ...] = ()
+    options: tuple[Option, ...] = ()  # CQL ``WITH cdc = {...} AND ...``; YQL ``WITH (...)``
+    clustering_order: tuple[ClusteringOrder, ...] = ()
+    if_not_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DropTable:
+    name: QName
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AddColumn:
+    column: ColumnDef
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropColumn:
+    name: Ident
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetOptions:
+    """CQL ``ALTER TABLE t WITH cdc = {...}``; YQL ``ALTER TABLE t SET (...)``."""
+
+    options: tuple[Option, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddChangefeed:
+    """YQL ``ADD CHANGEFEED name WITH (MODE = 'UPDATES', FORMAT = 'JSON', ...)``."""
+
+    name: Ident
+    options: tuple[Option, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DropChangefeed:
+    name: Ident
+
+
+AlterAction = AddColumn | DropColumn | SetOptions | AddChangefeed | DropChangefeed
+
+
+@dataclass(frozen=True, slots=True)
+class AlterTable:
+    name: QName
+    actions: tuple[AlterAction, ...]
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateKeyspace:
+    """CQL ``CREATE KEYSPACE``; SQL ``CREATE DATABASE``/``CREATE SCHEMA``."""
+
+    name: Ident
+    if_not_exists: bool = False
+    options: tuple[Option, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DropKeyspace:
+    name: Ident
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class UseKeyspace:
+    """CQL ``USE ks``; SQL ``USE db`` / ``SET DATABASE = db``."""
+
+    name: Ident
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateEnum:
+    """CockroachDB ``CREATE TYPE name AS ENUM ('a', 'b')``."""
+
+    name: QName
+    labels: tuple[str, ...]
+    if_not_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+InsertMode = Lit["insert", "upsert", "replace"]
+
+
+@dataclass(frozen=True, slots=True)
+class Insert:
+    """``INSERT``/``UPSERT``/``REPLACE INTO t (cols) VALUES (...), (...)``.
+
+    ``columns`` is empty when the statement names none (then all columns in table order).
+    ``on_conflict_do_nothing`` is CockroachDB/PostgreSQL ``ON CONFLICT DO NOTHING``; CQL
+    ``IF NOT EXISTS`` sets ``if_not_exists``."""
+
+    table: QName
+    columns: tuple[Ident, ...]
+    rows: tuple[tuple[Expr, ...], ...]
+    mode: InsertMode = "insert"
+    if_not_exists: bool = False
+    on_conflict_do_nothing: bool = False
+    ttl: Expr | None = None  # CQL USING TTL
+    timestamp: Expr | None = None  # CQL USING TIMESTAMP
+    returning: tuple[SelectItem, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    table: QName
+    assignments: tuple[tuple[Ident, Expr], ...]
+    where: Expr | None = None
+    if_exists: bool = False
+    ttl: Expr | None = None
+    timestamp: Expr | None = None
+    returning: tuple[SelectItem, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """``DELETE [c1, c2] FROM t WHERE ...``; ``columns`` is the CQL column-deletion list."""
+
+    table: QName
+    columns: tuple[Ident, ...] = ()
+    where: Expr | None = None
+    if_exists: bool = False
+    timestamp: Expr | None = None
+    returning: tuple[SelectItem, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectItem:
+    expr: Expr  # Star() for ``*``
+    alias: Ident | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OrderItem:
+    expr: Expr
+    descending: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    items: tuple[SelectItem, ...]
+    table: QName | None  # None for ``SELECT 1``
+    where: Expr | None = None
+    order_by: tuple[OrderItem, ...] = ()
+    limit: Expr | None = None
+    distinct: bool = False
+    allow_filtering: bool = False
+    as_of: Expr | None = None  # ``AS OF SYSTEM TIME x``
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """CQL ``BEGIN [UNLOGGED|COUNTER] BATCH [USING TIMESTAMP t] ... APPLY BATCH``."""
+
+    statements: tuple[Insert | Update | Delete, ...]
+    kind: Lit["logged", "unlogged", "counter"] = "logged"
+    timestamp: Expr | None = None
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback:
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """``GRANT CHANGEFEED, SELECT ON TABLE t TO u`` (``revoke`` for REVOKE ... FROM)."""
+
+    privileges: tuple[str, ...]
+    tables: tuple[QName, ...]
+    grantees: tuple[Ident, ...]
+    revoke: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateUser:
+    """``CREATE USER|ROLE name [WITH opt ...]``."""
+
+    name: Ident
+    if_not_exists: bool = False
+    options: tuple[Option, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangefeedTarget:
+    table: QName
+    family: Ident | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateChangefeed:
+    """CockroachDB ``CREATE CHANGEFEED FOR [TABLE] t[, ...] [INTO 'uri'] [WITH ...]`` and
+    ``EXPERIMENTAL CHANGEFEED FOR ...`` (``core`` true, no sink)."""
+
+    targets: tuple[ChangefeedTarget, ...]
+    sink: Expr | None = None
+    options: tuple[Option, ...] = ()
+    core: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Show:
+    """``SHOW TABLES``, ``SHOW CHANGEFEED JOBS``, ``SHOW CREATE TABLE t``, ``DESCRIBE TABLE t``..."""
+
+    what: str  # lower-case words, e.g. "tables", "changefeed jobs", "create table", "columns"
+    name: QName | None = None
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+Statement = (
+    CreateTable
+    | DropTable
+    | AlterTable
+    | CreateKeyspace
+    | DropKeyspace
+    | UseKeyspace
+    | CreateEnum
+    | Insert
+    | Update
+    | Delete
+    | Select
+    | Batch
+    | Begin
+    | Commit
+    | Rollback
+    | Grant
+    | CreateUser
+    | CreateChangefeed
+    | Show
+)
