@@ -1,0 +1,107 @@
+"""The Python API of DESIGN.md's interface contract: ``changefeed.connect`` and ``Connection``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from changefeed.engine.clock import WallClock
+from changefeed.engine.database import Database
+from changefeed.exceptions import TransactionError
+from changefeed.sql.executor import Result, Session
+from changefeed.sql.parser import parse
+
+__all__ = ["Connection", "Result", "connect"]
+
+
+class Connection:
+    """A session on one database directory, in the ``sql`` or ``cql`` dialect."""
+
+    def __init__(self, path: str | os.PathLike[str], *, user: str = "root", dialect: str = "sql", clock: WallClock | None = None) -> None:
+        self.path = Path(path)
+        self.db = Database(self.path, clock=clock)
+        try:
+            self.session = Session(self.db, user=user, dialect=dialect)
+        except BaseException:
+            self.db.close()
+            raise
+        self._closed = False
+
+    @property
+    def dialect(self) -> str:
+        return self.session.dialect
+
+    @property
+    def user(self) -> str:
+        return self.session.user
+
+    def _check(self) -> None:
+        if self._closed:
+            raise TransactionError("the connection is closed")
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Result:
+        """Run one statement (or several separated by ';') and return the last one's result."""
+        result = Result()
+        for result in self.execute_script(sql, params):
+            pass
+        return result
+
+    def execute_script(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[Result]:
+        """Run each statement of ``sql`` in turn, yielding its result; stops at the first error."""
+        self._check()
+        for stmt in parse(sql, self.session.dialect):  # type: ignore[arg-type]
+            yield self.session.execute(stmt, params or ())
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> Result:
+        """Run one statement once per parameter tuple, all in one transaction."""
+        self._check()
+        stmts = parse(sql, self.session.dialect)  # type: ignore[arg-type]
+        if len(stmts) != 1:
+            raise TransactionError("executemany takes exactly one statement")
+        stmt = stmts[0]
+        own = not self.session.in_transaction
+        if own:
+            self.session.begin()
+        total = 0
+        try:
+            for params in seq_of_params:
+                total += self.session.execute(stmt, params).rowcount
+        except BaseException:
+            if own:
+                self.session.rollback()
+            raise
+        if own:
+            self.session.commit()
+        return Result(status=f"{total}", rowcount=total)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """``with conn.transaction():`` commits on a clean exit and rolls back on an exception."""
+        self._check()
+        self.session.begin()
+        try:
+            yield self
+        except BaseException:
+            self.session.rollback()
+            raise
+        self.session.commit()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.session.close()
+            self.db.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(path: str | os.PathLike[str], user: str = "root", dialect: str = "sql", *, clock: WallClock | None = None) -> Connection:
+    """Open (creating if needed) the database directory ``path``."""
+    return Connection(path, user=user, dialect=dialect, clock=clock)

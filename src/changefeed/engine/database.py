@@ -1,0 +1,226 @@
+"""A database directory: one SQLite file (``changefeed.db``) in WAL mode, its catalog and clock.
+
+Every writing transaction takes SQLite's write lock up front (``BEGIN IMMEDIATE``), so writers are
+serialised across threads and processes and the commit timestamp allocated under that lock is the
+commit order. Readers use snapshots and never block writers. A transaction that commits is in the
+WAL before ``COMMIT`` returns; one that does not (rollback, exception, ``kill -9``) leaves nothing,
+neither rows nor journal entries, because the journal is written in the same SQLite transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.clock import CommitTs, SystemClock, WallClock
+from changefeed.engine.storage import TableStore
+from changefeed.exceptions import CorruptFile, DatabaseError, UndefinedTable
+
+DB_FILE = "changefeed.db"
+FORMAT = "changefeed-db"
+FORMAT_VERSION = 1
+#: How long a writer waits for another process's write transaction before giving up.
+BUSY_TIMEOUT_MS = 60_000
+
+_BOOTSTRAP = [
+    "CREATE TABLE IF NOT EXISTS _meta (key TEXT PRIMARY KEY, value)",
+    "CREATE TABLE IF NOT EXISTS _clock (id INTEGER PRIMARY KEY CHECK (id = 0), wall INTEGER NOT NULL,"
+    " logical INTEGER NOT NULL, txid INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _catalog (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, spec TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _keyspaces (name TEXT PRIMARY KEY, spec TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _enums (name TEXT PRIMARY KEY, labels TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _users (name TEXT PRIMARY KEY, options TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _grants (grantee TEXT NOT NULL, table_id INTEGER NOT NULL,"
+    " privilege TEXT NOT NULL, PRIMARY KEY (grantee, table_id, privilege))",
+    # Changefeeds (changefeed.feeds owns the spec; the engine only needs to know they exist).
+    "CREATE TABLE IF NOT EXISTS _feeds (id INTEGER PRIMARY KEY AUTOINCREMENT, table_id INTEGER NOT NULL,"
+    " name TEXT NOT NULL, kind TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,"
+    " created_wall INTEGER NOT NULL, created_logical INTEGER NOT NULL, created_seq INTEGER NOT NULL,"
+    " UNIQUE (table_id, name))",
+    # Progress the pipeline has durably delivered, per feed: protects journal rows from GC.
+    "CREATE TABLE IF NOT EXISTS _progress (feed_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL,"
+    " wall INTEGER NOT NULL, logical INTEGER NOT NULL, updated_ns INTEGER NOT NULL, detail TEXT)",
+]
+
+
+def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open one of our SQLite files with the settings every connection must use."""
+    uri = f"file:{path}?mode={'ro' if readonly else 'rwc'}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not readonly:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise DatabaseError(f"{path}: could not switch to WAL mode (got {mode})")
+        conn.execute(f"PRAGMA synchronous = {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("PRAGMA cache_size = -65536")
+        conn.execute("PRAGMA temp_store = MEMORY")
+    except sqlite3.DatabaseError as exc:
+        raise CorruptFile(f"{path}: not a readable changefeed database file ({exc})") from None
+    return conn
+
+
+class Database:
+    """One open database directory: a SQLite connection plus cached catalog."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, clock: WallClock | None = None):
+        self.path = Path(path)
+        self.clock: WallClock = clock or SystemClock()
+        self.lock = threading.RLock()
+        self._check_dir(create)
+        self.file = self.path / DB_FILE
+        self.conn = open_sqlite(self.file)
+        try:
+            self._bootstrap()
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise CorruptFile(f"{self.file}: not a readable changefeed database file ({exc})") from None
+        self._catalog_version = -1
+        self._tables: dict[int, TableSchema] = {}
+        self._by_name: dict[str, int] = {}
+        self._stores: dict[tuple[int, int], TableStore] = {}
+        self.enums: dict[str, tuple[str, ...]] = {}
+        self.keyspaces: set[str] = set()
+
+    # ------------------------------------------------------------------ opening
+    def _check_dir(self, create: bool) -> None:
+        p = self.path
+        if p.exists() and not p.is_dir():
+            raise DatabaseError(f"{p} is not a directory, so it cannot be a changefeed database")
+        if not p.exists():
+            if not create:
+                raise DatabaseError(f"database directory {p} does not exist")
+            p.mkdir(parents=True)
+            return
+        if not (p / DB_FILE).exists():
+            foreign = [x.name for x in p.iterdir() if not x.name.startswith(".")]
+            if foreign and not create:
+                raise DatabaseError(f"{p} is not a changefeed database (no {DB_FILE})")
+            if foreign:
+                raise DatabaseError(
+                    f"{p} is not a changefeed database: it has no {DB_FILE} but holds other files "
+                    f"({', '.join(sorted(foreign)[:3])}{'...' if len(foreign) > 3 else ''})"
+                )
+
+    def _bootstrap(self) -> None:
+        c = self.conn
+        row = None
+        try:
+            row = c.execute("SELECT value FROM _meta WHERE key = 'format'").fetchone()
+        except sqlite3.OperationalError:
+            row = None
+        if row is not None:
+            if row[0] != FORMAT:
+                raise CorruptFile(f"{self.file}: not a changefeed database (format {row[0]!r})")
+            return
+        tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables:
+            raise CorruptFile(f"{self.file}: an SQLite file that is not a changefeed database")
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in _BOOTSTRAP:
+                c.execute(stmt)
+            c.execute("INSERT OR IGNORE INTO _meta VALUES ('format', ?), ('version', ?), ('catalog_version', 0)", (FORMAT, FORMAT_VERSION))
+            c.execute("INSERT OR IGNORE INTO _clock VALUES (0, 0, 0, 0)")
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------------ clock
+    def allocate_ts(self) -> tuple[CommitTs, int]:
+        """Inside a write transaction: the next commit timestamp and transaction id."""
+        wall, logical, txid = self.conn.execute("SELECT wall, logical, txid FROM _clock WHERE id = 0").fetchone()
+        ts = CommitTs(wall, logical).next(self.clock.now_ns())
+        txid += 1
+        self.conn.execute("UPDATE _clock SET wall = ?, logical = ?, txid = ? WHERE id = 0", (ts.wall, ts.logical, txid))
+        return ts, txid
+
+    def last_ts(self) -> CommitTs:
+        wall, logical = self.conn.execute("SELECT wall, logical FROM _clock WHERE id = 0").fetchone()
+        return CommitTs(wall, logical)
+
+    # ------------------------------------------------------------------ catalog
+    def refresh_catalog(self) -> None:
+        """Reload the catalog if another connection changed it (cheap when it did not)."""
+        version = self.conn.execute("SELECT value FROM _meta WHERE key = 'catalog_version'").fetchone()[0]
+        if version == self._catalog_version:
+            return
+        tables: dict[int, TableSchema] = {}
+        by_name: dict[str, int] = {}
+        for tid, name, spec in self.conn.execute("SELECT id, name, spec FROM _catalog"):
+            try:
+                schema = TableSchema.from_json(orjson.loads(spec))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CorruptFile(f"{self.file}: catalog entry for table {name!r} is corrupt ({exc})") from None
+            tables[tid] = schema
+            by_name[name] = tid
+        self._tables, self._by_name = tables, by_name
+        self.enums = {n: tuple(orjson.loads(labels)) for n, labels in self.conn.execute("SELECT name, labels FROM _enums")}
+        self.keyspaces = {n for (n,) in self.conn.execute("SELECT name FROM _keyspaces")}
+        self._catalog_version = version
+
+    def bump_catalog(self) -> None:
+        self.conn.execute("UPDATE _meta SET value = value + 1 WHERE key = 'catalog_version'")
+        self._catalog_version = -1
+
+    def tables(self) -> list[TableSchema]:
+        return sorted(self._tables.values(), key=lambda s: s.name)
+
+    def table_by_id(self, tid: int) -> TableSchema:
+        try:
+            return self._tables[tid]
+        except KeyError:
+            raise UndefinedTable(f"table id {tid} does not exist") from None
+
+    def find_table(self, name: str) -> TableSchema | None:
+        tid = self._by_name.get(name)
+        if tid is None:
+            lowered = name.lower()
+            matches = [i for n, i in self._by_name.items() if n.lower() == lowered]
+            if len(matches) != 1:
+                return None
+            tid = matches[0]
+        return self._tables[tid]
+
+    def store(self, schema: TableSchema) -> TableStore:
+        k = (schema.id, schema.version)
+        st = self._stores.get(k)
+        if st is None:
+            st = TableStore(schema)
+            self._stores[k] = st
+        return st
+
+    def save_table(self, schema: TableSchema) -> None:
+        self.conn.execute(
+            "INSERT INTO _catalog (id, name, spec) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name, spec = excluded.spec",
+            (schema.id, schema.name, orjson.dumps(schema.to_json()).decode()),
+        )
+        self.bump_catalog()
+
+    def delete_table(self, schema: TableSchema) -> None:
+        self.conn.execute("DELETE FROM _catalog WHERE id = ?", (schema.id,))
+        self.conn.execute("DELETE FROM _grants WHERE table_id = ?", (schema.id,))
+        self.bump_catalog()
+
+    def next_table_id(self) -> int:
+        row = self.conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM _catalog").fetchone()
+        seq = self.conn.execute("SELECT value FROM _meta WHERE key = 'next_table_id'").fetchone()
+        nid = max(int(row[0]), int(seq[0]) if seq else 1)
+        self.conn.execute("INSERT INTO _meta VALUES ('next_table_id', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", (nid + 1,))
+        return nid
+
+    def meta(self, key: str) -> Any:
+        r = self.conn.execute("SELECT value FROM _meta WHERE key = ?", (key,)).fetchone()
+        return None if r is None else r[0]

@@ -1,0 +1,748 @@
+"""Column types of the three dialects, their checks, and how they are stored.
+
+One :class:`SqlType` describes a column whatever dialect declared it: YDB (``Uint64``, ``Utf8``,
+``Timestamp``...), CQL (``int``, ``text``, ``timeuuid``...) or CockroachDB (``INT8``, ``STRING``,
+``TIMESTAMPTZ``, ``BIT(3)``, ``STRING[]``, enums). Each type knows how to
+
+* ``coerce`` a Python value (from a literal or a bind parameter) into its canonical Python value,
+  raising :class:`~changefeed.exceptions.TypeMismatch` when it does not fit;
+* ``to_db``/``from_db`` that value to and from SQLite storage (order-preserving for key types);
+* tell its Arrow type for the Spark pipeline.
+
+Canonical Python values: bool, int, float, Decimal, str, bytes, date, datetime (UTC-aware for
+zoned types, naive for CockroachDB ``TIMESTAMP``), time, timedelta, UUID, list (arrays).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import ipaddress
+import re
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import orjson
+
+from changefeed.exceptions import TypeMismatch, UndefinedObject, ValueTooLarge
+
+UTC = dt.UTC
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH_DATE = dt.date(1970, 1, 1)
+UINT64_BIAS = 1 << 63
+#: Largest string/bytes value accepted (YDB's default row limit is 8 MiB per cell).
+MAX_VALUE_BYTES = 8 * 1024 * 1024
+
+
+class Kind(enum.Enum):
+    BOOL = "bool"
+    INT = "int"
+    UINT = "uint"
+    VARINT = "varint"
+    FLOAT = "float"
+    DECIMAL = "decimal"
+    TEXT = "text"
+    BYTES = "bytes"
+    DATE = "date"
+    DATETIME = "datetime"  # YDB Datetime: seconds
+    TIMESTAMP = "timestamp"  # microseconds (CQL: milliseconds)
+    TIME = "time"
+    INTERVAL = "interval"
+    JSON = "json"
+    UUID = "uuid"
+    TIMEUUID = "timeuuid"
+    INET = "inet"
+    BIT = "bit"
+    ENUM = "enum"
+    ARRAY = "array"
+
+
+@dataclass(frozen=True, slots=True)
+class SqlType:
+    kind: Kind
+    #: The name as the dialect spells it, e.g. ``Uint64``, ``int``, ``DECIMAL(10,2)``, ``STRING[]``.
+    name: str
+    bits: int = 64  # INT/UINT width, FLOAT 32/64
+    precision: int | None = None  # DECIMAL
+    scale: int | None = None
+    length: int | None = None  # BIT(n) exact length, VARBIT(n)/VARCHAR(n) max length
+    varying: bool = False  # VARBIT
+    zoned: bool = True  # TIMESTAMP: aware (UTC) or naive (CockroachDB TIMESTAMP)
+    millis: bool = False  # CQL timestamp resolution
+    element: SqlType | None = None  # ARRAY
+    labels: tuple[str, ...] = ()  # ENUM
+    ascii: bool = False  # CQL ascii
+
+    # ------------------------------------------------------------------ description
+    def __str__(self) -> str:
+        return self.name
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind.value, "name": self.name}
+        for f in ("bits", "precision", "scale", "length", "varying", "zoned", "millis", "ascii"):
+            d[f] = getattr(self, f)
+        if self.element is not None:
+            d["element"] = self.element.to_json()
+        if self.labels:
+            d["labels"] = list(self.labels)
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> SqlType:
+        return SqlType(
+            kind=Kind(d["kind"]),
+            name=d["name"],
+            bits=d.get("bits", 64),
+            precision=d.get("precision"),
+            scale=d.get("scale"),
+            length=d.get("length"),
+            varying=d.get("varying", False),
+            zoned=d.get("zoned", True),
+            millis=d.get("millis", False),
+            ascii=d.get("ascii", False),
+            element=SqlType.from_json(d["element"]) if "element" in d else None,
+            labels=tuple(d.get("labels", ())),
+        )
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.kind in (Kind.INT, Kind.UINT, Kind.VARINT, Kind.FLOAT, Kind.DECIMAL)
+
+    # ------------------------------------------------------------------ checking
+    def coerce(self, value: object, what: str = "value") -> Any:
+        """Return ``value`` as this type's canonical Python value, or raise TypeMismatch."""
+        if value is None:
+            return None
+        try:
+            return _COERCE[self.kind](self, value)
+        except (TypeMismatch, ValueTooLarge):
+            raise
+        except (ValueError, TypeError, ArithmeticError, InvalidOperation) as exc:
+            raise self._mismatch(value, what, str(exc)) from None
+
+    def _mismatch(self, value: object, what: str, why: str = "") -> TypeMismatch:
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        extra = f" ({why})" if why else ""
+        return TypeMismatch(f"{what}: {shown} is not a valid {self.name}{extra}")
+
+    # ------------------------------------------------------------------ storage
+    def to_db(self, value: Any) -> Any:
+        """Canonical Python value -> SQLite value (order-preserving for key-able types)."""
+        if value is None:
+            return None
+        return _TO_DB[self.kind](self, value)
+
+    def from_db(self, raw: Any) -> Any:
+        if raw is None:
+            return None
+        return _FROM_DB[self.kind](self, raw)
+
+
+# ====================================================================================== coercion
+
+
+def _int_range(t: SqlType) -> tuple[int, int]:
+    if t.kind is Kind.UINT:
+        return 0, (1 << t.bits) - 1
+    return -(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1
+
+
+def _c_bool(t: SqlType, v: object) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false", "t", "f"):
+        return v.lower() in ("true", "t")
+    raise t._mismatch(v, "value")
+
+
+def _c_int(t: SqlType, v: object) -> int:
+    if isinstance(v, bool):
+        raise t._mismatch(v, "value")
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise t._mismatch(v, "value", "not an integer")
+        v = int(v)
+    elif isinstance(v, Decimal):
+        if v != v.to_integral_value():
+            raise t._mismatch(v, "value", "not an integer")
+        v = int(v)
+    elif isinstance(v, str):
+        v = int(v.strip())
+    if not isinstance(v, int):
+        raise t._mismatch(v, "value")
+    if t.kind is not Kind.VARINT:
+        lo, hi = _int_range(t)
+        if not lo <= v <= hi:
+            raise TypeMismatch(f"value {v} is out of range for {t.name} ({lo}..{hi})")
+    return v
+
+
+def _c_float(t: SqlType, v: object) -> float:
+    if isinstance(v, bool):
+        raise t._mismatch(v, "value")
+    if isinstance(v, int | float | Decimal):
+        return float(v)
+    if isinstance(v, str):
+        return float(v)
+    raise t._mismatch(v, "value")
+
+
+def _c_decimal(t: SqlType, v: object) -> Decimal:
+    if isinstance(v, bool):
+        raise t._mismatch(v, "value")
+    if isinstance(v, float):
+        d = Decimal(repr(v))
+    elif isinstance(v, int | Decimal):
+        d = Decimal(v)
+    elif isinstance(v, str):
+        d = Decimal(v.strip())
+    else:
+        raise t._mismatch(v, "value")
+    if not d.is_finite():
+        if t.precision is not None:
+            raise t._mismatch(v, "value", "not a finite number")
+        return d
+    if t.scale is not None:
+        d = d.quantize(Decimal(1).scaleb(-t.scale))
+    if t.precision is not None:
+        digits = len(d.as_tuple().digits)
+        exponent = d.as_tuple().exponent
+        assert isinstance(exponent, int)
+        integer_digits = digits + exponent if exponent < 0 else digits + exponent
+        if integer_digits > t.precision - (t.scale or 0) and d != 0:
+            raise TypeMismatch(f"value {v} is out of range for {t.name}")
+    return d
+
+
+def _c_text(t: SqlType, v: object) -> str:
+    if isinstance(v, str):
+        s = v
+    elif isinstance(v, bytes) and not t.ascii:
+        s = v.decode("utf-8")
+    else:
+        raise t._mismatch(v, "value")
+    if len(s) * 4 > MAX_VALUE_BYTES and len(s.encode("utf-8")) > MAX_VALUE_BYTES:
+        raise ValueTooLarge(f"value of {len(s.encode())} bytes exceeds the {MAX_VALUE_BYTES}-byte limit for {t.name}")
+    if t.length is not None and len(s) > t.length:
+        raise ValueTooLarge(f"value too long for type {t.name} ({len(s)} > {t.length} characters)")
+    if t.ascii and not s.isascii():
+        raise t._mismatch(v, "value", "not ASCII")
+    return s
+
+
+def _c_bytes(t: SqlType, v: object) -> bytes:
+    if isinstance(v, bytes | bytearray | memoryview):
+        b = bytes(v)
+    elif isinstance(v, str):
+        b = v.encode("utf-8")
+    else:
+        raise t._mismatch(v, "value")
+    if len(b) > MAX_VALUE_BYTES:
+        raise ValueTooLarge(f"value of {len(b)} bytes exceeds the {MAX_VALUE_BYTES}-byte limit for {t.name}")
+    return b
+
+
+def _c_date(t: SqlType, v: object) -> dt.date:
+    if isinstance(v, dt.datetime):
+        return v.date()
+    if isinstance(v, dt.date):
+        return v
+    if isinstance(v, str):
+        return dt.date.fromisoformat(v.strip())
+    if isinstance(v, int) and not isinstance(v, bool):
+        return EPOCH_DATE + dt.timedelta(days=v)
+    raise t._mismatch(v, "value")
+
+
+_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)?$", re.I)
+
+
+def parse_timestamp(s: str) -> dt.datetime:
+    s = s.strip()
+    if not _TS_RE.match(s):
+        raise ValueError("not an ISO 8601 timestamp")
+    s2 = s.replace("z", "Z")
+    if s2.endswith("Z"):
+        s2 = s2[:-1] + "+00:00"
+    m = re.match(r"^(.*\.\d{6})\d+(.*)$", s2)  # truncate nanoseconds to microseconds
+    if m:
+        s2 = m.group(1) + m.group(2)
+    m = re.match(r"^(.*[+-]\d{2})(\d{2})$", s2)  # +0000 -> +00:00
+    if m and ":" not in s2[-5:]:
+        s2 = m.group(1) + ":" + m.group(2)
+    return dt.datetime.fromisoformat(s2)
+
+
+def _c_timestamp(t: SqlType, v: object) -> dt.datetime:
+    if isinstance(v, dt.datetime):
+        ts = v
+    elif isinstance(v, dt.date):
+        ts = dt.datetime(v.year, v.month, v.day)
+    elif isinstance(v, str):
+        ts = parse_timestamp(v)
+    elif isinstance(v, int) and not isinstance(v, bool):
+        unit = 1000 if t.millis else (1 if t.kind is Kind.DATETIME else 1_000_000)
+        ts = EPOCH + dt.timedelta(microseconds=v * (1_000_000 // unit))
+    else:
+        raise t._mismatch(v, "value")
+    if t.zoned:
+        ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    elif ts.tzinfo is not None:
+        ts = ts.astimezone(UTC).replace(tzinfo=None)
+    if t.kind is Kind.DATETIME:
+        ts = ts.replace(microsecond=0)
+    elif t.millis:
+        ts = ts.replace(microsecond=ts.microsecond // 1000 * 1000)
+    return ts
+
+
+def _c_time(t: SqlType, v: object) -> dt.time:
+    if isinstance(v, dt.time):
+        return v
+    if isinstance(v, str):
+        return dt.time.fromisoformat(v.strip())
+    if isinstance(v, int) and not isinstance(v, bool):  # nanoseconds since midnight (CQL)
+        us = v // 1000
+        return (dt.datetime.min + dt.timedelta(microseconds=us)).time()
+    raise t._mismatch(v, "value")
+
+
+_ISO_DUR = re.compile(
+    r"^(?P<sign>-)?P(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
+    re.I,
+)
+_PG_DUR = re.compile(r"(?P<n>-?\d+(?:\.\d+)?)\s*(?P<u>[a-zµ]+)", re.I)
+_UNITS_US = {
+    "us": 1, "µs": 1, "microsecond": 1, "microseconds": 1,
+    "ms": 1000, "millisecond": 1000, "milliseconds": 1000,
+    "s": 1_000_000, "sec": 1_000_000, "secs": 1_000_000, "second": 1_000_000, "seconds": 1_000_000,
+    "m": 60_000_000, "min": 60_000_000, "mins": 60_000_000, "minute": 60_000_000, "minutes": 60_000_000,
+    "h": 3_600_000_000, "hr": 3_600_000_000, "hour": 3_600_000_000, "hours": 3_600_000_000,
+    "d": 86_400_000_000, "day": 86_400_000_000, "days": 86_400_000_000,
+    "w": 604_800_000_000, "week": 604_800_000_000, "weeks": 604_800_000_000,
+}  # fmt: skip
+
+
+def parse_interval(s: str) -> dt.timedelta:
+    """ISO 8601 durations (``PT24H``, ``P1D``), Go/CockroachDB style (``10s``, ``1h30m``) and
+    PostgreSQL style (``1 day 2 hours``), and ``HH:MM:SS``."""
+    s = s.strip()
+    m = _ISO_DUR.match(s)
+    if m and s.upper() not in ("P", "PT", "-P"):
+        us = 0
+        for g, mult in (("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60)):
+            if m.group(g):
+                us += int(m.group(g)) * mult * 1_000_000
+        if m.group("s"):
+            us += int(Decimal(m.group("s")) * 1_000_000)
+        return dt.timedelta(microseconds=-us if m.group("sign") else us)
+    hms = re.match(r"^(-)?(\d+):(\d{2}):(\d{2}(?:\.\d+)?)$", s)
+    if hms:
+        us = int(hms.group(2)) * 3_600_000_000 + int(hms.group(3)) * 60_000_000
+        us += int(Decimal(hms.group(4)) * 1_000_000)
+        return dt.timedelta(microseconds=-us if hms.group(1) else us)
+    pos, us_total = 0, 0
+    compact = s.replace(" ", "")
+    if compact:
+        for part in _PG_DUR.finditer(s):
+            unit = part.group("u").lower()
+            if unit not in _UNITS_US:
+                raise ValueError(f"unknown interval unit {unit!r}")
+            us_total += int(Decimal(part.group("n")) * _UNITS_US[unit])
+            pos += len(part.group(0).replace(" ", ""))
+        if pos == len(compact):
+            return dt.timedelta(microseconds=us_total)
+    raise ValueError(f"invalid interval {s!r}")
+
+
+def _c_interval(t: SqlType, v: object) -> dt.timedelta:
+    if isinstance(v, dt.timedelta):
+        return v
+    if isinstance(v, str):
+        return parse_interval(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return dt.timedelta(microseconds=v)
+    raise t._mismatch(v, "value")
+
+
+def _c_json(t: SqlType, v: object) -> str:
+    if isinstance(v, str):
+        parsed = orjson.loads(v)
+    elif isinstance(v, dict | list | int | float | bool):
+        parsed = v
+    else:
+        raise t._mismatch(v, "value")
+    out = orjson.dumps(parsed).decode()
+    if len(out) > MAX_VALUE_BYTES:
+        raise ValueTooLarge(f"JSON value exceeds the {MAX_VALUE_BYTES}-byte limit")
+    return out
+
+
+def _c_uuid(t: SqlType, v: object) -> uuid.UUID:
+    if isinstance(v, uuid.UUID):
+        u = v
+    elif isinstance(v, str):
+        u = uuid.UUID(v.strip())
+    elif isinstance(v, bytes) and len(v) == 16:
+        u = uuid.UUID(bytes=v)
+    else:
+        raise t._mismatch(v, "value")
+    if t.kind is Kind.TIMEUUID and u.version != 1:
+        raise t._mismatch(v, "value", "not a version 1 (time-based) UUID")
+    return u
+
+
+def _c_inet(t: SqlType, v: object) -> str:
+    if not isinstance(v, str):
+        raise t._mismatch(v, "value")
+    s = v.strip()
+    if "/" in s:
+        return str(ipaddress.ip_interface(s))
+    return str(ipaddress.ip_address(s))
+
+
+def _c_bit(t: SqlType, v: object) -> str:
+    if isinstance(v, str):
+        s = v.strip()
+    elif isinstance(v, int) and not isinstance(v, bool) and t.length:
+        s = format(v, "b").zfill(t.length)
+    else:
+        raise t._mismatch(v, "value")
+    if s.upper().startswith("B'") and s.endswith("'"):
+        s = s[2:-1]
+    if any(c not in "01" for c in s):
+        raise t._mismatch(v, "value", "bit strings contain only 0 and 1")
+    if t.length is not None:
+        if t.varying and len(s) > t.length:
+            raise ValueTooLarge(f"bit string too long for type {t.name} ({len(s)} > {t.length})")
+        if not t.varying and len(s) != t.length:
+            raise TypeMismatch(f"bit string length {len(s)} does not match type {t.name}")
+    return s
+
+
+def _c_enum(t: SqlType, v: object) -> str:
+    if isinstance(v, str) and v in t.labels:
+        return v
+    raise TypeMismatch(f"invalid input value for enum {t.name}: {v!r} (labels: {', '.join(t.labels)})")
+
+
+def _c_array(t: SqlType, v: object) -> list[Any]:
+    assert t.element is not None
+    if isinstance(v, str):
+        v = orjson.loads(v) if v.startswith("[") else _parse_pg_array(v)
+    if not isinstance(v, list | tuple):
+        raise t._mismatch(v, "value")
+    return [t.element.coerce(x, "array element") for x in v]
+
+
+def _parse_pg_array(s: str) -> list[str | None]:
+    s = s.strip()
+    if not (s.startswith("{") and s.endswith("}")):
+        raise ValueError("array literals look like {a,b} or [a, b]")
+    body = s[1:-1].strip()
+    if not body:
+        return []
+    return [None if x.strip().upper() == "NULL" else x.strip().strip('"') for x in body.split(",")]
+
+
+_COERCE: dict[Kind, Any] = {
+    Kind.BOOL: _c_bool,
+    Kind.INT: _c_int,
+    Kind.UINT: _c_int,
+    Kind.VARINT: _c_int,
+    Kind.FLOAT: _c_float,
+    Kind.DECIMAL: _c_decimal,
+    Kind.TEXT: _c_text,
+    Kind.BYTES: _c_bytes,
+    Kind.DATE: _c_date,
+    Kind.DATETIME: _c_timestamp,
+    Kind.TIMESTAMP: _c_timestamp,
+    Kind.TIME: _c_time,
+    Kind.INTERVAL: _c_interval,
+    Kind.JSON: _c_json,
+    Kind.UUID: _c_uuid,
+    Kind.TIMEUUID: _c_uuid,
+    Kind.INET: _c_inet,
+    Kind.BIT: _c_bit,
+    Kind.ENUM: _c_enum,
+    Kind.ARRAY: _c_array,
+}
+
+# ====================================================================================== storage
+
+
+def _ts_to_us(v: dt.datetime) -> int:
+    if v.tzinfo is None:
+        v = v.replace(tzinfo=UTC)
+    delta = v - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _us_to_ts(t: SqlType, us: int) -> dt.datetime:
+    ts = EPOCH + dt.timedelta(microseconds=us)
+    return ts if t.zoned else ts.replace(tzinfo=None)
+
+
+def _td_to_us(v: dt.timedelta) -> int:
+    return (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
+
+
+def _time_to_ns(v: dt.time) -> int:
+    return ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000_000 + v.microsecond * 1000
+
+
+def _ns_to_time(ns: int) -> dt.time:
+    return (dt.datetime.min + dt.timedelta(microseconds=ns // 1000)).time()
+
+
+def _array_to_db(t: SqlType, v: list[Any]) -> str:
+    assert t.element is not None
+    el = t.element
+    return orjson.dumps([_json_safe(el.to_db(x)) for x in v]).decode()
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, bytes):
+        return {"$b": x.hex()}
+    return x
+
+
+def _array_from_db(t: SqlType, raw: str) -> list[Any]:
+    assert t.element is not None
+    el = t.element
+    out = []
+    for x in orjson.loads(raw):
+        if isinstance(x, dict) and "$b" in x:
+            x = bytes.fromhex(x["$b"])
+        out.append(el.from_db(x))
+    return out
+
+
+def _uint_to_db(t: SqlType, v: int) -> int:
+    return v - UINT64_BIAS if t.bits == 64 else v
+
+
+def _uint_from_db(t: SqlType, raw: int) -> int:
+    return raw + UINT64_BIAS if t.bits == 64 else raw
+
+
+def _varint_to_db(t: SqlType, v: int) -> int | str:
+    return v if -(1 << 63) <= v < (1 << 63) else str(v)
+
+
+def _ident(t: SqlType, v: Any) -> Any:
+    return v
+
+
+_TO_DB: dict[Kind, Any] = {
+    Kind.BOOL: lambda t, v: 1 if v else 0,
+    Kind.INT: _ident,
+    Kind.UINT: _uint_to_db,
+    Kind.VARINT: _varint_to_db,
+    Kind.FLOAT: _ident,
+    Kind.DECIMAL: lambda t, v: str(v),
+    Kind.TEXT: _ident,
+    Kind.BYTES: _ident,
+    Kind.DATE: lambda t, v: (v - EPOCH_DATE).days,
+    Kind.DATETIME: lambda t, v: _ts_to_us(v) // 1_000_000,
+    Kind.TIMESTAMP: lambda t, v: _ts_to_us(v),
+    Kind.TIME: lambda t, v: _time_to_ns(v),
+    Kind.INTERVAL: lambda t, v: _td_to_us(v),
+    Kind.JSON: _ident,
+    Kind.UUID: lambda t, v: str(v),
+    Kind.TIMEUUID: lambda t, v: str(v),
+    Kind.INET: _ident,
+    Kind.BIT: _ident,
+    Kind.ENUM: _ident,
+    Kind.ARRAY: _array_to_db,
+}
+
+_FROM_DB: dict[Kind, Any] = {
+    Kind.BOOL: lambda t, r: bool(r),
+    Kind.INT: _ident,
+    Kind.UINT: _uint_from_db,
+    Kind.VARINT: lambda t, r: int(r),
+    Kind.FLOAT: lambda t, r: float(r),
+    Kind.DECIMAL: lambda t, r: Decimal(r),
+    Kind.TEXT: _ident,
+    Kind.BYTES: lambda t, r: bytes(r),
+    Kind.DATE: lambda t, r: EPOCH_DATE + dt.timedelta(days=r),
+    Kind.DATETIME: lambda t, r: _us_to_ts(t, r * 1_000_000),
+    Kind.TIMESTAMP: _us_to_ts,
+    Kind.TIME: lambda t, r: _ns_to_time(r),
+    Kind.INTERVAL: lambda t, r: dt.timedelta(microseconds=r),
+    Kind.JSON: _ident,
+    Kind.UUID: lambda t, r: uuid.UUID(r),
+    Kind.TIMEUUID: lambda t, r: uuid.UUID(r),
+    Kind.INET: _ident,
+    Kind.BIT: _ident,
+    Kind.ENUM: _ident,
+    Kind.ARRAY: _array_from_db,
+}
+
+
+# ====================================================================================== names
+
+
+def _t(kind: Kind, name: str, **kw: Any) -> SqlType:
+    return SqlType(kind=kind, name=name, **kw)
+
+
+# Plain (parameterless) names, keyed by lower-case spelling. The stored name keeps the dialect's
+# customary spelling so that error messages and DESCRIBE speak the user's language.
+_SIMPLE: dict[str, SqlType] = {
+    # --- YDB
+    "bool": _t(Kind.BOOL, "Bool"),
+    "int8": _t(Kind.INT, "Int8", bits=8),
+    "int16": _t(Kind.INT, "Int16", bits=16),
+    "int32": _t(Kind.INT, "Int32", bits=32),
+    "int64": _t(Kind.INT, "Int64", bits=64),
+    "uint8": _t(Kind.UINT, "Uint8", bits=8),
+    "uint16": _t(Kind.UINT, "Uint16", bits=16),
+    "uint32": _t(Kind.UINT, "Uint32", bits=32),
+    "uint64": _t(Kind.UINT, "Uint64", bits=64),
+    "float": _t(Kind.FLOAT, "Float", bits=32),
+    "double": _t(Kind.FLOAT, "Double", bits=64),
+    "string": _t(Kind.BYTES, "String"),
+    "utf8": _t(Kind.TEXT, "Utf8"),
+    "date": _t(Kind.DATE, "Date"),
+    "datetime": _t(Kind.DATETIME, "Datetime"),
+    "timestamp": _t(Kind.TIMESTAMP, "Timestamp"),
+    "interval": _t(Kind.INTERVAL, "Interval"),
+    "json": _t(Kind.JSON, "Json"),
+    "jsondocument": _t(Kind.JSON, "JsonDocument"),
+    "uuid": _t(Kind.UUID, "Uuid"),
+}
+
+_CQL: dict[str, SqlType] = {
+    "int": _t(Kind.INT, "int", bits=32),
+    "bigint": _t(Kind.INT, "bigint", bits=64),
+    "smallint": _t(Kind.INT, "smallint", bits=16),
+    "tinyint": _t(Kind.INT, "tinyint", bits=8),
+    "counter": _t(Kind.INT, "counter", bits=64),
+    "varint": _t(Kind.VARINT, "varint"),
+    "text": _t(Kind.TEXT, "text"),
+    "varchar": _t(Kind.TEXT, "varchar"),
+    "ascii": _t(Kind.TEXT, "ascii", ascii=True),
+    "boolean": _t(Kind.BOOL, "boolean"),
+    "double": _t(Kind.FLOAT, "double", bits=64),
+    "float": _t(Kind.FLOAT, "float", bits=32),
+    "decimal": _t(Kind.DECIMAL, "decimal"),
+    "timestamp": _t(Kind.TIMESTAMP, "timestamp", millis=True),
+    "date": _t(Kind.DATE, "date"),
+    "time": _t(Kind.TIME, "time"),
+    "duration": _t(Kind.INTERVAL, "duration"),
+    "uuid": _t(Kind.UUID, "uuid"),
+    "timeuuid": _t(Kind.TIMEUUID, "timeuuid"),
+    "blob": _t(Kind.BYTES, "blob"),
+    "inet": _t(Kind.INET, "inet"),
+}
+
+_CRDB: dict[str, SqlType] = {
+    "int": _t(Kind.INT, "INT8"),
+    "integer": _t(Kind.INT, "INT8"),
+    "int8": _t(Kind.INT, "INT8"),
+    "int64": _t(Kind.INT, "INT8"),
+    "bigint": _t(Kind.INT, "INT8"),
+    "int4": _t(Kind.INT, "INT4", bits=32),
+    "int2": _t(Kind.INT, "INT2", bits=16),
+    "smallint": _t(Kind.INT, "INT2", bits=16),
+    "serial": _t(Kind.INT, "INT8"),
+    "string": _t(Kind.TEXT, "STRING"),
+    "text": _t(Kind.TEXT, "STRING"),
+    "varchar": _t(Kind.TEXT, "VARCHAR"),
+    "char": _t(Kind.TEXT, "CHAR"),
+    "character varying": _t(Kind.TEXT, "VARCHAR"),
+    "bool": _t(Kind.BOOL, "BOOL"),
+    "boolean": _t(Kind.BOOL, "BOOL"),
+    "float": _t(Kind.FLOAT, "FLOAT8"),
+    "float8": _t(Kind.FLOAT, "FLOAT8"),
+    "double precision": _t(Kind.FLOAT, "FLOAT8"),
+    "real": _t(Kind.FLOAT, "FLOAT4", bits=32),
+    "float4": _t(Kind.FLOAT, "FLOAT4", bits=32),
+    "decimal": _t(Kind.DECIMAL, "DECIMAL"),
+    "numeric": _t(Kind.DECIMAL, "DECIMAL"),
+    "dec": _t(Kind.DECIMAL, "DECIMAL"),
+    "bytes": _t(Kind.BYTES, "BYTES"),
+    "bytea": _t(Kind.BYTES, "BYTES"),
+    "blob": _t(Kind.BYTES, "BYTES"),
+    "date": _t(Kind.DATE, "DATE"),
+    "time": _t(Kind.TIME, "TIME"),
+    "timestamp": _t(Kind.TIMESTAMP, "TIMESTAMP", zoned=False),
+    "timestamp without time zone": _t(Kind.TIMESTAMP, "TIMESTAMP", zoned=False),
+    "timestamptz": _t(Kind.TIMESTAMP, "TIMESTAMPTZ"),
+    "timestamp with time zone": _t(Kind.TIMESTAMP, "TIMESTAMPTZ"),
+    "interval": _t(Kind.INTERVAL, "INTERVAL"),
+    "uuid": _t(Kind.UUID, "UUID"),
+    "inet": _t(Kind.INET, "INET"),
+    "jsonb": _t(Kind.JSON, "JSONB"),
+    "json": _t(Kind.JSON, "JSONB"),
+    "bit": _t(Kind.BIT, "BIT(1)", length=1),
+    "varbit": _t(Kind.BIT, "VARBIT", varying=True),
+    "bit varying": _t(Kind.BIT, "VARBIT", varying=True),
+}
+
+# YDB names that are spelled in CamelCase: used to tell a YDB declaration from a CockroachDB one
+# in the shared ``sql`` dialect (``String`` is YDB bytes, ``STRING`` is CockroachDB text).
+_YDB_SPELLINGS = {
+    "Bool", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32", "Uint64", "Float",
+    "Double", "String", "Utf8", "Date", "Datetime", "Timestamp", "Interval", "Json", "JsonDocument",
+    "Uuid", "Decimal",
+}  # fmt: skip
+
+
+def resolve_type(
+    name: str,
+    params: tuple[int, ...] = (),
+    array: bool = False,
+    *,
+    dialect: str,
+    enums: dict[str, tuple[str, ...]] | None = None,
+) -> SqlType:
+    """Resolve a declared type name. ``dialect`` is "cql" or "sql" (YDB and CockroachDB)."""
+    base = _resolve_base(name, params, dialect, enums or {})
+    if array:
+        return SqlType(kind=Kind.ARRAY, name=f"{base.name}[]", element=base)
+    return base
+
+
+def _resolve_base(name: str, params: tuple[int, ...], dialect: str, enums: dict[str, tuple[str, ...]]) -> SqlType:
+    key = " ".join(name.lower().split())
+    if key in ("decimal", "numeric", "dec"):
+        if params:
+            if len(params) > 2 or not 1 <= params[0] <= 38 or (len(params) == 2 and not 0 <= params[1] <= params[0]):
+                raise TypeMismatch(f"invalid precision/scale for {name}{params}")
+            p, s = params[0], params[1] if len(params) == 2 else 0
+            shown = f"Decimal({p},{s})" if name == "Decimal" else f"{name.upper()}({p},{s})"
+            return SqlType(kind=Kind.DECIMAL, name=shown, precision=p, scale=s)
+        return _t(Kind.DECIMAL, "Decimal(22,9)", precision=22, scale=9) if name == "Decimal" else (
+            _CQL["decimal"] if dialect == "cql" else _CRDB["decimal"]
+        )
+    if key in ("bit", "varbit", "bit varying") and dialect != "cql":
+        varying = key != "bit"
+        n = params[0] if params else (None if varying else 1)
+        if n is not None and n < 1:
+            raise TypeMismatch(f"invalid length for {name}: {n}")
+        shown = ("VARBIT" if varying else "BIT") + (f"({n})" if n is not None else "")
+        return SqlType(kind=Kind.BIT, name=shown, length=n, varying=varying)
+    if key in ("varchar", "char", "character varying", "character", "string") and params and dialect != "cql":
+        return SqlType(kind=Kind.TEXT, name=f"{key.upper()}({params[0]})", length=params[0])
+    if params:
+        raise TypeMismatch(f"type {name} takes no parameters")
+    if dialect == "cql":
+        if key in _CQL:
+            return _CQL[key]
+        raise UndefinedObject(f"unknown type {name!r}")
+    if name in _YDB_SPELLINGS or (key in _SIMPLE and key not in _CRDB):
+        return _SIMPLE[key]
+    if key in _CRDB:
+        return _CRDB[key]
+    if key in _SIMPLE:
+        return _SIMPLE[key]
+    if key in enums:
+        return SqlType(kind=Kind.ENUM, name=name, labels=enums[key])
+    raise UndefinedObject(f"unknown type {name!r}")

@@ -1,0 +1,119 @@
+"""Scalar functions and typed-literal constructors of the three dialects.
+
+YQL typed literals (``Date("2022-02-22")``, ``Timestamp(...)``, ``Interval("PT24H")``, ``Uint64(1)``),
+CockroachDB built-ins (``now()``, ``unique_rowid()``, ``gen_random_uuid()``) and CQL's (``now()``
+as a timeuuid, ``uuid()``, ``toTimestamp``). Each takes evaluated Python arguments.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from changefeed.engine.clock import CommitTs
+from changefeed.engine.types import UTC, resolve_type
+from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedObject
+
+_rowid_lock = threading.Lock()
+_rowid_counter = itertools.count()
+_NODE = os.getpid() & 0x7FFF
+
+
+def unique_rowid() -> int:
+    """CockroachDB-style unique_rowid(): microseconds since the epoch shifted left, plus a node id
+    and a counter; increasing within a process and unique across processes."""
+    with _rowid_lock:
+        n = next(_rowid_counter) & 0x3F
+    return ((time.time_ns() // 1000) << 14 | (_NODE << 6) % (1 << 14) | n) & ((1 << 63) - 1)
+
+
+def _typed(type_name: str, params: tuple[int, ...] = ()) -> Callable[..., Any]:
+    t = resolve_type(type_name, params, dialect="sql")
+
+    def make(*args: Any) -> Any:
+        if len(args) != 1:
+            raise InvalidStatement(f"{type_name}() takes exactly one argument")
+        return t.coerce(args[0], f"{type_name}()")
+
+    return make
+
+
+def _decimal(*args: Any) -> Decimal:
+    if len(args) not in (1, 3):
+        raise InvalidStatement("Decimal() takes (value, precision, scale)")
+    params = (int(args[1]), int(args[2])) if len(args) == 3 else (22, 9)
+    t = resolve_type("Decimal", params, dialect="sql")
+    return t.coerce(args[0], "Decimal()")  # type: ignore[no-any-return]
+
+
+def _now_ts(ctx: EvalContext) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ctx.now_ns / 1e9, tz=UTC)
+
+
+class EvalContext:
+    """What functions may need from the running statement: its time and dialect."""
+
+    def __init__(self, now_ns: int, dialect: str, ts: CommitTs | None = None) -> None:
+        self.now_ns = now_ns
+        self.dialect = dialect
+        self.ts = ts
+
+
+_PURE: dict[str, Callable[..., Any]] = {
+    name.lower(): _typed(name)
+    for name in (
+        "Bool", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32", "Uint64", "Float",
+        "Double", "String", "Utf8", "Date", "Datetime", "Timestamp", "Interval", "Json",
+        "JsonDocument", "Uuid",
+    )
+}  # fmt: skip
+_PURE["decimal"] = _decimal
+_PURE["tztimestamp"] = _typed("Timestamp")
+_PURE["lower"] = lambda s: None if s is None else str(s).lower()
+_PURE["upper"] = lambda s: None if s is None else str(s).upper()
+_PURE["length"] = lambda s: None if s is None else len(s)
+_PURE["abs"] = lambda x: None if x is None else abs(x)
+_PURE["coalesce"] = lambda *xs: next((x for x in xs if x is not None), None)
+_PURE["concat"] = lambda *xs: "".join("" if x is None else str(x) for x in xs)
+_PURE["totimestamp"] = lambda x: x if isinstance(x, dt.datetime) else _uuid_time(x)
+_PURE["todate"] = lambda x: (x if isinstance(x, dt.datetime) else _uuid_time(x)).date()
+_PURE["tounixtimestamp"] = lambda x: int(((x if isinstance(x, dt.datetime) else _uuid_time(x)).timestamp()) * 1000)
+
+
+def _uuid_time(u: Any) -> dt.datetime:
+    if not isinstance(u, uuid.UUID) or u.version != 1:
+        raise TypeMismatch(f"expected a timeuuid, got {u!r}")
+    return dt.datetime.fromtimestamp((u.time - 0x01B21DD213814000) / 1e7, tz=UTC)
+
+
+def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
+    """Evaluate scalar function ``name`` on already evaluated ``args``."""
+    key = name.lower()
+    fn = _PURE.get(key)
+    if fn is not None:
+        return fn(*args)
+    if key in ("now", "current_timestamp", "currentutctimestamp", "statement_timestamp", "transaction_timestamp", "currenttimestamp"):
+        if key == "now" and ctx.dialect == "cql":
+            return (ctx.ts or CommitTs(ctx.now_ns)).timeuuid(node=uuid.getnode())
+        return _now_ts(ctx)
+    if key in ("currentutcdate", "current_date", "currentdate"):
+        return _now_ts(ctx).date()
+    if key in ("currentutcdatetime",):
+        return _now_ts(ctx).replace(microsecond=0)
+    if key == "unique_rowid":
+        return unique_rowid()
+    if key in ("gen_random_uuid", "uuid_generate_v4", "uuid", "randomuuid", "random_uuid"):
+        return uuid.uuid4()
+    if key in ("currenttimeuuid", "timeuuid"):
+        return uuid.uuid1()
+    raise UndefinedObject(f"unknown function {name}()")
+
+
+AGGREGATES = {"count", "min", "max", "sum", "avg"}
