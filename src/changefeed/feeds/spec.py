@@ -1,0 +1,181 @@
+"""Changefeed definitions: options parsed and validated into one frozen :class:`FeedSpec`.
+
+YDB ``ALTER TABLE t ADD CHANGEFEED name WITH (...)`` options are named constants below, each with
+its default and validation. A spec is stored as JSON in ``_feeds.spec``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.types import Kind, parse_interval
+from changefeed.exceptions import InvalidOption
+
+NS_PER_S = 1_000_000_000
+
+
+class Mode(enum.Enum):
+    KEYS_ONLY = "KEYS_ONLY"
+    UPDATES = "UPDATES"
+    NEW_IMAGE = "NEW_IMAGE"
+    OLD_IMAGE = "OLD_IMAGE"
+    NEW_AND_OLD_IMAGES = "NEW_AND_OLD_IMAGES"
+
+
+# ---------------------------------------------------------------------------- YDB option names
+OPT_MODE = "mode"
+OPT_FORMAT = "format"
+OPT_VIRTUAL_TIMESTAMPS = "virtual_timestamps"
+OPT_RESOLVED_TIMESTAMPS = "resolved_timestamps"
+OPT_INITIAL_SCAN = "initial_scan"
+OPT_RETENTION_PERIOD = "retention_period"
+OPT_TOPIC_MIN_ACTIVE_PARTITIONS = "topic_min_active_partitions"
+OPT_TOPIC_AUTO_PARTITIONING = "topic_auto_partitioning"
+OPT_AWS_REGION = "aws_region"
+OPT_USER_SIAS = "user_sids"
+
+YDB_OPTIONS = (
+    OPT_MODE,
+    OPT_FORMAT,
+    OPT_VIRTUAL_TIMESTAMPS,
+    OPT_RESOLVED_TIMESTAMPS,
+    OPT_INITIAL_SCAN,
+    OPT_RETENTION_PERIOD,
+    OPT_TOPIC_MIN_ACTIVE_PARTITIONS,
+)
+
+#: Encoder names (see changefeed.formats): YDB's FORMAT values map onto them.
+YDB_FORMATS = {"JSON": "ydb-json", "DEBEZIUM_JSON": "debezium-json"}
+
+DEFAULT_RETENTION = dt.timedelta(hours=24)
+MAX_RETENTION = dt.timedelta(days=30)
+MAX_TOPIC_PARTITIONS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class FeedSpec:
+    """Everything the pipeline needs to run one changefeed."""
+
+    id: int
+    table_id: int
+    name: str
+    kind: str  # "ydb" | "crdb"
+    topic: str
+    partitions: int
+    format: str  # an encoder name in changefeed.formats
+    mode: Mode
+    virtual_timestamps: bool = False
+    resolved_ns: int | None = None  # emit resolved (barrier) records this often
+    initial_scan: bool = False
+    retention_ns: int = int(DEFAULT_RETENTION.total_seconds()) * NS_PER_S
+    created_seq: int = 0  # change-stream position at creation: the feed delivers seq > this
+    created_wall: int = 0  # commit timestamp of the creating transaction (the scan snapshot)
+    created_logical: int = 0
+    created_tx: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["mode"] = self.mode.value
+        return d
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> FeedSpec:
+        return FeedSpec(**{**d, "mode": Mode(d["mode"])})
+
+    def with_ids(self, **kw: Any) -> FeedSpec:
+        return replace(self, **kw)
+
+
+def _text(value: Any, option: str) -> str:
+    if isinstance(value, str):
+        return value
+    raise InvalidOption(f"changefeed option {option.upper()} takes a string, got {value!r}")
+
+
+def _bool(value: Any, option: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise InvalidOption(f"changefeed option {option.upper()} takes TRUE or FALSE, got {value!r}")
+
+
+def _interval(value: Any, option: str) -> dt.timedelta:
+    if isinstance(value, dt.timedelta):
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_interval(value)
+        except ValueError:
+            pass
+    raise InvalidOption(f"changefeed option {option.upper()} takes an Interval such as Interval(\"PT1S\"), got {value!r}")
+
+
+def parse_ydb_options(
+    table: TableSchema, name: str, options: Mapping[str, Any], *, feed_id: int = 0
+) -> FeedSpec:
+    """Validate YDB ``ADD CHANGEFEED`` options (already evaluated to Python values)."""
+    opts = {k.lower(): v for k, v in options.items()}
+    unknown = sorted(set(opts) - set(YDB_OPTIONS))
+    if unknown:
+        raise InvalidOption(
+            f"unknown changefeed option {unknown[0].upper()}; valid options are: {', '.join(o.upper() for o in YDB_OPTIONS)}"
+        )
+    if OPT_MODE not in opts:
+        raise InvalidOption("changefeed option MODE is required (KEYS_ONLY, UPDATES, NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES)")
+    if OPT_FORMAT not in opts:
+        raise InvalidOption("changefeed option FORMAT is required (JSON or DEBEZIUM_JSON)")
+    mode_text = _text(opts[OPT_MODE], OPT_MODE).upper()
+    try:
+        mode = Mode(mode_text)
+    except ValueError:
+        raise InvalidOption(
+            f"invalid MODE {opts[OPT_MODE]!r}; expected one of {', '.join(m.value for m in Mode)}"
+        ) from None
+    fmt_text = _text(opts[OPT_FORMAT], OPT_FORMAT).upper()
+    if fmt_text not in YDB_FORMATS:
+        raise InvalidOption(f"invalid FORMAT {opts[OPT_FORMAT]!r}; expected JSON or DEBEZIUM_JSON")
+    virtual = _bool(opts.get(OPT_VIRTUAL_TIMESTAMPS, False), OPT_VIRTUAL_TIMESTAMPS)
+    resolved_ns = None
+    if OPT_RESOLVED_TIMESTAMPS in opts:
+        resolved = _interval(opts[OPT_RESOLVED_TIMESTAMPS], OPT_RESOLVED_TIMESTAMPS)
+        if resolved <= dt.timedelta(0):
+            raise InvalidOption("RESOLVED_TIMESTAMPS must be a positive interval")
+        resolved_ns = int(resolved.total_seconds() * NS_PER_S)
+    initial_scan = _bool(opts.get(OPT_INITIAL_SCAN, False), OPT_INITIAL_SCAN)
+    retention = _interval(opts.get(OPT_RETENTION_PERIOD, DEFAULT_RETENTION), OPT_RETENTION_PERIOD)
+    if retention <= dt.timedelta(0):
+        raise InvalidOption("RETENTION_PERIOD must be a positive interval")
+    if retention > MAX_RETENTION:
+        raise InvalidOption(f"RETENTION_PERIOD {retention} exceeds the maximum of 30 days")
+    partitions = table.partitions
+    if OPT_TOPIC_MIN_ACTIVE_PARTITIONS in opts:
+        n = opts[OPT_TOPIC_MIN_ACTIVE_PARTITIONS]
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_TOPIC_PARTITIONS:
+            raise InvalidOption(f"TOPIC_MIN_ACTIVE_PARTITIONS must be an integer from 1 to {MAX_TOPIC_PARTITIONS}, got {n!r}")
+        first = table.key[0]
+        if not (first.type.kind is Kind.UINT and first.type.bits in (32, 64)):
+            raise InvalidOption(
+                "TOPIC_MIN_ACTIVE_PARTITIONS is supported only for tables whose first primary key column is "
+                f"Uint64 or Uint32; {table.name}.{first.name} is {first.type.name}"
+            )
+        partitions = n
+    return FeedSpec(
+        id=feed_id,
+        table_id=table.id,
+        name=name,
+        kind="ydb",
+        topic=f"{table.short_name}/{name}",
+        partitions=partitions,
+        format=YDB_FORMATS[fmt_text],
+        mode=mode,
+        virtual_timestamps=virtual,
+        resolved_ns=resolved_ns,
+        initial_scan=initial_scan,
+        retention_ns=int(retention.total_seconds()) * NS_PER_S,
+    )
