@@ -147,6 +147,20 @@ class Database:
         self.conn.execute("UPDATE _clock SET wall = ?, logical = ?, txid = ? WHERE id = 0", (ts.wall, ts.logical, txid))
         return ts, txid
 
+    def close_timestamp(self) -> tuple[CommitTs, int]:
+        """Commit an empty write transaction and return its (CommitTs, txid): every later commit gets
+        a larger timestamp, and every commit at or below it is visible to snapshots taken after."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                ts, txid = self.allocate_ts()
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+        return ts, txid
+
     def last_ts(self) -> CommitTs:
         wall, logical = self.conn.execute("SELECT wall, logical FROM _clock WHERE id = 0").fetchone()
         return CommitTs(wall, logical)

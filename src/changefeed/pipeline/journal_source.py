@@ -1,0 +1,291 @@
+"""Spark source over a table's change stream ``x<id>``: ``format("changefeed-journal")``.
+
+Options:
+
+* ``path``: the database directory; ``table_id``: the table whose change stream to read;
+* ``start_seq``: read changes with ``seq > start_seq`` (a feed's ``created_seq``; default 0);
+* ``end_seq`` (batch only): read up to and including this seq (default: everything committed);
+* ``maxRowsPerBatch`` (streaming): admission control, default 200000 rows. A micro-batch never
+  splits a transaction: the end is extended to the last row of the cut row's transaction;
+* ``resolved_ns`` (streaming): when set, a micro-batch that reaches the end of the committed
+  stream, at least this long after the previous closed timestamp, closes a timestamp first
+  (``Database.close_timestamp``) and records it in its end offset (see :func:`closed_of`).
+
+Rows: ``changefeed.engine.changes.change_schema(table)``, read as Arrow record batches.
+Streaming offsets are ``{"seq": N, "closed": [wall, logical, tx] | null, "new": bool}``:
+``seq`` is the journal position; ``closed`` the last closed timestamp (every commit at or
+below it has ``seq <= N``); ``new`` is true only in the offset of the batch that closed it, so
+the job emits each resolved timestamp exactly once, deterministically on replay.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.changes import change_schema, read_changes
+from changefeed.engine.database import DB_FILE, open_sqlite
+from changefeed.exceptions import InvalidOption, UndefinedTable
+
+__all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "spark_schema"]
+
+DEFAULT_MAX_ROWS = 200_000
+#: Rows per Arrow batch handed to Spark (bounds a reader task's memory).
+CHUNK = 50_000
+#: A partition of a micro-batch covers at least this many seqs; at most MAX_PARTS partitions.
+MIN_PART = 25_000
+MAX_PARTS = 4
+
+
+def spark_schema(table: TableSchema) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(change_schema(table))
+
+
+def load_table(db_dir: str | Path, table_id: int) -> TableSchema:
+    """The table's schema from the catalog, read-only (no engine connection needed)."""
+    conn = open_sqlite(Path(db_dir) / DB_FILE, readonly=True)
+    try:
+        row = conn.execute("SELECT spec FROM _catalog WHERE id = ?", (int(table_id),)).fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        raise UndefinedTable(f"table id {table_id} does not exist")
+    return TableSchema.from_json(orjson.loads(row[0]))
+
+
+def closed_of(offset: Mapping[str, Any] | None) -> tuple[int, int, int] | None:
+    """The closed timestamp ``(wall, logical, tx)`` a batch ending at ``offset`` must resolve, or None."""
+    if not offset or not offset.get("new") or not offset.get("closed"):
+        return None
+    w, lg, tx = offset["closed"]
+    return int(w), int(lg), int(tx)
+
+
+class JournalPartition(InputPartition):
+    """Change rows with ``lo < seq <= hi``."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        super().__init__((lo, hi))
+        self.lo = lo
+        self.hi = hi
+
+    def __repr__(self) -> str:
+        return f"JournalPartition({self.lo}, {self.hi})"
+
+
+def _opt(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    for k, v in options.items():
+        if k.lower() == name.lower():
+            return v
+    return default
+
+
+def _int_opt(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = _opt(options, name)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidOption(f"option {name} must be an integer, got {raw!r}") from None
+
+
+class _Options:
+    def __init__(self, options: Mapping[str, str]) -> None:
+        path = _opt(options, "path")
+        if not path:
+            raise InvalidOption("the changefeed-journal source needs option path (the database directory)")
+        self.path = str(Path(path).absolute())
+        tid = _int_opt(options, "table_id", None)
+        if tid is None:
+            raise InvalidOption("the changefeed-journal source needs option table_id")
+        self.table_id = tid
+        self.start_seq = _int_opt(options, "start_seq", 0) or 0
+        self.end_seq = _int_opt(options, "end_seq", None)
+        self.max_rows = _int_opt(options, "maxRowsPerBatch", DEFAULT_MAX_ROWS) or DEFAULT_MAX_ROWS
+        if self.max_rows <= 0:
+            raise InvalidOption("option maxRowsPerBatch must be positive")
+        self.resolved_ns = _int_opt(options, "resolved_ns", None)
+        self.table = load_table(self.path, tid)
+
+    @property
+    def file(self) -> Path:
+        return Path(self.path) / DB_FILE
+
+    def connect(self) -> Any:
+        return open_sqlite(self.file, readonly=True)
+
+
+def _max_seq(conn: Any, table_id: int) -> int:
+    return int(conn.execute(f"SELECT COALESCE(MAX(seq), 0) FROM x{table_id}").fetchone()[0])
+
+
+def split(lo: int, hi: int) -> list[JournalPartition]:
+    n = hi - lo
+    if n <= 0:
+        return []
+    parts = max(1, min(MAX_PARTS, n // MIN_PART))
+    step = -(-n // parts)
+    return [JournalPartition(a, min(a + step, hi)) for a in range(lo, hi, step)]
+
+
+def read_range(opts: _Options, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
+    conn = opts.connect()
+    try:
+        a = lo
+        while a < hi:
+            b = min(a + CHUNK, hi)
+            batch = read_changes(conn, opts.table, a, b)
+            if batch.num_rows:
+                yield batch
+            a = b
+    finally:
+        conn.close()
+
+
+class JournalBatchReader(DataSourceReader):
+    def __init__(self, opts: _Options) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        conn = self.opts.connect()
+        try:
+            hi = _max_seq(conn, self.opts.table_id)
+        finally:
+            conn.close()
+        if self.opts.end_seq is not None:
+            hi = min(hi, self.opts.end_seq)
+        parts = split(self.opts.start_seq, hi)
+        return parts or [JournalPartition(0, 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, JournalPartition)
+        return read_range(self.opts, partition.lo, partition.hi)
+
+
+class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: _Options) -> None:
+        self.opts = opts
+        self._target: int | None = None
+        self._target_closed: list[int] | None = None
+        self._conn: Any = None
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _c(self) -> Any:
+        if self._conn is None:
+            self._conn = self.opts.connect()
+        return self._conn
+
+    def _close_ts(self) -> list[int]:
+        from changefeed.engine.database import Database
+
+        db = Database(self.opts.path, create=False)
+        try:
+            ts, tx = db.close_timestamp()
+        finally:
+            db.close()
+        return [ts.wall, ts.logical, tx]
+
+    def _cut(self, start: int, top: int, max_rows: int) -> int:
+        """End seq of a batch starting after ``start`` with at most ~max_rows rows, not splitting a txn."""
+        c = self._c()
+        row = c.execute(
+            f"SELECT seq, tx FROM x{self.opts.table_id} WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 1 OFFSET ?",
+            (start, top, max_rows - 1),
+        ).fetchone()
+        if row is None:
+            return top
+        cut, tx = int(row[0]), int(row[1])
+        nxt = c.execute(
+            f"SELECT seq FROM x{self.opts.table_id} WHERE seq > ? AND seq <= ? AND tx != ? ORDER BY seq LIMIT 1",
+            (cut, top, tx),
+        ).fetchone()
+        if nxt is None:
+            return top
+        end = c.execute(
+            f"SELECT MAX(seq) FROM x{self.opts.table_id} WHERE seq >= ? AND seq < ?", (cut, int(nxt[0]))
+        ).fetchone()[0]
+        return int(end)
+
+    # -- the DataSourceStreamReader API ------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        return {"seq": self.opts.start_seq, "closed": None, "new": False}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.opts.max_rows)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        if self.opts.resolved_ns:
+            self._target_closed = self._close_ts()
+        self._target = _max_seq(self._c(), self.opts.table_id)
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        return {"seq": _max_seq(self._c(), self.opts.table_id)}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        s = int(start.get("seq", self.opts.start_seq))
+        closed = start.get("closed")
+        max_rows = int(limit.max_rows) if isinstance(limit, ReadMaxRows) else None
+        if self._target is not None:
+            top = self._target
+        else:
+            top = _max_seq(self._c(), self.opts.table_id)
+            if self.opts.resolved_ns:
+                now = time.time_ns()
+                if closed is None or now - int(closed[0]) >= self.opts.resolved_ns:
+                    fresh = self._close_ts()
+                    top = _max_seq(self._c(), self.opts.table_id)  # after the close: covers it
+                    end = top if max_rows is None else self._cut(s, top, max_rows)
+                    if end == top:
+                        return {"seq": top, "closed": fresh, "new": True}
+        top = max(top, s)
+        end = top if max_rows is None or top == s else self._cut(s, top, max_rows)
+        tc = self._target_closed
+        if self._target is not None and tc is not None and end == self._target and closed != tc:
+            return {"seq": end, "closed": tc, "new": True}
+        if end == s:
+            return dict(start)
+        return {"seq": end, "closed": closed, "new": False}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return split(int(start.get("seq", self.opts.start_seq)), int(end["seq"]))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, JournalPartition)
+        return read_range(self.opts, partition.lo, partition.hi)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class JournalDataSource(DataSource):
+    """``format("changefeed-journal")``: a table's change stream, batch or streaming."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "changefeed-journal"
+
+    def schema(self) -> StructType:
+        return spark_schema(_Options(self.options).table)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return JournalBatchReader(_Options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return JournalStreamReader(_Options(self.options))
