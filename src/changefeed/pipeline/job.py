@@ -1,0 +1,272 @@
+"""The changefeed job: one Structured Streaming query per feed, journal -> encoder -> topic.
+
+Shape of one micro-batch (``foreachBatch(df, batch_id)``):
+
+1. ``df`` is the journal source's rows ``start < seq <= end`` (whole transactions only);
+2. ``encoder.encode_spark`` turns them into ``partition, key, value, ts`` (JVM-side);
+3. ``monotonically_increasing_id()`` numbers them in journal order (the source's input
+   partitions are consecutive seq ranges, so the id order is the seq order), then
+   ``repartition(n, partition)`` + ``sortWithinPartitions(partition, id)`` brings every topic
+   partition's records together in commit order, and ``mapInArrow`` appends them *on the
+   executors*: one ``TopicStore.append(topic, p, writer="feed-<id>", batch_id, records)`` per
+   topic partition, each its own SQLite file, in parallel;
+4. if the batch's end offset carries a freshly closed timestamp, a resolved record follows the data
+   in the same append of every partition (partitions without data get a resolved-only append);
+5. the feed's ``_progress`` row is upserted (high water, delivered seq).
+
+The append is idempotent per (writer, batch id) and partition, and Spark replays the same batch id
+with the same offsets after a crash, so every change reaches the topic exactly once. The batch's
+end offset is read from the query's own offset log (``<checkpoint>/offsets/<batch id>``), written
+by Spark before the batch runs, so resolved timestamps replay deterministically too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.clock import CommitTs
+from changefeed.engine.database import DB_FILE, open_sqlite
+from changefeed.exceptions import PipelineError
+from changefeed.feeds.spec import FeedSpec
+from changefeed.feeds.store import FeedRow, all_feeds
+from changefeed.pipeline.journal_source import closed_of, load_table
+from changefeed.topics.store import TopicStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from changefeed.formats.base import Encoder
+
+#: Rows per micro-batch (admission control of the journal source).
+DEFAULT_MAX_ROWS = int(os.environ.get("CHANGEFEED_MAX_ROWS_PER_BATCH", "200000"))
+DEFAULT_TRIGGER = os.environ.get("CHANGEFEED_TRIGGER", "200 milliseconds")
+ACTIVE_STATES = ("running", "scanning")
+
+_RECORDS = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())])
+
+
+def checkpoint_dir(db: str | Path, feed_id: int) -> Path:
+    return Path(db).absolute() / "checkpoints" / f"feed-{feed_id}"
+
+
+def writer_id(feed: FeedSpec) -> str:
+    return f"feed-{feed.id}"
+
+
+# ------------------------------------------------------------------------------------------- DB
+def engine_conn(db: str | Path) -> sqlite3.Connection:
+    return open_sqlite(Path(db).absolute() / DB_FILE)
+
+
+def active_feeds(db: str | Path) -> list[FeedRow]:
+    conn = open_sqlite(Path(db).absolute() / DB_FILE, readonly=True)
+    try:
+        return [f for f in all_feeds(conn) if f.state in ACTIVE_STATES]
+    finally:
+        conn.close()
+
+
+def write_progress(
+    db: str | Path, feed_id: int, seq: int, wall: int, logical: int, detail: dict[str, Any] | None = None
+) -> None:
+    conn = engine_conn(db)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM _feeds WHERE id = ?", (feed_id,)).fetchone() is not None:
+                conn.execute(
+                    "INSERT INTO _progress (feed_id, seq, wall, logical, updated_ns, detail) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (feed_id) DO UPDATE SET seq = excluded.seq, wall = max(wall, excluded.wall),"
+                    " logical = CASE WHEN excluded.wall > wall OR (excluded.wall = wall AND excluded.logical > logical)"
+                    " THEN excluded.logical ELSE logical END, updated_ns = excluded.updated_ns, detail = excluded.detail",
+                    (feed_id, seq, wall, logical, time.time_ns(), None if detail is None else json.dumps(detail)),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.close()
+
+
+def _ts_at(db: str | Path, table_id: int, seq: int) -> tuple[int, int] | None:
+    conn = open_sqlite(Path(db).absolute() / DB_FILE, readonly=True)
+    try:
+        row = conn.execute(f"SELECT ts, lg FROM x{table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)).fetchone()
+    except sqlite3.OperationalError:
+        row = None
+    finally:
+        conn.close()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+# ------------------------------------------------------------------------------------------- offsets
+def batch_end_offset(checkpoint: Path, batch_id: int) -> dict[str, Any]:
+    """The source end offset of ``batch_id`` from the query's offset log."""
+    path = checkpoint / "offsets" / str(batch_id)
+    try:
+        lines = path.read_text().splitlines()
+        return dict(json.loads(lines[2]))
+    except (OSError, IndexError, ValueError) as exc:
+        raise PipelineError(
+            f"cannot read the offset log {path} of batch {batch_id} ({exc}); the checkpoint is unreadable: "
+            f"delete {checkpoint} to restart the feed from its beginning"
+        ) from None
+
+
+# ------------------------------------------------------------------------------------------- writing
+def _make_writer(
+    store: TopicStore, topic: str, writer: str, batch_id: int, resolved: tuple[bytes, int] | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow function: rows sorted by (partition, order) -> one append per topic partition."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        current: int | None = None
+        pending: list[pa.RecordBatch] = []
+        done_p: list[int] = []
+        done_n: list[int] = []
+
+        def flush() -> None:
+            if current is None:
+                return
+            t = pa.Table.from_batches(pending) if pending else _RECORDS.empty_table()
+            t = t.select(["key", "value", "ts"]).cast(_RECORDS)
+            if resolved is not None:
+                t = pa.concat_tables([t, pa.table({"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]}, schema=_RECORDS)])
+            store.append(topic, current, writer, batch_id, t)
+            done_p.append(current)
+            done_n.append(t.num_rows)
+
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            vals = b.column("partition").to_numpy(zero_copy_only=False)
+            cuts = [0, *(np.flatnonzero(np.diff(vals)) + 1).tolist(), len(vals)]
+            for lo, hi in zip(cuts[:-1], cuts[1:], strict=False):
+                p = int(vals[lo])
+                if p != current:
+                    flush()
+                    current = p
+                    pending = []
+                pending.append(b.slice(lo, hi - lo))
+        flush()
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(done_p, pa.int32()), pa.array(done_n, pa.int64())], names=["partition", "n"]
+        )
+
+    return write
+
+
+@dataclass
+class FeedContext:
+    db: Path
+    feed: FeedSpec
+    table: TableSchema
+    encoder: Encoder
+    store: TopicStore
+    checkpoint: Path
+    shuffle_partitions: int
+    last_progress: float = 0.0
+
+    def deliver(self, df: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        feed = self.feed
+        end = batch_end_offset(self.checkpoint, batch_id)
+        closed = closed_of(end)
+        resolved: tuple[bytes, int] | None = None
+        if closed is not None and feed.resolved_ns:
+            wall, logical, tx = closed
+            resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
+        encoded = self.encoder.encode_spark(df, self.table, feed)
+        ordered = (
+            encoded.select("partition", "key", "value", "ts", F.monotonically_increasing_id().alias("_o"))
+            .repartition(min(self.shuffle_partitions, feed.partitions), "partition")
+            .sortWithinPartitions("partition", "_o")
+        )
+        fn = _make_writer(self.store, feed.topic, writer_id(feed), batch_id, resolved)
+        written = ordered.mapInArrow(fn, "partition int, n long").collect()
+        if resolved is not None:
+            got = {r["partition"] for r in written}
+            rec = pa.table({"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]}, schema=_RECORDS)
+            for p in range(feed.partitions):
+                if p not in got:
+                    self.store.append(feed.topic, p, writer_id(feed), batch_id, rec)
+        seq = int(end.get("seq", feed.created_seq))
+        hw = _ts_at(self.db, feed.table_id, seq) or (feed.created_wall, feed.created_logical)
+        if closed is not None and (closed[0], closed[1]) > hw:
+            hw = (closed[0], closed[1])
+        write_progress(self.db, feed.id, seq, hw[0], hw[1])
+
+
+def start_feed_query(
+    spark: SparkSession,
+    db: str | Path,
+    feed: FeedSpec,
+    *,
+    available_now: bool,
+    trigger: str = DEFAULT_TRIGGER,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    encoder: Encoder | None = None,
+) -> StreamingQuery:
+    """Start the streaming query of one feed (its topic must exist)."""
+    from changefeed.formats.base import get_encoder
+
+    dbp = Path(db).absolute()
+    table = load_table(dbp, feed.table_id)
+    enc = encoder or get_encoder(feed.format)
+    ckpt = checkpoint_dir(dbp, feed.id)
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    ctx = FeedContext(
+        db=dbp,
+        feed=feed,
+        table=table,
+        encoder=enc,
+        store=TopicStore(dbp),
+        checkpoint=ckpt,
+        shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
+    )
+    reader = (
+        spark.readStream.format("changefeed-journal")
+        .option("path", str(dbp))
+        .option("table_id", str(feed.table_id))
+        .option("start_seq", str(feed.created_seq))
+        .option("maxRowsPerBatch", str(max_rows))
+    )
+    if feed.resolved_ns:
+        reader = reader.option("resolved_ns", str(feed.resolved_ns))
+    df = reader.load()
+    writer = df.writeStream.foreachBatch(ctx.deliver).option("checkpointLocation", str(ckpt)).queryName(f"feed-{feed.id}")
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger)
+    try:
+        return writer.start()
+    except Exception as exc:  # an unreadable checkpoint surfaces here
+        raise PipelineError(
+            f"feed {feed.id} ({feed.topic}): could not start its streaming query: {_short(exc)}; if the checkpoint "
+            f"{ckpt} is damaged, delete it to restart the feed from its creation point"
+        ) from None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:500] if text else type(exc).__name__
+
+
+def await_query(query: StreamingQuery, feed: FeedSpec) -> None:
+    try:
+        query.awaitTermination()
+    except Exception as exc:
+        raise PipelineError(f"feed {feed.id} ({feed.topic}) failed: {_short(exc)}") from None
