@@ -583,6 +583,16 @@ def _decode_debezium(p: int, off: int, kb: bytes | None, v: Any, ts: int, key_na
 
 
 # ============================================================================== feed validation
+def _order(e: FeedEvent, spec: FeedSpec) -> tuple[int, int]:
+    """Commit order of an event: (wall ns, transaction id). Transaction ids are allocated with the
+    commit timestamp under the write lock, so they order commits even within one wall ns."""
+    if e.kind == "snapshot":
+        return (spec.created_wall, spec.created_tx)
+    if e.kind == "resolved":
+        return (e.ts, e.tx if e.tx is not None else 1 << 62)  # wall only: covers that whole ns
+    return (e.ts, e.tx if e.tx is not None else 0)
+
+
 def validate_feed(db: str | Path, feed: str | int, *, complete: bool = True) -> Report:
     """Read the whole topic of ``feed`` and run every feed check against the journal and table.
 
@@ -629,7 +639,6 @@ def validate_events(
     for e in sorted(data, key=lambda e: (e.partition, e.offset)):
         assert e.key is not None
         per_key[e.key].append(e)
-    tx_order = {r.tx: r.order for r in rows}
     for k, evs in per_key.items():
         parts = {e.partition for e in evs}
         if len(parts) > 1:
@@ -639,15 +648,11 @@ def validate_events(
             rep.add("order", k, f"key hashes to partition {partition_of(raw, spec.partitions)} but was written to {evs[0].partition}")
         if len({e.raw_key for e in evs}) > 1:
             rep.add("order", k, "one key encoded as different message keys")
-        prev: tuple[Any, ...] | None = None
+        prev: tuple[int, int] | None = None
         for e in evs:
-            o = (e.ts, *(tx_order.get(e.tx, (0, 0, 0))[1:] if e.tx is not None else (0, 0)))
-            if e.kind == "snapshot":
-                o = (spec.created_wall, spec.created_logical, spec.created_tx)
+            o = _order(e, spec)
             if prev is not None and o < prev:
                 rep.add("order", k, f"offset {e.offset} (ts {o}) delivered after a later change (ts {prev})")
-            if prev is not None and o == prev and e.kind != "snapshot":
-                pass  # an exact repeat is reported by exactly_once
             prev = o if prev is None or o > prev else prev
 
     # ---- (ii) exactly once
@@ -709,7 +714,7 @@ def validate_events(
 
     # ---- (iv) resolved timestamps
     if resolved:
-        _check_resolved(rep, data, resolved, rows, spec, at_creation, wants_new, tx_order)
+        _check_resolved(rep, data, resolved, rows, spec, at_creation, wants_new)
 
     # ---- (v) initial scan
     if spec.initial_scan:
@@ -730,19 +735,11 @@ def _check_resolved(
     spec: FeedSpec,
     at_creation: Mapping[Key, Image],
     wants_new: bool,
-    tx_order: Mapping[int, tuple[int, int, int]],
 ) -> None:
-    def order_of(e: FeedEvent) -> tuple[int, int, int]:
-        if e.kind == "snapshot":
-            return (spec.created_wall, spec.created_logical, spec.created_tx)
-        if e.tx is not None and e.tx in tx_order:
-            return tx_order[e.tx]
-        return (e.ts, 0, 0)
+    def order_of(e: FeedEvent) -> tuple[int, int]:
+        return _order(e, spec)
 
-    def res_order(e: FeedEvent) -> tuple[int, int, int]:
-        if e.tx is not None and e.tx in tx_order:
-            return tx_order[e.tx]
-        return (e.ts, 1 << 62, 1 << 62)  # wall only: covers every logical tick of that ns
+    res_order = order_of
 
     # no record at or below a resolved timestamp after it, in its partition
     by_part: dict[int, list[FeedEvent]] = defaultdict(list)
@@ -750,7 +747,7 @@ def _check_resolved(
         by_part[e.partition].append(e)
     for p, evs in by_part.items():
         evs.sort(key=lambda e: e.offset)
-        high: tuple[int, int, int] | None = None
+        high: tuple[int, int] | None = None
         for e in evs:
             if e.kind == "resolved":
                 r = res_order(e)
@@ -763,7 +760,7 @@ def _check_resolved(
     marks = sorted({res_order(e) for e in resolved})
     feed_evs = sorted(data, key=lambda e: (order_of(e), e.partition, e.offset))
     stream = [r for r in rows if not r.static and r.op in (CHANGE_UPSERT, CHANGE_ERASE)]
-    stream.sort(key=lambda r: r.order)
+    stream.sort(key=lambda r: (r.ts, r.tx))
     feed_state: dict[Key, Image] = {}
     truth: dict[Key, Image] = dict(at_creation)
     covered: set[Key] = set(at_creation) if spec.initial_scan else set()
@@ -777,7 +774,7 @@ def _check_resolved(
             else:
                 feed_state[e.key] = e.new
             i += 1
-        while j < len(stream) and stream[j].order <= m:
+        while j < len(stream) and (stream[j].ts, stream[j].tx) <= m:
             r = stream[j]
             if r.seq > spec.created_seq:
                 covered.add(r.key)
