@@ -1,0 +1,166 @@
+"""``changefeed run``: topics, initial scans, one streaming query per feed, retention and GC."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from changefeed.engine.database import DB_FILE, open_sqlite
+from changefeed.exceptions import DatabaseError, PipelineError
+from changefeed.feeds.spec import FeedSpec
+from changefeed.feeds.store import all_feeds
+from changefeed.pipeline import job
+from changefeed.topics.store import TopicStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+FEED_POLL_S = 3.0
+RETENTION_EVERY_S = 60.0
+GC_EVERY_S = 60.0
+
+ScanProgress = Callable[[FeedSpec, int, int], None]
+
+
+def check_db(db: str | Path) -> Path:
+    p = Path(db).absolute()
+    if not (p / DB_FILE).exists():
+        raise DatabaseError(f"{p} is not a changefeed database (no {DB_FILE})")
+    return p
+
+
+def feed_specs(db: Path) -> list[tuple[FeedSpec, str]]:
+    conn = open_sqlite(db / DB_FILE, readonly=True)
+    try:
+        return [(f.spec, f.state) for f in all_feeds(conn)]
+    finally:
+        conn.close()
+
+
+def sync_topics(db: Path, feeds: list[tuple[FeedSpec, str]]) -> None:
+    """Ensure every feed's topic exists; drop topics that belong to no feed."""
+    store = TopicStore(db)
+    wanted = {f.topic for f, _ in feeds}
+    for f, _ in feeds:
+        store.ensure_topic(f.topic, f.partitions, f.retention_ns)
+    for info in store.topics():
+        if info.name not in wanted:
+            store.drop_topic(info.name, missing_ok=True)
+
+
+def _scan_all(spark: SparkSession, db: Path, feeds: list[tuple[FeedSpec, str]], on_progress: ScanProgress | None) -> None:
+    from changefeed.pipeline.scan import run_initial_scan
+
+    for f, state in feeds:
+        if state == "scanning":
+            run_initial_scan(spark, db, f, on_progress=on_progress)
+
+
+def run_until_idle(
+    db: str | Path, *, spark: SparkSession | None = None, on_progress: ScanProgress | None = None, **kw: Any
+) -> None:
+    """Deliver everything committed before the call, then return."""
+    from changefeed.pipeline.session import get_spark
+
+    dbp = check_db(db)
+    spark = spark or get_spark()
+    feeds = feed_specs(dbp)
+    sync_topics(dbp, feeds)
+    _scan_all(spark, dbp, feeds, on_progress)
+    queries = [(f, job.start_feed_query(spark, dbp, f, available_now=True, **kw)) for f, s in feeds if s in job.ACTIVE_STATES]
+    errors = []
+    for f, q in queries:
+        try:
+            job.await_query(q, f)
+        except PipelineError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+    _gc(dbp)
+
+
+def _gc(db: Path) -> None:
+    from changefeed.pipeline.gc import gc_changes
+
+    try:
+        gc_changes(db)
+    except Exception as exc:  # GC is best effort
+        log.warning("change stream GC failed: %s", exc)
+
+
+def _stop_between_batches(q: StreamingQuery, timeout_s: float = 60.0) -> None:
+    """Stop a query while no trigger is executing (stop() mid-batch can crash Spark's interrupt)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not q.isActive or not q.status.get("isTriggerActive", False):
+                break
+        except Exception:
+            break
+        time.sleep(0.02)
+    try:
+        q.stop()
+    except Exception as exc:
+        log.warning("stopping %s: %s", q.name, exc)
+
+
+def run_forever(
+    db: str | Path,
+    *,
+    spark: SparkSession | None = None,
+    stop: threading.Event | None = None,
+    on_progress: ScanProgress | None = None,
+    install_signals: bool = True,
+    **kw: Any,
+) -> None:
+    """Run every feed continuously until ``stop`` is set (or SIGINT/SIGTERM)."""
+    from changefeed.pipeline.session import get_spark
+
+    dbp = check_db(db)
+    stop = stop or threading.Event()
+    if install_signals and threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    spark = spark or get_spark()
+    running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
+    last_retention = last_gc = 0.0
+    try:
+        while not stop.is_set():
+            feeds = feed_specs(dbp)
+            sync_topics(dbp, feeds)
+            live = {f.id: (f, s) for f, s in feeds if s in job.ACTIVE_STATES}
+            for fid in [i for i in running if i not in live]:
+                _stop_between_batches(running.pop(fid)[1])
+            for fid, (f, q) in list(running.items()):
+                if not q.isActive:
+                    exc = q.exception()
+                    running.pop(fid)
+                    if exc is not None:
+                        raise PipelineError(f"feed {f.id} ({f.topic}) failed: {str(exc).splitlines()[0][:500]}")
+            for fid, (f, state) in live.items():
+                if fid in running or stop.is_set():
+                    continue
+                if state == "scanning":
+                    from changefeed.pipeline.scan import run_initial_scan
+
+                    run_initial_scan(spark, dbp, f, on_progress=on_progress)
+                running[fid] = (f, job.start_feed_query(spark, dbp, f, available_now=False, **kw))
+            now = time.monotonic()
+            if now - last_retention >= RETENTION_EVERY_S:
+                TopicStore(dbp).apply_retention()
+                last_retention = now
+            if now - last_gc >= GC_EVERY_S:
+                _gc(dbp)
+                last_gc = now
+            stop.wait(FEED_POLL_S)
+    finally:
+        for _, q in running.values():
+            _stop_between_batches(q)
