@@ -65,10 +65,8 @@ class Connection:
         own = not self.session.in_transaction
         if own:
             self.session.begin()
-        total = 0
         try:
-            for params in seq_of_params:
-                total += self.session.execute(stmt, params).rowcount
+            total = self.session.execute_many(stmt, seq_of_params)
         except BaseException:
             if own:
                 self.session.rollback()

@@ -148,6 +148,46 @@ class TableStore:
         r = conn.execute(f"SELECT {self._row_select} FROM {self.t} WHERE {self.key_where}", self.key_params(key)).fetchone()
         return None if r is None else self._decode_row(r, now_ns)
 
+    def get_rows(
+        self, conn: sqlite3.Connection, keys: Sequence[tuple[Any, ...]], now_ns: int, toks: Sequence[int] | None = None
+    ) -> dict[tuple[Any, ...], Row]:
+        """Bulk point reads: the live rows among ``keys`` (missing keys are absent from the result).
+
+        Each key column is restricted with ``IN (...)`` over the chunk's distinct values, so
+        SQLite walks the primary-key index; the exact key set is then filtered here."""
+        out: dict[tuple[Any, ...], Row] = {}
+        if not keys:
+            return out
+        nk = len(self.key_cols)
+        chunk = max(1, 900 // (nk + 1))
+        for i in range(0, len(keys), chunk):
+            part = keys[i : i + chunk]
+            wanted = set(part)
+            conds: list[str] = []
+            params: list[Any] = []
+            # SQLite probes the cross product of the IN lists on leading index columns: restrict
+            # further columns only while that product stays near the number of keys wanted.
+            probes = 1
+            if self.cql:
+                part_toks = sorted(set(toks[i : i + chunk]) if toks is not None else {token(k[: len(self.pk_cols)]) for k in part})
+                conds.append(f"_tok IN ({', '.join('?' * len(part_toks))})")
+                params.extend(part_toks)
+                probes = len(part_toks)
+            for j, c in enumerate(self.key_cols):
+                vals = list({k[j] for k in part})
+                if conds and probes * len(vals) > 4 * len(part):
+                    break
+                conds.append(f"{c.db} IN ({', '.join('?' * len(vals))})")
+                params.extend(vals)
+                probes *= len(vals)
+            for r in conn.execute(f"SELECT {self._row_select} FROM {self.t} WHERE {' AND '.join(conds)}", params):
+                key = tuple(r[j] for j in range(nk))
+                if key in wanted:
+                    row = self._decode_row(r, now_ns)
+                    if row is not None:
+                        out[key] = row
+        return out
+
     def _decode_row(self, r: Sequence[Any], now_ns: int) -> Row | None:
         n = len(self.row_cols)
         row = {c.id: r[i] for i, c in enumerate(self.row_cols)}

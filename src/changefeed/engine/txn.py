@@ -219,6 +219,85 @@ class Transaction:
                 if new is not None:
                     self._log(st, tok, OP_POSTIMAGE, key, {c.id: new.get(c.id) for c in st.regular_cols}, deleted_flags=False)
 
+    def write_rows(
+        self,
+        schema: TableSchema,
+        items: Sequence[tuple[tuple[Any, ...], dict[int, Any]]],
+        *,
+        marker: bool,
+        op: int,
+        ttl: int | None = None,
+        olds: dict[tuple[Any, ...], Row] | None = None,
+    ) -> None:
+        """``write_row`` for many distinct keys that all set the same cells, in bulk: one bulk read
+        of the old rows when images are needed, and ``executemany`` for data and journal."""
+        ts = self._require_write()
+        if not items:
+            return
+        st = self.store(schema)
+        cdc = schema.cdc
+        ids = tuple(items[0][1])
+        keys = [k for k, _ in items]
+        npk = len(st.pk_cols)
+        toks = [token(k[:npk]) for k in keys]
+        need_old = schema.changes or (cdc.enabled and (cdc.preimage != "false" or cdc.postimage))
+        if need_old and olds is None:
+            olds = st.get_rows(self.conn, keys, self.now_ns, toks)
+        olds = olds or {}
+        if schema.changes:
+            for key, _ in items:
+                self._touch(st, False, key, olds.get(key), ids)
+        marker_at, exp = self._ttl_params(ttl, ids)
+        tail: list[Any] = []
+        if marker:
+            tail.append(0 if marker_at is None else marker_at)
+        if exp is not None:
+            tail.append(exp)
+        lead = st.cql
+        data = []
+        vanish = []
+        for (key, cells), tok in zip(items, toks, strict=True):
+            kp = [tok, *key] if lead else list(key)
+            data.append([*kp, *cells.values(), *tail])
+            if lead and not marker and None in cells.values():
+                vanish.append(kp)
+        self.conn.executemany(st.upsert_sql(ids, marker, exp is not None, False), data)
+        if vanish:
+            self.conn.executemany(st.vanish_sql(), vanish)
+        if not cdc.enabled:
+            return
+        head = [ts.wall, ts.logical, self.txid]
+        regular_ids = tuple(c.id for c in st.regular_cols)
+        pre_ids = regular_ids if cdc.preimage == "full" else ids
+        pre_rows, delta_rows, post_rows = [], [], []
+        news: dict[tuple[Any, ...], Row] = {}
+        if cdc.postimage and not marker:
+            news = st.get_rows(self.conn, keys, self.now_ns, toks)
+        delta_ids = ids if cdc.delta == "full" else ()
+        bsn = self._bsn
+        sid = schema.id
+        for (key, cells), tok in zip(items, toks, strict=True):
+            old = olds.get(key)
+            n = bsn.get((sid, tok), 0)
+            if cdc.preimage != "false" and old is not None:
+                pre_rows.append([*head, tok, n, OP_PREIMAGE, None, *key, *(old.get(i) for i in pre_ids), *(None for _ in pre_ids)])
+                n += 1
+            vals = [cells[i] for i in delta_ids]
+            delta_rows.append([*head, tok, n, op, ttl, *key, *vals, *(1 if v is None else None for v in vals)])
+            n += 1
+            if cdc.postimage:
+                # With a row marker written the row exists afterwards: old cells merged with the new.
+                new = {**old, **cells} if marker and old is not None else cells if marker else news.get(key)
+                if new is not None:
+                    post_rows.append([*head, tok, n, OP_POSTIMAGE, None, *key, *(new.get(i) for i in regular_ids), *(None for _ in regular_ids)])
+                    n += 1
+            bsn[(sid, tok)] = n
+        if pre_rows:
+            self.conn.executemany(st.journal_sql(pre_ids), pre_rows)
+        self.conn.executemany(st.journal_sql(delta_ids), delta_rows)
+        if post_rows:
+            self.conn.executemany(st.journal_sql(regular_ids), post_rows)
+
     def write_static(self, schema: TableSchema, pk: tuple[Any, ...], cells: dict[int, Any], *, ttl: int | None = None) -> None:
         """Set static cells of partition ``pk`` (a CQL static-row update, always Scylla op 1)."""
         self._require_write()
@@ -333,12 +412,13 @@ class Transaction:
         st = cap.store
         ts = self._require_write()
         rows = []
+        news = st.get_rows(self.conn, [t.key for t in cap.touched.values() if not t.static], self.now_ns)
         for t in cap.touched.values():
             if t.static:
                 new = st.get_static(self.conn, t.key, self.now_ns)
                 key_vals = dict(zip((c.id for c in st.pk_cols), t.key, strict=True))
             else:
-                new = st.get_row(self.conn, t.key, self.now_ns)
+                new = news.get(t.key)
                 key_vals = dict(zip((c.id for c in st.key_cols), t.key, strict=True))
             op = CHANGE_UPSERT if new is not None else CHANGE_ERASE
             image = new if new is not None else key_vals

@@ -117,7 +117,11 @@ class SqlType:
             return None
         try:
             return _COERCE[self.kind](self, value)
-        except (TypeMismatch, ValueTooLarge):
+        except TypeMismatch as exc:
+            text = str(exc)
+            if what != "value" and not text.startswith(what):
+                text = f"{what}: " + (text[len("value: ") :] if text.startswith("value: ") else text)
+                raise type(exc)(text) from None
             raise
         except (ValueError, TypeError, ArithmeticError, InvalidOperation) as exc:
             raise self._mismatch(value, what, str(exc)) from None
@@ -128,6 +132,47 @@ class SqlType:
             shown = shown[:57] + "..."
         extra = f" ({why})" if why else ""
         return TypeMismatch(f"{what}: {shown} is not a valid {self.name}{extra}")
+
+    def storer(self, what: str) -> Any:
+        """A fast ``value -> storage value`` function with this type's checks (for bulk writes)."""
+        k = self.kind
+        if k in (Kind.INT, Kind.UINT):
+            lo, hi = _int_range(self)
+            bias = UINT64_BIAS if k is Kind.UINT and self.bits == 64 else 0
+
+            def store_int(v: Any) -> Any:
+                if type(v) is int and lo <= v <= hi:
+                    return v - bias
+                if v is None:
+                    return None
+                return self.to_db(self.coerce(v, what))
+
+            return store_int
+        if k is Kind.TEXT and self.length is None and not self.ascii:
+
+            def store_text(v: Any) -> Any:
+                if type(v) is str and len(v) <= MAX_VALUE_BYTES // 4:
+                    return v
+                if v is None:
+                    return None
+                return self.to_db(self.coerce(v, what))
+
+            return store_text
+        if k is Kind.FLOAT:
+
+            def store_float(v: Any) -> Any:
+                if type(v) is float:
+                    return v
+                if v is None:
+                    return None
+                return self.to_db(self.coerce(v, what))
+
+            return store_float
+
+        def store(v: Any) -> Any:
+            return None if v is None else self.to_db(self.coerce(v, what))
+
+        return store
 
     # ------------------------------------------------------------------ storage
     def to_db(self, value: Any) -> Any:
@@ -408,6 +453,8 @@ def _c_inet(t: SqlType, v: object) -> str:
 def _c_bit(t: SqlType, v: object) -> str:
     if isinstance(v, str):
         s = v.strip()
+    elif isinstance(v, bytes) and set(v) <= {0x30, 0x31}:  # B'101' literal
+        s = v.decode()
     elif isinstance(v, int) and not isinstance(v, bool) and t.length:
         s = format(v, "b").zfill(t.length)
     else:

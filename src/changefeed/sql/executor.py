@@ -186,6 +186,86 @@ class Session:
             raise UnsupportedFeature(f"{type(stmt).__name__} statements are not supported yet")
         return self._run(lambda t: handler(self, t, stmt, ev), write=True)
 
+    # ================================================================== bulk writes
+    def execute_many(self, stmt: ast.Statement, param_rows: Iterable[Sequence[Any]]) -> int:
+        """Run ``stmt`` once per parameter tuple in the current transaction; INSERT/UPSERT/REPLACE
+        of bound values take a compiled bulk path, everything else runs row by row."""
+        rows = list(param_rows)
+        if isinstance(stmt, ast.Insert) and len(stmt.rows) == 1 and not stmt.if_not_exists and not stmt.returning:
+            plan = self._run(lambda t: Result(rows=[(self._insert_plan(t, stmt),)]), write=False).rows[0][0]
+            if plan is not None:
+                return self._run(lambda t: Result(rowcount=plan(t, rows)), write=True).rowcount
+        total = 0
+        for params in rows:
+            total += self.execute(stmt, params).rowcount
+        return total
+
+    def _insert_plan(self, txn: Transaction, s: ast.Insert) -> Callable[[Transaction, list[Sequence[Any]]], int] | None:
+        """Compile a single-row INSERT of parameters/literals into a bulk writer, or None."""
+        if not all(isinstance(v, ast.Param | ast.Literal) for v in s.rows[0]) or s.timestamp is not None:
+            return None
+        if s.ttl is not None and not isinstance(s.ttl, ast.Literal):
+            return None
+        schema = self.resolve_table(txn, s.table)
+        cols = [self.column(schema, i) for i in s.columns] if s.columns else [c for c in schema.columns if c.computed is None]
+        if len(cols) != len(s.rows[0]) or len({c.id for c in cols}) != len(cols):
+            return None
+        if any(c.role is Role.STATIC or c.computed is not None for c in cols):
+            return None
+        given = {c.id for c in cols}
+        key_pos = []
+        for k in schema.key:
+            if k.id not in given:
+                return None
+            key_pos.append(next(i for i, c in enumerate(cols) if c.id == k.id))
+        value_pos = [(i, c.id) for i, c in enumerate(cols) if not c.is_key]
+        missing = [c for c in schema.stored_values if c.id not in given]
+        if any(c.default is not None or c.not_null or c.computed is not None for c in missing + [c for c in schema.columns if c.virtual]):
+            return None
+        if any(c.not_null for c in cols if not c.is_key):
+            return None
+        if self.dialect == "cql" and any(c.role is Role.STATIC for c in schema.columns) and not schema.clustering_key:
+            return None
+        fill = [c.id for c in missing] if (self.dialect == "sql" and s.mode in ("insert", "replace")) else []
+        storers = [c.type.storer(f"column {c.name}") for c in cols]
+        consts = [v.value if isinstance(v, ast.Literal) else None for v in s.rows[0]]
+        params_at = [v.index if isinstance(v, ast.Param) else -1 for v in s.rows[0]]
+        ttl = self._ttl(s.ttl, Evaluator(self, _Params(()), EvalContext(0, self.dialect)))
+        mode, dialect, version = s.mode, self.dialect, schema.version
+
+        def run(t: Transaction, rows: list[Sequence[Any]]) -> int:
+            current = t.db.table_by_id(schema.id)
+            if current.version != version:
+                raise InvalidStatement(f"table {schema.name} changed while the statement was prepared; retry")
+            items: list[tuple[tuple[Any, ...], dict[int, Any]]] = []
+            for params in rows:
+                vals = [store(params[pi] if pi >= 0 else const) for store, pi, const in zip(storers, params_at, consts, strict=True)]
+                key = tuple(vals[i] for i in key_pos)
+                if None in key:
+                    raise InvalidStatement(f"missing value for primary key column {schema.key[key.index(None)].name}")
+                cells = {cid: vals[i] for i, cid in value_pos}
+                for cid in fill:
+                    cells[cid] = None
+                items.append((key, cells))
+            if len({k for k, _ in items}) != len(items):
+                for params in rows:  # the same key twice: keep statement order, row by row
+                    self._insert(t, s, _Params(params))
+                return len(rows)
+            olds = None
+            if dialect == "sql" and mode == "insert":
+                olds = t.store(current).get_rows(t.conn, [k for k, _ in items], t.now_ns)
+                if olds:
+                    if not s.on_conflict_do_nothing:
+                        k = next(iter(olds))
+                        shown = ", ".join(c.name for c in current.key)
+                        vals_shown = ", ".join(str(c.type.from_db(v)) for c, v in zip(current.key, k, strict=True))
+                        raise UniqueViolation(f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists')
+                    items = [it for it in items if it[0] not in olds]
+            t.write_rows(current, items, marker=True, op=OP_INSERT, ttl=ttl, olds=olds if olds is not None and not olds else None)
+            return len(items)
+
+        return run
+
     # ================================================================== names
     def table_name(self, q: ast.QName) -> str:
         parts = [self._ident(p) for p in q.parts]

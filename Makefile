@@ -1,0 +1,41 @@
+# changefeed: the two commands a newcomer runs are `make run` and `make test`.
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+DB ?= demo-db
+
+.PHONY: setup run test test-fast lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[spark,dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+# The main job on the embedded default: a fresh database with tables and a YDB changefeed,
+# changes written in both dialects, the Spark pipeline run until idle, and the topic read back.
+run: setup
+	$(BIN)/changefeed demo --db $(DB)
+	$(BIN)/changefeed run --db $(DB) --until-idle
+	$(BIN)/changefeed feeds --db $(DB)
+	$(BIN)/changefeed read --db $(DB) orders/updates --from-beginning --json
+
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not spark"
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python benchmarks/engine_bench.py
+	$(BIN)/python benchmarks/pipeline_bench.py
+
+clean:
+	rm -rf $(VENV) $(DB) build dist src/*.egg-info
