@@ -24,8 +24,10 @@ APPLY BATCH;
 """
 
 SQL_SCRIPT = """
-CREATE TABLE orders (id Uint64, customer Utf8, amount Decimal(22,9), created Timestamp, PRIMARY KEY (id)) WITH (CHANGES = TRUE);
+CREATE TABLE orders (id Uint64, customer Utf8, amount Decimal(22,9), created Timestamp, PRIMARY KEY (id));
 UPSERT INTO orders (id, customer, amount, created) VALUES (1ul, "alice", Decimal("10.5", 22, 9), Timestamp("2022-12-12T00:00:00.000000Z"));
+ALTER TABLE orders ADD CHANGEFEED updates WITH (FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES', VIRTUAL_TIMESTAMPS = TRUE, INITIAL_SCAN = TRUE);
+ALTER TABLE orders ADD CHANGEFEED debezium WITH (FORMAT = 'DEBEZIUM_JSON', MODE = 'NEW_AND_OLD_IMAGES');
 UPSERT INTO orders (id, customer) VALUES (2ul, "bob");
 UPDATE orders SET amount = Decimal("99", 22, 9) WHERE id = 2;
 DELETE FROM orders WHERE id = 1;
@@ -47,6 +49,8 @@ def run_demo(db: Path, *, keep: bool = False) -> None:
         click.echo("\nsql> SELECT * FROM orders;")
         click.echo(render_sql(sql.execute("SELECT * FROM orders")))
     _print_changes(db)
+    click.echo("\nchangefeeds: orders/updates (YDB JSON) and orders/debezium (Debezium JSON); deliver them with")
+    click.echo(f"  changefeed run --db {db} --until-idle && changefeed read --db {db} orders/updates --from-beginning --json")
 
 
 def _print_changes(db: Path) -> None:

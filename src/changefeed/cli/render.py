@@ -21,13 +21,13 @@ def cql_value(v: Any, t: SqlType | None = None) -> str:
         return "True" if v else "False"
     if isinstance(v, float):
         digits = 5 if t is not None and t.kind is Kind.FLOAT and t.bits == 32 else 12
-        return format(v, f".{digits}g")
+        text: str = format(v, f".{digits}g")
+        return text
     if isinstance(v, bytes):
         return "0x" + v.hex()
     if isinstance(v, dt.datetime):
-        if v.tzinfo is None:
-            v = v.replace(tzinfo=dt.UTC)
-        return v.strftime("%Y-%m-%d %H:%M:%S.%f%z")
+        stamp: dt.datetime = v if v.tzinfo is not None else v.replace(tzinfo=dt.UTC)
+        return stamp.strftime("%Y-%m-%d %H:%M:%S.%f%z")
     if isinstance(v, dt.time):
         return v.strftime("%H:%M:%S.%f") + "000"
     if isinstance(v, dt.timedelta):

@@ -15,7 +15,6 @@ Values are converted from storage to Arrow in bulk, column by column.
 
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
 from collections.abc import Sequence
 from decimal import Decimal
@@ -115,7 +114,7 @@ def rows_to_batch(schema: TableSchema, rows: list[tuple[Any, ...]]) -> pa.Record
     cols = schema.stored
     values = [c for c in cols if not c.is_key]
     target = change_schema(schema)
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in target]
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [() for _ in target]
     arrays: list[pa.Array] = []
     for i, f in enumerate(META_FIELDS):
         if f.type == pa.bool_():
@@ -150,4 +149,3 @@ __all__ = [
     "storage_to_arrow",
 ]
 
-_ = (dt, Decimal)

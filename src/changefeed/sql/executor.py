@@ -1033,7 +1033,6 @@ class Session:
         if not st.static_cols:
             yield from st.scan_rows(txn.conn, txn.now_ns, pk)
             return
-        npk = len(st.pk_cols)
         statics = {tuple(r[c.id] for c in st.pk_cols): r for r in st.scan_statics(txn.conn, txn.now_ns, pk)}
         emitted: set[tuple[Any, ...]] = set()
         pending = [(token(k), k) for k in statics]
@@ -1053,13 +1052,14 @@ class Session:
         for _, k in pending[pi:]:
             if k not in emitted:
                 yield dict(statics[k])
-        del npk
 
     def _log_relation(self, txn: Transaction, base: TableSchema) -> Relation:
         st = txn.store(base)
         cols = [c for c in base.columns if not c.virtual]
         value_cols = [c for c in cols if not c.is_key]
-        t = lambda n: resolve_type(n, dialect="cql")  # noqa: E731
+        def t(n: str) -> SqlType:
+            return resolve_type(n, dialect="cql")
+
         names = ["cdc$stream_id", "cdc$time", "cdc$batch_seq_no", "cdc$end_of_batch", "cdc$operation", "cdc$ttl"]
         types: list[SqlType | None] = [t("blob"), t("timeuuid"), t("int"), t("boolean"), t("tinyint"), t("bigint")]
         names += [c.name for c in cols] + [f"cdc$deleted_{c.name}" for c in value_cols]
@@ -1089,7 +1089,7 @@ class Session:
             rel = self.relation(txn, s.table)
         pks = self._pushdown(rel, s.where, evaluator)
         index = {n: i for i, n in enumerate(rel.columns)}
-        lower_index = {}
+        lower_index: dict[str, int] = {}
         for n, i in index.items():
             lower_index.setdefault(n.lower(), i)
 
@@ -1111,7 +1111,11 @@ class Session:
         else:
             if s.order_by:
                 for o in reversed(s.order_by):
-                    rows.sort(key=lambda r, o=o: _sort_key(evaluator.eval(o.expr, scope(r))), reverse=o.descending)
+
+                    def sort_key(r: tuple[Any, ...], expr: ast.Expr = o.expr) -> tuple[int, Any]:
+                        return _sort_key(evaluator.eval(expr, scope(r)))
+
+                    rows.sort(key=sort_key, reverse=o.descending)
             out_rows = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
             if s.distinct:
                 out_rows = list(dict.fromkeys(out_rows))
@@ -1152,11 +1156,11 @@ class Session:
         if where is None or not rel.pk_columns:
             return None
         eq: dict[str, list[Any]] = {}
-        for c in _conjuncts(where):
-            if isinstance(c, ast.BinaryOp) and c.op == "=" and isinstance(c.left, ast.Column) and _is_const(c.right):
-                eq.setdefault(self._ident(c.left.name).lower(), []).append(evaluator.eval(c.right, None))
-            elif isinstance(c, ast.InList) and isinstance(c.expr, ast.Column) and not c.negated and all(_is_const(x) for x in c.items):
-                eq.setdefault(self._ident(c.expr.name).lower(), []).extend(evaluator.eval(x, None) for x in c.items)
+        for rel_ in _conjuncts(where):
+            if isinstance(rel_, ast.BinaryOp) and rel_.op == "=" and isinstance(rel_.left, ast.Column) and _is_const(rel_.right):
+                eq.setdefault(self._ident(rel_.left.name).lower(), []).append(evaluator.eval(rel_.right, None))
+            elif isinstance(rel_, ast.InList) and isinstance(rel_.expr, ast.Column) and not rel_.negated and all(_is_const(x) for x in rel_.items):
+                eq.setdefault(self._ident(rel_.expr.name).lower(), []).extend(evaluator.eval(x, None) for x in rel_.items)
         schema = self.db.find_table(rel.name)
         if schema is None:
             return None
