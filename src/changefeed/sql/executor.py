@@ -1081,6 +1081,8 @@ class Session:
         return Relation(base.name + LOG_SUFFIX, names, types, rows, [])
 
     def _select(self, txn: Transaction, s: ast.Select, ev: _Params) -> Result:
+        if s.as_of is not None:
+            raise UnsupportedFeature("AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables")
         ctx = EvalContext(txn.now_ns, self.dialect, txn.ts)
         evaluator = Evaluator(self, ev, ctx)
         if s.table is None:
