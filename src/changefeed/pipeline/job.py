@@ -170,6 +170,28 @@ def _make_writer(
     return write
 
 
+def write_encoded(
+    encoded: DataFrame,
+    store: TopicStore,
+    feed: FeedSpec,
+    writer: str,
+    batch_id: int,
+    resolved: tuple[bytes, int] | None,
+    shuffle_partitions: int,
+) -> dict[int, int]:
+    """Append encoded records (in the DataFrame's row order per topic partition) on the executors;
+    returns {topic partition: records appended}."""
+    from pyspark.sql import functions as F
+
+    ordered = (
+        encoded.select("partition", "key", "value", "ts", F.monotonically_increasing_id().alias("_o"))
+        .repartition(max(1, min(shuffle_partitions, feed.partitions)), "partition")
+        .sortWithinPartitions("partition", "_o")
+    )
+    fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
+    return {int(r["partition"]): int(r["n"]) for r in ordered.mapInArrow(fn, "partition int, n long").collect()}
+
+
 @dataclass
 class FeedContext:
     db: Path
@@ -182,8 +204,6 @@ class FeedContext:
     last_progress: float = 0.0
 
     def deliver(self, df: DataFrame, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
         feed = self.feed
         end = batch_end_offset(self.checkpoint, batch_id)
         closed = closed_of(end)
@@ -192,15 +212,9 @@ class FeedContext:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
         encoded = self.encoder.encode_spark(df, self.table, feed)
-        ordered = (
-            encoded.select("partition", "key", "value", "ts", F.monotonically_increasing_id().alias("_o"))
-            .repartition(min(self.shuffle_partitions, feed.partitions), "partition")
-            .sortWithinPartitions("partition", "_o")
-        )
-        fn = _make_writer(self.store, feed.topic, writer_id(feed), batch_id, resolved)
-        written = ordered.mapInArrow(fn, "partition int, n long").collect()
+        written = write_encoded(encoded, self.store, feed, writer_id(feed), batch_id, resolved, self.shuffle_partitions)
         if resolved is not None:
-            got = {r["partition"] for r in written}
+            got = set(written)
             rec = pa.table({"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]}, schema=_RECORDS)
             for p in range(feed.partitions):
                 if p not in got:

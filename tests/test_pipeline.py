@@ -1,0 +1,365 @@
+"""The Spark pipeline: journal source, changefeed job (exactly-once), resolved timestamps, initial
+scan, ``changefeed run`` / ``changefeed feeds``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import changefeed
+from changefeed.engine.changes import read_changes
+from changefeed.topics import TopicStore
+
+pytestmark = pytest.mark.spark
+
+try:
+    from changefeed.formats import debezium, ydb_json  # noqa: F401
+
+    REAL_ENCODER = True
+except ImportError:  # the formats are written in parallel: fall back to a small Spark encoder
+    REAL_ENCODER = False
+
+
+def _install_fallback_encoder() -> None:
+    import types
+
+    from changefeed.formats import base
+
+    if REAL_ENCODER:
+        return
+
+    class FallbackYdbJson(base.Encoder):
+        name = "ydb-json"
+
+        def encode_spark(self, df: Any, table: Any, feed: Any) -> Any:
+            from pyspark.sql import functions as F
+
+            keys = F.array(*[F.col(c.db).cast("long") for c in table.key])
+            vals = [c for c in table.stored if not c.is_key]
+            value = F.to_json(
+                F.struct(
+                    keys.alias("key"),
+                    F.when(F.col("op") != 11, F.struct()).alias("update"),
+                    F.when(F.col("op") == 11, F.struct()).alias("erase"),
+                    F.when(F.col("op") != 11, F.struct(*[F.col(c.db).alias(c.name) for c in vals])).alias("newImage"),
+                    F.when(F.col("ox") & (F.col("op") != 12), F.struct(*[F.col(f"o{c.id}").alias(c.name) for c in vals])).alias("oldImage"),
+                    F.array((F.col("ts") / 1_000_000).cast("long"), F.col("tx")).alias("ts"),
+                )
+            )
+            kb = F.to_json(keys).cast("binary")
+            return df.select(
+                F.pmod(F.xxhash64(kb), F.lit(feed.partitions)).cast("int").alias("partition"),
+                kb.alias("key"),
+                value.cast("binary").alias("value"),
+                F.col("ts"),
+            )
+
+        def encode_python(self, batch: Any, table: Any, feed: Any) -> list[base.Record]:
+            raise NotImplementedError
+
+        def resolved(self, ts: Any, tx: int, feed: Any) -> bytes:
+            return orjson.dumps({"resolved": [ts.millis, tx]})
+
+    for name in ("ydb_json", "debezium"):
+        mod = types.ModuleType(f"changefeed.formats.{name}")
+        sys.modules[f"changefeed.formats.{name}"] = mod
+    base.REGISTRY["ydb-json"] = FallbackYdbJson
+
+
+_install_fallback_encoder()
+
+FEED = "ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT='JSON', MODE='NEW_AND_OLD_IMAGES', VIRTUAL_TIMESTAMPS=TRUE{extra})"
+
+
+def make_db(path: Path, extra: str = "", rows_before: int = 0) -> Any:
+    conn = changefeed.connect(str(path))
+    conn.execute("CREATE TABLE t (id Uint64, v Utf8, n Int64, PRIMARY KEY (id))")
+    if rows_before:
+        upsert(conn, range(rows_before), "init")
+    conn.execute(FEED.format(extra=extra))
+    return conn
+
+
+def upsert(conn: Any, ids: Any, tag: str) -> None:
+    vals = ", ".join(f"({i}, '{tag}{i}', {i})" for i in ids)
+    conn.execute(f"UPSERT INTO t (id, v, n) VALUES {vals}")
+
+
+def journal(db: Path) -> list[tuple[int, int, int, int]]:
+    """(seq, tx, key, op) of every change row."""
+    c = sqlite3.connect(db / "changefeed.db")
+    try:
+        rows = c.execute("SELECT seq, tx, c0, op FROM x1 ORDER BY seq").fetchall()
+    finally:
+        c.close()
+    return [(s, tx, k + (1 << 63), op) for s, tx, k, op in rows]  # Uint64 storage is biased
+
+
+def topic_records(db: Path, topic: str = "t/f") -> dict[int, list[dict[str, Any]]]:
+    store = TopicStore(db)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for p in range(store.topic(topic).partitions):
+        recs = store.read(topic, p, 0, 10_000_000)
+        out[p] = [orjson.loads(r.value) | {"_key": r.key} for r in recs]
+    return out
+
+
+def data_by_key(db: Path) -> dict[int, list[dict[str, Any]]]:
+    per: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for recs in topic_records(db).values():
+        for v in recs:
+            if "resolved" in v:
+                continue
+            per[int(v["key"][0])].append(v)
+    return per
+
+
+def expected_by_key(db: Path, after_seq: int = 0) -> dict[int, list[int]]:
+    per: dict[int, list[int]] = defaultdict(list)
+    for _, tx, k, op in journal(db):
+        per[k].append(tx)
+    return per
+
+
+def check_exactly_once(db: Path) -> int:
+    got = data_by_key(db)
+    want = expected_by_key(db)
+    assert set(got) == set(want)
+    for k, txs in want.items():
+        assert [v["ts"][1] for v in got[k]] == txs, k
+    return sum(len(v) for v in want.values())
+
+
+# ----------------------------------------------------------------------------- journal source
+def test_journal_source_batch_and_stream(spark: Any, tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    conn = make_db(db)
+    sizes = [3, 7, 1, 12, 5, 5, 2, 9]
+    base = 0
+    for n in sizes:
+        with conn.transaction():
+            upsert(conn, range(base, base + n), "a")
+        base += n
+    conn.close()
+    df = spark.read.format("changefeed-journal").option("path", str(db)).option("table_id", "1").load()
+    got = sorted(r["seq"] for r in df.select("seq").collect())
+    assert got == [s for s, *_ in journal(db)]
+    sq = sqlite3.connect(db / "changefeed.db")
+    from changefeed.pipeline.journal_source import load_table
+
+    want = read_changes(sq, load_table(db, 1), 0, 10**9)
+    assert df.orderBy("seq").toArrow().to_pylist() == want.to_pylist()
+
+    batches: list[list[tuple[int, int]]] = []
+
+    def collect(bdf: Any, bid: int) -> None:
+        batches.append([(r["seq"], r["tx"]) for r in bdf.select("seq", "tx").collect()])
+
+    q = (
+        spark.readStream.format("changefeed-journal").option("path", str(db)).option("table_id", "1")
+        .option("maxRowsPerBatch", "5").load()
+        .writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True).start()
+    )
+    q.awaitTermination()
+    batches = [b for b in batches if b]
+    flat = sorted(s for b in batches for s, _ in b)
+    assert flat == [s for s, *_ in journal(db)]
+    seen: dict[int, int] = {}
+    for i, b in enumerate(batches):
+        for _, tx in b:
+            assert seen.setdefault(tx, i) == i, "a transaction was split across micro-batches"
+    assert len(batches) >= 5
+
+
+# ----------------------------------------------------------------------------- end to end
+def test_end_to_end_exactly_once(spark: Any, tmp_path: Path) -> None:
+    from changefeed.pipeline.runner import run_until_idle
+
+    db = tmp_path / "db"
+    conn = make_db(db)
+    for i in range(5):
+        with conn.transaction():
+            upsert(conn, range(i * 10, i * 10 + 30), f"w{i}")
+    conn.execute("DELETE FROM t WHERE id = 3")
+    run_until_idle(db, spark=spark, max_rows=40)
+    n1 = check_exactly_once(db)
+    assert n1 == len(journal(db))
+    erase = [v for v in data_by_key(db)[3] if "erase" in v]
+    assert len(erase) == 1 and erase[0]["oldImage"]["v"] == "w0" + "3"
+    # again: nothing new, nothing duplicated
+    run_until_idle(db, spark=spark)
+    assert check_exactly_once(db) == n1
+    # more writes: only the new ones
+    upsert(conn, range(100, 110), "late")
+    conn.execute("UPDATE t SET n = 7 WHERE id = 5")
+    run_until_idle(db, spark=spark)
+    assert check_exactly_once(db) == n1 + 11
+    v5 = data_by_key(db)[5][-1]
+    assert v5["newImage"]["n"] == 7 and v5["oldImage"]["n"] == 5
+    conn.close()
+
+    from click.testing import CliRunner
+
+    from changefeed.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["feeds", "--db", str(db), "--json"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output.strip().splitlines()[0])
+    assert info["topic"] == "t/f" and info["state"] == "running" and info["lag_s"] == 0
+    assert info["delivered_seq"] == journal(db)[-1][0]
+    assert info["high_water_crdb"].endswith(".0000000000") or "." in info["high_water_crdb"]
+    res = CliRunner().invoke(cli, ["feeds", "--db", str(db)])
+    assert res.exit_code == 0 and "t/f" in res.output and "NEW_AND_OLD_IMAGES" in res.output
+    res = CliRunner().invoke(cli, ["feeds", "--db", str(tmp_path / "missing")])
+    assert res.exit_code == 1 and "ERROR:" in res.output
+
+
+# ----------------------------------------------------------------------------- resolved timestamps
+def test_resolved_in_every_partition(spark: Any, tmp_path: Path) -> None:
+    from changefeed.pipeline.runner import run_until_idle
+
+    db = tmp_path / "db"
+    conn = make_db(db, extra=", RESOLVED_TIMESTAMPS=Interval('PT1S'), TOPIC_MIN_ACTIVE_PARTITIONS=3")
+    upsert(conn, range(50), "a")
+    run_until_idle(db, spark=spark)
+    recs = topic_records(db)
+    assert len(recs) == 3
+    last_data_ts = max(s[1] for s in journal_ts(db))
+    for p, vals in recs.items():
+        assert vals and "resolved" in vals[-1], p
+        res = vals[-1]["resolved"]
+        for v in vals[:-1]:
+            if "resolved" not in v:
+                assert v["ts"][0] <= res[0]
+    assert check_exactly_once(db) == 50
+    assert last_data_ts // 1_000_000 <= recs[0][-1]["resolved"][0]
+    # the resolved record is emitted once per close, not repeated
+    run_until_idle(db, spark=spark)
+    recs2 = topic_records(db)
+    for p in recs:
+        assert sum("resolved" in v for v in recs2[p]) == 2
+    conn.close()
+
+
+def journal_ts(db: Path) -> list[tuple[int, int]]:
+    c = sqlite3.connect(db / "changefeed.db")
+    try:
+        return c.execute("SELECT seq, ts FROM x1").fetchall()
+    finally:
+        c.close()
+
+
+# ----------------------------------------------------------------------------- initial scan
+def test_initial_scan_precedes_updates(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from changefeed.pipeline import scan
+    from changefeed.pipeline.runner import run_until_idle
+
+    monkeypatch.setattr(scan, "CHUNK_ROWS", 40)
+    db = tmp_path / "db"
+    conn = make_db(db, extra=", INITIAL_SCAN=TRUE", rows_before=300)
+    # changes after the snapshot, before and during the scan
+    upsert(conn, range(0, 20), "upd")
+    conn.execute("DELETE FROM t WHERE id >= 290")
+    stop = threading.Event()
+
+    def writer() -> None:
+        c = changefeed.connect(str(db))
+        i = 0
+        while not stop.is_set():
+            upsert(c, [i % 300, 400 + i], "bg")
+            i += 1
+            time.sleep(0.01)
+        c.close()
+
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        from changefeed.pipeline.scan import run_initial_scan
+
+        spec = _feed(db)
+        run_initial_scan(spark, db, spec, chunk_rows=40)
+    finally:
+        stop.set()
+        th.join()
+    run_until_idle(db, spark=spark)
+    per = data_by_key(db)
+    created_tx = spec.created_tx
+    for k in range(300):
+        recs = per[k]
+        assert recs[0]["ts"][1] == created_tx, (k, recs[0])
+        assert recs[0]["newImage"]["v"] == f"init{k}"
+        assert all(r["ts"][1] != created_tx for r in recs[1:])
+    # keys created after the snapshot have no snapshot record
+    for k, recs in per.items():
+        if k >= 400:
+            assert all(r["ts"][1] != created_tx for r in recs)
+    # updates after the snapshot are delivered exactly once, in order
+    want = expected_by_key(db)
+    for k, txs in want.items():
+        assert [r["ts"][1] for r in per[k] if r["ts"][1] != created_tx] == txs
+    c = sqlite3.connect(db / "changefeed.db")
+    assert c.execute("SELECT state FROM _feeds").fetchone()[0] == "running"
+    conn.close()
+
+
+def _feed(db: Path) -> Any:
+    from changefeed.pipeline.job import active_feeds
+
+    return active_feeds(db)[0].spec
+
+
+# ----------------------------------------------------------------------------- CLI and crashes
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "changefeed.cli.main", *args]
+
+
+@pytest.mark.skipif(not REAL_ENCODER, reason="needs changefeed.formats.ydb_json in a subprocess")
+def test_cli_run_kill9_then_until_idle(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    conn = make_db(db)
+    for b in range(60):
+        with conn.transaction():
+            upsert(conn, range(b * 500, b * 500 + 500), f"b{b}")
+    conn.close()
+    env = {**os.environ, "CHANGEFEED_MAX_ROWS_PER_BATCH": "3000"}
+    p = subprocess.Popen(_cli("run", "--db", str(db)), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    store = TopicStore(db)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(0.5)
+        try:
+            if store.offsets("t/f")[0][1] >= 6000:
+                break
+        except Exception:
+            pass
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    out = subprocess.run(_cli("run", "--db", str(db), "--until-idle"), env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert check_exactly_once(db) == 30000
+
+
+@pytest.mark.skipif(not REAL_ENCODER, reason="needs changefeed.formats.ydb_json in a subprocess")
+def test_cli_run_until_idle_subprocess(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    conn = make_db(db)
+    upsert(conn, range(20), "x")
+    conn.close()
+    out = subprocess.run(_cli("run", "--db", str(db), "--until-idle"), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert check_exactly_once(db) == 20
+    out = subprocess.run(_cli("run", "--db", str(tmp_path / "nope"), "--until-idle"), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stderr.startswith("ERROR:")
