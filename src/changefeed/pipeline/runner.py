@@ -65,9 +65,14 @@ def _scan_all(spark: SparkSession, db: Path, feeds: list[tuple[FeedSpec, str]], 
 
 
 def run_until_idle(
-    db: str | Path, *, spark: SparkSession | None = None, on_progress: ScanProgress | None = None, **kw: Any
+    db: str | Path,
+    *,
+    spark: SparkSession | None = None,
+    on_progress: ScanProgress | None = None,
+    gc: bool = True,
+    **kw: Any,
 ) -> None:
-    """Deliver everything committed before the call, then return."""
+    """Deliver everything committed before the call, then return (and trim the change stream)."""
     from changefeed.pipeline.session import get_spark
 
     dbp = check_db(db)
@@ -84,7 +89,8 @@ def run_until_idle(
             errors.append(exc)
     if errors:
         raise errors[0]
-    _gc(dbp)
+    if gc:
+        _gc(dbp)
 
 
 def _gc(db: Path) -> None:
