@@ -88,7 +88,11 @@ def test_validators_catch_a_corrupted_journal(tmp_path: Path) -> None:
     with changefeed.connect(db, dialect="cql") as conn:
         cql = v._schema(conn, "ks.t")
         # drop one delta (op 1/2) from the CDC log: replay diverges or an image mismatches
-        conn.db.conn.execute(f"DELETE FROM j{cql.id} WHERE seq = (SELECT MAX(seq) FROM j{cql.id} WHERE op IN (1, 2))")
-        conn.db.conn.execute(f"UPDATE j{cql.id} SET c3 = 4242 WHERE seq = (SELECT MIN(seq) FROM j{cql.id} WHERE op = 9 AND c3 IS NOT NULL)")
+        conn.db.conn.execute(
+            f"DELETE FROM j{cql.id} WHERE seq = (SELECT MAX(seq) FROM j{cql.id} WHERE op IN (1, 2))"
+        )
+        conn.db.conn.execute(
+            f"UPDATE j{cql.id} SET c3 = 4242 WHERE seq = (SELECT MIN(seq) FROM j{cql.id} WHERE op = 9 AND c3 IS NOT NULL)"
+        )
         images = v.check_scylla_images(conn, "ks.t")
         assert images.counts["postimage"] >= 1, str(images)

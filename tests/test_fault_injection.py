@@ -75,12 +75,23 @@ def _total(db: Path) -> int:
     "runner",
     [
         pytest.param("baseline", id="baseline"),
-        pytest.param("spark", id="spark", marks=[pytest.mark.spark, pytest.mark.skipif(_spark_ready() is not None, reason=str(_spark_ready()))]),
+        pytest.param(
+            "spark",
+            id="spark",
+            marks=[
+                pytest.mark.spark,
+                pytest.mark.skipif(_spark_ready() is not None, reason=str(_spark_ready())),
+            ],
+        ),
     ],
 )
 def test_kill_9_during_workload_is_exactly_once(tmp_path: Path, runner: str) -> None:
     db = tmp_path / "db"
-    w.setup_sql(db, feed_options='TOPIC_MIN_ACTIVE_PARTITIONS = 4, RESOLVED_TIMESTAMPS = Interval("PT1S")', initial_rows=20)
+    w.setup_sql(
+        db,
+        feed_options='TOPIC_MIN_ACTIVE_PARTITIONS = 4, RESOLVED_TIMESTAMPS = Interval("PT1S")',
+        initial_rows=20,
+    )
     rng = random.Random(2024)
     spark = runner == "spark"
     cmd = _spark_cmd if spark else _baseline_cmd
@@ -90,10 +101,12 @@ def test_kill_9_during_workload_is_exactly_once(tmp_path: Path, runner: str) -> 
     budget = sum(delays) + 5
     bg = w.Background(db, seeds=[101, 102], txns=None, duration=budget, sleep=0.01, keys=60)
     seen: list[int] = []
-    log = open(tmp_path / "runner.log", "wb")
+    log = open(tmp_path / "runner.log", "wb")  # noqa: SIM115
     try:
         for delay in delays:
-            proc = subprocess.Popen(cmd(db, follow=True), stdout=log, stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
+            proc = subprocess.Popen(
+                cmd(db, follow=True), stdout=log, stderr=subprocess.STDOUT, env=_env(), start_new_session=True
+            )
             time.sleep(delay)
             os.killpg(proc.pid, signal.SIGKILL)  # the runner and its children (the JVM): kill -9
             proc.wait()

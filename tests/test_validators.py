@@ -24,7 +24,9 @@ def _build(db: Path, *, seed: int, extra: str = OPTS, initial_rows: int = 20, ro
         baseline.deliver(db, "f", batch_rows=37)
 
 
-def _events(db: Path) -> tuple[list[v.FeedEvent], list[v.ChangeRow], dict[tuple[object, ...], dict[str, object]], object]:
+def _events(
+    db: Path,
+) -> tuple[list[v.FeedEvent], list[v.ChangeRow], dict[tuple[object, ...], dict[str, object]], object]:
     import changefeed
 
     with changefeed.connect(db) as conn:
@@ -44,14 +46,18 @@ def test_baseline_passes_all_validators(tmp_path: Path, seed: int) -> None:
 
 
 def test_initial_scan_passes(tmp_path: Path) -> None:
-    _build(tmp_path / "db", seed=7, extra="TOPIC_MIN_ACTIVE_PARTITIONS = 3, INITIAL_SCAN = TRUE", initial_rows=30)
+    _build(
+        tmp_path / "db", seed=7, extra="TOPIC_MIN_ACTIVE_PARTITIONS = 3, INITIAL_SCAN = TRUE", initial_rows=30
+    )
     rep = v.validate_feed(tmp_path / "db", "f")
     assert rep.ok, str(rep)
     events, *_ = _events(tmp_path / "db")
     assert sum(e.kind == "snapshot" for e in events) == 30
 
 
-def test_baseline_resumes_after_crash_between_partitions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_baseline_resumes_after_crash_between_partitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "db"
     w.setup_sql(db, feed_options="TOPIC_MIN_ACTIVE_PARTITIONS = 4")
     w.run_sql(db, seed=11, txns=120)
@@ -60,7 +66,9 @@ def test_baseline_resumes_after_crash_between_partitions(tmp_path: Path, monkeyp
     real = TopicStore.append
     calls = {"n": 0}
 
-    def flaky(self: TopicStore, topic: str, partition: int, writer: str, batch_id: int, records: object) -> int:
+    def flaky(
+        self: TopicStore, topic: str, partition: int, writer: str, batch_id: int, records: object
+    ) -> int:
         calls["n"] += 1
         if calls["n"] == 7:  # second chunk, third partition
             raise KeyboardInterrupt("simulated crash")
@@ -188,9 +196,15 @@ def test_catches_resolved_fingerprint_mismatch(built: Path) -> None:
 
 def test_catches_snapshot_after_update(tmp_path: Path) -> None:
     db = tmp_path / "db"
-    _build(db, seed=8, extra="TOPIC_MIN_ACTIVE_PARTITIONS = 2, INITIAL_SCAN = TRUE", initial_rows=30, rounds=1)
+    _build(
+        db, seed=8, extra="TOPIC_MIN_ACTIVE_PARTITIONS = 2, INITIAL_SCAN = TRUE", initial_rows=30, rounds=1
+    )
     events, rows, table, spec = _events(db)
-    snap = next(i for i, e in enumerate(events) if e.kind == "snapshot" and any(x.key == e.key and x.kind != "snapshot" for x in events))
+    snap = next(
+        i
+        for i, e in enumerate(events)
+        if e.kind == "snapshot" and any(x.key == e.key and x.kind != "snapshot" for x in events)
+    )
     e = events[snap]
     last = max(x.offset for x in events if x.partition == e.partition)
     mutated = [x for i, x in enumerate(events) if i != snap] + [dataclasses.replace(e, offset=last + 1)]

@@ -41,7 +41,9 @@ from changefeed.topics import TopicStore
 
 __all__ = ["deliver", "deliver_all", "main", "writer_id"]
 
-_RECORDS = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())])
+_RECORDS = pa.schema(
+    [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())]
+)
 #: Batch ids of initial-scan chunks: below every change batch id (which are seqs >= 1).
 SNAPSHOT_BATCH_BASE = -(10**15)
 CHANGE_ERASE = 11
@@ -61,7 +63,9 @@ def _find(db: Database, feed: str | int) -> tuple[FeedSpec, TableSchema]:
 
 
 class _Feed:
-    def __init__(self, db: Database, store: TopicStore, feed: FeedSpec, table: TableSchema, encoder: Encoder) -> None:
+    def __init__(
+        self, db: Database, store: TopicStore, feed: FeedSpec, table: TableSchema, encoder: Encoder
+    ) -> None:
         self.db, self.store, self.feed, self.table, self.encoder = db, store, feed, table, encoder
         self.writer = writer_id(feed)
         self.delivered = 0
@@ -76,7 +80,10 @@ class _Feed:
 
     def cut(self, start: int, top: int, rows: int) -> int:
         """End seq of a chunk starting after ``start``: about ``rows`` rows, whole transactions."""
-        r = self._read(f"SELECT tx FROM x{self.table.id} WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 1 OFFSET ?", (start, top, rows - 1))
+        r = self._read(
+            f"SELECT tx FROM x{self.table.id} WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 1 OFFSET ?",
+            (start, top, rows - 1),
+        )
         if not r:
             return top
         end = self._read(f"SELECT MAX(seq) FROM x{self.table.id} WHERE tx = ?", (r[0][0],))[0][0]
@@ -84,9 +91,16 @@ class _Feed:
 
     # ------------------------------------------------------------------ topic
     def committed(self) -> list[int | None]:
-        return [self.store.committed_batch(self.feed.topic, p, self.writer) for p in range(self.feed.partitions)]
+        return [
+            self.store.committed_batch(self.feed.topic, p, self.writer) for p in range(self.feed.partitions)
+        ]
 
-    def append(self, batch_id: int, records: list[tuple[int, bytes | None, bytes, int]], resolved: tuple[bytes, int] | None) -> None:
+    def append(
+        self,
+        batch_id: int,
+        records: list[tuple[int, bytes | None, bytes, int]],
+        resolved: tuple[bytes, int] | None,
+    ) -> None:
         parts: list[list[tuple[bytes | None, bytes, int]]] = [[] for _ in range(self.feed.partitions)]
         for p, k, v, ts in records:
             parts[p].append((k, v, ts))
@@ -94,7 +108,10 @@ class _Feed:
             if resolved is not None:
                 recs.append((None, resolved[0], resolved[1]))
             keys, vals, tss = (list(c) for c in zip(*recs, strict=True)) if recs else ([], [], [])
-            t = pa.table([pa.array(keys, pa.binary()), pa.array(vals, pa.binary()), pa.array(tss, pa.int64())], schema=_RECORDS)
+            t = pa.table(
+                [pa.array(keys, pa.binary()), pa.array(vals, pa.binary()), pa.array(tss, pa.int64())],
+                schema=_RECORDS,
+            )
             self.delivered += self.store.append(self.feed.topic, p, self.writer, batch_id, t)
 
     def encode(self, batch: pa.RecordBatch) -> list[tuple[int, bytes | None, bytes, int]]:
@@ -120,7 +137,10 @@ class _Feed:
         for r in later:  # undo every later change, newest first
             key = tuple(r[:nk])
             if r[nk]:
-                rows[key] = {**dict(zip((c.id for c in st.key_cols), key, strict=True)), **dict(zip((c.id for c in st.value_cols), r[nk + 1 :], strict=True))}
+                rows[key] = {
+                    **dict(zip((c.id for c in st.key_cols), key, strict=True)),
+                    **dict(zip((c.id for c in st.value_cols), r[nk + 1 :], strict=True)),
+                }
             else:
                 rows.pop(key, None)
         ordered = [rows[k] for k in sorted(rows, key=_sort_key)]
@@ -131,22 +151,34 @@ class _Feed:
             if all(d is not None and d >= bid for d in done):
                 continue
             change = [
-                (0, feed.created_wall, feed.created_logical, feed.created_tx, CHANGE_SNAPSHOT, 0, 0)
-                + tuple(r.get(c.id) for c in st.all_cols)
-                + tuple(None for _ in st.value_cols)
-                + tuple(None for _ in st.value_cols)
+                (
+                    0,
+                    feed.created_wall,
+                    feed.created_logical,
+                    feed.created_tx,
+                    CHANGE_SNAPSHOT,
+                    0,
+                    0,
+                    *tuple(r.get(c.id) for c in st.all_cols),
+                    *tuple(None for _ in st.value_cols),
+                    *tuple(None for _ in st.value_cols),
+                )
                 for r in chunk
             ]
             self.append(bid, self.encode(rows_to_batch(self.table, change)) if change else [], None)
 
     def resolved_due(self) -> bool:
-        return bool(self.feed.resolved_ns) and (time.monotonic() - self.last_resolved) * 1e9 >= (self.feed.resolved_ns or 0)
+        return bool(self.feed.resolved_ns) and (time.monotonic() - self.last_resolved) * 1e9 >= (
+            self.feed.resolved_ns or 0
+        )
 
     def chunk(self, start: int, end: int, resolved: tuple[bytes, int] | None) -> None:
         batch = read_changes(self.db.conn, self.table, start, end)
         self.append(end, self.encode(batch), resolved)
 
-    def run(self, batch_rows: int, *, follow: bool = False, poll: float = 0.05, stop_after: float | None = None) -> int:
+    def run(
+        self, batch_rows: int, *, follow: bool = False, poll: float = 0.05, stop_after: float | None = None
+    ) -> int:
         feed = self.feed
         if feed.initial_scan:
             self.snapshot(batch_rows)
@@ -198,7 +230,9 @@ def _progress(db: Database, feed_id: int, seq: int, table_id: int) -> None:
     with db.lock:
         try:
             c.execute("BEGIN IMMEDIATE")
-            row = c.execute(f"SELECT ts, lg FROM x{table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)).fetchone()
+            row = c.execute(
+                f"SELECT ts, lg FROM x{table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)
+            ).fetchone()
             wall, logical = (int(row[0]), int(row[1])) if row else (0, 0)
             c.execute(
                 "INSERT INTO _progress (feed_id, seq, wall, logical, updated_ns, detail) VALUES (?, ?, ?, ?, ?, NULL)"
@@ -213,7 +247,14 @@ def _progress(db: Database, feed_id: int, seq: int, table_id: int) -> None:
             raise
 
 
-def deliver(db_dir: str | Path, feed_name_or_id: str | int, *, batch_rows: int = 100_000, follow: bool = False, stop_after: float | None = None) -> int:
+def deliver(
+    db_dir: str | Path,
+    feed_name_or_id: str | int,
+    *,
+    batch_rows: int = 100_000,
+    follow: bool = False,
+    stop_after: float | None = None,
+) -> int:
     """Deliver every change committed before the call (``follow``: keep going) of one feed to its
     topic; returns the number of records appended (resolved records included)."""
     if batch_rows < 1:
@@ -223,7 +264,9 @@ def deliver(db_dir: str | Path, feed_name_or_id: str | int, *, batch_rows: int =
     try:
         feed, table = _find(db, feed_name_or_id)
         store.ensure_topic(feed.topic, feed.partitions, feed.retention_ns)
-        return _Feed(db, store, feed, table, get_encoder(feed.format)).run(batch_rows, follow=follow, stop_after=stop_after)
+        return _Feed(db, store, feed, table, get_encoder(feed.format)).run(
+            batch_rows, follow=follow, stop_after=stop_after
+        )
     finally:
         store.close()
         db.close()
@@ -241,7 +284,9 @@ def deliver_all(db_dir: str | Path, *, batch_rows: int = 100_000) -> dict[str, i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m changefeed.pipeline.baseline", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m changefeed.pipeline.baseline", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--db", required=True, help="database directory")
     ap.add_argument("--feed", help="feed id, name or topic (default: every running feed)")
     ap.add_argument("--batch-rows", type=int, default=100_000)

@@ -114,7 +114,10 @@ class Report:
     def __str__(self) -> str:
         if self.ok:
             return f"no violations ({', '.join(f'{k}={v}' for k, v in sorted(self.stats.items()))})"
-        lines = [f"{sum(self.counts.values())} violation(s): " + ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))]
+        lines = [
+            f"{sum(self.counts.values())} violation(s): "
+            + ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        ]
         lines += [f"  {v}" for v in self.violations[:40]]
         return "\n".join(lines)
 
@@ -184,7 +187,20 @@ def change_rows(conn: Connection, table: str, start_seq: int = 0) -> list[Change
         new = None if op == CHANGE_ERASE else {c.name: norm(cols[c.db][i]) for c in vals}
         old = {c.name: norm(cols[f"o{c.id}"][i]) for c in vals} if cols["ox"][i] else None
         written = frozenset(c.name for c in vals if cols[f"u{c.id}"][i])
-        out.append(ChangeRow(cols["seq"][i], cols["ts"][i], cols["lg"][i], cols["tx"][i], op, bool(cols["st"][i]), key, new, old, written))
+        out.append(
+            ChangeRow(
+                cols["seq"][i],
+                cols["ts"][i],
+                cols["lg"][i],
+                cols["tx"][i],
+                op,
+                bool(cols["st"][i]),
+                key,
+                new,
+                old,
+                written,
+            )
+        )
     return out
 
 
@@ -210,7 +226,11 @@ def check_change_stream(conn: Connection, table: str = "t", history: Any = None)
         if r.op == CHANGE_SNAPSHOT:
             continue
         if prev_order is not None and r.order < prev_order:
-            rep.add("stream_order", r.key, f"seq {r.seq} has commit ts {r.order} before the previous row's {prev_order}")
+            rep.add(
+                "stream_order",
+                r.key,
+                f"seq {r.seq} has commit ts {r.order} before the previous row's {prev_order}",
+            )
         prev_order = r.order
         if (r.tx, r.key) in seen_tx_keys:
             rep.add("stream_dup", r.key, f"transaction {r.tx} has two change rows for the key")
@@ -218,7 +238,11 @@ def check_change_stream(conn: Connection, table: str = "t", history: Any = None)
         before = state.get(r.key)
         # A key's first change may carry an old image written before the change stream existed.
         if r.key in known and r.old != before:
-            rep.add("stream_old_image", r.key, f"seq {r.seq} tx {r.tx}: old image {r.old} but the previous new image is {before}")
+            rep.add(
+                "stream_old_image",
+                r.key,
+                f"seq {r.seq} tx {r.tx}: old image {r.old} but the previous new image is {before}",
+            )
         known.add(r.key)
         if r.new is None:
             state.pop(r.key, None)
@@ -227,14 +251,26 @@ def check_change_stream(conn: Connection, table: str = "t", history: Any = None)
         if history is not None:
             after = history.state_after(r.tx)
             if after is None:
-                rep.add("history", r.key, f"transaction {r.tx} is not in the workload's history (not committed by it?)")
+                rep.add(
+                    "history",
+                    r.key,
+                    f"transaction {r.tx} is not in the workload's history (not committed by it?)",
+                )
             else:
                 exp_new = _nimage(after.get(r.key))
                 exp_old = _nimage(history.state_before(r.tx).get(r.key))
                 if r.new != exp_new:
-                    rep.add("new_image", r.key, f"tx {r.tx}: new image {r.new}, table after the transaction {exp_new}")
+                    rep.add(
+                        "new_image",
+                        r.key,
+                        f"tx {r.tx}: new image {r.new}, table after the transaction {exp_new}",
+                    )
                 if r.old != exp_old:
-                    rep.add("old_image", r.key, f"tx {r.tx}: old image {r.old}, table before the transaction {exp_old}")
+                    rep.add(
+                        "old_image",
+                        r.key,
+                        f"tx {r.tx}: old image {r.old}, table before the transaction {exp_old}",
+                    )
     table_rows = _table_state(conn, schema)
     for k in sorted(set(table_rows) | set(state), key=repr):
         if table_rows.get(k) != state.get(k):
@@ -249,7 +285,9 @@ def check_change_stream(conn: Connection, table: str = "t", history: Any = None)
             changed = {_nkey(k) for k in set(st) | set(prev) if _nimage(st.get(k)) != _nimage(prev.get(k))}
             missing = changed - by_tx.get(txid, set())
             for k in sorted(missing, key=repr):
-                rep.add("stream_gap", k, f"transaction {txid} changed the row but the stream has no change for it")
+                rep.add(
+                    "stream_gap", k, f"transaction {txid} changed the row but the stream has no change for it"
+                )
             prev = st
     rep.stats["change_rows"] = len(rows)
     return rep
@@ -291,7 +329,11 @@ def check_scylla_replay(conn: Connection, table: str = "ks.t", target: str | Non
     ck = [c.name for c in schema.clustering_key]
     static = [c.name for c in schema.columns if c.role is Role.STATIC]
     regular = [c.name for c in schema.columns if c.role is Role.REGULAR]
-    defs = [f"{c.name} {c.type.name}{' static' if c.role is Role.STATIC else ''}" for c in schema.columns if not c.virtual]
+    defs = [
+        f"{c.name} {c.type.name}{' static' if c.role is Role.STATIC else ''}"
+        for c in schema.columns
+        if not c.virtual
+    ]
     key_clause = f"(({', '.join(pk)}){', ' + ', '.join(ck) if ck else ''})"
     conn.execute(f"CREATE TABLE {target} ({', '.join(defs)}, PRIMARY KEY {key_clause})")
     columns, rows = _log_rows(conn, table)
@@ -343,7 +385,14 @@ def check_scylla_replay(conn: Connection, table: str = "ks.t", target: str | Non
                     conds.append(f"{c} = ?")
                     params.append(ref[c])
                 if last is not None:
-                    if lower is not None and upper is not None and lower["cdc$operation"] == 5 and upper["cdc$operation"] == 7 and lower[last] == upper[last] and len(set_ck) < len(ck):
+                    if (
+                        lower is not None
+                        and upper is not None
+                        and lower["cdc$operation"] == 5
+                        and upper["cdc$operation"] == 7
+                        and lower[last] == upper[last]
+                        and len(set_ck) < len(ck)
+                    ):
                         conds.append(f"{last} = ?")
                         params.append(lower[last])
                     else:
@@ -418,10 +467,18 @@ def check_scylla_images(conn: Connection, table: str = "ks.t") -> Report:
             if op in (1, 2, 3):
                 before = current(p, c)
                 if pending_pre is not None and pending_pre[0] != (p, c):
-                    rep.add("preimage", (p, c), f"pre-image of {pending_pre[0]} followed by a delta of another row")
+                    rep.add(
+                        "preimage",
+                        (p, c),
+                        f"pre-image of {pending_pre[0]} followed by a delta of another row",
+                    )
                 got = pending_pre[1] if pending_pre is not None and pending_pre[0] == (p, c) else None
                 if before != got:
-                    rep.add("preimage", (p, c), f"op {op}: pre-image {got} but the row before the statement is {before}")
+                    rep.add(
+                        "preimage",
+                        (p, c),
+                        f"op {op}: pre-image {got} but the row before the statement is {before}",
+                    )
                 pending_pre = None
             if op in (1, 2):
                 cells = {n: d[n] for n in names if d[n] is not None or d.get(f"cdc$deleted_{n}")}
@@ -451,12 +508,24 @@ def check_scylla_images(conn: Connection, table: str = "ks.t") -> Report:
                 _range_delete(rows, p, ck, d, group)
     rep.stats.update(preimages=n_pre, postimages=n_post)
     if n_pre == 0 or n_post == 0:
-        rep.add("images", None, f"the log has {n_pre} pre-images and {n_post} post-images; is preimage/postimage on?")
+        rep.add(
+            "images",
+            None,
+            f"the log has {n_pre} pre-images and {n_post} post-images; is preimage/postimage on?",
+        )
     return rep
 
 
-def _range_delete(rows: dict[tuple[Key, Key], tuple[bool, dict[str, Any]]], p: Key, ck: list[str], d: dict[str, Any], group: list[dict[str, Any]]) -> None:
+def _range_delete(
+    rows: dict[tuple[Key, Key], tuple[bool, dict[str, Any]]],
+    p: Key,
+    ck: list[str],
+    d: dict[str, Any],
+    group: list[dict[str, Any]],
+) -> None:
     op = d["cdc$operation"]
+    lower: dict[str, Any] | None
+    upper: dict[str, Any] | None
     if op in (7, 8):
         idx = group.index(d)
         if idx > 0 and group[idx - 1]["cdc$operation"] in (5, 6):
@@ -531,7 +600,9 @@ def read_topic(db: str | Path, topic: str) -> list[tuple[int, int, bytes | None,
     return out
 
 
-def decode_records(records: Sequence[tuple[int, int, bytes | None, bytes, int]], feed: FeedSpec, schema: TableSchema) -> list[FeedEvent]:
+def decode_records(
+    records: Sequence[tuple[int, int, bytes | None, bytes, int]], feed: FeedSpec, schema: TableSchema
+) -> list[FeedEvent]:
     key_names = [c.name for c in schema.stored if c.is_key]
     out: list[FeedEvent] = []
     for p, off, kb, vb, ts in records:
@@ -555,13 +626,33 @@ def _decode_ydb(p: int, off: int, kb: bytes | None, v: Any, ts: int, feed: FeedS
     key = _nkey(v.get("key", []))
     tx = int(v["ts"][1]) if isinstance(v.get("ts"), list) else None
     kind = "erase" if "erase" in v else "update"
-    if kind == "update" and feed.initial_scan and ts == feed.created_wall and (tx is None or tx == feed.created_tx):
+    if (
+        kind == "update"
+        and feed.initial_scan
+        and ts == feed.created_wall
+        and (tx is None or tx == feed.created_tx)
+    ):
         kind = "snapshot"
     upd = v.get("update") if feed.mode is Mode.UPDATES else None
-    return FeedEvent(p, off, kb, key, kind, ts, tx, _nimage(v.get("newImage")), _nimage(v.get("oldImage")), _nimage(upd), "newImage" in v, "oldImage" in v)
+    return FeedEvent(
+        p,
+        off,
+        kb,
+        key,
+        kind,
+        ts,
+        tx,
+        _nimage(v.get("newImage")),
+        _nimage(v.get("oldImage")),
+        _nimage(upd),
+        "newImage" in v,
+        "oldImage" in v,
+    )
 
 
-def _decode_debezium(p: int, off: int, kb: bytes | None, v: Any, ts: int, key_names: list[str], feed: FeedSpec) -> FeedEvent:
+def _decode_debezium(
+    p: int, off: int, kb: bytes | None, v: Any, ts: int, key_names: list[str], feed: FeedSpec
+) -> FeedEvent:
     if _is_resolved(kb, v) or kb is None:
         return FeedEvent(p, off, kb, None, "resolved", ts, None, None, None, None, False, False)
     payload = v.get("payload", v)
@@ -579,7 +670,20 @@ def _decode_debezium(p: int, off: int, kb: bytes | None, v: Any, ts: int, key_na
         return {k: norm(x) for k, x in img.items() if k not in key_names}
 
     before, after = payload.get("before"), payload.get("after")
-    return FeedEvent(p, off, kb, key, kind, ts, tx, strip(after), strip(before), None, after is not None, before is not None)
+    return FeedEvent(
+        p,
+        off,
+        kb,
+        key,
+        kind,
+        ts,
+        tx,
+        strip(after),
+        strip(before),
+        None,
+        after is not None,
+        before is not None,
+    )
 
 
 # ============================================================================== feed validation
@@ -620,11 +724,18 @@ def validate_events(
     rep = Report()
     data = [e for e in events if e.kind != "resolved"]
     resolved = [e for e in events if e.kind == "resolved"]
-    after_rows = [r for r in rows if r.seq > spec.created_seq and r.op in (CHANGE_UPSERT, CHANGE_ERASE) and not r.static]
+    after_rows = [
+        r for r in rows if r.seq > spec.created_seq and r.op in (CHANGE_UPSERT, CHANGE_ERASE) and not r.static
+    ]
     by_ts: dict[int, list[ChangeRow]] = defaultdict(list)
     for r in after_rows:
         by_ts[r.ts].append(r)
-    rep.stats.update(records=len(events), data_records=len(data), resolved_records=len(resolved), change_rows=len(after_rows))
+    rep.stats.update(
+        records=len(events),
+        data_records=len(data),
+        resolved_records=len(resolved),
+        change_rows=len(after_rows),
+    )
 
     # ---- snapshot expectation: the table at creation (undo later changes with their old images)
     at_creation: dict[Key, Image] = dict(table)
@@ -645,7 +756,11 @@ def validate_events(
             rep.add("order", k, f"records of one key in partitions {sorted(parts)}")
         raw = evs[0].raw_key
         if raw is not None and partition_of(raw, spec.partitions) != evs[0].partition:
-            rep.add("order", k, f"key hashes to partition {partition_of(raw, spec.partitions)} but was written to {evs[0].partition}")
+            rep.add(
+                "order",
+                k,
+                f"key hashes to partition {partition_of(raw, spec.partitions)} but was written to {evs[0].partition}",
+            )
         if len({e.raw_key for e in evs}) > 1:
             rep.add("order", k, "one key encoded as different message keys")
         prev: tuple[int, int] | None = None
@@ -671,7 +786,11 @@ def validate_events(
     got = Counter(ident_event(e) for e in data)
     for ident, n in got.items():
         if n > 1:
-            rep.add("exactly_once", ident[-2] if ident[0] != "snapshot" else ident[1], f"delivered {n} times: {ident}")
+            rep.add(
+                "exactly_once",
+                ident[-2] if ident[0] != "snapshot" else ident[1],
+                f"delivered {n} times: {ident}",
+            )
         if ident not in expected:
             rep.add("exactly_once", ident, "delivered but no such committed change (phantom)")
     if complete:
@@ -709,7 +828,11 @@ def validate_events(
                     prev_new, have_prev = e.new, True
                     continue
                 if have_prev and (e.old if e.has_old else None) != prev_new:
-                    rep.add("images", k, f"offset {e.offset}: old image {e.old} != previous record's new image {prev_new}")
+                    rep.add(
+                        "images",
+                        k,
+                        f"offset {e.offset}: old image {e.old} != previous record's new image {prev_new}",
+                    )
                 prev_new, have_prev = (e.new if e.has_new else None), True
 
     # ---- (iv) resolved timestamps
@@ -723,7 +846,11 @@ def validate_events(
             if len(snaps) > 1:
                 rep.add("initial_scan", k, f"{len(snaps)} snapshot records")
             if snaps and snaps[0] != 0:
-                rep.add("initial_scan", k, f"snapshot record at offset {evs[snaps[0]].offset} after an update of the key")
+                rep.add(
+                    "initial_scan",
+                    k,
+                    f"snapshot record at offset {evs[snaps[0]].offset} after an update of the key",
+                )
     return rep
 
 
@@ -753,7 +880,11 @@ def _check_resolved(
                 r = res_order(e)
                 high = r if high is None or r > high else high
             elif high is not None and order_of(e) <= high:
-                rep.add("resolved", e.key, f"partition {p} offset {e.offset}: record at {order_of(e)} after resolved {high}")
+                rep.add(
+                    "resolved",
+                    e.key,
+                    f"partition {p} offset {e.offset}: record at {order_of(e)} after resolved {high}",
+                )
     if not wants_new:
         return
     # fingerprint: replay the feed (all partitions) up to each resolved ts == journal state then
@@ -775,15 +906,19 @@ def _check_resolved(
                 feed_state[e.key] = e.new
             i += 1
         while j < len(stream) and (stream[j].ts, stream[j].tx) <= m:
-            r = stream[j]
-            if r.seq > spec.created_seq:
-                covered.add(r.key)
-                if r.new is None:
-                    truth.pop(r.key, None)
+            sr = stream[j]
+            if sr.seq > spec.created_seq:
+                covered.add(sr.key)
+                if sr.new is None:
+                    truth.pop(sr.key, None)
                 else:
-                    truth[r.key] = r.new
+                    truth[sr.key] = sr.new
             j += 1
         for k in covered:
             if feed_state.get(k) != truth.get(k):
-                rep.add("resolved", k, f"at resolved {m}: feed replay has {feed_state.get(k)}, table had {truth.get(k)}")
+                rep.add(
+                    "resolved",
+                    k,
+                    f"at resolved {m}: feed replay has {feed_state.get(k)}, table had {truth.get(k)}",
+                )
     rep.stats["resolved_marks"] = len(marks)

@@ -111,7 +111,15 @@ def table_state(conn: Connection, table: str = "t", key_columns: int = 1) -> Sta
     return out
 
 
-def setup_sql(db: str | os.PathLike[str], table: str = "t", feed: str | None = "f", *, feed_options: str = "", initial_rows: int = 0, seed: int = 0) -> None:
+def setup_sql(
+    db: str | os.PathLike[str],
+    table: str = "t",
+    feed: str | None = "f",
+    *,
+    feed_options: str = "",
+    initial_rows: int = 0,
+    seed: int = 0,
+) -> None:
     """Create the SQL table (optionally pre-filled, before the feed exists) and its changefeed."""
     with changefeed.connect(db) as conn:
         conn.execute(SQL_TABLE.format(table=table))
@@ -141,7 +149,7 @@ def _text(rng: random.Random) -> str | None:
     if r < 0.1:
         return None
     if r < 0.15:
-        return "it's \"q\" ü"
+        return 'it\'s "q" ü'
     return "".join(rng.choice("abcdefgh") for _ in range(rng.randint(0, 6)))
 
 
@@ -160,8 +168,11 @@ def _sql_statement(rng: random.Random, table: str, keys: int) -> tuple[str, list
     k = rng.randrange(keys)
     r = rng.random()
     if r < 0.30:
-        cols = ["k"] + rng.sample(["a", "b", "c"], rng.randint(0, 3))
-        vals = [k] + [_text(rng) if c == "a" else _maybe(rng, rng.randint(-100, 100)) if c == "b" else _double(rng) for c in cols[1:]]
+        cols = ["k", *rng.sample(["a", "b", "c"], rng.randint(0, 3))]
+        vals = [k] + [
+            _text(rng) if c == "a" else _maybe(rng, rng.randint(-100, 100)) if c == "b" else _double(rng)
+            for c in cols[1:]
+        ]
         rows = 1 if rng.random() < 0.7 else 3
         allvals = list(vals)
         seen = {k}
@@ -170,15 +181,17 @@ def _sql_statement(rng: random.Random, table: str, keys: int) -> tuple[str, list
             if k2 in seen:
                 continue
             seen.add(k2)
-            allvals += [k2] + vals[1:]
+            allvals += [k2, *vals[1:]]
         n = len(allvals) // len(cols)
         ph = ", ".join("(" + ", ".join("?" for _ in cols) + ")" for _ in range(n))
         return f"UPSERT INTO {table} ({', '.join(cols)}) VALUES {ph}", allvals
     if r < 0.40:
         return f"INSERT INTO {table} (k, a, b) VALUES (?, ?, ?)", [k, _text(rng), rng.randint(-100, 100)]
     if r < 0.50:
-        cols = ["k"] + rng.sample(["a", "b", "c"], rng.randint(0, 2))
-        vals = [k] + [_text(rng) if c == "a" else rng.randint(-100, 100) if c == "b" else _double(rng) for c in cols[1:]]
+        cols = ["k", *rng.sample(["a", "b", "c"], rng.randint(0, 2))]
+        vals = [k] + [
+            _text(rng) if c == "a" else rng.randint(-100, 100) if c == "b" else _double(rng) for c in cols[1:]
+        ]
         return f"REPLACE INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})", vals
     if r < 0.65:
         sets = rng.choice(["a = NULL", "b = b + 1", "c = NULL, a = 'u'", "b = NULL", "c = 2.5, b = 7"])
@@ -231,7 +244,9 @@ def run_sql(
     return stats
 
 
-def _run_txn(conn: Connection, stmts: list[tuple[str, list[Any]]], multi: bool, rollback: bool, stats: WorkloadStats) -> bool:
+def _run_txn(
+    conn: Connection, stmts: list[tuple[str, list[Any]]], multi: bool, rollback: bool, stats: WorkloadStats
+) -> bool:
     """Run statements (in one transaction if ``multi``); True if something committed."""
     from changefeed.exceptions import ChangefeedError
 
@@ -263,7 +278,9 @@ def _run_txn(conn: Connection, stmts: list[tuple[str, list[Any]]], multi: bool, 
 
 
 # ------------------------------------------------------------------------------------ CQL
-def _cql_statement(rng: random.Random, t: str, pks: int, cks: int, *, in_batch: bool = False) -> tuple[str, list[Any]]:
+def _cql_statement(
+    rng: random.Random, t: str, pks: int, cks: int, *, in_batch: bool = False
+) -> tuple[str, list[Any]]:
     pk, ck = rng.randrange(pks), rng.randrange(cks)
     ttl = f" USING TTL {LONG_TTL}" if rng.random() < 0.15 else ""
     r = rng.random()
@@ -271,7 +288,13 @@ def _cql_statement(rng: random.Random, t: str, pks: int, cks: int, *, in_batch: 
     v2 = _maybe(rng, rng.choice(["x", "yy", "z z", "it's"]))
     if r < 0.25:
         if rng.random() < 0.3:
-            return f"INSERT INTO {t} (pk, ck, s, v1, v2) VALUES (?, ?, ?, ?, ?){ttl}", [pk, ck, rng.randint(0, 9), v1, v2]
+            return f"INSERT INTO {t} (pk, ck, s, v1, v2) VALUES (?, ?, ?, ?, ?){ttl}", [
+                pk,
+                ck,
+                rng.randint(0, 9),
+                v1,
+                v2,
+            ]
         return f"INSERT INTO {t} (pk, ck, v1, v2) VALUES (?, ?, ?, ?){ttl}", [pk, ck, v1, v2]
     if r < 0.30:
         return f"INSERT INTO {t} (pk, ck, v1) VALUES (?, ?, ?){ttl}", [pk, ck, v1]
@@ -335,7 +358,10 @@ def run_cql(
         while (ops is None or i < ops) and (deadline is None or time.monotonic() < deadline):
             i += 1
             if rng.random() < batch_rate:
-                body = [_inline(*_cql_statement(rng, table, pks, cks, in_batch=True)) for _ in range(rng.randint(2, 4))]
+                body = [
+                    _inline(*_cql_statement(rng, table, pks, cks, in_batch=True))
+                    for _ in range(rng.randint(2, 4))
+                ]
                 # Range/partition deletes are fine in a batch; keep inserts/updates and deletes mixed.
                 sql = "BEGIN UNLOGGED BATCH " + "; ".join(body) + "; APPLY BATCH"
                 params: list[Any] = []
@@ -359,7 +385,9 @@ def _worker(args: tuple[str, str, int, dict[str, Any]]) -> WorkloadStats:
     return fn(db, seed=seed, **kw)
 
 
-def run_parallel(db: str | os.PathLike[str], *, dialect: str = "sql", seeds: list[int], **kw: Any) -> list[WorkloadStats]:
+def run_parallel(
+    db: str | os.PathLike[str], *, dialect: str = "sql", seeds: list[int], **kw: Any
+) -> list[WorkloadStats]:
     """Run one writer process per seed at once (spawned, each with its own connection)."""
     ctx = mp.get_context("spawn")
     with ctx.Pool(len(seeds)) as pool:
@@ -369,7 +397,9 @@ def run_parallel(db: str | os.PathLike[str], *, dialect: str = "sql", seeds: lis
 class Background:
     """Writer processes running a workload in the background (for fault injection)."""
 
-    def __init__(self, db: str | os.PathLike[str], *, dialect: str = "sql", seeds: list[int], **kw: Any) -> None:
+    def __init__(
+        self, db: str | os.PathLike[str], *, dialect: str = "sql", seeds: list[int], **kw: Any
+    ) -> None:
         ctx = mp.get_context("spawn")
         self._pool = ctx.Pool(len(seeds))
         self._result = self._pool.map_async(_worker, [(dialect, str(db), s, kw) for s in seeds])
