@@ -4,7 +4,7 @@ workload, restart it each time, finish with a run to idle, then run every feed v
 The Spark variant runs ``changefeed run --db DIR`` (kills spread 2-15 s after start: Spark takes
 ~7 s to start, so some land during startup, some mid-read/encode/commit of a micro-batch). The
 baseline variant runs the single-process loop (``python -m changefeed.pipeline.baseline``) with
-small chunks, killed 0.2-1.5 s after start, so kills land mid-chunk.
+small chunks, killed 1-4 s after start, so kills land mid-chunk.
 """
 
 from __future__ import annotations
@@ -64,10 +64,11 @@ def _spark_cmd(db: Path, *, follow: bool) -> list[str]:
 def _total(db: Path) -> int:
     from changefeed.topics import TopicStore
 
+    store = TopicStore(db)
     try:
-        return sum(n for _, n in TopicStore(db).offsets("t/f").values())
-    except Exception:
-        return 0
+        return sum(n for _, n in store.offsets("t/f").values())
+    finally:
+        store.close()
 
 
 @pytest.mark.slow
@@ -95,7 +96,7 @@ def test_kill_9_during_workload_is_exactly_once(tmp_path: Path, runner: str) -> 
     rng = random.Random(2024)
     spark = runner == "spark"
     cmd = _spark_cmd if spark else _baseline_cmd
-    lo, hi = (2.0, 15.0) if spark else (0.2, 1.5)
+    lo, hi = (2.0, 15.0) if spark else (1.0, 4.0)  # baseline start-up (imports) is ~0.5-1 s
     delays = [lo + (hi - lo) * (i + rng.random()) / KILLS for i in range(KILLS)]
     rng.shuffle(delays)
     budget = sum(delays) + 5
@@ -118,7 +119,8 @@ def test_kill_9_during_workload_is_exactly_once(tmp_path: Path, runner: str) -> 
     assert sum(s.committed for s in stats) > 200
     final = subprocess.run(cmd(db, follow=False), env=_env(), capture_output=True, timeout=300)
     assert final.returncode == 0, final.stdout.decode()[-3000:] + final.stderr.decode()[-3000:]
-    assert seen[-1] > seen[0], f"the topic did not grow between kills: {seen}"
     rep = v.validate_feed(db, "f")
     assert rep.ok, str(rep)
     assert rep.stats["data_records"] >= rep.stats["change_rows"] > 0
+    # last: the kills must have hit a runner that was delivering, or the test proves little
+    assert seen[-1] > seen[0], f"the topic did not grow between kills: {seen}"
