@@ -50,12 +50,6 @@ def test_change_stream_multi_process(tmp_path: Path) -> None:
         assert rep.ok, str(rep)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="engine finding: with concurrent CQL writer processes, a few deltas on existing rows are "
-    "logged without their pre-/post-image (the row read inside the write transaction came back empty); "
-    "single-process runs of the same seeds are clean",
-)
 def test_scylla_multi_process(tmp_path: Path) -> None:
     db = tmp_path / "db"
     w.setup_cql(db)
