@@ -18,8 +18,9 @@ def fail(exc: BaseException) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="changefeed")
 def cli() -> None:
-    """Change data capture for tables: a transactional store with a CDC journal, and a Spark
-    pipeline that turns the journal into YDB, Debezium and CockroachDB changefeeds."""
+    """Change data capture for tables: a transactional store whose committed changes land in a
+    ScyllaDB-shaped CDC journal, and a Spark pipeline that delivers YDB JSON and Debezium JSON
+    changefeeds, exactly once, into an embedded topic log."""
 
 
 @cli.command("sql")

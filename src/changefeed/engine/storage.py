@@ -101,8 +101,11 @@ class TableStore:
         return stmts
 
     def journal_create_sql(self) -> str:
+        # Plain rowid (no AUTOINCREMENT, which costs a sqlite_sequence update per row): the log is
+        # read in (token, seq) order only, and new rows always get a seq above every live row.
+        # The change stream keeps AUTOINCREMENT because feeds keep offsets into it.
         cols = [
-            "seq INTEGER PRIMARY KEY AUTOINCREMENT",
+            "seq INTEGER PRIMARY KEY",
             "ts INTEGER NOT NULL",
             "lg INTEGER NOT NULL",
             "tx INTEGER NOT NULL",
