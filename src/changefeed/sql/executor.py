@@ -226,7 +226,7 @@ class Session:
             return None
         if self.dialect == "cql" and any(c.role is Role.STATIC for c in schema.columns) and not schema.clustering_key:
             return None
-        fill = [c.id for c in missing] if (self.dialect == "sql" and s.mode in ("insert", "replace")) else []
+        fill = [c.id for c in missing] if (self.dialect == "sql" and s.mode == "replace") else []
         storers = [c.type.storer(f"column {c.name}") for c in cols]
         consts = [v.value if isinstance(v, ast.Literal) else None for v in s.rows[0]]
         params_at = [v.index if isinstance(v, ast.Param) else -1 for v in s.rows[0]]
@@ -708,12 +708,14 @@ class Session:
             shown = ", ".join(f"{c.name}" for c in schema.key)
             vals = ", ".join(str(schema.column_by_id(c.id).type.from_db(given[c.id])) for c in schema.key)
             raise UniqueViolation(f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals}) already exists')
+        # The cells the statement writes: what it names; REPLACE also every other column (its
+        # DEFAULT or NULL); a new row also the columns that have a DEFAULT. Columns left out of a
+        # new row are NULL without being "written", so UPDATES-mode feeds list only real writes.
         cells: dict[int, Any] = {}
-        fill_defaults = s.mode in ("insert", "replace") or old is None
         for c in schema.stored_values:
             if c.id in given:
                 cells[c.id] = given[c.id]
-            elif fill_defaults and c.computed is None:
+            elif c.computed is None and (s.mode == "replace" or (c.default is not None and (old is None or s.mode == "insert"))):
                 cells[c.id] = self._default(c, ev, ctx)
         cells = self._with_computed(schema, key, cells, old, ev, ctx)
         self._check_not_null(schema, {**(old or {}), **cells} if s.mode == "upsert" else cells)
