@@ -61,7 +61,9 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None, help="where to put the databases (default: a temp dir)")
     args = ap.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="cf-engine-bench-"))
-    print(f"cores: {os.cpu_count()}  synchronous: {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}  dir: {root}")
+    print(
+        f"cores: {os.cpu_count()}  synchronous: {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}  dir: {root}"
+    )
     print(f"{'configuration':<18} {'txn size':>9} {'rows/s':>10} {'vs off':>7}  target")
     for batch, n in ((1000, args.rows), (1, args.single)):
         base = None

@@ -30,9 +30,13 @@ WRITER = textwrap.dedent(
 def test_kill_9_mid_transaction_leaves_nothing(tmp_path: Path) -> None:
     db = tmp_path / "db"
     with changefeed.connect(db, dialect="cql") as conn:
-        conn.execute("CREATE TABLE ks.t (k int PRIMARY KEY, v text) WITH cdc = {'enabled': true, 'preimage': true, 'postimage': true}")
+        conn.execute(
+            "CREATE TABLE ks.t (k int PRIMARY KEY, v text) WITH cdc = {'enabled': true, 'preimage': true, 'postimage': true}"
+        )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "mid-transaction"
     os.kill(proc.pid, signal.SIGKILL)

@@ -26,7 +26,7 @@ def test_log_ttl_and_feed_protection(tmp_path: Path) -> None:
     clock.now += 45 * NS  # the first row is 75 s old, the second 45 s
     report = collect_garbage(cql.db)
     assert report.log_rows == 1
-    assert [r[0] for r in cql.execute('SELECT k FROM ks.t_scylla_cdc_log').rows] == [2]
+    assert [r[0] for r in cql.execute("SELECT k FROM ks.t_scylla_cdc_log").rows] == [2]
     cql.close()
 
     sql = changefeed.connect(tmp_path / "db", clock=clock)

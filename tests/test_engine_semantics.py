@@ -44,7 +44,9 @@ def test_insert_upsert_replace_update_delete(sql: changefeed.Connection) -> None
 
 def test_transactions_commit_and_rollback(sql: changefeed.Connection) -> None:
     sql.execute("CREATE TABLE t (id Int64, v Utf8, PRIMARY KEY (id))")
-    sql.execute("BEGIN; UPSERT INTO t (id, v) VALUES (1, 'a'); UPSERT INTO t (id, v) VALUES (2, 'b'); ROLLBACK")
+    sql.execute(
+        "BEGIN; UPSERT INTO t (id, v) VALUES (1, 'a'); UPSERT INTO t (id, v) VALUES (2, 'b'); ROLLBACK"
+    )
     assert sql.execute("SELECT count(*) FROM t").rows == [(0,)]
     with sql.transaction():
         sql.execute("UPSERT INTO t (id, v) VALUES (1, 'a')")
@@ -80,7 +82,9 @@ def test_ydb_typed_literals_and_types(sql: changefeed.Connection) -> None:
 
 
 def test_cockroach_statements(sql: changefeed.Connection) -> None:
-    sql.execute("CREATE TABLE foo (id INT PRIMARY KEY DEFAULT unique_rowid(), name STRING, tags STRING[], t TIMESTAMPTZ)")
+    sql.execute(
+        "CREATE TABLE foo (id INT PRIMARY KEY DEFAULT unique_rowid(), name STRING, tags STRING[], t TIMESTAMPTZ)"
+    )
     sql.execute("INSERT INTO foo (name) VALUES ('Carl')")
     sql.execute("INSERT INTO foo VALUES (1, 'Petee', ARRAY['a', 'b'], '2020-01-01 00:00:00+00')")
     with pytest.raises(exc.UniqueViolation):
@@ -101,7 +105,10 @@ def test_add_and_drop_column(sql: changefeed.Connection) -> None:
     sql.execute("CREATE TABLE office_dogs (id INT PRIMARY KEY, name STRING)")
     sql.execute("INSERT INTO office_dogs VALUES (1, 'Petee H'), (2, 'Carl')")
     sql.execute("ALTER TABLE office_dogs ADD COLUMN likes_treats BOOL DEFAULT TRUE")
-    assert sql.execute("SELECT * FROM office_dogs ORDER BY id").rows == [(1, "Petee H", True), (2, "Carl", True)]
+    assert sql.execute("SELECT * FROM office_dogs ORDER BY id").rows == [
+        (1, "Petee H", True),
+        (2, "Carl", True),
+    ]
     sql.execute("INSERT INTO office_dogs (id, name) VALUES (3, 'Ernie')")
     assert sql.execute("SELECT likes_treats FROM office_dogs WHERE id = 3").rows == [(True,)]
     sql.execute("ALTER TABLE office_dogs DROP COLUMN likes_treats")
@@ -112,13 +119,19 @@ def test_add_and_drop_column(sql: changefeed.Connection) -> None:
 
 def test_select_features(tmp_path: Path) -> None:
     cql = changefeed.connect(tmp_path / "db", dialect="cql")
-    cql.execute("CREATE TABLE ks.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH CLUSTERING ORDER BY (ck DESC)")
+    cql.execute(
+        "CREATE TABLE ks.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH CLUSTERING ORDER BY (ck DESC)"
+    )
     for pk in range(3):
         for ck in range(4):
             cql.execute("INSERT INTO ks.t (pk, ck, v) VALUES (?, ?, ?)", (pk, ck, f"{pk}-{ck}"))
     assert [r[1] for r in cql.execute("SELECT pk, ck FROM ks.t WHERE pk = 1").rows] == [3, 2, 1, 0]
     assert cql.execute("SELECT count(*) FROM ks.t").rows == [(12,)]
-    assert cql.execute("SELECT v FROM ks.t WHERE pk IN (0, 2) AND ck >= 2 ORDER BY v LIMIT 3").rows == [("0-2",), ("0-3",), ("2-2",)]
+    assert cql.execute("SELECT v FROM ks.t WHERE pk IN (0, 2) AND ck >= 2 ORDER BY v LIMIT 3").rows == [
+        ("0-2",),
+        ("0-3",),
+        ("2-2",),
+    ]
     cql.execute("DELETE FROM ks.t WHERE pk = 1 AND ck >= 1 AND ck < 3")
     assert [r[0] for r in cql.execute("SELECT ck FROM ks.t WHERE pk = 1").rows] == [3, 0]
 
@@ -126,7 +139,9 @@ def test_select_features(tmp_path: Path) -> None:
 def test_ttl_expires_cells_and_rows(tmp_path: Path) -> None:
     clock = FakeClock()
     cql = changefeed.connect(tmp_path / "db", dialect="cql", clock=clock)
-    cql.execute("CREATE TABLE ks.t (pk int, ck int, a int, b int, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}")
+    cql.execute(
+        "CREATE TABLE ks.t (pk int, ck int, a int, b int, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
+    )
     cql.execute("INSERT INTO ks.t (pk, ck, a, b) VALUES (0, 0, 1, 1) USING TTL 10")
     cql.execute("UPDATE ks.t USING TTL 100 SET b = 2 WHERE pk = 0 AND ck = 0")
     assert cql.execute('SELECT "cdc$ttl" FROM ks.t_scylla_cdc_log').rows == [(10,), (100,)]

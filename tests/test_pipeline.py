@@ -53,8 +53,13 @@ def _install_fallback_encoder() -> None:
                     keys.alias("key"),
                     F.when(F.col("op") != 11, F.struct()).alias("update"),
                     F.when(F.col("op") == 11, F.struct()).alias("erase"),
-                    F.when(F.col("op") != 11, F.struct(*[F.col(c.db).alias(c.name) for c in vals])).alias("newImage"),
-                    F.when(F.col("ox") & (F.col("op") != 12), F.struct(*[F.col(f"o{c.id}").alias(c.name) for c in vals])).alias("oldImage"),
+                    F.when(F.col("op") != 11, F.struct(*[F.col(c.db).alias(c.name) for c in vals])).alias(
+                        "newImage"
+                    ),
+                    F.when(
+                        F.col("ox") & (F.col("op") != 12),
+                        F.struct(*[F.col(f"o{c.id}").alias(c.name) for c in vals]),
+                    ).alias("oldImage"),
                     F.array((F.col("ts") / 1_000_000).cast("long"), F.col("tx")).alias("ts"),
                 )
             )
@@ -128,7 +133,7 @@ def data_by_key(db: Path) -> dict[int, list[dict[str, Any]]]:
 
 def expected_by_key(db: Path, after_seq: int = 0) -> dict[int, list[int]]:
     per: dict[int, list[int]] = defaultdict(list)
-    for _, tx, k, op in journal(db):
+    for _, tx, k, _op in journal(db):
         per[k].append(tx)
     return per
 
@@ -168,10 +173,15 @@ def test_journal_source_batch_and_stream(spark: Any, tmp_path: Path) -> None:
         batches.append([(r["seq"], r["tx"]) for r in bdf.select("seq", "tx").collect()])
 
     q = (
-        spark.readStream.format("changefeed-journal").option("path", str(db)).option("table_id", "1")
-        .option("maxRowsPerBatch", "5").load()
-        .writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True).start()
+        spark.readStream.format("changefeed-journal")
+        .option("path", str(db))
+        .option("table_id", "1")
+        .option("maxRowsPerBatch", "5")
+        .load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination()
     batches = [b for b in batches if b]
@@ -345,7 +355,9 @@ def test_cli_run_kill9_then_until_idle(tmp_path: Path) -> None:
     conn.close()
     want = expected_by_key(db)  # before a run's GC may trim the journal
     env = {**os.environ, "CHANGEFEED_MAX_ROWS_PER_BATCH": "3000"}
-    p = subprocess.Popen(_cli("run", "--db", str(db)), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        _cli("run", "--db", str(db)), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     store = TopicStore(db)
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -357,7 +369,9 @@ def test_cli_run_kill9_then_until_idle(tmp_path: Path) -> None:
             pass
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    out = subprocess.run(_cli("run", "--db", str(db), "--until-idle"), env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        _cli("run", "--db", str(db), "--until-idle"), env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert check_exactly_once(db, want) == 30000
 
@@ -368,8 +382,15 @@ def test_cli_run_until_idle_subprocess(tmp_path: Path) -> None:
     upsert(conn, range(20), "x")
     conn.close()
     want = expected_by_key(db)
-    out = subprocess.run(_cli("run", "--db", str(db), "--until-idle"), capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        _cli("run", "--db", str(db), "--until-idle"), capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert check_exactly_once(db, want) == 20
-    out = subprocess.run(_cli("run", "--db", str(tmp_path / "nope"), "--until-idle"), capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        _cli("run", "--db", str(tmp_path / "nope"), "--until-idle"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1 and out.stderr.startswith("ERROR:")

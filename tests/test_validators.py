@@ -11,9 +11,6 @@ from changefeed.pipeline import baseline
 from changefeed.testing import validators as v
 from changefeed.testing import workload as w
 
-from . import _stub_encoder
-
-STUB = _stub_encoder.install()
 OPTS = 'TOPIC_MIN_ACTIVE_PARTITIONS = 4, RESOLVED_TIMESTAMPS = Interval("PT0.05S")'
 
 

@@ -20,7 +20,14 @@ __all__ = ["Connection", "Result", "connect"]
 class Connection:
     """A session on one database directory, in the ``sql`` or ``cql`` dialect."""
 
-    def __init__(self, path: str | os.PathLike[str], *, user: str = "root", dialect: str = "sql", clock: WallClock | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        user: str = "root",
+        dialect: str = "sql",
+        clock: WallClock | None = None,
+    ) -> None:
         self.path = Path(path)
         self.db = Database(self.path, clock=clock)
         try:
@@ -44,10 +51,10 @@ class Connection:
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Result:
         """Run one statement (or several separated by ';') and return the last one's result."""
-        result = Result()
-        for result in self.execute_script(sql, params):
-            pass
-        return result
+        last = Result()
+        for res in self.execute_script(sql, params):
+            last = res
+        return last
 
     def execute_script(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[Result]:
         """Run each statement of ``sql`` in turn, yielding its result; stops at the first error."""
@@ -100,6 +107,8 @@ class Connection:
         self.close()
 
 
-def connect(path: str | os.PathLike[str], user: str = "root", dialect: str = "sql", *, clock: WallClock | None = None) -> Connection:
+def connect(
+    path: str | os.PathLike[str], user: str = "root", dialect: str = "sql", *, clock: WallClock | None = None
+) -> Connection:
     """Open (creating if needed) the database directory ``path``."""
     return Connection(path, user=user, dialect=dialect, clock=clock)

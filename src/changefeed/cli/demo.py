@@ -42,15 +42,27 @@ def run_demo(db: Path, *, keep: bool = False) -> None:
         cql.execute(CQL_SCRIPT)
         click.echo("\ncqlsh> SELECT * FROM ks.t;")
         click.echo(render_cql(cql.execute("SELECT * FROM ks.t")))
-        click.echo('\ncqlsh> SELECT "cdc$batch_seq_no", "cdc$operation", pk, ck, s, v, "cdc$deleted_v" FROM ks.t_scylla_cdc_log;')
-        click.echo(render_cql(cql.execute('SELECT "cdc$batch_seq_no", "cdc$operation", pk, ck, s, v, "cdc$deleted_v" FROM ks.t_scylla_cdc_log')))
+        click.echo(
+            '\ncqlsh> SELECT "cdc$batch_seq_no", "cdc$operation", pk, ck, s, v, "cdc$deleted_v" FROM ks.t_scylla_cdc_log;'
+        )
+        click.echo(
+            render_cql(
+                cql.execute(
+                    'SELECT "cdc$batch_seq_no", "cdc$operation", pk, ck, s, v, "cdc$deleted_v" FROM ks.t_scylla_cdc_log'
+                )
+            )
+        )
     with connect(db, dialect="sql") as sql:
         sql.execute(SQL_SCRIPT)
         click.echo("\nsql> SELECT * FROM orders;")
         click.echo(render_sql(sql.execute("SELECT * FROM orders")))
     _print_changes(db)
-    click.echo("\nchangefeeds: orders/updates (YDB JSON) and orders/debezium (Debezium JSON); deliver them with")
-    click.echo(f"  changefeed run --db {db} --until-idle && changefeed read --db {db} orders/updates --from-beginning --json")
+    click.echo(
+        "\nchangefeeds: orders/updates (YDB JSON) and orders/debezium (Debezium JSON); deliver them with"
+    )
+    click.echo(
+        f"  changefeed run --db {db} --until-idle && changefeed read --db {db} orders/updates --from-beginning --json"
+    )
 
 
 def _print_changes(db: Path) -> None:
@@ -65,11 +77,15 @@ def _print_changes(db: Path) -> None:
         st = d.store(schema)
         click.echo("\nchange stream of orders (seq, op, key, old image -> new image):")
         cols = [c for c in schema.columns if not c.is_key]
-        for r in d.conn.execute(f"SELECT seq, op, c0, {', '.join('o' + str(c.id) for c in cols)}, {', '.join(c.db for c in cols)} FROM {st.x} ORDER BY seq"):
+        for r in d.conn.execute(
+            f"SELECT seq, op, c0, {', '.join('o' + str(c.id) for c in cols)}, {', '.join(c.db for c in cols)} FROM {st.x} ORDER BY seq"
+        ):
             n = len(cols)
             old = {c.name: c.type.from_db(v) for c, v in zip(cols, r[3 : 3 + n], strict=True)}
             new = {c.name: c.type.from_db(v) for c, v in zip(cols, r[3 + n :], strict=True)}
             kind = "upsert" if r[1] == 10 else "erase"
-            click.echo(f"  {r[0]:>3} {kind:<6} id={schema.columns[0].type.from_db(r[2])} {old} -> {new if kind == 'upsert' else None}")
+            click.echo(
+                f"  {r[0]:>3} {kind:<6} id={schema.columns[0].type.from_db(r[2])} {old} -> {new if kind == 'upsert' else None}"
+            )
     finally:
         d.close()

@@ -24,7 +24,13 @@ def cli() -> None:
 
 
 @cli.command("sql")
-@click.option("--db", "db", required=True, type=click.Path(file_okay=False, path_type=Path), help="Database directory (created if missing).")
+@click.option(
+    "--db",
+    "db",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Database directory (created if missing).",
+)
 @click.option("--user", default="root", show_default=True, help="User to run the statements as.")
 @click.option("--cql", is_flag=True, help="Use the CQL (ScyllaDB) dialect instead of SQL (YDB/CockroachDB).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per result row.")
@@ -43,7 +49,14 @@ def sql_cmd(db: Path, user: str, cql: bool, as_json: bool, statements: str | Non
 
 
 @cli.command("demo")
-@click.option("--db", "db", default="demo-db", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Database directory to (re)create.")
+@click.option(
+    "--db",
+    "db",
+    default="demo-db",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Database directory to (re)create.",
+)
 @click.option("--keep", is_flag=True, help="Do not wipe the directory first.")
 def demo_cmd(db: Path, keep: bool) -> None:
     """Create tables in a fresh database, write changes in both dialects, print the CDC journal."""

@@ -46,7 +46,13 @@ def _duration(v: dt.timedelta) -> str:
     sign = "-" if us < 0 else ""
     us = abs(us)
     out = []
-    for unit, size in (("d", 86_400_000_000), ("h", 3_600_000_000), ("m", 60_000_000), ("s", 1_000_000), ("us", 1)):
+    for unit, size in (
+        ("d", 86_400_000_000),
+        ("h", 3_600_000_000),
+        ("m", 60_000_000),
+        ("s", 1_000_000),
+        ("us", 1),
+    ):
         q, us = divmod(us, size)
         if q:
             out.append(f"{q}{unit}")
@@ -88,7 +94,8 @@ def render_sql(res: Result) -> str:
     """psql-style table: centered headers, numbers right-aligned, text left-aligned."""
     cells = [[sql_value(v) for v in row] for row in res.rows]
     numeric = [
-        all(isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in col if v is not None) and any(v is not None for v in col)
+        all(isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in col if v is not None)
+        and any(v is not None for v in col)
         for col in (zip(*res.rows, strict=True) if res.rows else [[] for _ in res.columns])
     ]
     widths = [len(c) for c in res.columns]
@@ -119,6 +126,10 @@ def _json_default(v: Any) -> Any:
 def render_json_rows(res: Result) -> list[str]:
     """One JSON object per row, keys in column order."""
     return [
-        orjson.dumps(dict(zip(res.columns, row, strict=True)), default=_json_default, option=orjson.OPT_PASSTHROUGH_DATACLASS).decode()
+        orjson.dumps(
+            dict(zip(res.columns, row, strict=True)),
+            default=_json_default,
+            option=orjson.OPT_PASSTHROUGH_DATACLASS,
+        ).decode()
         for row in res.rows
     ]

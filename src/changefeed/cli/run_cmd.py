@@ -38,7 +38,9 @@ class _ScanBar:
             self.progress.start()
         tid = self.tasks.get(feed.id)
         if tid is None:
-            tid = self.tasks[feed.id] = self.progress.add_task(f"initial scan {feed.topic}", total=max(total, 1))
+            tid = self.tasks[feed.id] = self.progress.add_task(
+                f"initial scan {feed.topic}", total=max(total, 1)
+            )
         self.progress.update(tid, completed=scanned, total=max(total, 1))
 
     def close(self) -> None:
@@ -47,8 +49,12 @@ class _ScanBar:
 
 
 @click.command("run")
-@click.option("--db", "db", required=True, type=click.Path(file_okay=False, path_type=Path), help="Database directory.")
-@click.option("--until-idle", is_flag=True, help="Deliver everything committed before the start, then exit 0.")
+@click.option(
+    "--db", "db", required=True, type=click.Path(file_okay=False, path_type=Path), help="Database directory."
+)
+@click.option(
+    "--until-idle", is_flag=True, help="Deliver everything committed before the start, then exit 0."
+)
 @click.option("--max-rows", type=int, default=None, help="Journal rows per micro-batch (admission control).")
 def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
     """Run the Spark pipeline for every changefeed of the database: initial scans, then one
@@ -98,8 +104,12 @@ def feeds_report(db: Path) -> list[dict[str, Any]]:
                 f.id, (f.created_seq, f.created_wall, f.created_logical, None, None)
             )
             try:
-                newest = conn.execute(f"SELECT seq, ts, tx FROM x{f.table_id} ORDER BY seq DESC LIMIT 1").fetchone()
-                hw_tx = conn.execute(f"SELECT tx FROM x{f.table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)).fetchone()
+                newest = conn.execute(
+                    f"SELECT seq, ts, tx FROM x{f.table_id} ORDER BY seq DESC LIMIT 1"
+                ).fetchone()
+                hw_tx = conn.execute(
+                    f"SELECT tx FROM x{f.table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)
+                ).fetchone()
             except sqlite3.OperationalError:
                 newest, hw_tx = None, None
             pending = newest is not None and int(newest[0]) > int(seq)
@@ -134,7 +144,9 @@ def feeds_report(db: Path) -> list[dict[str, Any]]:
 
 
 @click.command("feeds")
-@click.option("--db", "db", required=True, type=click.Path(file_okay=False, path_type=Path), help="Database directory.")
+@click.option(
+    "--db", "db", required=True, type=click.Path(file_okay=False, path_type=Path), help="Database directory."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per feed.")
 def feeds(db: Path, as_json: bool) -> None:
     """Every changefeed with its state, high-water timestamp and lag."""
@@ -151,7 +163,20 @@ def feeds(db: Path, as_json: bool) -> None:
     from rich.table import Table
 
     t = Table(box=None, pad_edge=False)
-    for col in ("table", "name", "kind", "format", "mode", "topic", "partitions", "state", "high water [step, txId]", "high water (hlc)", "lag", "scan"):
+    for col in (
+        "table",
+        "name",
+        "kind",
+        "format",
+        "mode",
+        "topic",
+        "partitions",
+        "state",
+        "high water [step, txId]",
+        "high water (hlc)",
+        "lag",
+        "scan",
+    ):
         t.add_column(col, no_wrap=True)
     for r in rows:
         scan = r["scan"]
@@ -159,7 +184,17 @@ def feeds(db: Path, as_json: bool) -> None:
         if scan and "total" in scan:
             scan_text = f"{scan.get('scanned', 0)}/{scan['total']}"
         t.add_row(
-            r["table"], r["name"], r["kind"], r["format"], r["mode"], r["topic"], str(r["partitions"]), r["state"],
-            r["high_water_ydb"], r["high_water_crdb"], f"{r['lag_s']:.3f}s", scan_text,
+            r["table"],
+            r["name"],
+            r["kind"],
+            r["format"],
+            r["mode"],
+            r["topic"],
+            str(r["partitions"]),
+            r["state"],
+            r["high_water_ydb"],
+            r["high_water_crdb"],
+            f"{r['lag_s']:.3f}s",
+            scan_text,
         )
     Console(width=400 if not sys.stdout.isatty() else None).print(t)

@@ -117,7 +117,9 @@ class CdcOptions:
                 try:
                     ttl = int(str(value))
                 except ValueError:
-                    raise InvalidOption(f"cdc option 'ttl' must be a number of seconds, not {value!r}") from None
+                    raise InvalidOption(
+                        f"cdc option 'ttl' must be a number of seconds, not {value!r}"
+                    ) from None
                 if ttl < 0:
                     raise InvalidOption(f"cdc option 'ttl' must not be negative, got {ttl}")
                 out[key] = ttl

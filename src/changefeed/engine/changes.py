@@ -148,4 +148,3 @@ __all__ = [
     "rows_to_batch",
     "storage_to_arrow",
 ]
-

@@ -53,7 +53,9 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open one of our SQLite files with the settings every connection must use."""
     uri = f"file:{path}?mode={'ro' if readonly else 'rwc'}"
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(
+            uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+        )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
@@ -128,7 +130,10 @@ class Database:
         try:
             for stmt in _BOOTSTRAP:
                 c.execute(stmt)
-            c.execute("INSERT OR IGNORE INTO _meta VALUES ('format', ?), ('version', ?), ('catalog_version', 0)", (FORMAT, FORMAT_VERSION))
+            c.execute(
+                "INSERT OR IGNORE INTO _meta VALUES ('format', ?), ('version', ?), ('catalog_version', 0)",
+                (FORMAT, FORMAT_VERSION),
+            )
             c.execute("INSERT OR IGNORE INTO _clock VALUES (0, 0, 0, 0)")
             c.execute("COMMIT")
         except BaseException:
@@ -141,10 +146,14 @@ class Database:
     # ------------------------------------------------------------------ clock
     def allocate_ts(self) -> tuple[CommitTs, int]:
         """Inside a write transaction: the next commit timestamp and transaction id."""
-        wall, logical, txid = self.conn.execute("SELECT wall, logical, txid FROM _clock WHERE id = 0").fetchone()
+        wall, logical, txid = self.conn.execute(
+            "SELECT wall, logical, txid FROM _clock WHERE id = 0"
+        ).fetchone()
         ts = CommitTs(wall, logical).next(self.clock.now_ns())
         txid += 1
-        self.conn.execute("UPDATE _clock SET wall = ?, logical = ?, txid = ? WHERE id = 0", (ts.wall, ts.logical, txid))
+        self.conn.execute(
+            "UPDATE _clock SET wall = ?, logical = ?, txid = ? WHERE id = 0", (ts.wall, ts.logical, txid)
+        )
         return ts, txid
 
     def close_timestamp(self) -> tuple[CommitTs, int]:
@@ -177,11 +186,16 @@ class Database:
             try:
                 schema = TableSchema.from_json(orjson.loads(spec))
             except (ValueError, KeyError, TypeError) as exc:
-                raise CorruptFile(f"{self.file}: catalog entry for table {name!r} is corrupt ({exc})") from None
+                raise CorruptFile(
+                    f"{self.file}: catalog entry for table {name!r} is corrupt ({exc})"
+                ) from None
             tables[tid] = schema
             by_name[name] = tid
         self._tables, self._by_name = tables, by_name
-        self.enums = {n: tuple(orjson.loads(labels)) for n, labels in self.conn.execute("SELECT name, labels FROM _enums")}
+        self.enums = {
+            n: tuple(orjson.loads(labels))
+            for n, labels in self.conn.execute("SELECT name, labels FROM _enums")
+        }
         self.keyspaces = {n for (n,) in self.conn.execute("SELECT name FROM _keyspaces")}
         self._catalog_version = version
 
@@ -232,7 +246,10 @@ class Database:
         row = self.conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM _catalog").fetchone()
         seq = self.conn.execute("SELECT value FROM _meta WHERE key = 'next_table_id'").fetchone()
         nid = max(int(row[0]), int(seq[0]) if seq else 1)
-        self.conn.execute("INSERT INTO _meta VALUES ('next_table_id', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", (nid + 1,))
+        self.conn.execute(
+            "INSERT INTO _meta VALUES ('next_table_id', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (nid + 1,),
+        )
         return nid
 
     def meta(self, key: str) -> Any:

@@ -88,12 +88,20 @@ class TableStore:
         cols = ["_tok INTEGER NOT NULL"] if self.cql else []
         cols += [f"{c.db}" for c in self.row_cols]
         cols += ["_m INTEGER", "_exp TEXT"]
-        pk = (["_tok"] if self.cql else []) + [c.db + (" DESC" if c.descending else "") for c in self.key_cols]
-        stmts.append(f"CREATE TABLE {self.t} ({', '.join(cols)}, PRIMARY KEY ({', '.join(pk)})) WITHOUT ROWID")
+        pk = (["_tok"] if self.cql else []) + [
+            c.db + (" DESC" if c.descending else "") for c in self.key_cols
+        ]
+        stmts.append(
+            f"CREATE TABLE {self.t} ({', '.join(cols)}, PRIMARY KEY ({', '.join(pk)})) WITHOUT ROWID"
+        )
         if self.cql and self.static_cols:
-            scols = ["_tok INTEGER NOT NULL"] + [c.db for c in self.pk_cols + self.static_cols] + ["_exp TEXT"]
+            scols = (
+                ["_tok INTEGER NOT NULL"] + [c.db for c in self.pk_cols + self.static_cols] + ["_exp TEXT"]
+            )
             spk = ["_tok"] + [c.db for c in self.pk_cols]
-            stmts.append(f"CREATE TABLE {self.s} ({', '.join(scols)}, PRIMARY KEY ({', '.join(spk)})) WITHOUT ROWID")
+            stmts.append(
+                f"CREATE TABLE {self.s} ({', '.join(scols)}, PRIMARY KEY ({', '.join(spk)})) WITHOUT ROWID"
+            )
         if s.cdc.enabled:
             stmts.append(self.journal_create_sql())
         if s.changes:
@@ -148,11 +156,17 @@ class TableStore:
 
     # ================================================================== reads
     def get_row(self, conn: sqlite3.Connection, key: Sequence[Any], now_ns: int) -> Row | None:
-        r = conn.execute(f"SELECT {self._row_select} FROM {self.t} WHERE {self.key_where}", self.key_params(key)).fetchone()
+        r = conn.execute(
+            f"SELECT {self._row_select} FROM {self.t} WHERE {self.key_where}", self.key_params(key)
+        ).fetchone()
         return None if r is None else self._decode_row(r, now_ns)
 
     def get_rows(
-        self, conn: sqlite3.Connection, keys: Sequence[tuple[Any, ...]], now_ns: int, toks: Sequence[int] | None = None
+        self,
+        conn: sqlite3.Connection,
+        keys: Sequence[tuple[Any, ...]],
+        now_ns: int,
+        toks: Sequence[int] | None = None,
     ) -> dict[tuple[Any, ...], Row]:
         """Bulk point reads: the live rows among ``keys`` (missing keys are absent from the result).
 
@@ -172,7 +186,11 @@ class TableStore:
             # further columns only while that product stays near the number of keys wanted.
             probes = 1
             if self.cql:
-                part_toks = sorted(set(toks[i : i + chunk]) if toks is not None else {token(k[: len(self.pk_cols)]) for k in part})
+                part_toks = sorted(
+                    set(toks[i : i + chunk])
+                    if toks is not None
+                    else {token(k[: len(self.pk_cols)]) for k in part}
+                )
                 conds.append(f"_tok IN ({', '.join('?' * len(part_toks))})")
                 params.extend(part_toks)
                 probes = len(part_toks)
@@ -183,7 +201,9 @@ class TableStore:
                 conds.append(f"{c.db} IN ({', '.join('?' * len(vals))})")
                 params.extend(vals)
                 probes *= len(vals)
-            for r in conn.execute(f"SELECT {self._row_select} FROM {self.t} WHERE {' AND '.join(conds)}", params):
+            for r in conn.execute(
+                f"SELECT {self._row_select} FROM {self.t} WHERE {' AND '.join(conds)}", params
+            ):
                 key = tuple(r[j] for j in range(nk))
                 if key in wanted:
                     row = self._decode_row(r, now_ns)
@@ -209,7 +229,12 @@ class TableStore:
         return row
 
     def scan_rows(
-        self, conn: sqlite3.Connection, now_ns: int, pk: Sequence[Any] | None = None, where_sql: str = "", params: Sequence[Any] = ()
+        self,
+        conn: sqlite3.Connection,
+        now_ns: int,
+        pk: Sequence[Any] | None = None,
+        where_sql: str = "",
+        params: Sequence[Any] = (),
     ) -> Iterable[Row]:
         """Rows in storage order, optionally within one partition and an extra SQL condition."""
         conds, args = [], []
@@ -220,7 +245,9 @@ class TableStore:
             conds.append(where_sql)
             args.extend(params)
         where = f" WHERE {' AND '.join(conds)}" if conds else ""
-        order = ", ".join((["_tok"] if self.cql else []) + [c.db + (" DESC" if c.descending else "") for c in self.key_cols])
+        order = ", ".join(
+            (["_tok"] if self.cql else []) + [c.db + (" DESC" if c.descending else "") for c in self.key_cols]
+        )
         for r in conn.execute(f"SELECT {self._row_select} FROM {self.t}{where} ORDER BY {order}", args):
             row = self._decode_row(r, now_ns)
             if row is not None:
@@ -229,7 +256,9 @@ class TableStore:
     def get_static(self, conn: sqlite3.Connection, pk: Sequence[Any], now_ns: int) -> Row | None:
         if not self.static_cols:
             return None
-        r = conn.execute(f"SELECT {self._static_select} FROM {self.s} WHERE {self.pk_where}", self.pk_params(pk)).fetchone()
+        r = conn.execute(
+            f"SELECT {self._static_select} FROM {self.s} WHERE {self.pk_where}", self.pk_params(pk)
+        ).fetchone()
         return None if r is None else self._decode_static(r, now_ns)
 
     def _decode_static(self, r: Sequence[Any], now_ns: int) -> Row | None:
@@ -244,7 +273,9 @@ class TableStore:
             return None
         return row
 
-    def scan_statics(self, conn: sqlite3.Connection, now_ns: int, pk: Sequence[Any] | None = None) -> Iterable[Row]:
+    def scan_statics(
+        self, conn: sqlite3.Connection, now_ns: int, pk: Sequence[Any] | None = None
+    ) -> Iterable[Row]:
         if not self.static_cols:
             return
         where, args = "", []

@@ -134,7 +134,9 @@ class Transaction:
         self._bsn[k] = n + 1
         return n
 
-    def _touch(self, st: TableStore, static: bool, key: tuple[Any, ...], old: Row | None, cells: Sequence[int]) -> None:
+    def _touch(
+        self, st: TableStore, static: bool, key: tuple[Any, ...], old: Row | None, cells: Sequence[int]
+    ) -> None:
         cap = self._captures.get(st.schema.id)
         if cap is None or cap.store is not st:
             cap = self._captures.setdefault(st.schema.id, _Capture(st))
@@ -183,7 +185,7 @@ class Transaction:
         marker: bool,
         op: int,
         ttl: int | None = None,
-        old: Row | None | bool = False,
+        old: Row | bool | None = False,
     ) -> None:
         """Set ``cells`` (regular columns) of the row at ``key``; ``marker`` creates the row marker
         (CQL INSERT, every SQL write). ``op`` is the Scylla delta operation (1 update, 2 insert).
@@ -217,7 +219,14 @@ class Transaction:
             if cdc.postimage:
                 new = st.get_row(self.conn, key, self.now_ns)
                 if new is not None:
-                    self._log(st, tok, OP_POSTIMAGE, key, {c.id: new.get(c.id) for c in st.regular_cols}, deleted_flags=False)
+                    self._log(
+                        st,
+                        tok,
+                        OP_POSTIMAGE,
+                        key,
+                        {c.id: new.get(c.id) for c in st.regular_cols},
+                        deleted_flags=False,
+                    )
 
     def write_rows(
         self,
@@ -280,16 +289,40 @@ class Transaction:
             old = olds.get(key)
             n = bsn.get((sid, tok), 0)
             if cdc.preimage != "false" and old is not None:
-                pre_rows.append([*head, tok, n, OP_PREIMAGE, None, *key, *(old.get(i) for i in pre_ids), *(None for _ in pre_ids)])
+                pre_rows.append(
+                    [
+                        *head,
+                        tok,
+                        n,
+                        OP_PREIMAGE,
+                        None,
+                        *key,
+                        *(old.get(i) for i in pre_ids),
+                        *(None for _ in pre_ids),
+                    ]
+                )
                 n += 1
             vals = [cells[i] for i in delta_ids]
-            delta_rows.append([*head, tok, n, op, ttl, *key, *vals, *(1 if v is None else None for v in vals)])
+            delta_rows.append(
+                [*head, tok, n, op, ttl, *key, *vals, *(1 if v is None else None for v in vals)]
+            )
             n += 1
             if cdc.postimage:
                 # With a row marker written the row exists afterwards: old cells merged with the new.
                 new = {**old, **cells} if marker and old is not None else cells if marker else news.get(key)
                 if new is not None:
-                    post_rows.append([*head, tok, n, OP_POSTIMAGE, None, *key, *(new.get(i) for i in regular_ids), *(None for _ in regular_ids)])
+                    post_rows.append(
+                        [
+                            *head,
+                            tok,
+                            n,
+                            OP_POSTIMAGE,
+                            None,
+                            *key,
+                            *(new.get(i) for i in regular_ids),
+                            *(None for _ in regular_ids),
+                        ]
+                    )
                     n += 1
             bsn[(sid, tok)] = n
         if pre_rows:
@@ -298,7 +331,9 @@ class Transaction:
         if post_rows:
             self.conn.executemany(st.journal_sql(regular_ids), post_rows)
 
-    def write_static(self, schema: TableSchema, pk: tuple[Any, ...], cells: dict[int, Any], *, ttl: int | None = None) -> None:
+    def write_static(
+        self, schema: TableSchema, pk: tuple[Any, ...], cells: dict[int, Any], *, ttl: int | None = None
+    ) -> None:
         """Set static cells of partition ``pk`` (a CQL static-row update, always Scylla op 1)."""
         self._require_write()
         st = self.store(schema)
@@ -324,9 +359,18 @@ class Transaction:
             if cdc.postimage:
                 new = st.get_static(self.conn, pk, self.now_ns)
                 if new is not None:
-                    self._log(st, tok, OP_POSTIMAGE, pk, {c.id: new.get(c.id) for c in st.static_cols}, deleted_flags=False)
+                    self._log(
+                        st,
+                        tok,
+                        OP_POSTIMAGE,
+                        pk,
+                        {c.id: new.get(c.id) for c in st.static_cols},
+                        deleted_flags=False,
+                    )
 
-    def delete_row(self, schema: TableSchema, key: tuple[Any, ...], *, old: Row | None | bool = False) -> None:
+    def delete_row(
+        self, schema: TableSchema, key: tuple[Any, ...], *, old: Row | bool | None = False
+    ) -> None:
         """Delete one clustering row (CQL row delete, SQL DELETE of one row): Scylla op 3."""
         self._require_write()
         st = self.store(schema)
@@ -341,7 +385,14 @@ class Transaction:
         if cdc.enabled:
             tok = token(key[: len(st.pk_cols)])
             if cdc.preimage != "false" and old_row is not None:
-                self._log(st, tok, OP_PREIMAGE, key, {c.id: old_row.get(c.id) for c in st.regular_cols}, deleted_flags=False)
+                self._log(
+                    st,
+                    tok,
+                    OP_PREIMAGE,
+                    key,
+                    {c.id: old_row.get(c.id) for c in st.regular_cols},
+                    deleted_flags=False,
+                )
             self._log(st, tok, OP_ROW_DELETE, key, {}, deleted_flags=False)
 
     def delete_range(
@@ -373,7 +424,9 @@ class Transaction:
         if schema.changes:
             for row in removed:
                 self._touch(st, False, tuple(row[c.id] for c in st.key_cols), row, ())
-        cur = self.conn.execute(f"DELETE FROM {st.t} WHERE {st.pk_where} AND {where}", [*st.pk_params(pk), *params])
+        cur = self.conn.execute(
+            f"DELETE FROM {st.t} WHERE {st.pk_where} AND {where}", [*st.pk_params(pk), *params]
+        )
         if schema.cdc.enabled:
             tok = token(pk)
             if lower is None and upper is None:
@@ -422,7 +475,14 @@ class Transaction:
                 key_vals = dict(zip((c.id for c in st.key_cols), t.key, strict=True))
             op = CHANGE_UPSERT if new is not None else CHANGE_ERASE
             image = new if new is not None else key_vals
-            params: list[Any] = [ts.wall, ts.logical, self.txid, op, 1 if t.old is not None else 0, 1 if t.static else 0]
+            params: list[Any] = [
+                ts.wall,
+                ts.logical,
+                self.txid,
+                op,
+                1 if t.old is not None else 0,
+                1 if t.static else 0,
+            ]
             params.extend(image.get(c.id) for c in st.all_cols)
             params.extend(1 if c.id in t.mask else None for c in st.value_cols)
             old = t.old or {}

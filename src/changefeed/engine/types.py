@@ -257,7 +257,7 @@ def _c_decimal(t: SqlType, v: object) -> Decimal:
         digits = len(d.as_tuple().digits)
         exponent = d.as_tuple().exponent
         assert isinstance(exponent, int)
-        integer_digits = digits + exponent if exponent < 0 else digits + exponent
+        integer_digits = digits + exponent
         if integer_digits > t.precision - (t.scale or 0) and d != 0:
             raise TypeMismatch(f"value {v} is out of range for {t.name}")
     return d
@@ -271,7 +271,9 @@ def _c_text(t: SqlType, v: object) -> str:
     else:
         raise t._mismatch(v, "value")
     if len(s) * 4 > MAX_VALUE_BYTES and len(s.encode("utf-8")) > MAX_VALUE_BYTES:
-        raise ValueTooLarge(f"value of {len(s.encode())} bytes exceeds the {MAX_VALUE_BYTES}-byte limit for {t.name}")
+        raise ValueTooLarge(
+            f"value of {len(s.encode())} bytes exceeds the {MAX_VALUE_BYTES}-byte limit for {t.name}"
+        )
     if t.length is not None and len(s) > t.length:
         raise ValueTooLarge(f"value too long for type {t.name} ({len(s)} > {t.length} characters)")
     if t.ascii and not s.isascii():
@@ -303,7 +305,9 @@ def _c_date(t: SqlType, v: object) -> dt.date:
     raise t._mismatch(v, "value")
 
 
-_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)?$", re.I)
+_TS_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)?$", re.I
+)
 
 
 def parse_timestamp(s: str) -> dt.datetime:
@@ -757,17 +761,25 @@ def resolve_type(
     return base
 
 
-def _resolve_base(name: str, params: tuple[int, ...], dialect: str, enums: dict[str, tuple[str, ...]]) -> SqlType:
+def _resolve_base(
+    name: str, params: tuple[int, ...], dialect: str, enums: dict[str, tuple[str, ...]]
+) -> SqlType:
     key = " ".join(name.lower().split())
     if key in ("decimal", "numeric", "dec"):
         if params:
-            if len(params) > 2 or not 1 <= params[0] <= 38 or (len(params) == 2 and not 0 <= params[1] <= params[0]):
+            if (
+                len(params) > 2
+                or not 1 <= params[0] <= 38
+                or (len(params) == 2 and not 0 <= params[1] <= params[0])
+            ):
                 raise TypeMismatch(f"invalid precision/scale for {name}{params}")
             p, s = params[0], params[1] if len(params) == 2 else 0
             shown = f"Decimal({p},{s})" if name == "Decimal" else f"{name.upper()}({p},{s})"
             return SqlType(kind=Kind.DECIMAL, name=shown, precision=p, scale=s)
-        return _t(Kind.DECIMAL, "Decimal(22,9)", precision=22, scale=9) if name == "Decimal" else (
-            _CQL["decimal"] if dialect == "cql" else _CRDB["decimal"]
+        return (
+            _t(Kind.DECIMAL, "Decimal(22,9)", precision=22, scale=9)
+            if name == "Decimal"
+            else (_CQL["decimal"] if dialect == "cql" else _CRDB["decimal"])
         )
     if key in ("bit", "varbit", "bit varying") and dialect != "cql":
         varying = key != "bit"

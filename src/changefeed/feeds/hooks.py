@@ -26,12 +26,16 @@ if TYPE_CHECKING:
 def on_drop_table(session: Session, txn: Transaction, schema: TableSchema) -> None:
     """Dropping a table drops its changefeeds and their topics."""
     feeds = feeds_of_table(txn.conn, schema.id)
-    txn.conn.execute("DELETE FROM _progress WHERE feed_id IN (SELECT id FROM _feeds WHERE table_id = ?)", (schema.id,))
+    txn.conn.execute(
+        "DELETE FROM _progress WHERE feed_id IN (SELECT id FROM _feeds WHERE table_id = ?)", (schema.id,)
+    )
     txn.conn.execute("DELETE FROM _feeds WHERE table_id = ?", (schema.id,))
     _drop_topics(session, [f.topic for f in feeds])
 
 
-def alter_changefeed(session: Session, txn: Transaction, schema: TableSchema, action: Any, ev: Any) -> TableSchema:
+def alter_changefeed(
+    session: Session, txn: Transaction, schema: TableSchema, action: Any, ev: Any
+) -> TableSchema:
     from changefeed.sql import ast
 
     name = session._ident(action.name)
@@ -55,14 +59,26 @@ def alter_changefeed(session: Session, txn: Transaction, schema: TableSchema, ac
         schema = session.enable_changes(txn, schema, True)
     seq = txn.conn.execute(f"SELECT COALESCE(MAX(seq), 0) FROM x{schema.id}").fetchone()[0]
     assert txn.ts is not None
-    spec = spec.with_ids(created_seq=seq, created_wall=txn.ts.wall, created_logical=txn.ts.logical, created_tx=txn.txid)
+    spec = spec.with_ids(
+        created_seq=seq, created_wall=txn.ts.wall, created_logical=txn.ts.logical, created_tx=txn.txid
+    )
     cur = txn.conn.execute(
         "INSERT INTO _feeds (table_id, name, kind, spec, state, created_wall, created_logical, created_seq)"
         " VALUES (?, ?, ?, '{}', ?, ?, ?, ?)",
-        (schema.id, name, spec.kind, "scanning" if spec.initial_scan else "running", txn.ts.wall, txn.ts.logical, seq),
+        (
+            schema.id,
+            name,
+            spec.kind,
+            "scanning" if spec.initial_scan else "running",
+            txn.ts.wall,
+            txn.ts.logical,
+            seq,
+        ),
     )
     spec = spec.with_ids(id=int(cur.lastrowid or 0))
-    txn.conn.execute("UPDATE _feeds SET spec = ? WHERE id = ?", (orjson.dumps(spec.to_json()).decode(), spec.id))
+    txn.conn.execute(
+        "UPDATE _feeds SET spec = ? WHERE id = ?", (orjson.dumps(spec.to_json()).decode(), spec.id)
+    )
     _ensure_topic(session, spec)
     return schema
 
@@ -84,13 +100,17 @@ def _drop_topics(session: Session, topics: list[str]) -> None:
 
 
 def create_changefeed(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, ev: Any) -> Result:
-    raise UnsupportedFeature("CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR (CockroachDB) are not available yet")
+    raise UnsupportedFeature(
+        "CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR (CockroachDB) are not available yet"
+    )
 
 
 def show_feeds(session: Session, txn: Transaction) -> Result:
     from changefeed.sql.executor import Result
 
     rows = []
-    for r in txn.conn.execute("SELECT f.id, c.name, f.name, f.kind, f.state FROM _feeds f JOIN _catalog c ON c.id = f.table_id ORDER BY f.id"):
+    for r in txn.conn.execute(
+        "SELECT f.id, c.name, f.name, f.kind, f.state FROM _feeds f JOIN _catalog c ON c.id = f.table_id ORDER BY f.id"
+    ):
         rows.append(tuple(r))
     return Result(columns=["id", "table", "name", "kind", "state"], rows=rows, types=[None] * 5)

@@ -113,7 +113,9 @@ def _interval(value: Any, option: str) -> dt.timedelta:
             return parse_interval(value)
         except ValueError:
             pass
-    raise InvalidOption(f"changefeed option {option.upper()} takes an Interval such as Interval(\"PT1S\"), got {value!r}")
+    raise InvalidOption(
+        f'changefeed option {option.upper()} takes an Interval such as Interval("PT1S"), got {value!r}'
+    )
 
 
 def parse_ydb_options(
@@ -127,7 +129,9 @@ def parse_ydb_options(
             f"unknown changefeed option {unknown[0].upper()}; valid options are: {', '.join(o.upper() for o in YDB_OPTIONS)}"
         )
     if OPT_MODE not in opts:
-        raise InvalidOption("changefeed option MODE is required (KEYS_ONLY, UPDATES, NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES)")
+        raise InvalidOption(
+            "changefeed option MODE is required (KEYS_ONLY, UPDATES, NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES)"
+        )
     if OPT_FORMAT not in opts:
         raise InvalidOption("changefeed option FORMAT is required (JSON or DEBEZIUM_JSON)")
     mode_text = _text(opts[OPT_MODE], OPT_MODE).upper()
@@ -157,7 +161,9 @@ def parse_ydb_options(
     if OPT_TOPIC_MIN_ACTIVE_PARTITIONS in opts:
         n = opts[OPT_TOPIC_MIN_ACTIVE_PARTITIONS]
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_TOPIC_PARTITIONS:
-            raise InvalidOption(f"TOPIC_MIN_ACTIVE_PARTITIONS must be an integer from 1 to {MAX_TOPIC_PARTITIONS}, got {n!r}")
+            raise InvalidOption(
+                f"TOPIC_MIN_ACTIVE_PARTITIONS must be an integer from 1 to {MAX_TOPIC_PARTITIONS}, got {n!r}"
+            )
         first = table.key[0]
         if not (first.type.kind is Kind.UINT and first.type.bits in (32, 64)):
             raise InvalidOption(

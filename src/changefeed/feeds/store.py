@@ -18,12 +18,17 @@ class FeedRow:
 
 
 def feeds_of_table(conn: sqlite3.Connection, table_id: int) -> list[FeedSpec]:
-    return [FeedSpec.from_json(orjson.loads(s)) for (s,) in conn.execute("SELECT spec FROM _feeds WHERE table_id = ? ORDER BY id", (table_id,))]
+    return [
+        FeedSpec.from_json(orjson.loads(s))
+        for (s,) in conn.execute("SELECT spec FROM _feeds WHERE table_id = ? ORDER BY id", (table_id,))
+    ]
 
 
 def all_feeds(conn: sqlite3.Connection) -> list[FeedRow]:
     out = []
-    for spec, table, state in conn.execute("SELECT f.spec, c.name, f.state FROM _feeds f JOIN _catalog c ON c.id = f.table_id ORDER BY f.id"):
+    for spec, table, state in conn.execute(
+        "SELECT f.spec, c.name, f.state FROM _feeds f JOIN _catalog c ON c.id = f.table_id ORDER BY f.id"
+    ):
         out.append(FeedRow(FeedSpec.from_json(orjson.loads(spec)), table, state))
     return out
 

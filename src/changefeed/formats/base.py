@@ -68,7 +68,10 @@ def register(name: str) -> Callable[[Callable[[], Encoder]], Callable[[], Encode
 
 def get_encoder(name: str) -> Encoder:
     # Import the built-in formats so they register (cheap; no pyspark import at module level).
-    from changefeed.formats import debezium, ydb_json  # noqa: F401
+    import importlib
+
+    for module in ("changefeed.formats.ydb_json", "changefeed.formats.debezium"):
+        importlib.import_module(module)
 
     factory = REGISTRY.get(name)
     if factory is None:

@@ -22,6 +22,7 @@ by Spark before the batch runs, so resolved timestamps replay deterministically 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -45,7 +46,7 @@ from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from changefeed.formats.base import Encoder
 
@@ -54,7 +55,9 @@ DEFAULT_MAX_ROWS = int(os.environ.get("CHANGEFEED_MAX_ROWS_PER_BATCH", "200000")
 DEFAULT_TRIGGER = os.environ.get("CHANGEFEED_TRIGGER", "200 milliseconds")
 ACTIVE_STATES = ("running", "scanning")
 
-_RECORDS = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())])
+_RECORDS = pa.schema(
+    [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())]
+)
 
 
 def checkpoint_dir(db: str | Path, feed_id: int) -> Path:
@@ -91,7 +94,14 @@ def write_progress(
                     " ON CONFLICT (feed_id) DO UPDATE SET seq = excluded.seq, wall = max(wall, excluded.wall),"
                     " logical = CASE WHEN excluded.wall > wall OR (excluded.wall = wall AND excluded.logical > logical)"
                     " THEN excluded.logical ELSE logical END, updated_ns = excluded.updated_ns, detail = excluded.detail",
-                    (feed_id, seq, wall, logical, time.time_ns(), None if detail is None else json.dumps(detail)),
+                    (
+                        feed_id,
+                        seq,
+                        wall,
+                        logical,
+                        time.time_ns(),
+                        None if detail is None else json.dumps(detail),
+                    ),
                 )
             conn.execute("COMMIT")
         except BaseException:
@@ -105,7 +115,9 @@ def write_progress(
 def _ts_at(db: str | Path, table_id: int, seq: int) -> tuple[int, int] | None:
     conn = open_sqlite(Path(db).absolute() / DB_FILE, readonly=True)
     try:
-        row = conn.execute(f"SELECT ts, lg FROM x{table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)).fetchone()
+        row = conn.execute(
+            f"SELECT ts, lg FROM x{table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)
+        ).fetchone()
     except sqlite3.OperationalError:
         row = None
     finally:
@@ -145,7 +157,19 @@ def _make_writer(
             t = pa.Table.from_batches(pending) if pending else _RECORDS.empty_table()
             t = t.select(["key", "value", "ts"]).cast(_RECORDS)
             if resolved is not None:
-                t = pa.concat_tables([t, pa.table({"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]}, schema=_RECORDS)])
+                t = pa.concat_tables(
+                    [
+                        t,
+                        pa.table(
+                            {
+                                "key": pa.array([None], pa.binary()),
+                                "value": [resolved[0]],
+                                "ts": [resolved[1]],
+                            },
+                            schema=_RECORDS,
+                        ),
+                    ]
+                )
             store.append(topic, current, writer, batch_id, t)
             done_p.append(current)
             done_n.append(t.num_rows)
@@ -155,7 +179,7 @@ def _make_writer(
                 continue
             vals = b.column("partition").to_numpy(zero_copy_only=False)
             cuts = [0, *(np.flatnonzero(np.diff(vals)) + 1).tolist(), len(vals)]
-            for lo, hi in zip(cuts[:-1], cuts[1:], strict=False):
+            for lo, hi in itertools.pairwise(cuts):
                 p = int(vals[lo])
                 if p != current:
                     flush()
@@ -189,7 +213,9 @@ def write_encoded(
         .sortWithinPartitions("partition", "_o")
     )
     fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
-    return {int(r["partition"]): int(r["n"]) for r in ordered.mapInArrow(fn, "partition int, n long").collect()}
+    return {
+        int(r["partition"]): int(r["n"]) for r in ordered.mapInArrow(fn, "partition int, n long").collect()
+    }
 
 
 @dataclass
@@ -212,10 +238,15 @@ class FeedContext:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
         encoded = self.encoder.encode_spark(df, self.table, feed)
-        written = write_encoded(encoded, self.store, feed, writer_id(feed), batch_id, resolved, self.shuffle_partitions)
+        written = write_encoded(
+            encoded, self.store, feed, writer_id(feed), batch_id, resolved, self.shuffle_partitions
+        )
         if resolved is not None:
             got = set(written)
-            rec = pa.table({"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]}, schema=_RECORDS)
+            rec = pa.table(
+                {"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]},
+                schema=_RECORDS,
+            )
             for p in range(feed.partitions):
                 if p not in got:
                     self.store.append(feed.topic, p, writer_id(feed), batch_id, rec)
@@ -263,7 +294,11 @@ def start_feed_query(
     if feed.resolved_ns:
         reader = reader.option("resolved_ns", str(feed.resolved_ns))
     df = reader.load()
-    writer = df.writeStream.foreachBatch(ctx.deliver).option("checkpointLocation", str(ckpt)).queryName(f"feed-{feed.id}")
+    writer = (
+        df.writeStream.foreachBatch(ctx.deliver)
+        .option("checkpointLocation", str(ckpt))
+        .queryName(f"feed-{feed.id}")
+    )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger)
     try:
         return writer.start()

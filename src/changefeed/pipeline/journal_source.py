@@ -29,13 +29,17 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import META_FIELDS, change_schema, storage_to_arrow
-from changefeed.engine.types import Kind
 from changefeed.engine.database import DB_FILE, open_sqlite
+from changefeed.engine.types import Kind
 from changefeed.exceptions import InvalidOption, UndefinedTable
 
 __all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "spark_schema"]
@@ -161,7 +165,7 @@ def fast_batch(table: TableSchema, rows: list[tuple[Any, ...]]) -> pa.RecordBatc
     cols = table.stored
     values = [c for c in cols if not c.is_key]
     target = change_schema(table)
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in target]
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [() for _ in target]
     arrays: list[pa.Array] = []
     for i, f in enumerate(META_FIELDS):
         if f.type == pa.bool_():

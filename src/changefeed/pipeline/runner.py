@@ -19,7 +19,7 @@ from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,9 @@ def sync_topics(db: Path, feeds: list[tuple[FeedSpec, str]]) -> None:
             store.drop_topic(info.name, missing_ok=True)
 
 
-def _scan_all(spark: SparkSession, db: Path, feeds: list[tuple[FeedSpec, str]], on_progress: ScanProgress | None) -> None:
+def _scan_all(
+    spark: SparkSession, db: Path, feeds: list[tuple[FeedSpec, str]], on_progress: ScanProgress | None
+) -> None:
     from changefeed.pipeline.scan import run_initial_scan
 
     for f, state in feeds:
@@ -80,7 +82,11 @@ def run_until_idle(
     feeds = feed_specs(dbp)
     sync_topics(dbp, feeds)
     _scan_all(spark, dbp, feeds, on_progress)
-    queries = [(f, job.start_feed_query(spark, dbp, f, available_now=True, **kw)) for f, s in feeds if s in job.ACTIVE_STATES]
+    queries = [
+        (f, job.start_feed_query(spark, dbp, f, available_now=True, **kw))
+        for f, s in feeds
+        if s in job.ACTIVE_STATES
+    ]
     errors = []
     for f, q in queries:
         try:
@@ -94,10 +100,15 @@ def run_until_idle(
 
 
 def _gc(db: Path) -> None:
-    from changefeed.pipeline.gc import gc_changes
+    from changefeed.engine.database import Database
+    from changefeed.engine.gc import collect_garbage
 
     try:
-        gc_changes(db)
+        database = Database(db, create=False)
+        try:
+            collect_garbage(database)
+        finally:
+            database.close()
     except Exception as exc:  # GC is best effort
         log.warning("change stream GC failed: %s", exc)
 
@@ -150,7 +161,9 @@ def run_forever(
                     exc = q.exception()
                     running.pop(fid)
                     if exc is not None:
-                        raise PipelineError(f"feed {f.id} ({f.topic}) failed: {str(exc).splitlines()[0][:500]}")
+                        raise PipelineError(
+                            f"feed {f.id} ({f.topic}) failed: {str(exc).splitlines()[0][:500]}"
+                        )
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue

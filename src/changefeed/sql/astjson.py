@@ -12,9 +12,7 @@ from changefeed.exceptions import CorruptFile
 from changefeed.sql import ast
 
 _NODES: dict[str, type[Any]] = {
-    cls.__name__: cls
-    for cls in vars(ast).values()
-    if isinstance(cls, type) and dataclasses.is_dataclass(cls)
+    cls.__name__: cls for cls in vars(ast).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)
 }
 
 

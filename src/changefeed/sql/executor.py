@@ -191,7 +191,12 @@ class Session:
         """Run ``stmt`` once per parameter tuple in the current transaction; INSERT/UPSERT/REPLACE
         of bound values take a compiled bulk path, everything else runs row by row."""
         rows = list(param_rows)
-        if isinstance(stmt, ast.Insert) and len(stmt.rows) == 1 and not stmt.if_not_exists and not stmt.returning:
+        if (
+            isinstance(stmt, ast.Insert)
+            and len(stmt.rows) == 1
+            and not stmt.if_not_exists
+            and not stmt.returning
+        ):
             plan = self._run(lambda t: Result(rows=[(self._insert_plan(t, stmt),)]), write=False).rows[0][0]
             if plan is not None:
                 return self._run(lambda t: Result(rowcount=plan(t, rows)), write=True).rowcount
@@ -200,14 +205,20 @@ class Session:
             total += self.execute(stmt, params).rowcount
         return total
 
-    def _insert_plan(self, txn: Transaction, s: ast.Insert) -> Callable[[Transaction, list[Sequence[Any]]], int] | None:
+    def _insert_plan(
+        self, txn: Transaction, s: ast.Insert
+    ) -> Callable[[Transaction, list[Sequence[Any]]], int] | None:
         """Compile a single-row INSERT of parameters/literals into a bulk writer, or None."""
         if not all(isinstance(v, ast.Param | ast.Literal) for v in s.rows[0]) or s.timestamp is not None:
             return None
         if s.ttl is not None and not isinstance(s.ttl, ast.Literal):
             return None
         schema = self.resolve_table(txn, s.table)
-        cols = [self.column(schema, i) for i in s.columns] if s.columns else [c for c in schema.columns if c.computed is None]
+        cols = (
+            [self.column(schema, i) for i in s.columns]
+            if s.columns
+            else [c for c in schema.columns if c.computed is None]
+        )
         if len(cols) != len(s.rows[0]) or len({c.id for c in cols}) != len(cols):
             return None
         if any(c.role is Role.STATIC or c.computed is not None for c in cols):
@@ -220,11 +231,18 @@ class Session:
             key_pos.append(next(i for i, c in enumerate(cols) if c.id == k.id))
         value_pos = [(i, c.id) for i, c in enumerate(cols) if not c.is_key]
         missing = [c for c in schema.stored_values if c.id not in given]
-        if any(c.default is not None or c.not_null or c.computed is not None for c in missing + [c for c in schema.columns if c.virtual]):
+        if any(
+            c.default is not None or c.not_null or c.computed is not None
+            for c in missing + [c for c in schema.columns if c.virtual]
+        ):
             return None
         if any(c.not_null for c in cols if not c.is_key):
             return None
-        if self.dialect == "cql" and any(c.role is Role.STATIC for c in schema.columns) and not schema.clustering_key:
+        if (
+            self.dialect == "cql"
+            and any(c.role is Role.STATIC for c in schema.columns)
+            and not schema.clustering_key
+        ):
             return None
         fill = [c.id for c in missing] if (self.dialect == "sql" and s.mode == "replace") else []
         storers = [c.type.storer(f"column {c.name}") for c in cols]
@@ -239,10 +257,15 @@ class Session:
                 raise InvalidStatement(f"table {schema.name} changed while the statement was prepared; retry")
             items: list[tuple[tuple[Any, ...], dict[int, Any]]] = []
             for params in rows:
-                vals = [store(params[pi] if pi >= 0 else const) for store, pi, const in zip(storers, params_at, consts, strict=True)]
+                vals = [
+                    store(params[pi] if pi >= 0 else const)
+                    for store, pi, const in zip(storers, params_at, consts, strict=True)
+                ]
                 key = tuple(vals[i] for i in key_pos)
                 if None in key:
-                    raise InvalidStatement(f"missing value for primary key column {schema.key[key.index(None)].name}")
+                    raise InvalidStatement(
+                        f"missing value for primary key column {schema.key[key.index(None)].name}"
+                    )
                 cells = {cid: vals[i] for i, cid in value_pos}
                 for cid in fill:
                     cells[cid] = None
@@ -258,10 +281,21 @@ class Session:
                     if not s.on_conflict_do_nothing:
                         k = next(iter(olds))
                         shown = ", ".join(c.name for c in current.key)
-                        vals_shown = ", ".join(str(c.type.from_db(v)) for c, v in zip(current.key, k, strict=True))
-                        raise UniqueViolation(f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists')
+                        vals_shown = ", ".join(
+                            str(c.type.from_db(v)) for c, v in zip(current.key, k, strict=True)
+                        )
+                        raise UniqueViolation(
+                            f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
+                        )
                     items = [it for it in items if it[0] not in olds]
-            t.write_rows(current, items, marker=True, op=OP_INSERT, ttl=ttl, olds=olds if olds is not None and not olds else None)
+            t.write_rows(
+                current,
+                items,
+                marker=True,
+                op=OP_INSERT,
+                ttl=ttl,
+                olds=olds if olds is not None and not olds else None,
+            )
             return len(items)
 
         return run
@@ -285,13 +319,19 @@ class Session:
             schema = self.db.find_table(self._ident(q.parts[0]))
         if schema is None:
             if self.dialect == "cql" and len(q.parts) == 1 and self.keyspace is None:
-                raise InvalidStatement(f"no keyspace has been specified for table {name}: USE a keyspace or qualify the name")
+                raise InvalidStatement(
+                    f"no keyspace has been specified for table {name}: USE a keyspace or qualify the name"
+                )
             raise UndefinedTable(f'table "{name}" does not exist')
         return schema
 
     def column(self, schema: TableSchema, ident: ast.Ident) -> ColumnSchema:
         name = self._ident(ident)
-        col = schema.find_column(name) if not ident.quoted else next((c for c in schema.columns if c.name == name), None)
+        col = (
+            schema.find_column(name)
+            if not ident.quoted
+            else next((c for c in schema.columns if c.name == name), None)
+        )
         if col is None:
             raise UndefinedColumn(f'column "{name}" does not exist in table {schema.name}')
         return col
@@ -300,10 +340,13 @@ class Session:
     def _create_table(self, txn: Transaction, s: ast.CreateTable, ev: _Params) -> Result:
         name = self.table_name(s.name)
         if self.dialect == "cql" and "." not in name:
-            raise InvalidStatement(f"no keyspace has been specified for table {name}: USE a keyspace or qualify the name")
+            raise InvalidStatement(
+                f"no keyspace has been specified for table {name}: USE a keyspace or qualify the name"
+            )
         if name.endswith(LOG_SUFFIX):
             raise InvalidStatement(f"table names ending in {LOG_SUFFIX} are reserved for CDC logs")
-        if self.db.find_table(name) is not None and self.db.find_table(name).name.lower() == name.lower():  # type: ignore[union-attr]
+        existing = self.db.find_table(name)
+        if existing is not None and existing.name.lower() == name.lower():
             if s.if_not_exists:
                 return Result(status="CREATE TABLE")
             raise DuplicateObject(f'table "{name}" already exists')
@@ -315,7 +358,9 @@ class Session:
         if s.primary_key is not None and pk_inline:
             raise InvalidStatement("the primary key is declared twice (inline and as a table constraint)")
         if len(pk_inline) > 1:
-            raise InvalidStatement("only one column may be declared PRIMARY KEY inline; use PRIMARY KEY (a, b)")
+            raise InvalidStatement(
+                "only one column may be declared PRIMARY KEY inline; use PRIMARY KEY (a, b)"
+            )
         if s.primary_key is not None:
             part = [self._ident(i) for i in s.primary_key.partition]
             clus = [self._ident(i) for i in s.primary_key.clustering]
@@ -336,8 +381,18 @@ class Session:
             if cname.lower() in seen:
                 raise DuplicateObject(f'column "{cname}" is declared twice in table {name}')
             seen.add(cname.lower())
-            t = resolve_type(cd.type.name, cd.type.params, cd.type.array, dialect=self.dialect, enums=self.db.enums)
-            role = Role.PARTITION if cname in part else Role.CLUSTERING if cname in clus else Role.STATIC if cd.static else Role.REGULAR
+            t = resolve_type(
+                cd.type.name, cd.type.params, cd.type.array, dialect=self.dialect, enums=self.db.enums
+            )
+            role = (
+                Role.PARTITION
+                if cname in part
+                else Role.CLUSTERING
+                if cname in clus
+                else Role.STATIC
+                if cd.static
+                else Role.REGULAR
+            )
             if cd.static and role is not Role.STATIC:
                 raise InvalidStatement(f"static column {cname} cannot be part of the primary key")
             if cd.static and self.dialect != "cql":
@@ -354,7 +409,8 @@ class Session:
                     name=cname,
                     type=t,
                     role=role,
-                    not_null=cd.not_null or role in (Role.PARTITION, Role.CLUSTERING) and self.dialect == "sql" and False,
+                    not_null=cd.not_null
+                    or (role in (Role.PARTITION, Role.CLUSTERING) and self.dialect == "sql" and False),
                     default=default,
                     computed=computed,
                     virtual=cd.virtual,
@@ -368,7 +424,10 @@ class Session:
         # Order key columns as the PRIMARY KEY names them.
         order = {n: j for j, n in enumerate(part + clus)}
         by_name = {c.name: c for c in columns}
-        keyed = [by_name[k] if k in by_name else next(c for c in columns if c.name.lower() == k.lower()) for k in part + clus]
+        keyed = [
+            by_name[k] if k in by_name else next(c for c in columns if c.name.lower() == k.lower())
+            for k in part + clus
+        ]
         if any(c.type.kind in (Kind.ARRAY, Kind.JSON) for c in keyed):
             raise InvalidStatement("array and JSON columns cannot be part of a primary key")
         others = [c for c in columns if c.name not in order]
@@ -378,7 +437,9 @@ class Session:
         opts = self._table_options(s.options, ev)
         cdc = CdcOptions.parse(opts.pop("cdc")) if "cdc" in opts else CdcOptions()
         changes = bool(opts.pop("changes", False))
-        partitions = int(opts.get("uniform_partitions") or opts.get("auto_partitioning_min_partitions_count") or 1)
+        partitions = int(
+            opts.get("uniform_partitions") or opts.get("auto_partitioning_min_partitions_count") or 1
+        )
         if partitions < 1:
             raise InvalidOption("a table needs at least one partition")
         schema = TableSchema(
@@ -444,12 +505,15 @@ class Session:
             schema = self._alter_one(txn, schema, action, ev)
         return Result(status="ALTER TABLE")
 
-    def _alter_one(self, txn: Transaction, schema: TableSchema, action: ast.AlterAction, ev: _Params) -> TableSchema:
+    def _alter_one(
+        self, txn: Transaction, schema: TableSchema, action: ast.AlterAction, ev: _Params
+    ) -> TableSchema:
         st = TableStore(schema)
         if isinstance(action, ast.AddColumn):
             cd = action.column
             cname = self._ident(cd.name)
-            if schema.find_column(cname) is not None and schema.find_column(cname).name.lower() == cname.lower():  # type: ignore[union-attr]
+            existing = schema.find_column(cname)
+            if existing is not None and existing.name.lower() == cname.lower():
                 if action.if_not_exists:
                     return schema
                 raise DuplicateObject(f'column "{cname}" of table {schema.name} already exists')
@@ -457,11 +521,19 @@ class Session:
                 raise InvalidStatement("cannot add a primary key column to an existing table")
             if cd.static and not schema.clustering_key:
                 raise InvalidStatement("static columns are only allowed in tables with clustering columns")
-            t = resolve_type(cd.type.name, cd.type.params, cd.type.array, dialect=self.dialect, enums=self.db.enums)
+            t = resolve_type(
+                cd.type.name, cd.type.params, cd.type.array, dialect=self.dialect, enums=self.db.enums
+            )
             if cd.default is not None:
                 self._check_default(cd.default, t, cname)
-            if cd.not_null and cd.default is None and txn.conn.execute(f"SELECT 1 FROM {st.t} LIMIT 1").fetchone():
-                raise NotNullViolation(f"cannot add NOT NULL column {cname} without a DEFAULT to a table with rows")
+            if (
+                cd.not_null
+                and cd.default is None
+                and txn.conn.execute(f"SELECT 1 FROM {st.t} LIMIT 1").fetchone()
+            ):
+                raise NotNullViolation(
+                    f"cannot add NOT NULL column {cname} without a DEFAULT to a table with rows"
+                )
             col = ColumnSchema(
                 id=schema.next_column_id,
                 name=cname,
@@ -487,7 +559,12 @@ class Session:
                     ctx = EvalContext(txn.now_ns, self.dialect, txn.ts)
                     value = t.to_db(t.coerce(self._const(cd.default, ev, ctx), f"DEFAULT of column {cname}"))
                     txn.conn.execute(f"UPDATE {target} SET {col.db} = ?", (value,))
-            new = replace(schema, columns=(*schema.columns, col), next_column_id=schema.next_column_id + 1, version=schema.version + 1)
+            new = replace(
+                schema,
+                columns=(*schema.columns, col),
+                next_column_id=schema.next_column_id + 1,
+                version=schema.version + 1,
+            )
         elif isinstance(action, ast.DropColumn):
             cname = self._ident(action.name)
             found = schema.find_column(cname)
@@ -500,7 +577,11 @@ class Session:
             if not found.virtual:
                 target = st.s if found.role is Role.STATIC else st.t
                 txn.conn.execute(f"ALTER TABLE {target} DROP COLUMN {found.db}")
-            new = replace(schema, columns=tuple(c for c in schema.columns if c.id != found.id), version=schema.version + 1)
+            new = replace(
+                schema,
+                columns=tuple(c for c in schema.columns if c.id != found.id),
+                version=schema.version + 1,
+            )
         elif isinstance(action, ast.SetOptions):
             opts = self._table_options(action.options, ev)
             new = schema
@@ -510,7 +591,9 @@ class Session:
                     raise InvalidOption("the cdc option takes a map, e.g. {'enabled': true}")
                 cdc = CdcOptions.parse(cdc_opts, schema.cdc)
                 if cdc.enabled and not schema.cdc.enabled:
-                    txn.conn.execute(st.journal_create_sql().replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+                    txn.conn.execute(
+                        st.journal_create_sql().replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)
+                    )
                 new = replace(new, cdc=cdc)
             if "changes" in opts:
                 self.enable_changes(txn, new, bool(opts.pop("changes")))
@@ -529,7 +612,11 @@ class Session:
     def enable_changes(self, txn: Transaction, schema: TableSchema, on: bool) -> TableSchema:
         """Turn the change stream ``x<id>`` on (creating it) or off; returns the new schema."""
         if on and not schema.changes:
-            txn.conn.execute(TableStore(schema).changes_create_sql().replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+            txn.conn.execute(
+                TableStore(schema)
+                .changes_create_sql()
+                .replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)
+            )
         new = replace(schema, changes=on, version=schema.version + 1)
         self.db.save_table(new)
         self.db.refresh_catalog()
@@ -553,14 +640,20 @@ class Session:
                 return Result(status="DROP KEYSPACE")
             raise UndefinedObject(f"keyspace {name} does not exist")
         for t in tables:
-            self._drop_table(txn, ast.DropTable(ast.QName(tuple(ast.Ident(p, True) for p in t.name.split(".")))), ev)
+            self._drop_table(
+                txn, ast.DropTable(ast.QName(tuple(ast.Ident(p, True) for p in t.name.split(".")))), ev
+            )
         txn.conn.execute("DELETE FROM _keyspaces WHERE name = ?", (name,))
         self.db.bump_catalog()
         return Result(status="DROP KEYSPACE")
 
     def _use(self, txn: Transaction, s: ast.UseKeyspace) -> Result:
         name = self._ident(s.name)
-        if self.dialect == "cql" and name not in self.db.keyspaces and not any(t.keyspace == name for t in self.db.tables()):
+        if (
+            self.dialect == "cql"
+            and name not in self.db.keyspaces
+            and not any(t.keyspace == name for t in self.db.tables())
+        ):
             raise UndefinedObject(f"keyspace {name} does not exist")
         self.keyspace = name
         return Result(status="USE")
@@ -600,9 +693,14 @@ class Session:
                 for p in s.privileges:
                     priv = p.upper()
                     if s.revoke:
-                        txn.conn.execute("DELETE FROM _grants WHERE grantee = ? AND table_id = ? AND privilege = ?", (grantee, tid, priv))
+                        txn.conn.execute(
+                            "DELETE FROM _grants WHERE grantee = ? AND table_id = ? AND privilege = ?",
+                            (grantee, tid, priv),
+                        )
                     else:
-                        txn.conn.execute("INSERT OR IGNORE INTO _grants VALUES (?, ?, ?)", (grantee, tid, priv))
+                        txn.conn.execute(
+                            "INSERT OR IGNORE INTO _grants VALUES (?, ?, ?)", (grantee, tid, priv)
+                        )
         return Result(status="REVOKE" if s.revoke else "GRANT")
 
     def _changefeed_stmt(self, txn: Transaction, s: ast.CreateChangefeed, ev: _Params) -> Result:
@@ -645,7 +743,9 @@ class Session:
         for values in s.rows:
             if len(values) != len(cols):
                 raise InvalidStatement(f"INSERT has {len(values)} values for {len(cols)} columns")
-            given = {c.id: self._coerce(c, evaluator.eval(v, None)) for c, v in zip(cols, values, strict=True)}
+            given = {
+                c.id: self._coerce(c, evaluator.eval(v, None)) for c, v in zip(cols, values, strict=True)
+            }
             if self.dialect == "cql":
                 applied = self._cql_insert(txn, schema, given, ttl, s.if_not_exists)
                 if s.if_not_exists:
@@ -655,9 +755,13 @@ class Session:
         if s.if_not_exists and self.dialect == "cql":
             return Result(columns=["[applied]"], rows=applied_rows[-1:], types=[_bool_type()])
         tag = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}[s.mode]
-        return Result(status=f"{tag} {n if self.dialect == 'sql' else len(s.rows)}", rowcount=n or len(s.rows))
+        return Result(
+            status=f"{tag} {n if self.dialect == 'sql' else len(s.rows)}", rowcount=n or len(s.rows)
+        )
 
-    def _key_of(self, schema: TableSchema, values: Mapping[int, Any], *, partial: bool = False) -> tuple[Any, ...]:
+    def _key_of(
+        self, schema: TableSchema, values: Mapping[int, Any], *, partial: bool = False
+    ) -> tuple[Any, ...]:
         key = []
         for c in schema.key:
             if c.id not in values or values[c.id] is None:
@@ -667,7 +771,14 @@ class Session:
             key.append(values[c.id])
         return tuple(key)
 
-    def _cql_insert(self, txn: Transaction, schema: TableSchema, given: dict[int, Any], ttl: int | None, if_not_exists: bool) -> bool:
+    def _cql_insert(
+        self,
+        txn: Transaction,
+        schema: TableSchema,
+        given: dict[int, Any],
+        ttl: int | None,
+        if_not_exists: bool,
+    ) -> bool:
         pk = tuple(given.get(c.id) for c in schema.partition_key)
         if any(v is None for v in pk):
             missing = [c.name for c in schema.partition_key if given.get(c.id) is None]
@@ -694,7 +805,15 @@ class Session:
         txn.write_row(schema, key, regular, marker=True, op=OP_INSERT, ttl=ttl)
         return True
 
-    def _sql_insert(self, txn: Transaction, schema: TableSchema, given: dict[int, Any], s: ast.Insert, ev: _Params, ctx: EvalContext) -> int:
+    def _sql_insert(
+        self,
+        txn: Transaction,
+        schema: TableSchema,
+        given: dict[int, Any],
+        s: ast.Insert,
+        ev: _Params,
+        ctx: EvalContext,
+    ) -> int:
         st = txn.store(schema)
         # Key columns not given take their DEFAULT (e.g. unique_rowid()).
         for c in schema.key:
@@ -707,7 +826,9 @@ class Session:
                 return 0
             shown = ", ".join(f"{c.name}" for c in schema.key)
             vals = ", ".join(str(schema.column_by_id(c.id).type.from_db(given[c.id])) for c in schema.key)
-            raise UniqueViolation(f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals}) already exists')
+            raise UniqueViolation(
+                f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals}) already exists'
+            )
         # The cells the statement writes: what it names; REPLACE also every other column (its
         # DEFAULT or NULL); a new row also the columns that have a DEFAULT. Columns left out of a
         # new row are NULL without being "written", so UPDATES-mode feeds list only real writes.
@@ -715,7 +836,9 @@ class Session:
         for c in schema.stored_values:
             if c.id in given:
                 cells[c.id] = given[c.id]
-            elif c.computed is None and (s.mode == "replace" or (c.default is not None and (old is None or s.mode == "insert"))):
+            elif c.computed is None and (
+                s.mode == "replace" or (c.default is not None and (old is None or s.mode == "insert"))
+            ):
                 cells[c.id] = self._default(c, ev, ctx)
         cells = self._with_computed(schema, key, cells, old, ev, ctx)
         self._check_not_null(schema, {**(old or {}), **cells} if s.mode == "upsert" else cells)
@@ -723,7 +846,13 @@ class Session:
         return 1
 
     def _with_computed(
-        self, schema: TableSchema, key: tuple[Any, ...], cells: dict[int, Any], old: Mapping[int, Any] | None, ev: _Params, ctx: EvalContext
+        self,
+        schema: TableSchema,
+        key: tuple[Any, ...],
+        cells: dict[int, Any],
+        old: Mapping[int, Any] | None,
+        ev: _Params,
+        ctx: EvalContext,
     ) -> dict[int, Any]:
         computed = [c for c in schema.columns if c.computed is not None and not c.virtual]
         if not computed:
@@ -780,7 +909,14 @@ class Session:
         del st
         return Result(status=f"UPDATE {n}", rowcount=n)
 
-    def _cql_update(self, txn: Transaction, schema: TableSchema, assigns: list[tuple[ColumnSchema, ast.Expr]], s: ast.Update, evaluator: Evaluator) -> Result:
+    def _cql_update(
+        self,
+        txn: Transaction,
+        schema: TableSchema,
+        assigns: list[tuple[ColumnSchema, ast.Expr]],
+        s: ast.Update,
+        evaluator: Evaluator,
+    ) -> Result:
         target = self._cql_where(schema, s.where, evaluator)
         ttl = self._ttl(s.ttl, evaluator)
         statics: dict[int, Any] = {}
@@ -825,14 +961,18 @@ class Session:
             n += 1
         return Result(status=f"DELETE {n}", rowcount=n)
 
-    def _cql_delete(self, txn: Transaction, schema: TableSchema, s: ast.Delete, evaluator: Evaluator) -> Result:
+    def _cql_delete(
+        self, txn: Transaction, schema: TableSchema, s: ast.Delete, evaluator: Evaluator
+    ) -> Result:
         target = self._cql_where(schema, s.where, evaluator)
         st = txn.store(schema)
         if s.columns:
             cols = [self.column(schema, i) for i in s.columns]
             for c in cols:
                 if c.is_key:
-                    raise InvalidStatement(f"invalid identifier {c.name} for deletion (should not be a PRIMARY KEY part)")
+                    raise InvalidStatement(
+                        f"invalid identifier {c.name} for deletion (should not be a PRIMARY KEY part)"
+                    )
             statics = {c.id: None for c in cols if c.role is Role.STATIC}
             regular = {c.id: None for c in cols if c.role is Role.REGULAR}
             if regular and (target.range is not None or len(target.prefix_cols) < len(schema.clustering_key)):
@@ -891,7 +1031,9 @@ class Session:
                 self._restrict(eq, c, [v])
             else:
                 if c.role is not Role.CLUSTERING:
-                    raise InvalidStatement(f"only clustering key columns can be restricted by a range, not {c.name}")
+                    raise InvalidStatement(
+                        f"only clustering key columns can be restricted by a range, not {c.name}"
+                    )
                 b = Bound(v, op in ("<=", ">="))
                 if op in (">", ">="):
                     if lower is not None:
@@ -913,13 +1055,18 @@ class Session:
                 prefix_cols.append(c)
             else:
                 break
-        if any(c.id in eq for c in schema.clustering_key[len(prefix_cols):]):
+        if any(c.id in eq for c in schema.clustering_key[len(prefix_cols) :]):
             gap = schema.clustering_key[len(prefix_cols)]
-            raise InvalidStatement(f"PRIMARY KEY column {gap.name} cannot be skipped: it must be restricted because a later column is")
+            raise InvalidStatement(
+                f"PRIMARY KEY column {gap.name} cannot be skipped: it must be restricted because a later column is"
+            )
         range_col = None
         for side in (lower, upper):
             if side is not None:
-                if len(prefix_cols) >= len(schema.clustering_key) or side[0].id != schema.clustering_key[len(prefix_cols)].id:
+                if (
+                    len(prefix_cols) >= len(schema.clustering_key)
+                    or side[0].id != schema.clustering_key[len(prefix_cols)].id
+                ):
                     raise InvalidStatement(
                         f"clustering column {side[0].name} can only be ranged after equality on every clustering column before it"
                     )
@@ -942,7 +1089,9 @@ class Session:
         eq[c.id] = vals
 
     # ------------------------------------------------------------------ SQL row matching
-    def _matching_rows(self, txn: Transaction, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator) -> Iterator[tuple[tuple[Any, ...], dict[int, Any]]]:
+    def _matching_rows(
+        self, txn: Transaction, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator
+    ) -> Iterator[tuple[tuple[Any, ...], dict[int, Any]]]:
         st = txn.store(schema)
         point = self._point_keys(schema, where, evaluator)
         rows: Iterable[dict[int, Any]]
@@ -955,13 +1104,17 @@ class Session:
                 continue
             yield tuple(row[c.id] for c in schema.key), row
 
-    def _point_keys(self, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator) -> list[tuple[Any, ...]] | None:
+    def _point_keys(
+        self, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator
+    ) -> list[tuple[Any, ...]] | None:
         if where is None:
             return None
         eq: dict[int, list[Any]] = {}
         for rel in _conjuncts(where):
             if isinstance(rel, ast.BinaryOp) and rel.op == "=":
-                col, val = (rel.left, rel.right) if isinstance(rel.left, ast.Column) else (rel.right, rel.left)
+                col, val = (
+                    (rel.left, rel.right) if isinstance(rel.left, ast.Column) else (rel.right, rel.left)
+                )
                 if isinstance(col, ast.Column) and _is_const(val):
                     c = schema.find_column(self._ident(col.name))
                     if c is not None and c.is_key and c.id not in eq:
@@ -969,7 +1122,12 @@ class Session:
                             eq[c.id] = [self._coerce(c, evaluator.eval(val, None))]
                         except TypeMismatch:
                             return None
-            elif isinstance(rel, ast.InList) and isinstance(rel.expr, ast.Column) and not rel.negated and all(_is_const(x) for x in rel.items):
+            elif (
+                isinstance(rel, ast.InList)
+                and isinstance(rel.expr, ast.Column)
+                and not rel.negated
+                and all(_is_const(x) for x in rel.items)
+            ):
                 c = schema.find_column(self._ident(rel.expr.name))
                 if c is not None and c.is_key and c.id not in eq:
                     try:
@@ -986,7 +1144,11 @@ class Session:
         for c in schema.columns:
             if c.virtual and c.computed is not None:
                 try:
-                    out[c.name] = c.type.coerce(Evaluator(self, _Params(()), EvalContext(0, self.dialect)).eval(astjson.from_json(c.computed), _Scope(out)))
+                    out[c.name] = c.type.coerce(
+                        Evaluator(self, _Params(()), EvalContext(0, self.dialect)).eval(
+                            astjson.from_json(c.computed), _Scope(out)
+                        )
+                    )
                 except ChangefeedError:
                     out[c.name] = None
         return out
@@ -1002,7 +1164,9 @@ class Session:
     def relation(self, txn: Transaction, q: ast.QName) -> Relation:
         name = self.table_name(q)
         if name.endswith(LOG_SUFFIX) and self.db.find_table(name) is None:
-            base_q = ast.QName((*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted)))
+            base_q = ast.QName(
+                (*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted))
+            )
             try:
                 base = self.resolve_table(txn, base_q)
             except UndefinedTable:
@@ -1017,7 +1181,11 @@ class Session:
         cols = list(schema.columns)
         names = [c.name for c in cols]
         if schema.is_cql:
-            star = [c.name for c in schema.key] + sorted(c.name for c in schema.statics) + sorted(c.name for c in schema.regulars)
+            star = (
+                [c.name for c in schema.key]
+                + sorted(c.name for c in schema.statics)
+                + sorted(c.name for c in schema.regulars)
+            )
         else:
             star = names
 
@@ -1028,9 +1196,13 @@ class Session:
                     py = self._py_row(schema, row)
                     yield tuple(py.get(n) for n in names)
 
-        return Relation(schema.name, names, [c.type for c in cols], rows, [c.name for c in schema.partition_key], star)
+        return Relation(
+            schema.name, names, [c.type for c in cols], rows, [c.name for c in schema.partition_key], star
+        )
 
-    def _merged_rows(self, txn: Transaction, schema: TableSchema, st: TableStore, pk: tuple[Any, ...] | None) -> Iterator[dict[int, Any]]:
+    def _merged_rows(
+        self, txn: Transaction, schema: TableSchema, st: TableStore, pk: tuple[Any, ...] | None
+    ) -> Iterator[dict[int, Any]]:
         """Clustering rows with their partition's static row mixed in, as CQL shows them."""
         if not st.static_cols:
             yield from st.scan_rows(txn.conn, txn.now_ns, pk)
@@ -1059,14 +1231,33 @@ class Session:
         st = txn.store(base)
         cols = [c for c in base.columns if not c.virtual]
         value_cols = [c for c in cols if not c.is_key]
+
         def t(n: str) -> SqlType:
             return resolve_type(n, dialect="cql")
 
-        names = ["cdc$stream_id", "cdc$time", "cdc$batch_seq_no", "cdc$end_of_batch", "cdc$operation", "cdc$ttl"]
-        types: list[SqlType | None] = [t("blob"), t("timeuuid"), t("int"), t("boolean"), t("tinyint"), t("bigint")]
+        names = [
+            "cdc$stream_id",
+            "cdc$time",
+            "cdc$batch_seq_no",
+            "cdc$end_of_batch",
+            "cdc$operation",
+            "cdc$ttl",
+        ]
+        types: list[SqlType | None] = [
+            t("blob"),
+            t("timeuuid"),
+            t("int"),
+            t("boolean"),
+            t("tinyint"),
+            t("bigint"),
+        ]
         names += [c.name for c in cols] + [f"cdc$deleted_{c.name}" for c in value_cols]
         types += [c.type for c in cols] + [t("boolean") for _ in value_cols]
-        select = ", ".join(["tok", "ts", "lg", "tx", "bsn", "op", "ttl"] + [c.db for c in cols] + [f"d{c.id}" for c in value_cols])
+        select = ", ".join(
+            ["tok", "ts", "lg", "tx", "bsn", "op", "ttl"]
+            + [c.db for c in cols]
+            + [f"d{c.id}" for c in value_cols]
+        )
 
         def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
             from changefeed.engine.clock import CommitTs
@@ -1084,13 +1275,12 @@ class Session:
 
     def _select(self, txn: Transaction, s: ast.Select, ev: _Params) -> Result:
         if s.as_of is not None:
-            raise UnsupportedFeature("AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables")
+            raise UnsupportedFeature(
+                "AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables"
+            )
         ctx = EvalContext(txn.now_ns, self.dialect, txn.ts)
         evaluator = Evaluator(self, ev, ctx)
-        if s.table is None:
-            rel = Relation("", [], [], lambda _: iter([()]))
-        else:
-            rel = self.relation(txn, s.table)
+        rel = Relation("", [], [], lambda _: iter([()])) if s.table is None else self.relation(txn, s.table)
         pks = self._pushdown(rel, s.where, evaluator)
         index = {n: i for i, n in enumerate(rel.columns)}
         lower_index: dict[str, int] = {}
@@ -1128,7 +1318,13 @@ class Session:
             if not isinstance(lim, int) or lim < 0:
                 raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
             out_rows = out_rows[:lim]
-        return Result(columns=[n for n, _, _ in items], rows=out_rows, types=[t for _, _, t in items], status=f"SELECT {len(out_rows)}", rowcount=len(out_rows))
+        return Result(
+            columns=[n for n, _, _ in items],
+            rows=out_rows,
+            types=[t for _, _, t in items],
+            status=f"SELECT {len(out_rows)}",
+            rowcount=len(out_rows),
+        )
 
     def _label(self, it: ast.SelectItem) -> str:
         if it.alias is not None:
@@ -1156,15 +1352,31 @@ class Session:
             return resolve_type("bigint", dialect="cql")
         return None
 
-    def _pushdown(self, rel: Relation, where: ast.Expr | None, evaluator: Evaluator) -> list[tuple[Any, ...]] | None:
+    def _pushdown(
+        self, rel: Relation, where: ast.Expr | None, evaluator: Evaluator
+    ) -> list[tuple[Any, ...]] | None:
         if where is None or not rel.pk_columns:
             return None
         eq: dict[str, list[Any]] = {}
         for rel_ in _conjuncts(where):
-            if isinstance(rel_, ast.BinaryOp) and rel_.op == "=" and isinstance(rel_.left, ast.Column) and _is_const(rel_.right):
-                eq.setdefault(self._ident(rel_.left.name).lower(), []).append(evaluator.eval(rel_.right, None))
-            elif isinstance(rel_, ast.InList) and isinstance(rel_.expr, ast.Column) and not rel_.negated and all(_is_const(x) for x in rel_.items):
-                eq.setdefault(self._ident(rel_.expr.name).lower(), []).extend(evaluator.eval(x, None) for x in rel_.items)
+            if (
+                isinstance(rel_, ast.BinaryOp)
+                and rel_.op == "="
+                and isinstance(rel_.left, ast.Column)
+                and _is_const(rel_.right)
+            ):
+                eq.setdefault(self._ident(rel_.left.name).lower(), []).append(
+                    evaluator.eval(rel_.right, None)
+                )
+            elif (
+                isinstance(rel_, ast.InList)
+                and isinstance(rel_.expr, ast.Column)
+                and not rel_.negated
+                and all(_is_const(x) for x in rel_.items)
+            ):
+                eq.setdefault(self._ident(rel_.expr.name).lower(), []).extend(
+                    evaluator.eval(x, None) for x in rel_.items
+                )
         schema = self.db.find_table(rel.name)
         if schema is None:
             return None
@@ -1181,13 +1393,24 @@ class Session:
     def _show(self, txn: Transaction, s: ast.Show) -> Result:
         if s.what == "tables":
             names = [t.name for t in self.db.tables()]
-            return Result(columns=["table_name"], rows=[(n,) for n in names], types=[None], status=f"SHOW {len(names)}")
+            return Result(
+                columns=["table_name"], rows=[(n,) for n in names], types=[None], status=f"SHOW {len(names)}"
+            )
         if s.what in ("create table", "columns") and s.name is not None:
             schema = self.resolve_table(txn, s.name)
             if s.what == "columns":
-                rows = [(c.name, c.type.name, not c.not_null and not c.is_key, c.role.value) for c in schema.columns]
-                return Result(columns=["column_name", "data_type", "is_nullable", "kind"], rows=rows, types=[None] * 4)
-            return Result(columns=["table_name", "create_statement"], rows=[(schema.name, describe(schema))], types=[None, None])
+                rows = [
+                    (c.name, c.type.name, not c.not_null and not c.is_key, c.role.value)
+                    for c in schema.columns
+                ]
+                return Result(
+                    columns=["column_name", "data_type", "is_nullable", "kind"], rows=rows, types=[None] * 4
+                )
+            return Result(
+                columns=["table_name", "create_statement"],
+                rows=[(schema.name, describe(schema))],
+                types=[None, None],
+            )
         if s.what in ("changefeed jobs", "changefeeds", "jobs"):
             from changefeed.feeds import hooks
 
@@ -1388,10 +1611,18 @@ class Evaluator:
                 from changefeed.engine.storage import token as tok
 
                 return tok([self.eval(a, scope) for a in e.args])
-            return call(e.name, [self.eval(a, scope) for a in e.args if not isinstance(a, ast.Star)], self.ctx)
+            return call(
+                e.name, [self.eval(a, scope) for a in e.args if not isinstance(a, ast.Star)], self.ctx
+            )
         if isinstance(e, ast.Cast):
             v = self.eval(e.expr, scope)
-            t = resolve_type(e.type.name, e.type.params, e.type.array, dialect=self.session.dialect, enums=self.session.db.enums)
+            t = resolve_type(
+                e.type.name,
+                e.type.params,
+                e.type.array,
+                dialect=self.session.dialect,
+                enums=self.session.db.enums,
+            )
             if t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
                 return _to_text(v)
             return t.coerce(v, "CAST")

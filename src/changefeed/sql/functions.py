@@ -84,7 +84,9 @@ _PURE["coalesce"] = lambda *xs: next((x for x in xs if x is not None), None)
 _PURE["concat"] = lambda *xs: "".join("" if x is None else str(x) for x in xs)
 _PURE["totimestamp"] = lambda x: x if isinstance(x, dt.datetime) else _uuid_time(x)
 _PURE["todate"] = lambda x: (x if isinstance(x, dt.datetime) else _uuid_time(x)).date()
-_PURE["tounixtimestamp"] = lambda x: int(((x if isinstance(x, dt.datetime) else _uuid_time(x)).timestamp()) * 1000)
+_PURE["tounixtimestamp"] = lambda x: int(
+    ((x if isinstance(x, dt.datetime) else _uuid_time(x)).timestamp()) * 1000
+)
 
 
 def _uuid_time(u: Any) -> dt.datetime:
@@ -99,7 +101,14 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
     fn = _PURE.get(key)
     if fn is not None:
         return fn(*args)
-    if key in ("now", "current_timestamp", "currentutctimestamp", "statement_timestamp", "transaction_timestamp", "currenttimestamp"):
+    if key in (
+        "now",
+        "current_timestamp",
+        "currentutctimestamp",
+        "statement_timestamp",
+        "transaction_timestamp",
+        "currenttimestamp",
+    ):
         if key == "now" and ctx.dialect == "cql":
             return (ctx.ts or CommitTs(ctx.now_ns)).timeuuid(node=uuid.getnode())
         return _now_ts(ctx)
