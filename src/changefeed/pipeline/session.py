@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _lock = threading.Lock()
+LOG4J2 = Path(__file__).with_name("log4j2.properties").as_uri()
 
 DEFAULT_MASTER = "local[*]"
 #: Shuffle partitions for our small per-batch shuffles; Spark's default of 200 costs ~0.2 s a batch.
@@ -54,6 +56,7 @@ def get_spark(app_name: str = "changefeed", master: str | None = None) -> SparkS
             .config("spark.driver.memory", os.environ.get("CHANGEFEED_SPARK_DRIVER_MEMORY", "2g"))
             .config("spark.python.worker.reuse", "true")
             .config("spark.sql.adaptive.enabled", "false")
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2}")
         )
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("CHANGEFEED_SPARK_LOG_LEVEL", "ERROR"))
