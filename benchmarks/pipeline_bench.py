@@ -38,7 +38,6 @@ CLI = str(Path(PY).parent / "changefeed")
 FEED = (
     "FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES', VIRTUAL_TIMESTAMPS = TRUE, TOPIC_MIN_ACTIVE_PARTITIONS = 4"
 )
-STUB_PRELUDE = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests import _stub_encoder; STUB = _stub_encoder.install(); "
 
 
 def encoders_ready() -> bool:
@@ -157,8 +156,7 @@ class TreeMemory(threading.Thread):
 # ------------------------------------------------------------------------------------ runners
 def run_baseline(db: Path) -> dict[str, Any]:
     code = (
-        (STUB_PRELUDE if not encoders_ready() else "")
-        + "import json, time; from changefeed.pipeline.baseline import deliver; t = time.perf_counter(); "
+        "import json, time; from changefeed.pipeline.baseline import deliver; t = time.perf_counter(); "
         + f"n = deliver({str(db)!r}, 'f'); print(json.dumps({{'records': n, 'seconds': time.perf_counter() - t}}))"
     )
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -300,10 +298,6 @@ def main() -> int:
     n = args.rows
     scan_n = args.scan_rows or n
     missing = "--skip-spark given" if args.skip_spark else spark_missing()
-    if not encoders_ready():
-        print(
-            "NOTE: real encoders missing; the baseline uses the tests' stub YDB-JSON encoder", file=sys.stderr
-        )
     work = Path(tempfile.mkdtemp(prefix="cf-bench-"))
     fig: list[tuple[str, str, str]] = []
     try:
