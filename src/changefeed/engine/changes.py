@@ -21,9 +21,10 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from changefeed.engine.catalog import ColumnSchema, TableSchema
-from changefeed.engine.types import UINT64_BIAS, Kind, SqlType
+from changefeed.engine.types import Kind, SqlType
 
 CHANGE_SNAPSHOT = 12
 
@@ -79,7 +80,10 @@ def storage_to_arrow(col: ColumnSchema, values: Sequence[Any]) -> pa.Array:
     at = arrow_type(t)
     k = t.kind
     if k is Kind.UINT and t.bits == 64:
-        return pa.array([None if v is None else Decimal(v + UINT64_BIAS) for v in values], type=at)
+        # Storage is the value minus 2**63 as a signed int64: flip the sign bit, view as uint64.
+        raw = pa.array(values, type=pa.int64())
+        flipped = pc.bit_wise_xor(raw, pa.scalar(-(1 << 63), pa.int64()))
+        return pa.Array.from_buffers(pa.uint64(), len(raw), flipped.buffers(), raw.null_count).cast(at)
     if k is Kind.DECIMAL and t.precision is not None:
         return pa.array([None if v is None else Decimal(v) for v in values], type=at)
     if k is Kind.DATE:
@@ -89,7 +93,7 @@ def storage_to_arrow(col: ColumnSchema, values: Sequence[Any]) -> pa.Array:
     if k is Kind.TIMESTAMP:
         return pa.array(values, type=pa.int64()).cast(at)
     if k is Kind.BOOL:
-        return pa.array([None if v is None else bool(v) for v in values], type=at)
+        return pa.array(values, type=pa.int8()).cast(pa.bool_())
     if k is Kind.VARINT:
         return pa.array([None if v is None else str(v) for v in values], type=at)
     return pa.array(values, type=at)
@@ -118,7 +122,7 @@ def rows_to_batch(schema: TableSchema, rows: list[tuple[Any, ...]]) -> pa.Record
     arrays: list[pa.Array] = []
     for i, f in enumerate(META_FIELDS):
         if f.type == pa.bool_():
-            arrays.append(pa.array([bool(v) for v in columns[i]], type=f.type))
+            arrays.append(pa.array(columns[i], type=pa.int8()).cast(pa.bool_()))
         else:
             arrays.append(pa.array(columns[i], type=f.type))
     base = len(META_FIELDS)
@@ -126,7 +130,7 @@ def rows_to_batch(schema: TableSchema, rows: list[tuple[Any, ...]]) -> pa.Record
         arrays.append(storage_to_arrow(c, columns[base + j]))
     base += len(cols)
     for j, _ in enumerate(values):
-        arrays.append(pa.array([None if v is None else bool(v) for v in columns[base + j]], type=pa.bool_()))
+        arrays.append(pa.array(columns[base + j], type=pa.int8()).cast(pa.bool_()))
     base += len(values)
     for j, c in enumerate(values):
         arrays.append(storage_to_arrow(c, columns[base + j]))

@@ -27,7 +27,6 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadLimit,
@@ -37,9 +36,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from changefeed.engine.catalog import TableSchema
-from changefeed.engine.changes import META_FIELDS, change_schema, storage_to_arrow
+from changefeed.engine.changes import change_schema, rows_to_batch
 from changefeed.engine.database import DB_FILE, open_sqlite
-from changefeed.engine.types import Kind
 from changefeed.exceptions import InvalidOption, UndefinedTable
 
 __all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "spark_schema"]
@@ -146,42 +144,9 @@ def split(lo: int, hi: int) -> list[JournalPartition]:
     return [JournalPartition(a, min(a + step, hi)) for a in range(lo, hi, step)]
 
 
-def _fast_array(col: Any, values: Sequence[Any], at: pa.DataType) -> pa.Array:
-    """storage_to_arrow with vectorised paths for the hot types (same result)."""
-    t = col.type
-    if t.kind is Kind.UINT and t.bits == 64:
-        # storage is the value minus 2**63 as a signed int64: flip the sign bit, view as uint64
-        raw = pa.array(values, type=pa.int64())
-        flipped = pc.bit_wise_xor(raw, pa.scalar(-(1 << 63), pa.int64()))
-        u = pa.Array.from_buffers(pa.uint64(), len(raw), flipped.buffers(), raw.null_count)
-        return u.cast(at)
-    if t.kind is Kind.BOOL:
-        return pa.array(values, type=pa.int8()).cast(pa.bool_())
-    return storage_to_arrow(col, values)
-
-
 def fast_batch(table: TableSchema, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    """``changes.rows_to_batch`` with vectorised conversions of the common column types."""
-    cols = table.stored
-    values = [c for c in cols if not c.is_key]
-    target = change_schema(table)
-    columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [() for _ in target]
-    arrays: list[pa.Array] = []
-    for i, f in enumerate(META_FIELDS):
-        if f.type == pa.bool_():
-            arrays.append(pa.array(columns[i], type=pa.int8()).cast(pa.bool_()))
-        else:
-            arrays.append(pa.array(columns[i], type=f.type))
-    base = len(META_FIELDS)
-    for j, c in enumerate(cols):
-        arrays.append(_fast_array(c, columns[base + j], target.field(base + j).type))
-    base += len(cols)
-    for j, _ in enumerate(values):
-        arrays.append(pa.array(columns[base + j], type=pa.int8()).cast(pa.bool_()))
-    base += len(values)
-    for j, c in enumerate(values):
-        arrays.append(_fast_array(c, columns[base + j], target.field(base + j).type))
-    return pa.RecordBatch.from_arrays(arrays, schema=target)
+    """Change rows (tuples in ``_select_sql`` order) as one Arrow record batch."""
+    return rows_to_batch(table, rows)
 
 
 def _select_sql(table: TableSchema) -> str:
