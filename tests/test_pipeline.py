@@ -394,3 +394,35 @@ def test_cli_run_until_idle_subprocess(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 1 and out.stderr.startswith("ERROR:")
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def test_damaged_checkpoint_is_a_clear_error_and_a_deleted_one_resumes_without_loss(spark: Any, tmp_path: Path) -> None:
+    import shutil
+
+    from changefeed.exceptions import PipelineError
+    from changefeed.pipeline.job import checkpoint_dir
+    from changefeed.pipeline.runner import run_until_idle
+
+    db = tmp_path / "db"
+    conn = make_db(db)
+    for i in range(3):
+        upsert(conn, range(i * 10, i * 10 + 10), f"a{i}")
+    run_until_idle(db, spark=spark, max_rows=10, gc=False)
+    ckpt = checkpoint_dir(db.absolute(), 1)
+    offsets = sorted((ckpt / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
+    last = offsets[-1]
+    good = last.read_bytes()
+    last.write_bytes(b"\x00garbage")
+    upsert(conn, range(100, 105), "b")
+    with pytest.raises(PipelineError, match="checkpoint") as info:
+        run_until_idle(db, spark=spark, gc=False)
+    assert "delete" in str(info.value)
+    last.write_bytes(good)
+    # Deleting the checkpoint (as the error suggests): the feed resumes from its recorded progress
+    # with a new writer epoch, so the new query's batch ids (from 0 again) are not mistaken for
+    # the old ones, and every change is in the topic exactly once.
+    shutil.rmtree(ckpt)
+    upsert(conn, range(200, 210), "c")
+    run_until_idle(db, spark=spark, max_rows=10, gc=False)
+    assert check_exactly_once(db) == len(journal(db))

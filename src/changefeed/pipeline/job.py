@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -64,8 +65,47 @@ def checkpoint_dir(db: str | Path, feed_id: int) -> Path:
     return Path(db).absolute() / "checkpoints" / f"feed-{feed_id}"
 
 
-def writer_id(feed: FeedSpec) -> str:
-    return f"feed-{feed.id}"
+def writer_id(feed: FeedSpec, epoch: str = "") -> str:
+    """The topic writer of a feed's streaming query. A checkpoint made after an earlier one was
+    removed gets its own ``epoch``: its batch ids restart at 0, and must not be taken for the
+    old checkpoint's (already delivered) batches by the topic's idempotence markers."""
+    return f"feed-{feed.id}" + (f"-e{epoch}" if epoch else "")
+
+
+EPOCH_FILE = "changefeed-epoch.json"
+
+
+def checkpoint_start(db: Path, feed: FeedSpec, ckpt: Path) -> tuple[str, int]:
+    """(writer epoch, journal position to start from) for the feed's query at ``ckpt``.
+
+    An existing checkpoint keeps its epoch and Spark resumes from its own offsets. A new
+    checkpoint for a feed that has delivered before (its old checkpoint was deleted) starts a new
+    epoch at the feed's recorded progress: ``_progress`` is written after a batch's appends, so
+    at most the last micro-batch is delivered again and nothing is lost."""
+    path = ckpt / EPOCH_FILE
+    if path.exists():
+        saved = json.loads(path.read_text())
+        return str(saved["epoch"]), int(saved["start_seq"])
+    if (ckpt / "offsets").exists():  # a checkpoint from before epochs existed
+        return "", feed.created_seq
+    progress = delivered_seq(db, feed.id)
+    epoch, start = (
+        ("", feed.created_seq) if progress is None else (os.urandom(4).hex(), max(progress, feed.created_seq))
+    )
+    ckpt.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"epoch": epoch, "start_seq": start}))
+    os.replace(tmp, path)
+    return epoch, start
+
+
+def delivered_seq(db: Path, feed_id: int) -> int | None:
+    conn = open_sqlite(db / DB_FILE, readonly=True)
+    try:
+        row = conn.execute("SELECT seq FROM _progress WHERE feed_id = ?", (feed_id,)).fetchone()
+    finally:
+        conn.close()
+    return None if row is None else int(row[0])
 
 
 # ------------------------------------------------------------------------------------------- DB
@@ -135,7 +175,8 @@ def batch_end_offset(checkpoint: Path, batch_id: int) -> dict[str, Any]:
     except (OSError, IndexError, ValueError) as exc:
         raise PipelineError(
             f"cannot read the offset log {path} of batch {batch_id} ({exc}); the checkpoint is unreadable: "
-            f"delete {checkpoint} to restart the feed from its beginning"
+            f"delete {checkpoint}: the feed then resumes from its last recorded progress (the last micro-batch "
+            "may be delivered twice; nothing is lost)"
         ) from None
 
 
@@ -227,6 +268,7 @@ class FeedContext:
     store: TopicStore
     checkpoint: Path
     shuffle_partitions: int
+    writer: str = ""
     last_progress: float = 0.0
 
     def deliver(self, df: DataFrame, batch_id: int) -> None:
@@ -239,7 +281,7 @@ class FeedContext:
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
         encoded = self.encoder.encode_spark(df, self.table, feed)
         written = write_encoded(
-            encoded, self.store, feed, writer_id(feed), batch_id, resolved, self.shuffle_partitions
+            encoded, self.store, feed, self.writer, batch_id, resolved, self.shuffle_partitions
         )
         if resolved is not None:
             got = set(written)
@@ -249,7 +291,7 @@ class FeedContext:
             )
             for p in range(feed.partitions):
                 if p not in got:
-                    self.store.append(feed.topic, p, writer_id(feed), batch_id, rec)
+                    self.store.append(feed.topic, p, self.writer, batch_id, rec)
         seq = int(end.get("seq", feed.created_seq))
         hw = _ts_at(self.db, feed.table_id, seq) or (feed.created_wall, feed.created_logical)
         if closed is not None and (closed[0], closed[1]) > hw:
@@ -275,6 +317,7 @@ def start_feed_query(
     enc = encoder or get_encoder(feed.format)
     ckpt = checkpoint_dir(dbp, feed.id)
     ckpt.parent.mkdir(parents=True, exist_ok=True)
+    epoch, start_seq = checkpoint_start(dbp, feed, ckpt)
     ctx = FeedContext(
         db=dbp,
         feed=feed,
@@ -283,12 +326,13 @@ def start_feed_query(
         store=TopicStore(dbp),
         checkpoint=ckpt,
         shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
+        writer=writer_id(feed, epoch),
     )
     reader = (
         spark.readStream.format("changefeed-journal")
         .option("path", str(dbp))
         .option("table_id", str(feed.table_id))
-        .option("start_seq", str(feed.created_seq))
+        .option("start_seq", str(start_seq))
         .option("maxRowsPerBatch", str(max_rows))
     )
     if feed.resolved_ns:
@@ -305,7 +349,8 @@ def start_feed_query(
     except Exception as exc:  # an unreadable checkpoint surfaces here
         raise PipelineError(
             f"feed {feed.id} ({feed.topic}): could not start its streaming query: {_short(exc)}; if the checkpoint "
-            f"{ckpt} is damaged, delete it to restart the feed from its creation point"
+            f"{ckpt} is damaged, delete it: the feed then resumes from its last recorded progress "
+            "(the last micro-batch may be delivered twice; nothing is lost)"
         ) from None
 
 
@@ -314,8 +359,31 @@ def _short(exc: BaseException) -> str:
     return text[0][:500] if text else type(exc).__name__
 
 
-def await_query(query: StreamingQuery, feed: FeedSpec) -> None:
+_CHECKPOINT_ERRORS = (
+    "MALFORMED_LOG_FILE",
+    "UNSUPPORTED_LOG_VERSION",
+    "CheckpointFileManager",
+    "OffsetSeqLog",
+    "checkpoint",
+)
+
+
+def failure_message(exc: BaseException, feed: FeedSpec, checkpoint: Path | None) -> str:
+    """One line saying which feed failed and why; for a damaged checkpoint, where and what to do."""
+    text = str(exc)
+    causes = re.findall(r"\[([A-Z_]{4,})\] ([^\n]*?)(?= SQLSTATE|\n|$)", text)
+    cause = f"[{causes[-1][0]}] {causes[-1][1]}" if causes else _short(exc)
+    cause = cause.encode("ascii", "backslashreplace").decode()[:300]
+    if checkpoint is not None and any(s in text for s in _CHECKPOINT_ERRORS):
+        return (
+            f"feed {feed.id} ({feed.topic}): its checkpoint {checkpoint} is unreadable: {cause}; delete it: the feed then "
+            "resumes from its last recorded progress (the last micro-batch may be delivered twice; nothing is lost)"
+        )
+    return f"feed {feed.id} ({feed.topic}) failed: {cause}"
+
+
+def await_query(query: StreamingQuery, feed: FeedSpec, checkpoint: Path | None = None) -> None:
     try:
         query.awaitTermination()
     except Exception as exc:
-        raise PipelineError(f"feed {feed.id} ({feed.topic}) failed: {_short(exc)}") from None
+        raise PipelineError(failure_message(exc, feed, checkpoint)) from None

@@ -90,7 +90,7 @@ def run_until_idle(
     errors = []
     for f, q in queries:
         try:
-            job.await_query(q, f)
+            job.await_query(q, f, job.checkpoint_dir(dbp, f.id))
         except PipelineError as exc:
             errors.append(exc)
     if errors:
@@ -161,9 +161,7 @@ def run_forever(
                     exc = q.exception()
                     running.pop(fid)
                     if exc is not None:
-                        raise PipelineError(
-                            f"feed {f.id} ({f.topic}) failed: {str(exc).splitlines()[0][:500]}"
-                        )
+                        raise PipelineError(job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
