@@ -101,6 +101,20 @@ def _status_kb(pid: int, field: str) -> int:
     return 0
 
 
+def _cpu_seconds(pids: list[int]) -> float:
+    """utime + stime (+ reaped children's) of the given processes, in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15])
+    return total / tick
+
+
 def _comm(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm") as f:
@@ -229,6 +243,7 @@ def main() -> int:
         if args.writer:
             th = threading.Thread(target=writer_thread, args=(db, n, args.writer, stop, written), daemon=True)
             th.start()
+        cpu0 = _cpu_seconds(_tree(os.getpid()))
         t0 = time.perf_counter()
         try:
             scan.run_initial_scan(spark, db, feed, chunk_rows=chunk_rows)
@@ -240,6 +255,8 @@ def main() -> int:
             mem.stop.set()
             mem.join()
         rate = n / dt
+        cpu = _cpu_seconds(_tree(os.getpid())) - cpu0
+        load = os.getloadavg()[0]
         got = topic_count(db)
         java = [p for p in _children(os.getpid()) if _comm(p) == "java"]
         java_hwm = max((_status_kb(p, "VmHWM") for p in java), default=0)
@@ -250,6 +267,8 @@ def main() -> int:
             ("concurrent writes", f"{written[0]:,} rows" if args.writer else "none", ""),
             ("scan wall", f"{dt:.1f} s", ""),
             ("scan rows/s", f"{rate:,.0f}", f">= {TARGET:,} rows/s: {'OK' if rate >= TARGET else 'MISSED'}"),
+            ("CPU time (driver, JVM, workers)", f"{cpu:.1f} s", f"{n / cpu:,.0f} rows per CPU-second"),
+            ("load average (1 min)", f"{load:.1f}", "other processes share the cores when > cores"),
             ("topic records", f"{got:,}", "== rows: " + ("OK" if got == n else "MISMATCH")),
             ("driver VmHWM", f"{drv_hwm / 1024 / 1024:.2f} GB", ""),
             ("JVM VmHWM", f"{java_hwm / 1024 / 1024:.2f} GB", ""),

@@ -19,27 +19,39 @@ from __future__ import annotations
 import json
 import os
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from changefeed.engine.catalog import TableSchema
-from changefeed.engine.changes import CHANGE_SNAPSHOT, change_schema, rows_to_batch
+from changefeed.engine.catalog import ColumnSchema, TableSchema
+from changefeed.engine.changes import (
+    CHANGE_SNAPSHOT,
+    META_FIELDS,
+    change_schema,
+    rows_to_batch,
+    storage_to_arrow,
+)
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.engine.storage import TableStore, token
+from changefeed.engine.types import Kind
 from changefeed.feeds.spec import FeedSpec
 from changefeed.pipeline import job
 from changefeed.pipeline.journal_source import load_table
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from changefeed.formats.base import Encoder
 
 CHUNK_ROWS = int(os.environ.get("CHANGEFEED_SCAN_CHUNK_ROWS", "50000"))
+#: Rows per Arrow batch a scan task yields (and per fetchmany), bounding a task's memory.
+FETCH_ROWS = 50_000
+#: Rows per group (one Spark job, one batch id of the scan's writer).
+GROUP_ROWS = int(os.environ.get("CHANGEFEED_SCAN_GROUP_ROWS", "800000"))
 
 
 def _order_cols(st: TableStore) -> list[str]:
@@ -60,7 +72,9 @@ def compute_bounds(conn: Any, table: TableSchema, chunk_rows: int) -> tuple[list
     prev: list[Any] | None = None
     while True:
         if prev is None:
-            row = conn.execute(f"SELECT {order} FROM {st.t} ORDER BY {order} LIMIT 1 OFFSET ?", (chunk_rows - 1,)).fetchone()
+            row = conn.execute(
+                f"SELECT {order} FROM {st.t} ORDER BY {order} LIMIT 1 OFFSET ?", (chunk_rows - 1,)
+            ).fetchone()
         else:
             ph = ", ".join("?" for _ in cols)
             row = conn.execute(
@@ -79,7 +93,11 @@ def _plan_path(db: Path, feed_id: int) -> Path:
     return db / "checkpoints" / f"feed-{feed_id}.scan"
 
 
-def load_or_plan(db: Path, feed: FeedSpec, table: TableSchema, chunk_rows: int) -> dict[str, Any]:
+def load_or_plan(
+    db: Path, feed: FeedSpec, table: TableSchema, chunk_rows: int, group_chunks: int = 0
+) -> dict[str, Any]:
+    """The scan plan of ``feed``: the saved one if any (same creation point), else a new one with
+    chunks of ``chunk_rows`` rows and ``group_chunks`` chunks per group (0: one per Spark core)."""
     path = _plan_path(db, feed.id)
     if path.exists():
         with path.open("rb") as fh:
@@ -91,7 +109,13 @@ def load_or_plan(db: Path, feed: FeedSpec, table: TableSchema, chunk_rows: int) 
         bounds, total = compute_bounds(conn, table, chunk_rows)
     finally:
         conn.close()
-    plan = {"created_seq": feed.created_seq, "bounds": bounds, "total": total, "chunk_rows": chunk_rows}
+    plan = {
+        "created_seq": feed.created_seq,
+        "bounds": bounds,
+        "total": total,
+        "chunk_rows": chunk_rows,
+        "group_chunks": group_chunks,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as fh:
@@ -102,9 +126,66 @@ def load_or_plan(db: Path, feed: FeedSpec, table: TableSchema, chunk_rows: int) 
     return plan
 
 
-def read_chunk(db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[Any]], i: int) -> pa.RecordBatch:
-    """The snapshot rows of chunk ``i`` (keys in ``(bounds[i-1], bounds[i]]``)."""
+def _arrow_column(col: ColumnSchema, values: Sequence[Any], at: pa.DataType) -> pa.Array:
+    """``changes.storage_to_arrow`` with vectorised paths for the hot types (same result)."""
+    t = col.type
+    if t.kind is Kind.UINT and t.bits == 64:
+        # storage is the value minus 2**63 as a signed int64: flip the sign bit, view as uint64
+        raw = pa.array(values, type=pa.int64())
+        flipped = pc.bit_wise_xor(raw, pa.scalar(-(1 << 63), pa.int64()))
+        u = pa.Array.from_buffers(pa.uint64(), len(raw), flipped.buffers(), raw.null_count)
+        return u.cast(at)
+    if t.kind is Kind.BOOL:
+        return pa.array(values, type=pa.int8()).cast(pa.bool_())
+    return storage_to_arrow(col, values)
+
+
+def _snapshot_batch(
+    st: TableStore, feed: FeedSpec, target: pa.Schema, columns: Sequence[Sequence[Any]], n: int
+) -> pa.RecordBatch:
+    """A batch of snapshot rows from storage values, one sequence per ``st.all_cols`` column."""
+    meta = (
+        feed.created_seq,
+        feed.created_wall,
+        feed.created_logical,
+        feed.created_tx,
+        CHANGE_SNAPSHOT,
+        False,
+        False,
+    )
+    arrays: list[pa.Array] = [
+        pa.repeat(pa.scalar(v, f.type), n) for v, f in zip(meta, META_FIELDS, strict=True)
+    ]
+    base = len(META_FIELDS)
+    for j, c in enumerate(st.all_cols):
+        arrays.append(_arrow_column(c, columns[j], target.field(base + j).type))
+    true = pa.repeat(pa.scalar(True, pa.bool_()), n)
+    arrays.extend(true for _ in st.value_cols)
+    base += len(st.all_cols) + len(st.value_cols)
+    arrays.extend(pa.nulls(n, target.field(base + j).type) for j in range(len(st.value_cols)))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _live_sql(st: TableStore) -> str:
+    """Rows that ``_decode_row`` returns unchanged: no TTL anywhere, and (CQL) not a row without a
+    marker whose regular cells are all null (such rows do not exist)."""
+    if not st.cql:
+        return "_exp IS NULL AND (_m IS NULL OR _m = 0)"
+    some = " OR ".join(f"{c.db} IS NOT NULL" for c in st.regular_cols) or "0"
+    return f"_exp IS NULL AND (_m = 0 OR (_m IS NULL AND ({some})))"
+
+
+def read_chunk_batches(
+    db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[Any]], i: int, fetch_rows: int = FETCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """The snapshot rows of chunk ``i`` (keys in ``(bounds[i-1], bounds[i]]``), as Arrow batches of
+    at most ``fetch_rows`` rows, all read in one short read transaction.
+
+    Current rows without TTLs are read as tuples straight into Arrow columns; rows with TTLs (rare)
+    go through ``TableStore._decode_row``. Keys changed after S are dropped from the current rows
+    and come back as the old image of their first later change."""
     st = TableStore(table)
+    target = change_schema(table)
     cols = _order_cols(st)
     rv = _row_value(cols)
     ph = ", ".join("?" for _ in cols)
@@ -119,58 +200,156 @@ def read_chunk(db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[An
     hi = tuple(bounds[i]) if i < len(bounds) else None
     nkey = len(st.key_cols)
     value_cols = st.value_cols
+    row_ids = {c.id for c in st.row_cols}
+    # storage values of every st.all_cols column (statics are not part of a current row)
+    select = ", ".join(c.db if c.id in row_ids else "NULL" for c in st.all_cols)
+    keypos = [j for j, c in enumerate(st.all_cols) if c.is_key]
+    range_sql = " AND ".join(conds)
+    live = _live_sql(st)
     conn = open_sqlite(Path(db) / DB_FILE, readonly=True)
     try:
         conn.execute("BEGIN")
-        current = {
-            tuple(r[c.id] for c in st.key_cols): r
-            for r in st.scan_rows(conn, feed.created_wall, None, " AND ".join(conds), params)
-        }
+        # the first change after S of every key of the chunk: its old image is the key's value at S
         xsel = ", ".join(["ox"] + [c.db for c in st.key_cols] + [f"o{c.id}" for c in value_cols])
         xconds, xparams = ["seq > ?", "st = 0"], [feed.created_seq]
         if not st.cql:
             xconds += conds
             xparams += params
         first: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
-        for r in conn.execute(f"SELECT {xsel} FROM {st.x} WHERE {' AND '.join(xconds)} ORDER BY seq", xparams):
+        for r in conn.execute(
+            f"SELECT {xsel} FROM {st.x} WHERE {' AND '.join(xconds)} ORDER BY seq", xparams
+        ):
             key = tuple(r[1 : 1 + nkey])
             if key in first:
                 continue
             if st.cql:
-                ok = (token(key[: len(st.pk_cols)]),) + key
+                ok = (token(key[: len(st.pk_cols)]), *key)
                 if (lo is not None and ok <= lo) or (hi is not None and ok > hi):
                     continue
             first[key] = r if r[0] else None
+        single = {k[0] for k in first} if nkey == 1 else None
+
+        def current(columns: list[Sequence[Any]], n: int) -> pa.RecordBatch:
+            batch = _snapshot_batch(st, feed, target, columns, n)
+            if not first:
+                return batch
+            if single is not None:
+                keep = [v not in single for v in columns[keypos[0]]]
+            else:
+                keep = [k not in first for k in zip(*(columns[p] for p in keypos), strict=True)]
+            return batch.filter(pa.array(keep, type=pa.bool_()))
+
+        # current rows without TTLs: tuples -> columns -> Arrow
+        where = " AND ".join(x for x in (range_sql, live) if x)
+        cur = conn.execute(f"SELECT {select} FROM {st.t} WHERE {where}", params)
+        while rows := cur.fetchmany(fetch_rows):
+            out = current(list(zip(*rows, strict=True)), len(rows))
+            del rows
+            if out.num_rows:
+                yield out
+        # current rows with TTLs (or CQL rows without a marker): decoded one by one
+        where = " AND ".join(x for x in (range_sql, f"NOT ({live})") if x)
+        slow: list[tuple[Any, ...]] = []
+        for r in conn.execute(f"SELECT {st._row_select} FROM {st.t} WHERE {where}", params):
+            row = st._decode_row(r, feed.created_wall)
+            if row is not None:
+                slow.append(tuple(row.get(c.id) for c in st.all_cols))
+            if len(slow) >= fetch_rows:
+                out = current(list(zip(*slow, strict=True)), len(slow))
+                slow = []
+                if out.num_rows:
+                    yield out
+        if slow:
+            out = current(list(zip(*slow, strict=True)), len(slow))
+            if out.num_rows:
+                yield out
         conn.execute("COMMIT")
     finally:
         conn.close()
-    rows = []
-    head = (feed.created_seq, feed.created_wall, feed.created_logical, feed.created_tx, CHANGE_SNAPSHOT, 0, 0)
-    tail_u = (1,) * len(value_cols)
-    tail_o = (None,) * len(value_cols)
-    for key, row in current.items():
-        if key in first:
-            continue
-        rows.append(head + tuple(row.get(c.id) for c in st.all_cols) + tail_u + tail_o)
+    # keys changed since S that existed at S: their old images
+    images: list[tuple[Any, ...]] = []
     for key, x in first.items():
         if x is None:
             continue
         image = dict(zip((c.id for c in st.key_cols), key, strict=True))
         for j, c in enumerate(value_cols):
             image[c.id] = x[1 + nkey + j]
-        rows.append(head + tuple(image.get(c.id) for c in st.all_cols) + tail_u + tail_o)
-    return rows_to_batch(table, rows)
+        images.append(tuple(image.get(c.id) for c in st.all_cols))
+    for a in range(0, len(images), fetch_rows):
+        part = images[a : a + fetch_rows]
+        yield _snapshot_batch(st, feed, target, list(zip(*part, strict=True)), len(part))
 
 
-def _chunk_reader(db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[Any]]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def read_chunk(
+    db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[Any]], i: int
+) -> pa.RecordBatch:
+    """The snapshot rows of chunk ``i`` as one record batch."""
+    batches = list(read_chunk_batches(db, table, feed, bounds, i))
+    if not batches:
+        return rows_to_batch(table, [])
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def _chunk_reader(
+    db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[Any]]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow function: chunk numbers in, the chunks' stored columns (``c<id>``) out."""
+    names = [c.db for c in table.stored]
+
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for i in b.column("id").to_pylist():
-                out = read_chunk(db, table, feed, bounds, int(i))
-                if out.num_rows:
-                    yield out
+                for out in read_chunk_batches(db, table, feed, bounds, int(i)):
+                    yield out.select(names)
 
     return fn
+
+
+def snapshot_frame(
+    spark: SparkSession,
+    db: str,
+    table: TableSchema,
+    feed: FeedSpec,
+    bounds: list[list[Any]],
+    lo: int,
+    hi: int,
+) -> DataFrame:
+    """The snapshot rows of chunks ``lo .. hi-1`` (one Spark task per chunk) with the change-stream
+    schema. Only the stored columns cross from Python to the JVM; the columns that are the same on
+    every snapshot row are literals, which also lets Spark fold the encoder's branches on them."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    full = from_arrow_schema(change_schema(table))
+    stored = {c.db for c in table.stored}
+    narrow = from_arrow_schema(pa.schema([f for f in change_schema(table) if f.name in stored]))
+    df = spark.range(lo, hi, numPartitions=hi - lo).mapInArrow(_chunk_reader(db, table, feed, bounds), narrow)
+    consts: dict[str, Any] = {
+        "seq": feed.created_seq,
+        "ts": feed.created_wall,
+        "lg": feed.created_logical,
+        "tx": feed.created_tx,
+        "op": CHANGE_SNAPSHOT,
+        "ox": False,
+        "st": False,
+    }
+    consts.update({f"u{c.id}": True for c in table.stored if not c.is_key})
+    cols = []
+    for f in full.fields:
+        if f.name in stored:
+            cols.append(F.col(f.name))
+        else:
+            cols.append(F.lit(consts.get(f.name)).cast(f.dataType).alias(f.name))
+    return df.select(*cols)
+
+
+def _group_chunks(spark: SparkSession, chunk_rows: int, group_rows: int | None = None) -> int:
+    """Chunks per Spark job: a job costs ~1 s of overhead, so take many chunks at once (a multiple
+    of the core count), up to ``group_rows`` rows (the writer of a topic partition holds a group's
+    records of that partition in memory)."""
+    par = max(2, int(spark.sparkContext.defaultParallelism))
+    rows = GROUP_ROWS if group_rows is None else group_rows
+    return max(par, (rows // max(1, chunk_rows)) // par * par)
 
 
 def run_initial_scan(
@@ -183,30 +362,37 @@ def run_initial_scan(
     chunk_rows: int = CHUNK_ROWS,
 ) -> None:
     """Run (or resume) the initial scan of ``feed``, then switch it to 'running'."""
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     from changefeed.formats.base import get_encoder
 
     dbp = Path(db).absolute()
     table = load_table(dbp, feed.table_id)
     enc = encoder or get_encoder(feed.format)
-    plan = load_or_plan(dbp, feed, table, chunk_rows)
+    plan = load_or_plan(dbp, feed, table, chunk_rows, _group_chunks(spark, chunk_rows))
     bounds, total = plan["bounds"], plan["total"]
     nchunks = len(bounds) + 1
     par = max(2, int(spark.sparkContext.defaultParallelism))
-    ngroups = -(-nchunks // par)
+    # Chunks per Spark job (= per group, one batch id): fixed in the plan, so a resumed scan cuts
+    # the very same groups. Plans written before the key existed used one chunk per core.
+    per = int(plan.get("group_chunks") or par)
+    ngroups = -(-nchunks // per)
     done = _groups_done(dbp, feed.id)
     store = TopicStore(dbp)
-    schema = from_arrow_schema(change_schema(table))
     writer = f"{job.writer_id(feed)}-scan"
     for g in range(done, ngroups):
-        lo, hi = g * par, min(nchunks, (g + 1) * par)
-        df = spark.range(lo, hi, numPartitions=hi - lo).mapInArrow(_chunk_reader(str(dbp), table, feed, bounds), schema)
+        lo, hi = g * per, min(nchunks, (g + 1) * per)
+        df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
         encoded = enc.encode_spark(df, table, feed)
         job.write_encoded(encoded, store, feed, writer, g, None, par)
         scanned = min(total, hi * plan["chunk_rows"])
-        job.write_progress(dbp, feed.id, feed.created_seq, feed.created_wall, feed.created_logical,
-                           {"scanned": scanned, "total": total, "groups_done": g + 1})
+        job.write_progress(
+            dbp,
+            feed.id,
+            feed.created_seq,
+            feed.created_wall,
+            feed.created_logical,
+            {"scanned": scanned, "total": total, "groups_done": g + 1},
+        )
         if on_progress is not None:
             on_progress(feed, scanned, total)
     conn = job.engine_conn(dbp)
@@ -214,8 +400,14 @@ def run_initial_scan(
         conn.execute("UPDATE _feeds SET state = 'running' WHERE id = ? AND state = 'scanning'", (feed.id,))
     finally:
         conn.close()
-    job.write_progress(dbp, feed.id, _delivered_seq(dbp, feed), feed.created_wall, feed.created_logical,
-                       {"scanned": total, "total": total, "groups_done": ngroups})
+    job.write_progress(
+        dbp,
+        feed.id,
+        _delivered_seq(dbp, feed),
+        feed.created_wall,
+        feed.created_logical,
+        {"scanned": total, "total": total, "groups_done": ngroups},
+    )
     if on_progress is not None:
         on_progress(feed, total, total)
 
