@@ -6,7 +6,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,19 @@ def _scan_all(
             run_initial_scan(spark, db, f, on_progress=on_progress)
 
 
+def warm(spark: SparkSession) -> SparkSession:
+    """Start the executors' Python workers (an Arrow round trip) before the first micro-batch,
+    which otherwise pays several seconds of worker start-up inside the delivery path."""
+    import pyarrow as pa
+
+    def identity(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from batches
+
+    n = max(2, int(spark.sparkContext.defaultParallelism))
+    spark.range(0, n, numPartitions=n).mapInArrow(identity, "id long").collect()
+    return spark
+
+
 def run_until_idle(
     db: str | Path,
     *,
@@ -78,7 +91,7 @@ def run_until_idle(
     from changefeed.pipeline.session import get_spark
 
     dbp = check_db(db)
-    spark = spark or get_spark()
+    spark = spark or warm(get_spark())
     feeds = feed_specs(dbp)
     sync_topics(dbp, feeds)
     _scan_all(spark, dbp, feeds, on_progress)
@@ -146,7 +159,7 @@ def run_forever(
     if install_signals and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-    spark = spark or get_spark()
+    spark = spark or warm(get_spark())
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
     last_retention = last_gc = 0.0
     try:
