@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
@@ -53,7 +54,10 @@ if TYPE_CHECKING:
 
 #: Rows per micro-batch (admission control of the journal source).
 DEFAULT_MAX_ROWS = int(os.environ.get("CHANGEFEED_MAX_ROWS_PER_BATCH", "200000"))
-DEFAULT_TRIGGER = os.environ.get("CHANGEFEED_TRIGGER", "200 milliseconds")
+DEFAULT_TRIGGER = os.environ.get("CHANGEFEED_TRIGGER", "100 milliseconds")
+#: Micro-batches of at most this many journal rows are appended from the driver in one stage
+#: (latency); larger ones are shuffled by topic partition and appended on the executors (throughput).
+SMALL_BATCH_ROWS = int(os.environ.get("CHANGEFEED_SMALL_BATCH_ROWS", "20000"))
 ACTIVE_STATES = ("running", "scanning")
 
 _RECORDS = pa.schema(
@@ -180,6 +184,17 @@ def batch_end_offset(checkpoint: Path, batch_id: int) -> dict[str, Any]:
         ) from None
 
 
+def batch_rows(checkpoint: Path, batch_id: int, end: dict[str, Any]) -> int | None:
+    """Journal rows in ``batch_id`` (end minus the previous batch's end), or None if unknown."""
+    if batch_id == 0:
+        return None
+    try:
+        prev = batch_end_offset(checkpoint, batch_id - 1)
+    except PipelineError:
+        return None
+    return max(0, int(end.get("seq", 0)) - int(prev.get("seq", 0)))
+
+
 # ------------------------------------------------------------------------------------------- writing
 def _make_writer(
     store: TopicStore, topic: str, writer: str, batch_id: int, resolved: tuple[bytes, int] | None
@@ -243,10 +258,23 @@ def write_encoded(
     batch_id: int,
     resolved: tuple[bytes, int] | None,
     shuffle_partitions: int,
+    small: bool = False,
 ) -> dict[int, int]:
     """Append encoded records (in the DataFrame's row order per topic partition) on the executors;
     returns {topic partition: records appended}."""
     from pyspark.sql import functions as F
+
+    if small:
+        # One stage: collect as Arrow (journal order: the source's partitions are consecutive seq
+        # ranges), stable-sort by topic partition, append from the driver.
+        table = encoded.select("partition", "key", "value", "ts").toArrow()
+        table = table.take(pc.sort_indices(table, sort_keys=[("partition", "ascending")]))
+        fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
+        out: dict[int, int] = {}
+        for rb in fn(iter(table.to_batches())):
+            for p, n in zip(rb.column("partition").to_pylist(), rb.column("n").to_pylist(), strict=True):
+                out[int(p)] = int(n)
+        return out
 
     ordered = (
         encoded.select("partition", "key", "value", "ts", F.monotonically_increasing_id().alias("_o"))
@@ -280,8 +308,16 @@ class FeedContext:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
         encoded = self.encoder.encode_spark(df, self.table, feed)
+        rows = batch_rows(self.checkpoint, batch_id, end)
         written = write_encoded(
-            encoded, self.store, feed, self.writer, batch_id, resolved, self.shuffle_partitions
+            encoded,
+            self.store,
+            feed,
+            self.writer,
+            batch_id,
+            resolved,
+            self.shuffle_partitions,
+            small=rows is not None and rows <= SMALL_BATCH_ROWS,
         )
         if resolved is not None:
             got = set(written)
