@@ -16,7 +16,10 @@ query starts, so every key's snapshot record precedes its updates.
 Throughput: a group is many chunks (``GROUP_ROWS`` rows, a multiple of the core count, fixed in
 the plan file) so the ~1 s cost of a Spark job is paid a few times per scan, not per chunk pair;
 each task reads one chunk at a time and yields Arrow batches of ``FETCH_ROWS`` rows, so a task's
-memory stays bounded (a group's records of one topic partition are held by its writer task).
+memory stays bounded. A group's encoded records are collected on the driver as Arrow and appended
+from there (one append per topic partition, in group order) while a background thread already runs
+the next group's Spark job, so the single-threaded append overlaps the next read + encode; at most
+two groups are in flight (the one being appended and the one being collected).
 Rows without TTLs are fetched as tuples and transposed straight into Arrow columns (no per-row
 dict); only the stored ``c<id>`` columns cross from Python to the JVM, the columns equal on every
 snapshot row are Spark literals (which also lets Spark fold the encoder's branches on ``op``/``ox``).
@@ -24,10 +27,12 @@ snapshot row are Spark literals (which also lets Spark fold the encoder's branch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -353,11 +358,24 @@ def snapshot_frame(
 
 def _group_chunks(spark: SparkSession, chunk_rows: int, group_rows: int | None = None) -> int:
     """Chunks per Spark job: a job costs ~1 s of overhead, so take many chunks at once (a multiple
-    of the core count), up to ``group_rows`` rows (the writer of a topic partition holds a group's
-    records of that partition in memory)."""
+    of the core count), up to ``group_rows`` rows (the driver holds up to two groups'
+    encoded records in memory)."""
     par = max(2, int(spark.sparkContext.defaultParallelism))
     rows = GROUP_ROWS if group_rows is None else group_rows
     return max(par, (rows // max(1, chunk_rows)) // par * par)
+
+
+def _collect_encoded(encoded: DataFrame) -> pa.Table:
+    """A group's encoded records collected on the driver as Arrow, stably sorted by topic
+    partition (row order within a partition is the Spark partitions' order, as on the executors)."""
+    t = encoded.select("partition", "key", "value", "ts").toArrow()
+    return t.take(pc.sort_indices(t, sort_keys=[("partition", "ascending")]))
+
+
+def _append_group(store: TopicStore, topic: str, writer: str, batch_id: int, records: pa.Table) -> None:
+    """One append per topic partition of a group's records (sorted by partition), from the driver."""
+    for _ in job._make_writer(store, topic, writer, batch_id, None)(iter(records.to_batches())):
+        pass
 
 
 def run_initial_scan(
@@ -387,22 +405,42 @@ def run_initial_scan(
     done = _groups_done(dbp, feed.id)
     store = TopicStore(dbp)
     writer = f"{job.writer_id(feed)}-scan"
-    for g in range(done, ngroups):
+
+    def collect(g: int) -> pa.Table:
         lo, hi = g * per, min(nchunks, (g + 1) * per)
         df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
-        encoded = enc.encode_spark(df, table, feed)
-        job.write_encoded(encoded, store, feed, writer, g, None, par)
-        scanned = min(total, hi * plan["chunk_rows"])
-        job.write_progress(
-            dbp,
-            feed.id,
-            feed.created_seq,
-            feed.created_wall,
-            feed.created_logical,
-            {"scanned": scanned, "total": total, "groups_done": g + 1},
-        )
-        if on_progress is not None:
-            on_progress(feed, scanned, total)
+        return _collect_encoded(enc.encode_spark(df, table, feed))
+
+    # Two groups in flight at most: while the driver appends group g (one core), a background
+    # thread runs group g+1's Spark job (read + encode, collected as Arrow) on the other cores.
+    # Appends stay in group (= batch id) order, and group g's progress is recorded only after its
+    # appends, so a restart resumes exactly at the first group not fully appended.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"scan-{feed.id}") as pool:
+        pending: Future[pa.Table] | None = pool.submit(collect, done) if done < ngroups else None
+        try:
+            for g in range(done, ngroups):
+                assert pending is not None
+                records = pending.result()
+                pending = pool.submit(collect, g + 1) if g + 1 < ngroups else None
+                _append_group(store, feed.topic, writer, g, records)
+                del records
+                scanned = min(total, min(nchunks, (g + 1) * per) * plan["chunk_rows"])
+                job.write_progress(
+                    dbp,
+                    feed.id,
+                    feed.created_seq,
+                    feed.created_wall,
+                    feed.created_logical,
+                    {"scanned": scanned, "total": total, "groups_done": g + 1},
+                )
+                if on_progress is not None:
+                    on_progress(feed, scanned, total)
+        finally:
+            if pending is not None and not pending.cancel():
+                # a failure while appending: let the Spark job in flight finish (or fail) before
+                # returning; its records are dropped (the group is re-read on restart)
+                with contextlib.suppress(Exception):
+                    pending.result()
     conn = job.engine_conn(dbp)
     try:
         conn.execute("UPDATE _feeds SET state = 'running' WHERE id = ? AND state = 'scanning'", (feed.id,))
