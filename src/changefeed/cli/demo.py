@@ -78,11 +78,12 @@ def _print_changes(db: Path) -> None:
         click.echo("\nchange stream of orders (seq, op, key, old image -> new image):")
         cols = [c for c in schema.columns if not c.is_key]
         for r in d.conn.execute(
-            f"SELECT seq, op, c0, {', '.join('o' + str(c.id) for c in cols)}, {', '.join(c.db for c in cols)} FROM {st.x} ORDER BY seq"
+            f"SELECT seq, op, c0, {', '.join('o' + str(c.id) for c in cols)}, {', '.join(c.db for c in cols)}, ox FROM {st.x} ORDER BY seq"
         ):
             n = len(cols)
             old = {c.name: c.type.from_db(v) for c, v in zip(cols, r[3 : 3 + n], strict=True)}
-            new = {c.name: c.type.from_db(v) for c, v in zip(cols, r[3 + n :], strict=True)}
+            new = {c.name: c.type.from_db(v) for c, v in zip(cols, r[3 + n : 3 + 2 * n], strict=True)}
+            old = old if r[-1] else None  # ox: did the row exist before the transaction
             kind = "upsert" if r[1] == 10 else "erase"
             click.echo(
                 f"  {r[0]:>3} {kind:<6} id={schema.columns[0].type.from_db(r[2])} {old} -> {new if kind == 'upsert' else None}"
