@@ -190,43 +190,8 @@ class Transaction:
         """Set ``cells`` (regular columns) of the row at ``key``; ``marker`` creates the row marker
         (CQL INSERT, every SQL write). ``op`` is the Scylla delta operation (1 update, 2 insert).
         ``old`` may pass the row as already read by the caller (False: not read yet)."""
-        self._require_write()
-        st = self.store(schema)
-        cdc = schema.cdc
-        need_old = schema.changes or (cdc.enabled and (cdc.preimage != "false" or cdc.postimage))
-        if need_old and old is False:
-            old = st.get_row(self.conn, key, self.now_ns)
-        old_row = old if isinstance(old, dict) else None
-        if schema.changes:
-            self._touch(st, False, key, old_row, tuple(cells))
-        marker_at, exp = self._ttl_params(ttl, tuple(cells))
-        params = st.key_params(key)
-        params.extend(cells.values())
-        if marker:
-            params.append(0 if marker_at is None else marker_at)
-        if exp is not None:
-            params.append(exp)
-        self.conn.execute(st.upsert_sql(tuple(cells), marker, exp is not None, False), params)
-        if st.cql and not marker and any(v is None for v in cells.values()):
-            self.conn.execute(st.vanish_sql(), st.key_params(key))
-        if cdc.enabled:
-            tok = token(key[: len(st.pk_cols)])
-            if cdc.preimage != "false" and old_row is not None:
-                ids = [c.id for c in st.regular_cols] if cdc.preimage == "full" else list(cells)
-                self._log(st, tok, OP_PREIMAGE, key, {i: old_row.get(i) for i in ids}, deleted_flags=False)
-            delta = cells if cdc.delta == "full" else {}
-            self._log(st, tok, op, key, delta, deleted_flags=True, ttl=ttl)
-            if cdc.postimage:
-                new = st.get_row(self.conn, key, self.now_ns)
-                if new is not None:
-                    self._log(
-                        st,
-                        tok,
-                        OP_POSTIMAGE,
-                        key,
-                        {c.id: new.get(c.id) for c in st.regular_cols},
-                        deleted_flags=False,
-                    )
+        olds = None if old is False else ({key: old} if isinstance(old, dict) else {})
+        self.write_rows(schema, [(key, cells)], marker=marker, op=op, ttl=ttl, olds=olds)
 
     def write_rows(
         self,
@@ -239,7 +204,8 @@ class Transaction:
         olds: dict[tuple[Any, ...], Row] | None = None,
     ) -> None:
         """``write_row`` for many distinct keys that all set the same cells, in bulk: one bulk read
-        of the old rows when images are needed, and ``executemany`` for data and journal."""
+        of the old rows when images are needed (``olds`` passes rows the caller already read: a
+        key missing from it did not exist), and ``executemany`` for data and journal."""
         ts = self._require_write()
         if not items:
             return
