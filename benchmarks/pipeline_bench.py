@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from proctree import TreeMemory
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 CLI = str(Path(PY).parent / "changefeed")
@@ -95,62 +97,6 @@ def topic_count(db: Path, topic: str = "t/f") -> int:
         return n
     except Exception:
         return 0
-
-
-# ------------------------------------------------------------------------------------ memory
-def _tree(root: int) -> list[int]:
-    kids: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        kids.setdefault(ppid, []).append(int(d))
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
-
-
-def _status_kb(pid: int, field: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-class TreeMemory(threading.Thread):
-    """Samples the summed VmRSS of a process tree, and remembers each process's VmHWM."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.peak_sum_kb, self.hwm_kb = pid, 0, {}
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            pids = _tree(self.pid)
-            self.peak_sum_kb = max(self.peak_sum_kb, sum(_status_kb(p, "VmRSS") for p in pids))
-            for p in pids:
-                self.hwm_kb[p] = max(self.hwm_kb.get(p, 0), _status_kb(p, "VmHWM"))
-            self.stop.wait(0.2)
-
-    @property
-    def peak_gb(self) -> float:
-        return (
-            max(self.peak_sum_kb, sum(self.hwm_kb.values()) if len(self.hwm_kb) < 2 else self.peak_sum_kb)
-            / 1024
-            / 1024
-        )
 
 
 # ------------------------------------------------------------------------------------ runners

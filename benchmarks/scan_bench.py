@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from proctree import TreeMemory, comm, cpu_seconds, status_kb, tree
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 FEED = "FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES', INITIAL_SCAN = TRUE"
@@ -63,78 +65,6 @@ def topic_count(db: Path, topic: str = "t/f") -> int:
         return sum(nxt for _, nxt in store.offsets(topic).values())
     finally:
         store.close()
-
-
-# ------------------------------------------------------------------------------------ memory
-def _children(pid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid:
-            out.append(int(d))
-    return out
-
-
-def _tree(root: int) -> list[int]:
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(_children(p))
-    return out
-
-
-def _status_kb(pid: int, field: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _cpu_seconds(pids: list[int]) -> float:
-    """utime + stime (+ reaped children's) of the given processes, in seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in fields[11:15])
-    return total / tick
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-class TreeMemory(threading.Thread):
-    """Samples the summed VmRSS of this process's tree (driver, JVM, Python workers)."""
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.peak_sum_kb = 0
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            self.peak_sum_kb = max(self.peak_sum_kb, sum(_status_kb(p, "VmRSS") for p in _tree(os.getpid())))
-            self.stop.wait(0.2)
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -243,7 +173,7 @@ def main() -> int:
         if args.writer:
             th = threading.Thread(target=writer_thread, args=(db, n, args.writer, stop, written), daemon=True)
             th.start()
-        cpu0 = _cpu_seconds(_tree(os.getpid()))
+        cpu0 = cpu_seconds(tree(os.getpid()))
         t0 = time.perf_counter()
         try:
             scan.run_initial_scan(spark, db, feed, chunk_rows=chunk_rows)
@@ -255,12 +185,12 @@ def main() -> int:
             mem.stop.set()
             mem.join()
         rate = n / dt
-        cpu = _cpu_seconds(_tree(os.getpid())) - cpu0
+        cpu = cpu_seconds(tree(os.getpid())) - cpu0
         load = os.getloadavg()[0]
         got = topic_count(db)
-        java = [p for p in _children(os.getpid()) if _comm(p) == "java"]
-        java_hwm = max((_status_kb(p, "VmHWM") for p in java), default=0)
-        drv_hwm = _status_kb(os.getpid(), "VmHWM")
+        java = [p for p in tree(os.getpid())[1:] if comm(p) == "java"]
+        java_hwm = max((status_kb(p, "VmHWM") for p in java), default=0)
+        drv_hwm = status_kb(os.getpid(), "VmHWM")
         res: list[tuple[str, Any, str]] = [
             ("rows", f"{n:,}", ""),
             ("chunk rows", f"{chunk_rows:,}", ""),
