@@ -81,9 +81,13 @@ def _print_changes(db: Path) -> None:
             f"SELECT seq, op, c0, {', '.join('o' + str(c.id) for c in cols)}, {', '.join(c.db for c in cols)}, ox FROM {st.x} ORDER BY seq"
         ):
             n = len(cols)
-            old = {c.name: c.type.from_db(v) for c, v in zip(cols, r[3 : 3 + n], strict=True)}
+            # ox (last column): did the row exist before the transaction?
+            old = (
+                {c.name: c.type.from_db(v) for c, v in zip(cols, r[3 : 3 + n], strict=True)}
+                if r[-1]
+                else None
+            )
             new = {c.name: c.type.from_db(v) for c, v in zip(cols, r[3 + n : 3 + 2 * n], strict=True)}
-            old = old if r[-1] else None  # ox: did the row exist before the transaction
             kind = "upsert" if r[1] == 10 else "erase"
             click.echo(
                 f"  {r[0]:>3} {kind:<6} id={schema.columns[0].type.from_db(r[2])} {old} -> {new if kind == 'upsert' else None}"

@@ -137,17 +137,11 @@ def rows_to_batch(schema: TableSchema, rows: list[tuple[Any, ...]]) -> pa.Record
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
-def python_value(col: ColumnSchema, storage: Any) -> Any:
-    """Storage value -> the Python value a user sees (for reference encoders and validators)."""
-    return col.type.from_db(storage)
-
-
 __all__ = [
     "CHANGE_SNAPSHOT",
     "META_FIELDS",
     "arrow_type",
     "change_schema",
-    "python_value",
     "read_changes",
     "rows_to_batch",
     "storage_to_arrow",

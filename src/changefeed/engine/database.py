@@ -66,7 +66,9 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute(f"PRAGMA synchronous = {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}")
         # Checkpoint the WAL every ~40 MB rather than SQLite's 4 MB: each checkpoint syncs the
         # database file, and fewer, larger ones raise bulk write throughput by about a quarter.
-        conn.execute(f"PRAGMA wal_autocheckpoint = {int(os.environ.get('CHANGEFEED_WAL_AUTOCHECKPOINT', WAL_AUTOCHECKPOINT))}")
+        conn.execute(
+            f"PRAGMA wal_autocheckpoint = {int(os.environ.get('CHANGEFEED_WAL_AUTOCHECKPOINT', WAL_AUTOCHECKPOINT))}"
+        )
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import xxhash
 
@@ -77,6 +77,3 @@ def get_encoder(name: str) -> Encoder:
     if factory is None:
         raise InvalidOption(f"unknown format {name!r}; known formats: {', '.join(sorted(REGISTRY))}")
     return factory()
-
-
-_ = Any

@@ -725,7 +725,6 @@ class Session:
     # ================================================================== INSERT / UPSERT / REPLACE
     def _insert(self, txn: Transaction, s: ast.Insert, ev: _Params) -> Result:
         schema = self.resolve_table(txn, s.table)
-        self._check_not_log(schema, s.table)
         if s.columns:
             cols = [self.column(schema, i) for i in s.columns]
         else:
@@ -880,9 +879,6 @@ class Session:
         if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 630_720_000:
             raise InvalidStatement(f"TTL must be a number of seconds between 0 and 630720000, not {v!r}")
         return v or None
-
-    def _check_not_log(self, schema: TableSchema, q: ast.QName) -> None:
-        pass
 
     # ================================================================== UPDATE
     def _update(self, txn: Transaction, s: ast.Update, ev: _Params) -> Result:
@@ -1541,11 +1537,7 @@ class _Scope:
             return True, v[name]
         if isinstance(v, _RowMap):
             i = v.lower.get(name.lower())
-            if i is not None and not quoted:
-                return True, v.row[i]
-            if i is not None and quoted:
-                return True, v.row[i]
-            return False, None
+            return (True, v.row[i]) if i is not None else (False, None)
         lowered = name.lower()
         for k, x in v.items():
             if k.lower() == lowered:
