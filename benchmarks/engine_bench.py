@@ -22,23 +22,43 @@ import changefeed
 
 CONFIGS = {
     "journal off": "",
-    "deltas": " WITH cdc = {'enabled': true}",
-    "pre+post images": " WITH cdc = {'enabled': true, 'preimage': 'full', 'postimage': true}",
+    "deltas": "{'enabled': true}",
+    "pre+post images": "{'enabled': true, 'preimage': 'full', 'postimage': true}",
 }
-INSERT = "INSERT INTO ks.t (k, a, b, c) VALUES (?, ?, ?, ?)"
+SHAPES = {
+    "cql": (
+        "cql",
+        "CREATE TABLE ks.t (k bigint PRIMARY KEY, a text, b bigint, c double)",
+        "ALTER TABLE ks.t WITH cdc = {}",
+        "INSERT INTO ks.t (k, a, b, c) VALUES (?, ?, ?, ?)",
+    ),
+    "sql": (
+        "sql",
+        "CREATE TABLE ks.o (k Int64, a Utf8, b Int64, c Double, PRIMARY KEY (k))",
+        "ALTER TABLE ks.o WITH cdc = {}",
+        "UPSERT INTO ks.o (k, a, b, c) VALUES (?, ?, ?, ?)",
+    ),
+}
 
 
 def _rows(start: int, n: int) -> list[tuple[int, str, int, float]]:
     return [(i, f"value-{i}", i * 7, i / 3) for i in range(start, start + n)]
 
 
-def bench(config: str, rows: int, batch: int, root: Path) -> float:
-    db = root / f"{config.replace(' ', '_').replace('+', '')}-{batch}"
+def bench(shape: str, config: str, rows: int, batch: int, root: Path) -> float:
+    dialect, create, alter, insert = SHAPES[shape]
+    db = root / f"{shape}-{config.replace(' ', '_').replace('+', '')}-{batch}"
     shutil.rmtree(db, ignore_errors=True)
-    conn = changefeed.connect(db, dialect="cql")
-    conn.execute("CREATE TABLE ks.t (k bigint PRIMARY KEY, a text, b bigint, c double)" + CONFIGS[config])
-    # Half the writes are inserts of new keys, half overwrite existing ones.
-    conn.executemany(INSERT, _rows(0, min(rows, 10_000) // 2)) if batch > 1 else None
+    with changefeed.connect(db, dialect=dialect) as setup:
+        setup.execute(create)
+    if CONFIGS[config]:
+        with changefeed.connect(db, dialect="cql") as cql:
+            cql.execute(alter.format(CONFIGS[config]))
+    conn = changefeed.connect(db, dialect=dialect)
+    INSERT = insert
+    # A few existing rows: the first writes overwrite them, the rest insert new keys.
+    if batch > 1:
+        conn.executemany(INSERT, _rows(0, min(rows, 10_000) // 2))
     t0 = time.perf_counter()
     done = 0
     if batch == 1:
@@ -59,22 +79,29 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=200_000, help="rows written in 1,000-row transactions")
     ap.add_argument("--single", type=int, default=5_000, help="rows written in single-row transactions")
     ap.add_argument("--dir", type=Path, default=None, help="where to put the databases (default: a temp dir)")
+    ap.add_argument(
+        "--shape", choices=["cql", "sql", "both"], default="both", help="table shape(s) to measure"
+    )
     args = ap.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="cf-engine-bench-"))
     print(
         f"cores: {os.cpu_count()}  synchronous: {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}  dir: {root}"
     )
-    print(f"{'configuration':<18} {'txn size':>9} {'rows/s':>10} {'vs off':>7}  target")
-    for batch, n in ((1000, args.rows), (1, args.single)):
-        base = None
-        for config in CONFIGS:
-            rate = bench(config, n, batch, root)
-            base = base or rate
-            ratio = rate / base
-            target = {"journal off": "", "deltas": "ratio >= 0.7", "pre+post images": "ratio >= 0.5"}[config]
-            if batch == 1000 and config != "journal off":
-                target += ", >= 50000 rows/s"
-            print(f"{config:<18} {batch:>9} {rate:>10,.0f} {ratio:>7.2f}  {target}")
+    print(f"{'shape':<6} {'configuration':<18} {'txn size':>9} {'rows/s':>10} {'vs off':>7}  target")
+    shapes = ["cql", "sql"] if args.shape == "both" else [args.shape]
+    for shape in shapes:
+        for batch, n in ((1000, args.rows), (1, args.single)):
+            base = None
+            for config in CONFIGS:
+                rate = bench(shape, config, n, batch, root)
+                base = base or rate
+                ratio = rate / base
+                target = {"journal off": "", "deltas": "ratio >= 0.7", "pre+post images": "ratio >= 0.5"}[
+                    config
+                ]
+                if batch == 1000 and config != "journal off":
+                    target += ", >= 50000 rows/s"
+                print(f"{shape:<6} {config:<18} {batch:>9} {rate:>10,.0f} {ratio:>7.2f}  {target}")
     if args.dir is None:
         shutil.rmtree(root, ignore_errors=True)
 
