@@ -397,7 +397,9 @@ def test_cli_run_until_idle_subprocess(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- checkpoints
-def test_damaged_checkpoint_is_a_clear_error_and_a_deleted_one_resumes_without_loss(spark: Any, tmp_path: Path) -> None:
+def test_damaged_checkpoint_is_a_clear_error_and_a_deleted_one_resumes_without_loss(
+    spark: Any, tmp_path: Path
+) -> None:
     import shutil
 
     from changefeed.exceptions import PipelineError
