@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from changefeed.engine.catalog import ColumnSchema, TableSchema
+from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import (
     CHANGE_SNAPSHOT,
     META_FIELDS,
@@ -49,7 +49,6 @@ from changefeed.engine.changes import (
 )
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.engine.storage import TableStore, token
-from changefeed.engine.types import Kind
 from changefeed.feeds.spec import FeedSpec
 from changefeed.pipeline import job
 from changefeed.pipeline.journal_source import load_table
@@ -139,20 +138,6 @@ def load_or_plan(
     return plan
 
 
-def _arrow_column(col: ColumnSchema, values: Sequence[Any], at: pa.DataType) -> pa.Array:
-    """``changes.storage_to_arrow`` with vectorised paths for the hot types (same result)."""
-    t = col.type
-    if t.kind is Kind.UINT and t.bits == 64:
-        # storage is the value minus 2**63 as a signed int64: flip the sign bit, view as uint64
-        raw = pa.array(values, type=pa.int64())
-        flipped = pc.bit_wise_xor(raw, pa.scalar(-(1 << 63), pa.int64()))
-        u = pa.Array.from_buffers(pa.uint64(), len(raw), flipped.buffers(), raw.null_count)
-        return u.cast(at)
-    if t.kind is Kind.BOOL:
-        return pa.array(values, type=pa.int8()).cast(pa.bool_())
-    return storage_to_arrow(col, values)
-
-
 def _snapshot_batch(
     st: TableStore, feed: FeedSpec, target: pa.Schema, columns: Sequence[Sequence[Any]], n: int
 ) -> pa.RecordBatch:
@@ -171,7 +156,7 @@ def _snapshot_batch(
     ]
     base = len(META_FIELDS)
     for j, c in enumerate(st.all_cols):
-        arrays.append(_arrow_column(c, columns[j], target.field(base + j).type))
+        arrays.append(storage_to_arrow(c, columns[j]))
     true = pa.repeat(pa.scalar(True, pa.bool_()), n)
     arrays.extend(true for _ in st.value_cols)
     base += len(st.all_cols) + len(st.value_cols)
@@ -449,22 +434,13 @@ def run_initial_scan(
     job.write_progress(
         dbp,
         feed.id,
-        _delivered_seq(dbp, feed),
+        max(feed.created_seq, job.delivered_seq(dbp, feed.id) or 0),
         feed.created_wall,
         feed.created_logical,
         {"scanned": total, "total": total, "groups_done": ngroups},
     )
     if on_progress is not None:
         on_progress(feed, total, total)
-
-
-def _delivered_seq(db: Path, feed: FeedSpec) -> int:
-    conn = open_sqlite(db / DB_FILE, readonly=True)
-    try:
-        row = conn.execute("SELECT seq FROM _progress WHERE feed_id = ?", (feed.id,)).fetchone()
-    finally:
-        conn.close()
-    return feed.created_seq if row is None else max(feed.created_seq, int(row[0]))
 
 
 def _groups_done(db: Path, feed_id: int) -> int:
