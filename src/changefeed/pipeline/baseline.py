@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from changefeed.engine.catalog import TableSchema
-from changefeed.engine.changes import CHANGE_SNAPSHOT, read_changes, rows_to_batch
+from changefeed.engine.changes import read_changes
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
 from changefeed.feeds.spec import FeedSpec
@@ -119,53 +119,22 @@ class _Feed:
 
     # ------------------------------------------------------------------ phases
     def snapshot(self, batch_rows: int) -> None:
-        """Initial scan: the table at the feed's creation, as snapshot change rows, in key order."""
-        feed, st = self.feed, self.db.store(self.table)
-        with self.db.lock:
-            self.db.conn.execute("BEGIN")
-            try:
-                now = self.db.clock.now_ns()
-                rows = {tuple(r[c.id] for c in st.key_cols): r for r in st.scan_rows(self.db.conn, now)}
-                later = self._read(
-                    f"SELECT {', '.join(c.db for c in st.key_cols)}, ox, {', '.join(f'o{c.id}' for c in st.value_cols)}"
-                    f" FROM x{self.table.id} WHERE seq > ? AND st = 0 ORDER BY seq DESC",
-                    (feed.created_seq,),
-                )
-            finally:
-                self.db.conn.execute("COMMIT")
-        nk = len(st.key_cols)
-        for r in later:  # undo every later change, newest first
-            key = tuple(r[:nk])
-            if r[nk]:
-                rows[key] = {
-                    **dict(zip((c.id for c in st.key_cols), key, strict=True)),
-                    **dict(zip((c.id for c in st.value_cols), r[nk + 1 :], strict=True)),
-                }
-            else:
-                rows.pop(key, None)
-        ordered = [rows[k] for k in sorted(rows, key=_sort_key)]
-        chunks = [ordered[i : i + batch_rows] for i in range(0, len(ordered), batch_rows)] or [[]]
-        for n, chunk in enumerate(chunks):
+        """Initial scan: the table at the feed's creation, as snapshot change rows, chunk by chunk.
+
+        The same reconstruction as the Spark scan (``pipeline.scan``): current rows, with changes
+        made after the creation point undone through their old images, read in the key-range
+        chunks of the feed's saved scan plan, so a restart re-reads exactly the same chunks."""
+        from changefeed.pipeline.scan import load_or_plan, read_chunk
+
+        plan = load_or_plan(self.db.path.absolute(), self.feed, self.table, batch_rows)
+        bounds = plan["bounds"]
+        for n in range(len(bounds) + 1):
             bid = SNAPSHOT_BATCH_BASE + n
             done = self.committed()
             if all(d is not None and d >= bid for d in done):
                 continue
-            change = [
-                (
-                    0,
-                    feed.created_wall,
-                    feed.created_logical,
-                    feed.created_tx,
-                    CHANGE_SNAPSHOT,
-                    0,
-                    0,
-                    *tuple(r.get(c.id) for c in st.all_cols),
-                    *tuple(None for _ in st.value_cols),
-                    *tuple(None for _ in st.value_cols),
-                )
-                for r in chunk
-            ]
-            self.append(bid, self.encode(rows_to_batch(self.table, change)) if change else [], None)
+            batch = read_chunk(str(self.db.path.absolute()), self.table, self.feed, bounds, n)
+            self.append(bid, self.encode(batch) if batch.num_rows else [], None)
 
     def resolved_due(self) -> bool:
         return bool(self.feed.resolved_ns) and (time.monotonic() - self.last_resolved) * 1e9 >= (
@@ -218,10 +187,6 @@ class _Feed:
             if end == top:
                 time.sleep(poll)
         return self.delivered
-
-
-def _sort_key(k: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((v is not None, v) for v in k)
 
 
 def _progress(db: Database, feed_id: int, seq: int, table_id: int) -> None:
