@@ -1103,37 +1103,41 @@ class Session:
     def _point_keys(
         self, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator
     ) -> list[tuple[Any, ...]] | None:
+        """The full primary keys the WHERE pins down, or None when it does not pin every key column."""
+        return self._key_values(schema.key, where, evaluator)
+
+    def _key_values(
+        self, cols: Sequence[ColumnSchema], where: ast.Expr | None, evaluator: Evaluator
+    ) -> list[tuple[Any, ...]] | None:
+        """Every combination of storage values that the ``col = v`` / ``col IN (...)`` conjuncts of
+        ``where`` allow for ``cols``; None when a column is unrestricted (or a value cannot be its
+        type). Callers still evaluate the whole WHERE on the rows they read."""
         if where is None:
             return None
+        wanted = {c.name.lower(): c for c in cols}
         eq: dict[int, list[Any]] = {}
         for rel in _conjuncts(where):
+            col: ast.Expr | None = None
+            items: tuple[ast.Expr, ...] = ()
             if isinstance(rel, ast.BinaryOp) and rel.op == "=":
                 col, val = (
                     (rel.left, rel.right) if isinstance(rel.left, ast.Column) else (rel.right, rel.left)
                 )
-                if isinstance(col, ast.Column) and _is_const(val):
-                    c = schema.find_column(self._ident(col.name))
-                    if c is not None and c.is_key and c.id not in eq:
-                        try:
-                            eq[c.id] = [self._coerce(c, evaluator.eval(val, None))]
-                        except TypeMismatch:
-                            return None
-            elif (
-                isinstance(rel, ast.InList)
-                and isinstance(rel.expr, ast.Column)
-                and not rel.negated
-                and all(_is_const(x) for x in rel.items)
-            ):
-                c = schema.find_column(self._ident(rel.expr.name))
-                if c is not None and c.is_key and c.id not in eq:
-                    try:
-                        eq[c.id] = [self._coerce(c, evaluator.eval(x, None)) for x in rel.items]
-                    except TypeMismatch:
-                        return None
-        if not all(c.id in eq for c in schema.key):
+                items = (val,)
+            elif isinstance(rel, ast.InList) and not rel.negated:
+                col, items = rel.expr, rel.items
+            if not isinstance(col, ast.Column) or not all(_is_const(x) for x in items):
+                continue
+            c = wanted.get(self._ident(col.name).lower())
+            if c is None or c.id in eq:
+                continue
+            try:
+                eq[c.id] = [self._coerce(c, evaluator.eval(x, None)) for x in items]
+            except TypeMismatch:
+                return None
+        if not all(c.id in eq for c in cols):
             return None
-        keys = list(dict.fromkeys(tuple(p) for p in itertools.product(*(eq[c.id] for c in schema.key))))
-        return keys
+        return list(dict.fromkeys(tuple(p) for p in itertools.product(*(eq[c.id] for c in cols))))
 
     def _py_row(self, schema: TableSchema, row: Mapping[int, Any]) -> dict[str, Any]:
         out = {c.name: c.type.from_db(row.get(c.id)) for c in schema.columns if not c.virtual}
@@ -1351,40 +1355,11 @@ class Session:
     def _pushdown(
         self, rel: Relation, where: ast.Expr | None, evaluator: Evaluator
     ) -> list[tuple[Any, ...]] | None:
+        """The partitions a SELECT's WHERE pins down (None: scan them all)."""
         if where is None or not rel.pk_columns:
             return None
-        eq: dict[str, list[Any]] = {}
-        for rel_ in _conjuncts(where):
-            if (
-                isinstance(rel_, ast.BinaryOp)
-                and rel_.op == "="
-                and isinstance(rel_.left, ast.Column)
-                and _is_const(rel_.right)
-            ):
-                eq.setdefault(self._ident(rel_.left.name).lower(), []).append(
-                    evaluator.eval(rel_.right, None)
-                )
-            elif (
-                isinstance(rel_, ast.InList)
-                and isinstance(rel_.expr, ast.Column)
-                and not rel_.negated
-                and all(_is_const(x) for x in rel_.items)
-            ):
-                eq.setdefault(self._ident(rel_.expr.name).lower(), []).extend(
-                    evaluator.eval(x, None) for x in rel_.items
-                )
         schema = self.db.find_table(rel.name)
-        if schema is None:
-            return None
-        vals = []
-        for c in schema.partition_key:
-            if c.name.lower() not in eq:
-                return None
-            try:
-                vals.append([self._coerce(c, v) for v in eq[c.name.lower()]])
-            except TypeMismatch:
-                return None
-        return [tuple(p) for p in itertools.product(*vals)]
+        return None if schema is None else self._key_values(schema.partition_key, where, evaluator)
 
     def _show(self, txn: Transaction, s: ast.Show) -> Result:
         if s.what == "tables":
