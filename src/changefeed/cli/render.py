@@ -59,15 +59,26 @@ def _duration(v: dt.timedelta) -> str:
     return sign + ("".join(out) or "0s")
 
 
+def _widths(headers: list[str], cells: list[list[str]]) -> list[int]:
+    """Each column as wide as its header or its widest cell."""
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    return widths
+
+
+def _rule(widths: list[int]) -> str:
+    """The dashed line under the header, as cqlsh and psql draw it."""
+    return "-" + "-+-".join("-" * w for w in widths) + "-"
+
+
 def render_cql(res: Result) -> str:
     """cqlsh's table: headers left-justified, values right-justified, then ``(N rows)``."""
     types = res.types or [None] * len(res.columns)
     cells = [[cql_value(v, t) for v, t in zip(row, types, strict=False)] for row in res.rows]
-    widths = [len(c) for c in res.columns]
-    for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    widths = _widths(res.columns, cells)
     lines = [(" " + " | ".join(h.ljust(w) for h, w in zip(res.columns, widths, strict=True))).rstrip()]
-    lines.append("-" + "-+-".join("-" * w for w in widths) + "-")
+    lines.append(_rule(widths))
     for row in cells:
         lines.append(" " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
     lines.append("")
@@ -98,11 +109,9 @@ def render_sql(res: Result) -> str:
         and any(v is not None for v in col)
         for col in (zip(*res.rows, strict=True) if res.rows else [[] for _ in res.columns])
     ]
-    widths = [len(c) for c in res.columns]
-    for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    widths = _widths(res.columns, cells)
     lines = [(" " + " | ".join(h.center(w) for h, w in zip(res.columns, widths, strict=True))).rstrip()]
-    lines.append("-" + "-+-".join("-" * w for w in widths) + "-")
+    lines.append(_rule(widths))
     for row in cells:
         parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric, strict=True)]
         lines.append((" " + " | ".join(parts)).rstrip())
