@@ -16,7 +16,7 @@ executor). Each operation updates the table and, in the same SQLite transaction,
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from changefeed.engine.storage import (
     OP_RANGE_RIGHT_EXCL,
     OP_RANGE_RIGHT_INCL,
     OP_ROW_DELETE,
+    OP_UPDATE,
     Row,
     TableStore,
     token,
@@ -168,6 +169,34 @@ class Transaction:
         else:
             params.extend(None for _ in ids)
         self.conn.execute(st.journal_sql(ids), params)
+
+    def _log_statement(
+        self,
+        st: TableStore,
+        tok: int,
+        key: Sequence[Any],
+        op: int,
+        cells: dict[int, Any],
+        *,
+        old: Row | None,
+        image_ids: tuple[int, ...],
+        ttl: int | None = None,
+        new: Callable[[], Row | None] | None = None,
+    ) -> None:
+        """The ScyllaDB log entries of one statement on one row: its pre-image (the columns it
+        changes, or all of ``image_ids`` with ``preimage = 'full'``; only if the row existed), its
+        delta, and its post-image (``new`` reads the row afterwards; deletes have none)."""
+        cdc = st.schema.cdc
+        if cdc.preimage != "false" and old is not None:
+            ids = image_ids if cdc.preimage == "full" or not cells else tuple(cells)
+            self._log(st, tok, OP_PREIMAGE, key, {i: old.get(i) for i in ids}, deleted_flags=False)
+        self._log(st, tok, op, key, cells if cdc.delta == "full" else {}, deleted_flags=True, ttl=ttl)
+        if cdc.postimage and new is not None:
+            after = new()
+            if after is not None:
+                self._log(
+                    st, tok, OP_POSTIMAGE, key, {i: after.get(i) for i in image_ids}, deleted_flags=False
+                )
 
     def _ttl_params(self, ttl: int | None, ids: Sequence[int]) -> tuple[int | None, str | None]:
         if ttl is None:
@@ -317,22 +346,17 @@ class Transaction:
         if any(v is None for v in cells.values()):
             self.conn.execute(st.static_vanish_sql(), st.pk_params(pk))
         if cdc.enabled:
-            tok = token(pk)
-            if cdc.preimage != "false" and old is not None:
-                ids = [c.id for c in st.static_cols] if cdc.preimage == "full" else list(cells)
-                self._log(st, tok, OP_PREIMAGE, pk, {i: old.get(i) for i in ids}, deleted_flags=False)
-            self._log(st, tok, 1, pk, cells if cdc.delta == "full" else {}, deleted_flags=True, ttl=ttl)
-            if cdc.postimage:
-                new = st.get_static(self.conn, pk, self.now_ns)
-                if new is not None:
-                    self._log(
-                        st,
-                        tok,
-                        OP_POSTIMAGE,
-                        pk,
-                        {c.id: new.get(c.id) for c in st.static_cols},
-                        deleted_flags=False,
-                    )
+            self._log_statement(
+                st,
+                token(pk),
+                pk,
+                OP_UPDATE,
+                cells,
+                old=old,
+                image_ids=tuple(c.id for c in st.static_cols),
+                ttl=ttl,
+                new=lambda: st.get_static(self.conn, pk, self.now_ns),
+            )
 
     def delete_row(
         self, schema: TableSchema, key: tuple[Any, ...], *, old: Row | bool | None = False
@@ -349,17 +373,15 @@ class Transaction:
             self._touch(st, False, key, old_row, ())
         self.conn.execute(st.delete_row_sql(), st.key_params(key))
         if cdc.enabled:
-            tok = token(key[: len(st.pk_cols)])
-            if cdc.preimage != "false" and old_row is not None:
-                self._log(
-                    st,
-                    tok,
-                    OP_PREIMAGE,
-                    key,
-                    {c.id: old_row.get(c.id) for c in st.regular_cols},
-                    deleted_flags=False,
-                )
-            self._log(st, tok, OP_ROW_DELETE, key, {}, deleted_flags=False)
+            self._log_statement(
+                st,
+                token(key[: len(st.pk_cols)]),
+                key,
+                OP_ROW_DELETE,
+                {},
+                old=old_row,
+                image_ids=tuple(c.id for c in st.regular_cols),
+            )
 
     def delete_range(
         self,
