@@ -24,7 +24,9 @@ from changefeed.exceptions import CorruptFile, DatabaseError, UndefinedTable
 
 DB_FILE = "changefeed.db"
 FORMAT = "changefeed-db"
-FORMAT_VERSION = 1
+#: Bumped whenever the layout of the tables in the file changes (2: nullable journal tokens,
+#: 0/1 deleted flags). A file of another version is refused rather than misread.
+FORMAT_VERSION = 2
 #: How long a writer waits for another process's write transaction before giving up.
 BUSY_TIMEOUT_MS = 60_000
 #: WAL pages between automatic checkpoints (SQLite's default is 1,000).
@@ -129,6 +131,13 @@ class Database:
         if row is not None:
             if row[0] != FORMAT:
                 raise CorruptFile(f"{self.file}: not a changefeed database (format {row[0]!r})")
+            version = c.execute("SELECT value FROM _meta WHERE key = 'version'").fetchone()
+            if version is None or version[0] != FORMAT_VERSION:
+                found = "no" if version is None else repr(version[0])
+                raise DatabaseError(
+                    f"{self.file}: database format version {found}, but this changefeed reads version "
+                    f"{FORMAT_VERSION}; export it with the version that wrote it, or recreate it"
+                )
             return
         tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if tables:

@@ -12,7 +12,9 @@ results are returned to a user. TTLs: ``_m`` is the row marker (NULL none, 0 liv
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -41,6 +43,100 @@ def token(values: Sequence[Any]) -> int:
     """The partition token of a partition key (storage values): a signed 64-bit hash."""
     h = xxhash.xxh64_intdigest(repr(tuple(values)).encode("utf-8"))
     return h - (1 << 64) if h >= (1 << 63) else h
+
+
+_U64 = 1 << 64
+_I64_MAX = 1 << 63
+
+
+def tokens(pks: Iterable[tuple[Any, ...]]) -> list[int]:
+    """``token`` of many partition keys, without a Python frame per key."""
+    hashes = map(xxhash.xxh64_intdigest, map(str.encode, map(repr, pks)))
+    return [h - _U64 if h >= _I64_MAX else h for h in hashes]
+
+
+# ---------------------------------------------------------------------- bulk inserts
+#: SQLite's historical default limit on host parameters per statement (newer builds allow more).
+MAX_PARAMS = 999
+#: Rows per multi-row INSERT: large enough to amortise each statement step, small enough to keep
+#: the set of cached statement texts small (one per power of two up to this).
+MAX_ROWS_PER_STATEMENT = 64
+
+
+@lru_cache(maxsize=2048)
+def _values_sql(
+    table: str,
+    const_cols: tuple[str, ...],
+    row_cols: tuple[str, ...],
+    rows: int,
+    tail: str,
+    twin: tuple[tuple[str, str], ...],
+) -> str:
+    consts = [f"?{i + 1}" for i in range(len(const_cols))]
+    width = len(row_cols)
+    first = len(const_cols) + 1
+    names = const_cols + row_cols
+    overrides = dict(twin)
+    tuples = []
+    for r in range(rows):
+        base = first + r * width
+        refs = consts + [f"?{base + j}" for j in range(width)]
+        tuples.append("(" + ", ".join(refs) + ")")
+        if twin:
+            second = [
+                overrides[c].replace("{}", ref) if c in overrides else ref
+                for c, ref in zip(names, refs, strict=True)
+            ]
+            tuples.append("(" + ", ".join(second) + ")")
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES {', '.join(tuples)}{tail}"
+
+
+def insert_columns(
+    conn: sqlite3.Connection,
+    table: str,
+    consts: Mapping[str, Any],
+    columns: Mapping[str, Sequence[Any]],
+    n: int,
+    tail: str = "",
+    *,
+    twin: Mapping[str, str] | None = None,
+) -> None:
+    """Insert ``n`` rows given column-wise: ``columns`` maps a column to its ``n`` values and
+    ``consts`` a column to the one value every row gets (a ``None`` constant is left out, so the
+    column takes its default, NULL). ``tail`` follows the VALUES list (an ``ON CONFLICT`` clause).
+    ``twin`` inserts a second row after each row: the same values except the columns it maps to
+    SQL expressions, in which ``{}`` stands for the first row's value (``{"bsn": "{} + 1"}``).
+
+    Rows go in multi-row ``INSERT .. VALUES`` statements of up to 64 rows, whose constants are
+    numbered parameters bound once per statement (a twin reuses its row's parameters): binding
+    and stepping one statement per row costs about twice as much, and binding ``None`` (which
+    Python's sqlite3 adapts the slow way) more still. Statement texts depend only on the column
+    names and a power-of-two row count, so they stay in the connection's statement cache."""
+    if n <= 0:
+        return
+    const_cols = tuple(k for k, v in consts.items() if v is not None)
+    head = [consts[k] for k in const_cols]
+    row_cols = tuple(columns)
+    width = len(row_cols)
+    twin_key = tuple(sorted(twin.items())) if twin else ()
+    if width == 0:
+        sql = _values_sql(table, const_cols, (), 1, tail, twin_key)
+        conn.executemany(sql, [head] * n)
+        return
+    values = list(columns.values())
+    flat = list(values[0]) if width == 1 else list(chain.from_iterable(zip(*values, strict=True)))
+    if len(flat) != n * width:
+        raise ValueError(f"insert_columns: expected {n} values per column")
+    size = MAX_ROWS_PER_STATEMENT
+    while size > 1 and len(head) + size * width > MAX_PARAMS:
+        size //= 2
+    i = 0
+    while i < n:
+        while size > n - i:
+            size //= 2
+        sql = _values_sql(table, const_cols, row_cols, size, tail, twin_key)
+        conn.execute(sql, head + flat[i * width : (i + size) * width])
+        i += size
 
 
 def stream_id(tok: int) -> bytes:
@@ -77,8 +173,7 @@ class TableStore:
         self.pk_where = lead + " AND ".join(f"{c.db} = ?" for c in self.pk_cols)
         self._row_select = ", ".join([c.db for c in self.row_cols] + ["_m", "_exp"])
         self._static_select = ", ".join([c.db for c in self.pk_cols + self.static_cols] + ["_exp"])
-        self._upsert_sql: dict[tuple[Any, ...], str] = {}
-        self._j_sql: dict[tuple[int, ...], str] = {}
+        self._upsert_tail: dict[tuple[Any, ...], str] = {}
         self.x_sql = self._x_insert_sql()
 
     # ================================================================== DDL
@@ -112,12 +207,16 @@ class TableStore:
         # Plain rowid (no AUTOINCREMENT, which costs a sqlite_sequence update per row): the log is
         # read in (token, seq) order only, and new rows always get a seq above every live row.
         # The change stream keeps AUTOINCREMENT because feeds keep offsets into it.
+        # ``tok`` is stored for CQL tables, which compute it anyway (it orders their rows); SQL
+        # tables leave it NULL and the log view computes it from the key when read.
+        # ``d<id>`` (cdc$deleted_<col>) is 1 on a delta that deleted the cell, 0 on other deltas
+        # and NULL on images and range bounds.
         cols = [
             "seq INTEGER PRIMARY KEY",
             "ts INTEGER NOT NULL",
             "lg INTEGER NOT NULL",
             "tx INTEGER NOT NULL",
-            "tok INTEGER NOT NULL",
+            "tok INTEGER",
             "bsn INTEGER NOT NULL",
             "op INTEGER NOT NULL",
             "ttl INTEGER",
@@ -288,33 +387,29 @@ class TableStore:
                 yield row
 
     # ================================================================== writes
-    def upsert_sql(self, cell_ids: tuple[int, ...], marker: bool, ttl: bool, static: bool) -> str:
-        """INSERT .. ON CONFLICT DO UPDATE for a key plus the given cells.
+    def upsert_tail(self, cell_ids: tuple[int, ...], marker: bool, ttl: bool, static: bool) -> str:
+        """The ``ON CONFLICT`` clause that makes an INSERT of a key plus the given cells an upsert.
 
-        Parameters: [tok,] key..., cells..., marker value (if marker), exp json (if ttl)."""
+        The INSERT's columns: [``_tok``,] key..., ``c<id>`` of the cells, ``_m`` (if marker),
+        ``_exp`` (if ttl)."""
         ck = (cell_ids, marker, ttl, static)
-        sql = self._upsert_sql.get(ck)
-        if sql is not None:
-            return sql
-        table = self.s if static else self.t
+        tail = self._upsert_tail.get(ck)
+        if tail is not None:
+            return tail
         keys = self.pk_cols if static else self.key_cols
-        cols = (["_tok"] if self.cql else []) + [c.db for c in keys] + [f"c{i}" for i in cell_ids]
         conflict = ", ".join((["_tok"] if self.cql else []) + [c.db for c in keys])
         sets = [f"c{i} = excluded.c{i}" for i in cell_ids]
         if marker and not static:
-            cols.append("_m")
             sets.append("_m = excluded._m")
         if ttl:
-            cols.append("_exp")
             sets.append("_exp = json_patch(COALESCE(_exp, '{}'), excluded._exp)")
         elif cell_ids:
             paths = ", ".join(f"'$.c{i}'" for i in cell_ids)
             sets.append(f"_exp = CASE WHEN _exp IS NULL THEN NULL ELSE json_remove(_exp, {paths}) END")
-        placeholders = ", ".join("?" for _ in cols)
         update = f"DO UPDATE SET {', '.join(sets)}" if sets else "DO NOTHING"
-        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({placeholders}) ON CONFLICT ({conflict}) {update}"
-        self._upsert_sql[ck] = sql
-        return sql
+        tail = f" ON CONFLICT ({conflict}) {update}"
+        self._upsert_tail[ck] = tail
+        return tail
 
     def vanish_sql(self) -> str:
         """Delete a CQL row that has no live marker and no non-null regular cell left."""
@@ -329,18 +424,6 @@ class TableStore:
         return f"DELETE FROM {self.t} WHERE {self.key_where}"
 
     # ================================================================== journal
-    def journal_sql(self, cell_ids: tuple[int, ...]) -> str:
-        """INSERT of one ScyllaDB log row. Params: ts, lg, tx, tok, bsn, op, ttl, key..., cells..., deleted flags..."""
-        sql = self._j_sql.get(cell_ids)
-        if sql is None:
-            cols = ["ts", "lg", "tx", "tok", "bsn", "op", "ttl"]
-            cols += [c.db for c in self.key_cols]
-            cols += [f"c{i}" for i in cell_ids]
-            cols += [f"d{i}" for i in cell_ids if not self.schema.column_by_id(i).is_key]
-            sql = f"INSERT INTO {self.j} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-            self._j_sql[cell_ids] = sql
-        return sql
-
     def _x_insert_sql(self) -> str:
         cols = ["ts", "lg", "tx", "op", "ox", "st"]
         cols += [c.db for c in self.all_cols]

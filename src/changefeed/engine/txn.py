@@ -16,7 +16,7 @@ executor). Each operation updates the table and, in the same SQLite transaction,
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,9 @@ from changefeed.engine.storage import (
     OP_UPDATE,
     Row,
     TableStore,
+    insert_columns,
     token,
+    tokens,
 )
 from changefeed.exceptions import TransactionError, UndefinedTable
 
@@ -58,6 +60,30 @@ class _Touch:
 class _Capture:
     store: TableStore
     touched: dict[tuple[bool, tuple[Any, ...]], _Touch] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _SeqNos:
+    """The next ``cdc$batch_seq_no`` of each partition one transaction logged in one table.
+
+    A bulk write of partitions the transaction has not logged yet is kept as a pending
+    ``(partition keys, numbers used)`` segment and only indexed when a later write to the same
+    table needs to look a partition up, so a one-statement transaction never builds the index."""
+
+    next: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    pending: list[tuple[Sequence[tuple[Any, ...]], Sequence[int] | int]] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not self.next and not self.pending
+
+    def index(self) -> dict[tuple[Any, ...], int]:
+        for pks, used in self.pending:
+            if isinstance(used, int):
+                self.next.update(dict.fromkeys(pks, used))
+            else:
+                self.next.update(zip(pks, used, strict=True))
+        self.pending.clear()
+        return self.next
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +105,7 @@ class Transaction:
         self.ts: CommitTs | None = None
         self.txid = 0
         self._captures: dict[int, _Capture] = {}
-        self._bsn: dict[tuple[int, int], int] = {}
+        self._bsn: dict[int, _SeqNos] = {}  # per table id
         self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         self.active = True
         try:
@@ -129,10 +155,10 @@ class Transaction:
         return self.ts
 
     # ------------------------------------------------------------------ helpers
-    def _next_bsn(self, schema: TableSchema, tok: int) -> int:
-        k = (schema.id, tok)
-        n = self._bsn.get(k, 0)
-        self._bsn[k] = n + 1
+    def _next_bsn(self, schema: TableSchema, pk: tuple[Any, ...]) -> int:
+        per_table = self._bsn.setdefault(schema.id, _SeqNos()).index()
+        n = per_table.get(pk, 0)
+        per_table[pk] = n + 1
         return n
 
     def _touch(
@@ -150,31 +176,35 @@ class Transaction:
     def _log(
         self,
         st: TableStore,
-        tok: int,
         op: int,
-        key: Sequence[Any],
+        key: tuple[Any, ...],
         cells: dict[int, Any],
         *,
         deleted_flags: bool,
         ttl: int | None = None,
     ) -> None:
+        """One ScyllaDB log row. ``key`` may be a key prefix (range bounds, partition deletes)."""
         ts = self._require_write()
-        ids = tuple(cells)
-        params: list[Any] = [ts.wall, ts.logical, self.txid, tok, self._next_bsn(st.schema, tok), op, ttl]
-        params.extend(key)
-        params.extend([None] * (len(st.key_cols) - len(key)))
-        params.extend(cells.values())
+        pk = key[: len(st.pk_cols)]
+        row: dict[str, Any] = {
+            "ts": ts.wall,
+            "lg": ts.logical,
+            "tx": self.txid,
+            "tok": token(pk) if st.cql else None,  # SQL tables: computed when the log is read
+            "bsn": self._next_bsn(st.schema, pk),
+            "op": op,
+            "ttl": ttl,
+        }
+        row.update(zip((c.db for c in st.key_cols), key, strict=False))
+        row.update((f"c{i}", v) for i, v in cells.items())
         if deleted_flags:
-            params.extend(1 if v is None else None for v in cells.values())
-        else:
-            params.extend(None for _ in ids)
-        self.conn.execute(st.journal_sql(ids), params)
+            row.update((f"d{i}", 1 if v is None else 0) for i, v in cells.items())
+        insert_columns(self.conn, st.j, row, {}, 1)
 
     def _log_statement(
         self,
         st: TableStore,
-        tok: int,
-        key: Sequence[Any],
+        key: tuple[Any, ...],
         op: int,
         cells: dict[int, Any],
         *,
@@ -189,14 +219,12 @@ class Transaction:
         cdc = st.schema.cdc
         if cdc.preimage != "false" and old is not None:
             ids = image_ids if cdc.preimage == "full" or not cells else tuple(cells)
-            self._log(st, tok, OP_PREIMAGE, key, {i: old.get(i) for i in ids}, deleted_flags=False)
-        self._log(st, tok, op, key, cells if cdc.delta == "full" else {}, deleted_flags=True, ttl=ttl)
+            self._log(st, OP_PREIMAGE, key, {i: old.get(i) for i in ids}, deleted_flags=False)
+        self._log(st, op, key, cells if cdc.delta == "full" else {}, deleted_flags=True, ttl=ttl)
         if cdc.postimage and new is not None:
             after = new()
             if after is not None:
-                self._log(
-                    st, tok, OP_POSTIMAGE, key, {i: after.get(i) for i in image_ids}, deleted_flags=False
-                )
+                self._log(st, OP_POSTIMAGE, key, {i: after.get(i) for i in image_ids}, deleted_flags=False)
 
     def _ttl_params(self, ttl: int | None, ids: Sequence[int]) -> tuple[int | None, str | None]:
         if ttl is None:
@@ -220,111 +248,174 @@ class Transaction:
         (CQL INSERT, every SQL write). ``op`` is the Scylla delta operation (1 update, 2 insert).
         ``old`` may pass the row as already read by the caller (False: not read yet)."""
         olds = None if old is False else ({key: old} if isinstance(old, dict) else {})
-        self.write_rows(schema, [(key, cells)], marker=marker, op=op, ttl=ttl, olds=olds)
+        columns = {i: (v,) for i, v in cells.items()}
+        self.write_rows(schema, [key], columns, marker=marker, op=op, ttl=ttl, olds=olds)
 
     def write_rows(
         self,
         schema: TableSchema,
-        items: Sequence[tuple[tuple[Any, ...], dict[int, Any]]],
+        keys: Sequence[tuple[Any, ...]],
+        cells: Mapping[int, Sequence[Any]],
         *,
         marker: bool,
         op: int,
         ttl: int | None = None,
         olds: dict[tuple[Any, ...], Row] | None = None,
     ) -> None:
-        """``write_row`` for many distinct keys that all set the same cells, in bulk: one bulk read
-        of the old rows when images are needed (``olds`` passes rows the caller already read: a
-        key missing from it did not exist), and ``executemany`` for data and journal."""
-        ts = self._require_write()
-        if not items:
+        """``write_row`` for many distinct keys that set the same cells, given column-wise:
+        ``cells`` maps each regular column written to its values, one per key.
+
+        Old rows are read in bulk when images need them (``olds`` passes rows the caller already
+        read: a key missing from it did not exist); data and journal rows are built column by
+        column and written with multi-row INSERTs (``storage.insert_columns``)."""
+        self._require_write()
+        n = len(keys)
+        if n == 0:
             return
         st = self.store(schema)
         cdc = schema.cdc
-        ids = tuple(items[0][1])
-        keys = [k for k, _ in items]
+        ids = tuple(cells)
         npk = len(st.pk_cols)
-        toks = [token(k[:npk]) for k in keys]
+        pks = keys if npk == len(st.key_cols) else [k[:npk] for k in keys]
+        toks = tokens(pks) if st.cql else []  # SQL tables store none: see storage.journal_create_sql
         need_old = schema.changes or (cdc.enabled and (cdc.preimage != "false" or cdc.postimage))
         if need_old and olds is None:
-            olds = st.get_rows(self.conn, keys, self.now_ns, toks)
+            olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
         olds = olds or {}
         if schema.changes:
-            for key, _ in items:
+            for key in keys:
                 self._touch(st, False, key, olds.get(key), ids)
         marker_at, exp = self._ttl_params(ttl, ids)
-        tail: list[Any] = []
-        if marker:
-            tail.append(0 if marker_at is None else marker_at)
-        if exp is not None:
-            tail.append(exp)
-        lead = st.cql
-        data = []
-        vanish = []
-        for (key, cells), tok in zip(items, toks, strict=True):
-            kp = [tok, *key] if lead else list(key)
-            data.append([*kp, *cells.values(), *tail])
-            if lead and not marker and None in cells.values():
-                vanish.append(kp)
-        self.conn.executemany(st.upsert_sql(ids, marker, exp is not None, False), data)
-        if vanish:
-            self.conn.executemany(st.vanish_sql(), vanish)
-        if not cdc.enabled:
-            return
-        head = [ts.wall, ts.logical, self.txid]
+        key_columns = dict(zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True))
+        data: dict[str, Sequence[Any]] = {"_tok": toks} if st.cql else {}
+        data.update(key_columns)
+        data.update((f"c{i}", cells[i]) for i in ids)
+        consts = {"_m": (marker_at or 0) if marker else None, "_exp": exp}
+        insert_columns(self.conn, st.t, consts, data, n, st.upsert_tail(ids, marker, exp is not None, False))
+        if st.cql and not marker and any(None in cells[i] for i in ids):
+            gone = [r for r in range(n) if any(cells[i][r] is None for i in ids)]
+            self.conn.executemany(st.vanish_sql(), [[toks[r], *keys[r]] for r in gone])
+        if cdc.enabled:
+            self._journal_writes(st, keys, pks, toks, key_columns, cells, olds, marker=marker, op=op, ttl=ttl)
+
+    def _journal_writes(
+        self,
+        st: TableStore,
+        keys: Sequence[tuple[Any, ...]],
+        pks: Sequence[tuple[Any, ...]],
+        toks: list[int],
+        key_columns: Mapping[str, Sequence[Any]],
+        cells: Mapping[int, Sequence[Any]],
+        olds: dict[tuple[Any, ...], Row],
+        *,
+        marker: bool,
+        op: int,
+        ttl: int | None,
+    ) -> None:
+        """The ScyllaDB log rows of ``write_rows``: per key its pre-image (if the row existed),
+        its delta and its post-image (if the row exists afterwards), numbered by
+        ``cdc$batch_seq_no`` per partition."""
+        ts = self._require_write()
+        cdc = st.schema.cdc
+        n = len(keys)
+        ids = tuple(cells)
         regular_ids = tuple(c.id for c in st.regular_cols)
-        pre_ids = regular_ids if cdc.preimage == "full" else ids
-        pre_rows, delta_rows, post_rows = [], [], []
-        news: dict[tuple[Any, ...], Row] = {}
-        if cdc.postimage and not marker:
-            news = st.get_rows(self.conn, keys, self.now_ns, toks)
-        delta_ids = ids if cdc.delta == "full" else ()
-        bsn = self._bsn
-        sid = schema.id
-        for (key, cells), tok in zip(items, toks, strict=True):
-            old = olds.get(key)
-            n = bsn.get((sid, tok), 0)
-            if cdc.preimage != "false" and old is not None:
-                pre_rows.append(
-                    [
-                        *head,
-                        tok,
-                        n,
-                        OP_PREIMAGE,
-                        None,
-                        *key,
-                        *(old.get(i) for i in pre_ids),
-                        *(None for _ in pre_ids),
-                    ]
-                )
-                n += 1
-            vals = [cells[i] for i in delta_ids]
-            delta_rows.append(
-                [*head, tok, n, op, ttl, *key, *vals, *(1 if v is None else None for v in vals)]
-            )
-            n += 1
-            if cdc.postimage:
-                # With a row marker written the row exists afterwards: old cells merged with the new.
-                new = {**old, **cells} if marker and old is not None else cells if marker else news.get(key)
-                if new is not None:
-                    post_rows.append(
-                        [
-                            *head,
-                            tok,
-                            n,
-                            OP_POSTIMAGE,
-                            None,
-                            *key,
-                            *(new.get(i) for i in regular_ids),
-                            *(None for _ in regular_ids),
-                        ]
-                    )
-                    n += 1
-            bsn[(sid, tok)] = n
-        if pre_rows:
-            self.conn.executemany(st.journal_sql(pre_ids), pre_rows)
-        self.conn.executemany(st.journal_sql(delta_ids), delta_rows)
-        if post_rows:
-            self.conn.executemany(st.journal_sql(regular_ids), post_rows)
+        # Which rows get a pre-image and a post-image (None: every row), and the post columns.
+        pre: list[int] = []
+        if cdc.preimage != "false" and olds:
+            pre = [r for r in range(n) if keys[r] in olds]
+        post: list[int] | None = []
+        post_cols: dict[int, Sequence[Any]] = {}
+        if cdc.postimage and marker:
+            # The row exists afterwards: old cells merged with the new.
+            post = None
+            for i in regular_ids:
+                if i in cells:
+                    post_cols[i] = cells[i]
+                elif olds:
+                    post_cols[i] = [o.get(i) if (o := olds.get(k)) is not None else None for k in keys]
+        elif cdc.postimage:
+            news = st.get_rows(self.conn, keys, self.now_ns, toks or None)
+            post = [r for r in range(n) if keys[r] in news]
+            post_rows = [news[keys[r]] for r in post]
+            post_cols = {i: [row.get(i) for row in post_rows] for i in regular_ids}
+        # cdc$batch_seq_no: row r takes pre + 1 + post numbers in its partition, after those the
+        # transaction already used there (base, all zero in the common case: new partitions).
+        pre_flag = [0] * n
+        for r in pre:
+            pre_flag[r] = 1
+        post_flag = [1] * n if post is None else [0] * n
+        for r in post or ():
+            post_flag[r] = 1
+        seqnos = self._bsn.setdefault(st.schema.id, _SeqNos())
+        base: list[int] | None = None
+        if seqnos.empty() and (pks is keys or len(set(pks)) == n):
+            if pre or post:
+                seqnos.pending.append((pks, [1 + a + b for a, b in zip(pre_flag, post_flag, strict=True)]))
+            else:
+                seqnos.pending.append((pks, 1 if post == [] else 2))
+        else:
+            per_table = seqnos.index()
+            base = []
+            for r, pk in enumerate(pks):
+                used = per_table.get(pk, 0)
+                base.append(used)
+                per_table[pk] = used + pre_flag[r] + 1 + post_flag[r]
+
+        def seq_no(rows: list[int] | None, offset: list[int] | int) -> tuple[dict[str, Any], dict[str, Any]]:
+            """(constants, columns) giving cdc$batch_seq_no = base + offset for ``rows``."""
+            if base is None and isinstance(offset, int):
+                return {"bsn": offset}, {}
+            b = base or [0] * n
+            off = [offset] * n if isinstance(offset, int) else offset
+            return {}, {"bsn": [b[r] + off[r] for r in (range(n) if rows is None else rows)]}
+
+        def key_subset(rows: list[int] | None) -> dict[str, Sequence[Any]]:
+            out: dict[str, Sequence[Any]] = {}
+            if rows is None:
+                if toks:
+                    out["tok"] = toks
+                out.update(key_columns)
+                return out
+            subset = [keys[r] for r in rows]
+            if toks:
+                out["tok"] = [toks[r] for r in rows]
+            out.update(zip((c.db for c in st.key_cols), zip(*subset, strict=True), strict=True))
+            return out
+
+        head = {"ts": ts.wall, "lg": ts.logical, "tx": self.txid}
+        if pre:
+            pre_ids = regular_ids if cdc.preimage == "full" else ids
+            consts, cols = seq_no(pre, 0)
+            cols.update(key_subset(pre))
+            old_rows = [olds[keys[r]] for r in pre]
+            cols.update((f"c{i}", [o.get(i) for o in old_rows]) for i in pre_ids)
+            insert_columns(self.conn, st.j, {**head, **consts, "op": OP_PREIMAGE}, cols, len(pre))
+        consts, cols = seq_no(None, pre_flag if pre else 0)
+        cols.update(key_subset(None))
+        if cdc.delta == "full":
+            for i in ids:
+                col = cells[i]
+                cols[f"c{i}"] = col
+                if None in col:
+                    cols[f"d{i}"] = [1 if v is None else 0 for v in col]
+                else:
+                    consts[f"d{i}"] = 0
+        post_cols = {i: col for i, col in post_cols.items() if col.count(None) != len(col)}
+        if post is None and cdc.delta == "full" and all(col is cells.get(i) for i, col in post_cols.items()):
+            # Every post-image holds exactly the delta's values (the other columns null): insert
+            # it as the delta row's twin, from the same bound values.
+            twin = {"op": str(OP_POSTIMAGE), "bsn": "{} + 1", "ttl": "NULL"}
+            twin.update((f"d{i}", "NULL") for i in ids)
+            insert_columns(self.conn, st.j, {**head, **consts, "op": op, "ttl": ttl}, cols, n, twin=twin)
+            return
+        insert_columns(self.conn, st.j, {**head, **consts, "op": op, "ttl": ttl}, cols, n)
+        if post is None or post:
+            consts, cols = seq_no(post, [f + 1 for f in pre_flag] if pre else 1)
+            cols.update(key_subset(post))
+            cols.update((f"c{i}", col) for i, col in post_cols.items())
+            count = n if post is None else len(post)
+            insert_columns(self.conn, st.j, {**head, **consts, "op": OP_POSTIMAGE}, cols, count)
 
     def write_static(
         self, schema: TableSchema, pk: tuple[Any, ...], cells: dict[int, Any], *, ttl: int | None = None
@@ -338,17 +429,18 @@ class Transaction:
         if schema.changes:
             self._touch(st, True, pk, old, tuple(cells))
         _, exp = self._ttl_params(ttl, tuple(cells))
-        params = st.pk_params(pk)
-        params.extend(cells.values())
-        if exp is not None:
-            params.append(exp)
-        self.conn.execute(st.upsert_sql(tuple(cells), False, exp is not None, True), params)
+        row: dict[str, Any] = {"_tok": token(pk)}
+        row.update(zip((c.db for c in st.pk_cols), pk, strict=True))
+        row.update((f"c{i}", v) for i, v in cells.items())
+        row["_exp"] = exp
+        insert_columns(
+            self.conn, st.s, row, {}, 1, st.upsert_tail(tuple(cells), False, exp is not None, True)
+        )
         if any(v is None for v in cells.values()):
             self.conn.execute(st.static_vanish_sql(), st.pk_params(pk))
         if cdc.enabled:
             self._log_statement(
                 st,
-                token(pk),
                 pk,
                 OP_UPDATE,
                 cells,
@@ -375,7 +467,6 @@ class Transaction:
         if cdc.enabled:
             self._log_statement(
                 st,
-                token(key[: len(st.pk_cols)]),
                 key,
                 OP_ROW_DELETE,
                 {},
@@ -416,7 +507,6 @@ class Transaction:
             f"DELETE FROM {st.t} WHERE {st.pk_where} AND {where}", [*st.pk_params(pk), *params]
         )
         if schema.cdc.enabled:
-            tok = token(pk)
             if lower is None and upper is None:
                 lower_key: tuple[Any, ...] | None = pk + prefix
                 upper_key: tuple[Any, ...] | None = pk + prefix
@@ -427,9 +517,9 @@ class Transaction:
                 lop = OP_RANGE_LEFT_INCL if lower is not None and lower.inclusive else OP_RANGE_LEFT_EXCL
                 rop = OP_RANGE_RIGHT_INCL if upper is not None and upper.inclusive else OP_RANGE_RIGHT_EXCL
             if lower_key is not None:
-                self._log(st, tok, lop, lower_key, {}, deleted_flags=False)
+                self._log(st, lop, lower_key, {}, deleted_flags=False)
             if upper_key is not None:
-                self._log(st, tok, rop, upper_key, {}, deleted_flags=False)
+                self._log(st, rop, upper_key, {}, deleted_flags=False)
         return int(cur.rowcount)
 
     def delete_partition(self, schema: TableSchema, pk: tuple[Any, ...]) -> int:
@@ -445,7 +535,7 @@ class Transaction:
         if st.static_cols:
             n += self.conn.execute(f"DELETE FROM {st.s} WHERE {st.pk_where}", st.pk_params(pk)).rowcount
         if schema.cdc.enabled:
-            self._log(st, token(pk), OP_PARTITION_DELETE, pk, {}, deleted_flags=False)
+            self._log(st, OP_PARTITION_DELETE, pk, {}, deleted_flags=False)
         return int(n)
 
     # ================================================================== change stream

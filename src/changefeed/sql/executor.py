@@ -17,11 +17,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 from changefeed.engine.catalog import CdcOptions, ColumnSchema, Role, TableSchema
 from changefeed.engine.database import Database
-from changefeed.engine.storage import OP_INSERT, OP_UPDATE, TableStore, stream_id
+from changefeed.engine.storage import OP_INSERT, OP_UPDATE, TableStore, stream_id, tokens
 from changefeed.engine.txn import Bound, Transaction
 from changefeed.engine.types import Kind, SqlType, resolve_type
 from changefeed.exceptions import (
@@ -248,6 +249,7 @@ class Session:
         storers = [c.type.storer(f"column {c.name}") for c in cols]
         consts = [v.value if isinstance(v, ast.Literal) else None for v in s.rows[0]]
         params_at = [v.index if isinstance(v, ast.Param) else -1 for v in s.rows[0]]
+        last_param = max(params_at)
         ttl = self._ttl(s.ttl, Evaluator(self, _Params(()), EvalContext(0, self.dialect)))
         mode, dialect, version = s.mode, self.dialect, schema.version
 
@@ -255,28 +257,29 @@ class Session:
             current = t.db.table_by_id(schema.id)
             if current.version != version:
                 raise InvalidStatement(f"table {schema.name} changed while the statement was prepared; retry")
-            items: list[tuple[tuple[Any, ...], dict[int, Any]]] = []
+            n = len(rows)
             for params in rows:
-                vals = [
-                    store(params[pi] if pi >= 0 else const)
-                    for store, pi, const in zip(storers, params_at, consts, strict=True)
-                ]
-                key = tuple(vals[i] for i in key_pos)
-                if None in key:
-                    raise InvalidStatement(
-                        f"missing value for primary key column {schema.key[key.index(None)].name}"
-                    )
-                cells = {cid: vals[i] for i, cid in value_pos}
-                for cid in fill:
-                    cells[cid] = None
-                items.append((key, cells))
-            if len({k for k, _ in items}) != len(items):
+                if len(params) <= last_param:
+                    _Params(params).get(last_param)  # raises: a parameter has no value
+            # Column-wise: each value column is checked and converted in one pass over the rows.
+            vals = [
+                list(map(store, map(itemgetter(pi), rows))) if pi >= 0 else [store(const)] * n
+                for store, pi, const in zip(storers, params_at, consts, strict=True)
+            ]
+            for i, c in zip(key_pos, schema.key, strict=True):
+                if None in vals[i]:
+                    raise InvalidStatement(f"missing value for primary key column {c.name}")
+            keys = list(zip(*(vals[i] for i in key_pos), strict=True))
+            cells = {cid: vals[i] for i, cid in value_pos}
+            for cid in fill:
+                cells[cid] = [None] * n
+            if len(set(keys)) != n:
                 for params in rows:  # the same key twice: keep statement order, row by row
                     self._insert(t, s, _Params(params))
-                return len(rows)
+                return n
             olds = None
             if dialect == "sql" and mode == "insert":
-                olds = t.store(current).get_rows(t.conn, [k for k, _ in items], t.now_ns)
+                olds = t.store(current).get_rows(t.conn, keys, t.now_ns)
                 if olds:
                     if not s.on_conflict_do_nothing:
                         k = next(iter(olds))
@@ -287,16 +290,19 @@ class Session:
                         raise UniqueViolation(
                             f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
                         )
-                    items = [it for it in items if it[0] not in olds]
+                    keep = [r for r, k in enumerate(keys) if k not in olds]
+                    keys = [keys[r] for r in keep]
+                    cells = {cid: [col[r] for r in keep] for cid, col in cells.items()}
             t.write_rows(
                 current,
-                items,
+                keys,
+                cells,
                 marker=True,
                 op=OP_INSERT,
                 ttl=ttl,
                 olds=olds if olds is not None and not olds else None,
             )
-            return len(items)
+            return len(keys)
 
         return run
 
@@ -1258,11 +1264,19 @@ class Session:
             + [c.db for c in cols]
             + [f"d{c.id}" for c in value_cols]
         )
+        pk_at = [7 + cols.index(c) for c in st.pk_cols]
 
         def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
             from changefeed.engine.clock import CommitTs
 
-            raw = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY tok, seq").fetchall()
+            if st.cql:
+                raw = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY tok, seq").fetchall()
+            else:
+                # SQL tables store no token: compute it from the partition key, then order as CQL.
+                logged = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY seq").fetchall()
+                toks = tokens(tuple(r[i] for i in pk_at) for r in logged)
+                order = sorted(range(len(logged)), key=lambda i: toks[i])  # stable: seq order within
+                raw = [(toks[i], *logged[i][1:]) for i in order]
             for i, r in enumerate(raw):
                 tok, wall, lg, tx, bsn, op, ttl = r[:7]
                 nxt = raw[i + 1] if i + 1 < len(raw) else None
