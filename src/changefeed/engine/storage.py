@@ -209,8 +209,8 @@ class TableStore:
         # The change stream keeps AUTOINCREMENT because feeds keep offsets into it.
         # ``tok`` is stored for CQL tables, which compute it anyway (it orders their rows); SQL
         # tables leave it NULL and the log view computes it from the key when read.
-        # ``d<id>`` (cdc$deleted_<col>) is 1 on a delta that deleted the cell, 0 on other deltas
-        # and NULL on images and range bounds.
+        # ``d<id>`` (cdc$deleted_<col>) is 1 on a delta that deleted the cell; 0 or NULL
+        # otherwise (0 only where a bulk write deleted that column in some of its rows).
         cols = [
             "seq INTEGER PRIMARY KEY",
             "ts INTEGER NOT NULL",

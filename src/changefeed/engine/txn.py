@@ -198,7 +198,7 @@ class Transaction:
         row.update(zip((c.db for c in st.key_cols), key, strict=False))
         row.update((f"c{i}", v) for i, v in cells.items())
         if deleted_flags:
-            row.update((f"d{i}", 1 if v is None else 0) for i, v in cells.items())
+            row.update((f"d{i}", 1) for i, v in cells.items() if v is None)
         insert_columns(self.conn, st.j, row, {}, 1)
 
     def _log_statement(
@@ -397,10 +397,8 @@ class Transaction:
             for i in ids:
                 col = cells[i]
                 cols[f"c{i}"] = col
-                if None in col:
+                if None in col:  # else the flags stay NULL: nothing deleted
                     cols[f"d{i}"] = [1 if v is None else 0 for v in col]
-                else:
-                    consts[f"d{i}"] = 0
         post_cols = {i: col for i, col in post_cols.items() if col.count(None) != len(col)}
         if post is None and cdc.delta == "full" and all(col is cells.get(i) for i, col in post_cols.items()):
             # Every post-image holds exactly the delta's values (the other columns null): insert

@@ -1269,13 +1269,15 @@ class Session:
         def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
             from changefeed.engine.clock import CommitTs
 
+            # ScyllaDB's log order: stream, then time, then batch_seq_no (a bulk write stores a
+            # partition's entries in batch_seq_no order only per kind: pre-images first).
             if st.cql:
-                raw = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY tok, seq").fetchall()
+                raw = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY tok, ts, lg, bsn, seq").fetchall()
             else:
-                # SQL tables store no token: compute it from the partition key, then order as CQL.
-                logged = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY seq").fetchall()
+                # SQL tables store no token: compute it from the partition key, then order alike.
+                logged = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY ts, lg, bsn, seq").fetchall()
                 toks = tokens(tuple(r[i] for i in pk_at) for r in logged)
-                order = sorted(range(len(logged)), key=lambda i: toks[i])  # stable: seq order within
+                order = sorted(range(len(logged)), key=lambda i: toks[i])  # stable
                 raw = [(toks[i], *logged[i][1:]) for i in order]
             for i, r in enumerate(raw):
                 tok, wall, lg, tx, bsn, op, ttl = r[:7]
