@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from changefeed.engine.catalog import TableSchema
+from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
 from changefeed.engine.storage import (
@@ -58,8 +58,24 @@ class _Touch:
 
 @dataclass(slots=True)
 class _Capture:
+    """The keys one transaction touched in one table, with their first (old) images."""
+
     store: TableStore
     touched: dict[tuple[bool, tuple[Any, ...]], _Touch] = field(default_factory=dict)
+    #: A bulk write with row markers of keys nothing else in the transaction touched, kept
+    #: column-wise (keys, cells, old rows): at commit its change rows are built from the cells
+    #: without reading the rows back, unless another write to the table made it per key first.
+    bulk: tuple[Sequence[tuple[Any, ...]], Mapping[int, Sequence[Any]], dict[tuple[Any, ...], Row]] | None = (
+        None
+    )
+
+    def per_key(self) -> dict[tuple[bool, tuple[Any, ...]], _Touch]:
+        if self.bulk is not None:
+            keys, cells, olds = self.bulk
+            self.bulk = None
+            for key in keys:
+                self.touched[(False, key)] = _Touch(False, key, olds.get(key), set(cells))
+        return self.touched
 
 
 @dataclass(slots=True)
@@ -161,16 +177,20 @@ class Transaction:
         per_table[pk] = n + 1
         return n
 
-    def _touch(
-        self, st: TableStore, static: bool, key: tuple[Any, ...], old: Row | None, cells: Sequence[int]
-    ) -> None:
+    def _capture(self, st: TableStore) -> _Capture:
         cap = self._captures.get(st.schema.id)
         if cap is None or cap.store is not st:
             cap = self._captures.setdefault(st.schema.id, _Capture(st))
-        t = cap.touched.get((static, key))
+        return cap
+
+    def _touch(
+        self, st: TableStore, static: bool, key: tuple[Any, ...], old: Row | None, cells: Sequence[int]
+    ) -> None:
+        touched = self._capture(st).per_key()
+        t = touched.get((static, key))
         if t is None:
             t = _Touch(static, key, old)
-            cap.touched[(static, key)] = t
+            touched[(static, key)] = t
         t.mask.update(cells)
 
     def _log(
@@ -283,8 +303,12 @@ class Transaction:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
         olds = olds or {}
         if schema.changes:
-            for key in keys:
-                self._touch(st, False, key, olds.get(key), ids)
+            cap = self._capture(st)
+            if marker and cap.bulk is None and not cap.touched:
+                cap.bulk = (keys, cells, olds)
+            else:
+                for key in keys:
+                    self._touch(st, False, key, olds.get(key), ids)
         marker_at, exp = self._ttl_params(ttl, ids)
         key_columns = dict(zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True))
         data: dict[str, Sequence[Any]] = {"_tok": toks} if st.cql else {}
@@ -538,8 +562,12 @@ class Transaction:
 
     # ================================================================== change stream
     def _flush_capture(self, cap: _Capture) -> None:
+        if cap.bulk is not None and not cap.touched:
+            self._flush_bulk_capture(cap.store, *cap.bulk)
+            return
         st = cap.store
         ts = self._require_write()
+        cap.per_key()
         rows = []
         news = st.get_rows(self.conn, [t.key for t in cap.touched.values() if not t.static], self.now_ns)
         for t in cap.touched.values():
@@ -566,3 +594,43 @@ class Transaction:
             rows.append(params)
         if rows:
             self.conn.executemany(st.x_sql, rows)
+
+    def _flush_bulk_capture(
+        self,
+        st: TableStore,
+        keys: Sequence[tuple[Any, ...]],
+        cells: Mapping[int, Sequence[Any]],
+        olds: dict[tuple[Any, ...], Row],
+    ) -> None:
+        """The change rows of one bulk write with row markers, column-wise: every row exists
+        afterwards with its old cells overwritten by the written ones."""
+        ts = self._require_write()
+        consts: dict[str, Any] = {
+            "ts": ts.wall,
+            "lg": ts.logical,
+            "tx": self.txid,
+            "op": CHANGE_UPSERT,
+            "st": 0,
+        }
+        cols: dict[str, Sequence[Any]] = dict(
+            zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True)
+        )
+        old_rows = [olds.get(k) for k in keys] if olds else []
+        if olds:
+            cols["ox"] = [0 if o is None else 1 for o in old_rows]
+        else:
+            consts["ox"] = 0
+        for c in st.value_cols:
+            i = c.id
+            if c.role is Role.STATIC:
+                continue  # clustering-row changes carry no static cells
+            olds_i = [None if o is None else o.get(i) for o in old_rows] if olds else []
+            had = olds_i.count(None) != len(olds_i)  # else the column stays NULL
+            if had:
+                cols[f"o{i}"] = olds_i
+            if i in cells:
+                cols[c.db] = cells[i]
+                consts[f"u{i}"] = 1
+            elif had:
+                cols[c.db] = olds_i
+        insert_columns(self.conn, st.x, consts, cols, len(keys))

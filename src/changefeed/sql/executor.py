@@ -1272,7 +1272,9 @@ class Session:
             # ScyllaDB's log order: stream, then time, then batch_seq_no (a bulk write stores a
             # partition's entries in batch_seq_no order only per kind: pre-images first).
             if st.cql:
-                raw = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY tok, ts, lg, bsn, seq").fetchall()
+                raw = txn.conn.execute(
+                    f"SELECT {select} FROM {st.j} ORDER BY tok, ts, lg, bsn, seq"
+                ).fetchall()
             else:
                 # SQL tables store no token: compute it from the partition key, then order alike.
                 logged = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY ts, lg, bsn, seq").fetchall()
