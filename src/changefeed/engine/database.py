@@ -58,7 +58,12 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     uri = f"file:{path}?mode={'ro' if readonly else 'rwc'}"
     try:
         conn = sqlite3.connect(
-            uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            uri,
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            cached_statements=256,  # bulk writes use a few texts per table and row count
         )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
