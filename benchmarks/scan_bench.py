@@ -132,7 +132,9 @@ def main() -> int:
         print(f"built {n:,} rows in {dt:.1f} s ({n / dt:,.0f} rows/s)")
         return 0
 
-    template = args.cache / f"rows-{n}"
+    from changefeed.engine.database import FORMAT_VERSION
+
+    template = args.cache / f"rows-{n}-format{FORMAT_VERSION}"  # a new layout builds a new cache
     if not (template / "changefeed.db").exists():
         shutil.rmtree(template, ignore_errors=True)
         template.parent.mkdir(parents=True, exist_ok=True)
