@@ -56,26 +56,36 @@ class _Touch:
     mask: set[int] = field(default_factory=set)
 
 
+#: A bulk statement for the change stream: (erased, keys, cells column-wise, old rows by key).
+_Bulk = tuple[bool, Sequence[tuple[Any, ...]], Mapping[int, Sequence[Any]], dict[tuple[Any, ...], Row]]
+
+
 @dataclass(slots=True)
 class _Capture:
     """The keys one transaction touched in one table, with their first (old) images."""
 
     store: TableStore
     touched: dict[tuple[bool, tuple[Any, ...]], _Touch] = field(default_factory=dict)
-    #: A bulk write with row markers of keys nothing else in the transaction touched, kept
-    #: column-wise (keys, cells, old rows): at commit its change rows are built from the cells
-    #: without reading the rows back, unless another write to the table made it per key first.
-    bulk: tuple[Sequence[tuple[Any, ...]], Mapping[int, Sequence[Any]], dict[tuple[Any, ...], Row]] | None = (
-        None
-    )
+    #: The transaction's first statement on the table, when it was a bulk write with row markers
+    #: or a bulk delete, kept column-wise: at commit its change rows are built from its cells
+    #: without reading the rows back, unless a later statement on the table made it per key.
+    bulk: _Bulk | None = None
 
     def per_key(self) -> dict[tuple[bool, tuple[Any, ...]], _Touch]:
         if self.bulk is not None:
-            keys, cells, olds = self.bulk
+            _, keys, cells, olds = self.bulk
             self.bulk = None
             for key in keys:
                 self.touched[(False, key)] = _Touch(False, key, olds.get(key), set(cells))
         return self.touched
+
+    def add_bulk(self, bulk: _Bulk) -> bool:
+        """Keep a bulk statement column-wise if it is the first on the table; False otherwise
+        (the caller then touches its keys one by one)."""
+        if self.bulk is not None or self.touched:
+            return False
+        self.bulk = bulk
+        return True
 
 
 @dataclass(slots=True)
@@ -303,10 +313,7 @@ class Transaction:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
         olds = olds or {}
         if schema.changes:
-            cap = self._capture(st)
-            if marker and cap.bulk is None and not cap.touched:
-                cap.bulk = (keys, cells, olds)
-            else:
+            if not (marker and self._capture(st).add_bulk((False, keys, cells, olds))):
                 for key in keys:
                     self._touch(st, False, key, olds.get(key), ids)
         marker_at, exp = self._ttl_params(ttl, ids)
@@ -336,9 +343,9 @@ class Transaction:
         op: int,
         ttl: int | None,
     ) -> None:
-        """The ScyllaDB log rows of ``write_rows``: per key its pre-image (if the row existed),
-        its delta and its post-image (if the row exists afterwards), numbered by
-        ``cdc$batch_seq_no`` per partition."""
+        """The ScyllaDB log rows of ``write_rows`` and ``delete_rows``: per key its pre-image (if
+        the row existed), its delta and its post-image (if the row exists afterwards), numbered
+        by ``cdc$batch_seq_no`` per partition."""
         ts = self._require_write()
         cdc = st.schema.cdc
         n = len(keys)
@@ -350,7 +357,9 @@ class Transaction:
             pre = [r for r in range(n) if keys[r] in olds]
         post: list[int] | None = []
         post_cols: dict[int, Sequence[Any]] = {}
-        if cdc.postimage and marker:
+        if cdc.postimage and op == OP_ROW_DELETE:
+            pass  # nothing is left to image
+        elif cdc.postimage and marker:
             # The row exists afterwards: old cells merged with the new.
             post = None
             for i in regular_ids:
@@ -409,7 +418,8 @@ class Transaction:
 
         head = {"ts": ts.wall, "lg": ts.logical, "tx": self.txid}
         if pre:
-            pre_ids = regular_ids if cdc.preimage == "full" else ids
+            # A delete changes every column, so even preimage = true shows them all.
+            pre_ids = regular_ids if cdc.preimage == "full" or op == OP_ROW_DELETE else ids
             consts, cols = seq_no(pre, 0)
             cols.update(key_subset(pre))
             old_rows = [olds[keys[r]] for r in pre]
@@ -475,25 +485,42 @@ class Transaction:
     def delete_row(
         self, schema: TableSchema, key: tuple[Any, ...], *, old: Row | bool | None = False
     ) -> None:
-        """Delete one clustering row (CQL row delete, SQL DELETE of one row): Scylla op 3."""
+        """Delete one clustering row (CQL row delete, SQL DELETE of one row): Scylla op 3.
+        ``old`` may pass the row as already read by the caller (False: not read yet)."""
+        olds = None if old is False else ({key: old} if isinstance(old, dict) else {})
+        self.delete_rows(schema, [key], olds=olds)
+
+    def delete_rows(
+        self,
+        schema: TableSchema,
+        keys: Sequence[tuple[Any, ...]],
+        *,
+        olds: dict[tuple[Any, ...], Row] | None = None,
+    ) -> None:
+        """``delete_row`` for many distinct keys, in bulk. A key without a row still logs its
+        delete, as ScyllaDB does; only rows that existed get a pre-image."""
         self._require_write()
+        n = len(keys)
+        if n == 0:
+            return
         st = self.store(schema)
         cdc = schema.cdc
+        npk = len(st.pk_cols)
+        pks = keys if npk == len(st.key_cols) else [k[:npk] for k in keys]
+        toks = tokens(pks) if st.cql else []
         need_old = schema.changes or (cdc.enabled and cdc.preimage != "false")
-        if need_old and old is False:
-            old = st.get_row(self.conn, key, self.now_ns)
-        old_row = old if isinstance(old, dict) else None
-        if schema.changes:
-            self._touch(st, False, key, old_row, ())
-        self.conn.execute(st.delete_row_sql(), st.key_params(key))
+        if need_old and olds is None:
+            olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
+        olds = olds or {}
+        if schema.changes and not self._capture(st).add_bulk((True, keys, {}, olds)):
+            for key in keys:
+                self._touch(st, False, key, olds.get(key), ())
+        params = [[t, *k] for t, k in zip(toks, keys, strict=True)] if st.cql else keys
+        self.conn.executemany(st.delete_row_sql(), params)
         if cdc.enabled:
-            self._log_statement(
-                st,
-                key,
-                OP_ROW_DELETE,
-                {},
-                old=old_row,
-                image_ids=tuple(c.id for c in st.regular_cols),
+            key_columns = dict(zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True))
+            self._journal_writes(
+                st, keys, pks, toks, key_columns, {}, olds, marker=False, op=OP_ROW_DELETE, ttl=None
             )
 
     def delete_range(
@@ -598,20 +625,17 @@ class Transaction:
     def _flush_bulk_capture(
         self,
         st: TableStore,
+        erased: bool,
         keys: Sequence[tuple[Any, ...]],
         cells: Mapping[int, Sequence[Any]],
         olds: dict[tuple[Any, ...], Row],
     ) -> None:
-        """The change rows of one bulk write with row markers, column-wise: every row exists
-        afterwards with its old cells overwritten by the written ones."""
+        """The change rows of one bulk statement, column-wise: after a write with row markers
+        every row exists, its old cells overwritten by the written ones; after a delete none does
+        (the new image is the key alone)."""
         ts = self._require_write()
-        consts: dict[str, Any] = {
-            "ts": ts.wall,
-            "lg": ts.logical,
-            "tx": self.txid,
-            "op": CHANGE_UPSERT,
-            "st": 0,
-        }
+        op = CHANGE_ERASE if erased else CHANGE_UPSERT
+        consts: dict[str, Any] = {"ts": ts.wall, "lg": ts.logical, "tx": self.txid, "op": op, "st": 0}
         cols: dict[str, Sequence[Any]] = dict(
             zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True)
         )
@@ -628,6 +652,8 @@ class Transaction:
             had = olds_i.count(None) != len(olds_i)  # else the column stays NULL
             if had:
                 cols[f"o{i}"] = olds_i
+            if erased:
+                continue
             if i in cells:
                 cols[c.db] = cells[i]
                 consts[f"u{i}"] = 1

@@ -899,16 +899,23 @@ class Session:
                 raise InvalidStatement(f"cannot write to computed column {c.name}")
         if self.dialect == "cql":
             return self._cql_update(txn, schema, assigns, s, evaluator)
-        n = 0
-        st = txn.store(schema)
+        # Every row is computed from the statement's snapshot first, then written in bulk: a
+        # failing row (a NOT NULL, a bad value) stops the statement before anything is written.
+        groups: dict[tuple[int, ...], tuple[list[tuple[Any, ...]], list[dict[int, Any]]]] = {}
+        olds: dict[tuple[Any, ...], dict[int, Any]] = {}
         for key, row in list(self._matching_rows(txn, schema, s.where, evaluator)):
             scope = _Scope(self._py_row(schema, row))
             cells = {c.id: self._coerce(c, evaluator.eval(e, scope)) for c, e in assigns}
             cells = self._with_computed(schema, key, cells, row, ev, ctx)
             self._check_not_null(schema, {**row, **cells})
-            txn.write_row(schema, key, cells, marker=True, op=OP_UPDATE, old=row)
-            n += 1
-        del st
+            keys, values = groups.setdefault(tuple(cells), ([], []))
+            keys.append(key)
+            values.append(cells)
+            olds[key] = row
+        for ids, (keys, values) in groups.items():
+            columns = {i: [v[i] for v in values] for i in ids}
+            txn.write_rows(schema, keys, columns, marker=True, op=OP_UPDATE, olds=olds)
+        n = len(olds)
         return Result(status=f"UPDATE {n}", rowcount=n)
 
     def _cql_update(
@@ -957,11 +964,9 @@ class Session:
             return self._cql_delete(txn, schema, s, evaluator)
         if s.columns:
             raise InvalidStatement("DELETE of individual columns is CQL; use UPDATE .. SET c = NULL")
-        n = 0
-        for key, row in list(self._matching_rows(txn, schema, s.where, evaluator)):
-            txn.delete_row(schema, key, old=row)
-            n += 1
-        return Result(status=f"DELETE {n}", rowcount=n)
+        olds = dict(self._matching_rows(txn, schema, s.where, evaluator))
+        txn.delete_rows(schema, list(olds), olds=olds)
+        return Result(status=f"DELETE {len(olds)}", rowcount=len(olds))
 
     def _cql_delete(
         self, txn: Transaction, schema: TableSchema, s: ast.Delete, evaluator: Evaluator
