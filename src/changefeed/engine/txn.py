@@ -312,10 +312,11 @@ class Transaction:
         if need_old and olds is None:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
         olds = olds or {}
-        if schema.changes:
-            if not (marker and self._capture(st).add_bulk((False, keys, cells, olds))):
-                for key in keys:
-                    self._touch(st, False, key, olds.get(key), ids)
+        # A bulk write with row markers of fresh keys keeps its change rows column-wise.
+        bulk_capture = marker and schema.changes and self._capture(st).add_bulk((False, keys, cells, olds))
+        if schema.changes and not bulk_capture:
+            for key in keys:
+                self._touch(st, False, key, olds.get(key), ids)
         marker_at, exp = self._ttl_params(ttl, ids)
         key_columns = dict(zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True))
         data: dict[str, Sequence[Any]] = {"_tok": toks} if st.cql else {}
