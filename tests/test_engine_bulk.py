@@ -267,3 +267,111 @@ def test_sql_bulk_update_and_delete_match_row_by_row(tmp_path: Path, cdc: str, v
     assert out[0] == out[1]
     (log, table), changes = out[0]
     assert len(log) >= 12 and len(changes) == 12 and len(table) == (20 if verb == "update" else 8)
+
+
+def test_bulk_insert_errors_are_those_of_the_first_bad_row(tmp_path: Path) -> None:
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (k Int64, a Utf8, b Int64, PRIMARY KEY (k))")
+    rows = [(1, "x", 1), (None, "y", 2), (3, "z", "bad")]
+    with pytest.raises(exc.InvalidStatement, match="missing value for primary key column k"):
+        conn.executemany("UPSERT INTO t (k, a, b) VALUES (?, ?, ?)", rows)
+    with pytest.raises(exc.TypeMismatch):
+        conn.executemany(
+            "UPSERT INTO t (k, a, b) VALUES (?, ?, ?)", [(1, "x", 1), (2, "y", "bad"), (None, "z", 3)]
+        )
+    assert conn.execute("SELECT count(*) FROM t").rows == [(0,)]
+    # No rows: nothing is converted, so nothing can fail.
+    assert conn.executemany("UPSERT INTO t (k, a) VALUES (?, 5)", []).rowcount == 0
+
+
+def test_cql_in_list_repeats_name_a_row_once(tmp_path: Path) -> None:
+    conn = changefeed.connect(tmp_path / "db", dialect="cql")
+    conn.execute("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    conn.execute("CREATE TABLE ks.t (p int, c int, v int, PRIMARY KEY (p, c)) WITH cdc = {'enabled': true}")
+    conn.execute("UPDATE ks.t SET v = 1 WHERE p IN (1, 1, 2) AND c IN (5, 5)")
+    log = conn.execute('SELECT p, c, "cdc$operation" FROM ks.t_scylla_cdc_log').rows
+    assert sorted(log) == [(1, 5, 1), (2, 5, 1)]
+
+
+# ---------------------------------------------------------------------- randomized
+def _random_cql_transaction(rng: random.Random) -> tuple[list[tuple[str, Any]], list[tuple[str, str, Any]]]:
+    """A random CQL table (clustering key or not, static column or not, any cdc option, maybe a
+    changefeed), rows written before, and a transaction mixing bulk INSERTs (column subsets,
+    TTL, nulls, repeated keys) with updates, deletes and static writes of the same keys."""
+    ck, static = rng.random() < 0.7, rng.random() < 0.5
+    cols = (
+        "p int, "
+        + ("c int, " if ck else "")
+        + ("s text static, " if ck and static else "")
+        + "a text, b bigint"
+    )
+    kw, kq, kwhere = ("p, c", "?, ?", "p = ? AND c = ?") if ck else ("p", "?", "p = ?")
+    setup: list[tuple[str, Any]] = [
+        ("cql", "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"),
+        ("cql", f"CREATE TABLE ks.t ({cols}, PRIMARY KEY ({kw})) WITH cdc = {rng.choice(CDC_OPTIONS)}"),
+    ]
+    if rng.random() < 0.6:
+        setup.append(
+            ("sql", "ALTER TABLE `ks.t` ADD CHANGEFEED f WITH (FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES')")
+        )
+
+    def key() -> tuple[int, ...]:
+        return (rng.randrange(5), rng.randrange(3)) if ck else (rng.randrange(5),)
+
+    def val() -> tuple[str | None, int | None]:
+        return rng.choice([None, f"x{rng.randrange(100)}"]), rng.choice([None, rng.randrange(1000)])
+
+    for _ in range(rng.randrange(8)):
+        k, (a, b) = key(), val()
+        setup.append(("cql", (f"INSERT INTO ks.t ({kw}, a, b) VALUES ({kq}, ?, ?)", (*k, a, b))))
+    steps: list[tuple[str, str, Any]] = []
+    for _ in range(rng.randrange(1, 6)):
+        r = rng.random()
+        if r < 0.5:
+            keys = list({key() for _ in range(rng.randrange(1, 12))})
+            written = rng.choice([("a", "b"), ("a",), ("b",), ()])
+            ttl = " USING TTL 1000" if rng.random() < 0.3 else ""
+            names = ", ".join((kw, *written))
+            marks = ", ".join([kq] + ["?"] * len(written))
+            params = [(*k, *(dict(zip("ab", val(), strict=True))[c] for c in written)) for k in keys]
+            steps.append(("many", f"INSERT INTO ks.t ({names}) VALUES ({marks}){ttl}", params))
+        elif r < 0.65:
+            steps.append(("one", f"UPDATE ks.t USING TTL 500 SET a = ? WHERE {kwhere}", (val()[0], *key())))
+        elif r < 0.75:
+            steps.append(("one", f"DELETE FROM ks.t WHERE {kwhere}", key()))
+        elif r < 0.85:
+            steps.append(("one", f"DELETE b FROM ks.t WHERE {kwhere}", key()))
+        elif ck and static:
+            steps.append(
+                ("one", "UPDATE ks.t SET s = ? WHERE p = ?", (rng.choice([None, "st"]), rng.randrange(5)))
+            )
+        elif ck:
+            steps.append(("one", "DELETE FROM ks.t WHERE p = ?", (rng.randrange(5),)))
+    return setup, steps
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_cql_transactions_bulk_equals_row_by_row(tmp_path: Path, seed: int) -> None:
+    setup, steps = _random_cql_transaction(random.Random(seed))
+    out = []
+    for how in ("bulk", "single"):
+        db = tmp_path / how
+        conns = {"sql": changefeed.connect(db), "cql": changefeed.connect(db, dialect="cql")}
+        for dialect, stmt in setup:
+            sql, params = (stmt, ()) if isinstance(stmt, str) else stmt
+            conns[dialect].execute(sql, params)
+        cql = conns["cql"]
+        with cql.transaction():
+            for kind, sql, params in steps:
+                if kind == "many" and how == "bulk":
+                    cql.executemany(sql, params)
+                elif kind == "many":
+                    for p in params:
+                        cql.execute(sql, p)
+                else:
+                    cql.execute(sql, params)
+        out.append(_log_and_table(cql, "ks.t"))
+        for c in conns.values():
+            c.close()
+        out.append(_change_rows(db, "ks.t") if len(setup) > 2 and setup[2][0] == "sql" else [])
+    assert out[0] == out[2] and out[1] == out[3]

@@ -253,22 +253,38 @@ class Session:
         ttl = self._ttl(s.ttl, Evaluator(self, _Params(()), EvalContext(0, self.dialect)))
         mode, dialect, version = s.mode, self.dialect, schema.version
 
+        def check_rows(rows: list[Sequence[Any]]) -> None:
+            for params in rows:
+                vals = [
+                    store(params[pi] if pi >= 0 else const)
+                    for store, pi, const in zip(storers, params_at, consts, strict=True)
+                ]
+                for i, c in zip(key_pos, schema.key, strict=True):
+                    if vals[i] is None:
+                        raise InvalidStatement(f"missing value for primary key column {c.name}")
+
         def run(t: Transaction, rows: list[Sequence[Any]]) -> int:
             current = t.db.table_by_id(schema.id)
             if current.version != version:
                 raise InvalidStatement(f"table {schema.name} changed while the statement was prepared; retry")
             n = len(rows)
+            if n == 0:
+                return 0
             for params in rows:
                 if len(params) <= last_param:
                     _Params(params).get(last_param)  # raises: a parameter has no value
-            # Column-wise: each value column is checked and converted in one pass over the rows.
-            vals = [
-                list(map(store, map(itemgetter(pi), rows))) if pi >= 0 else [store(const)] * n
-                for store, pi, const in zip(storers, params_at, consts, strict=True)
-            ]
-            for i, c in zip(key_pos, schema.key, strict=True):
-                if None in vals[i]:
-                    raise InvalidStatement(f"missing value for primary key column {c.name}")
+            try:
+                # Column-wise: each value column is checked and converted in one pass over the rows.
+                vals = [
+                    list(map(store, map(itemgetter(pi), rows))) if pi >= 0 else [store(const)] * n
+                    for store, pi, const in zip(storers, params_at, consts, strict=True)
+                ]
+                for i, c in zip(key_pos, schema.key, strict=True):
+                    if None in vals[i]:
+                        raise InvalidStatement(f"missing value for primary key column {c.name}")
+            except ChangefeedError:
+                check_rows(rows)  # raises the error of the first bad row, as row by row would
+                raise
             keys = list(zip(*(vals[i] for i in key_pos), strict=True))
             cells = {cid: vals[i] for i, cid in value_pos}
             for cid in fill:
@@ -1078,8 +1094,9 @@ class Session:
                         f"clustering column {side[0].name} can only be ranged after equality on every clustering column before it"
                     )
                 range_col = side[0]
-        partitions = [tuple(p) for p in itertools.product(*(eq[c.id] for c in schema.partition_key))]
-        prefixes = [tuple(p) for p in itertools.product(*(eq[c.id] for c in prefix_cols))]
+        # IN lists name each partition and prefix once, however often a value repeats.
+        partitions = list(dict.fromkeys(itertools.product(*(eq[c.id] for c in schema.partition_key))))
+        prefixes = list(dict.fromkeys(itertools.product(*(eq[c.id] for c in prefix_cols))))
         return _CqlTarget(
             partitions=partitions,
             prefix_cols=prefix_cols,
