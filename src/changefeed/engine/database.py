@@ -29,8 +29,8 @@ FORMAT = "changefeed-db"
 FORMAT_VERSION = 2
 #: How long a writer waits for another process's write transaction before giving up.
 BUSY_TIMEOUT_MS = 60_000
-#: WAL pages between automatic checkpoints (SQLite's default is 1,000).
-WAL_AUTOCHECKPOINT = 10_000
+#: WAL pages between automatic checkpoints (SQLite's default is 1,000): about 160 MB of WAL.
+WAL_AUTOCHECKPOINT = 40_000
 
 _BOOTSTRAP = [
     "CREATE TABLE IF NOT EXISTS _meta (key TEXT PRIMARY KEY, value)",
@@ -71,8 +71,12 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             if mode is None or str(mode[0]).lower() != "wal":
                 raise DatabaseError(f"{path}: could not switch to WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous = {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}")
-        # Checkpoint the WAL every ~40 MB rather than SQLite's 4 MB: each checkpoint syncs the
-        # database file, and fewer, larger ones raise bulk write throughput by about a quarter.
+        # Checkpoint the WAL every ~160 MB rather than SQLite's 4 MB. A checkpoint copies the latest
+        # version of every page in the WAL to the database file and syncs it; on tables written in
+        # hash order each transaction dirties pages all over, so the longer the interval, the more
+        # rewrites of one page a checkpoint coalesces (10,000 -> 40,000 pages: +15-20% on the
+        # ScyllaDB-shaped benchmark table). The cost is WAL disk space and a longer WAL scan when
+        # a database is reopened after a crash (well under a second).
         conn.execute(
             f"PRAGMA wal_autocheckpoint = {int(os.environ.get('CHANGEFEED_WAL_AUTOCHECKPOINT', WAL_AUTOCHECKPOINT))}"
         )
