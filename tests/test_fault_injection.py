@@ -107,3 +107,61 @@ def test_kill_9_during_workload_is_exactly_once(tmp_path: Path, runner: str) -> 
     assert kills_while_delivering >= KILLS // 2, (
         f"only {kills_while_delivering} of {KILLS} kills hit a delivering runner"
     )
+
+
+def _group_members(pgid: int, *, wait: float) -> list[str]:
+    """Command lines of the processes still in group ``pgid`` after up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        members = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    members.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200])
+            except (OSError, IndexError, ValueError):
+                continue
+        if not members or time.monotonic() > deadline:
+            return members
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_continuous_run_stops_cleanly_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    """``changefeed run`` (continuous) stops between micro-batches on SIGTERM or Ctrl-C: it exits
+    0, leaves no process behind (the JVM included), and a later run resumes exactly once."""
+    db = tmp_path / "db"
+    w.setup_sql(db, feed_options='RESOLVED_TIMESTAMPS = Interval("PT1S")', initial_rows=20)
+    bg = w.Background(db, seeds=[7], txns=None, duration=20.0, sleep=0.01, keys=40)
+    log = open(tmp_path / "runner.log", "wb")  # noqa: SIM115
+    try:
+        proc = subprocess.Popen(
+            _spark_cmd(db, follow=True),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and _total(db) == 0 and proc.poll() is None:
+            time.sleep(0.1)
+        assert _total(db) > 0, (tmp_path / "runner.log").read_text()[-3000:]
+        time.sleep(2.0)  # mid-stream: the workload is still committing
+        os.kill(proc.pid, sig)  # the driver only, as a service manager or a terminal would
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        assert code == 0, (tmp_path / "runner.log").read_text()[-3000:]
+        survivors = _group_members(proc.pid, wait=30.0)
+        assert not survivors, f"left running after the runner exited: {survivors}"
+        bg.join(timeout=120)
+    finally:
+        log.close()
+    final = subprocess.run(_spark_cmd(db, follow=False), env=_env(), capture_output=True, timeout=600)
+    assert final.returncode == 0, final.stdout.decode()[-3000:] + final.stderr.decode()[-3000:]
+    rep = v.validate_feed(db, "f")
+    assert rep.ok, str(rep)

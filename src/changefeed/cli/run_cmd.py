@@ -58,7 +58,8 @@ class _ScanBar:
 @click.option("--max-rows", type=int, default=None, help="Journal rows per micro-batch (admission control).")
 def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
     """Run the Spark pipeline for every changefeed of the database: initial scans, then one
-    streaming query per feed delivering its changes, exactly once, to its topic."""
+    streaming query per feed delivering its changes, exactly once, to its topic. Without
+    --until-idle it runs until Ctrl-C or SIGTERM, then stops between micro-batches and exits 0."""
     from changefeed.pipeline import runner
 
     kw: dict[str, Any] = {}

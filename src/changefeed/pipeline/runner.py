@@ -156,10 +156,17 @@ def run_forever(
 
     dbp = check_db(db)
     stop = stop or threading.Event()
-    if install_signals and threading.current_thread() is threading.main_thread():
+    signals = install_signals and threading.current_thread() is threading.main_thread()
+
+    def on_signals() -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
+
+    if signals:
+        on_signals()
     spark = spark or warm(get_spark())
+    if signals:
+        on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
     last_retention = last_gc = 0.0
     try:
