@@ -250,6 +250,17 @@ class TableStore:
             return [token(key[: len(self.pk_cols)]), *key]
         return list(key)
 
+    def key_columns(self, keys: Sequence[tuple[Any, ...]]) -> dict[str, Sequence[Any]]:
+        """Full primary keys turned column-wise: ``{key column: its values, one per key}``."""
+        return dict(zip((c.db for c in self.key_cols), zip(*keys, strict=True), strict=True))
+
+    def partitions(self, keys: Sequence[tuple[Any, ...]]) -> tuple[Sequence[tuple[Any, ...]], list[int]]:
+        """The partition key of each full key (``keys`` itself when there is no clustering key),
+        and their tokens for CQL tables (SQL tables store none: an empty list)."""
+        npk = len(self.pk_cols)
+        pks = keys if npk == len(self.key_cols) else [k[:npk] for k in keys]
+        return pks, tokens(pks) if self.cql else []
+
     def pk_params(self, pk: Sequence[Any]) -> list[Any]:
         return [token(pk), *pk] if self.cql else list(pk)
 

@@ -41,7 +41,6 @@ from changefeed.engine.storage import (
     TableStore,
     insert_columns,
     token,
-    tokens,
 )
 from changefeed.exceptions import TransactionError, UndefinedTable
 
@@ -305,9 +304,7 @@ class Transaction:
         st = self.store(schema)
         cdc = schema.cdc
         ids = tuple(cells)
-        npk = len(st.pk_cols)
-        pks = keys if npk == len(st.key_cols) else [k[:npk] for k in keys]
-        toks = tokens(pks) if st.cql else []  # SQL tables store none: see storage.journal_create_sql
+        pks, toks = st.partitions(keys)
         need_old = schema.changes or (cdc.enabled and (cdc.preimage != "false" or cdc.postimage))
         if need_old and olds is None:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
@@ -318,7 +315,7 @@ class Transaction:
             for key in keys:
                 self._touch(st, False, key, olds.get(key), ids)
         marker_at, exp = self._ttl_params(ttl, ids)
-        key_columns = dict(zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True))
+        key_columns = st.key_columns(keys)
         data: dict[str, Sequence[Any]] = {"_tok": toks} if st.cql else {}
         data.update(key_columns)
         data.update((f"c{i}", cells[i]) for i in ids)
@@ -405,17 +402,11 @@ class Transaction:
             return {}, {"bsn": [b[r] + off[r] for r in (range(n) if rows is None else rows)]}
 
         def key_subset(rows: list[int] | None) -> dict[str, Sequence[Any]]:
-            out: dict[str, Sequence[Any]] = {}
+            """Token (CQL tables) and key columns of ``rows`` (None: every row)."""
             if rows is None:
-                if toks:
-                    out["tok"] = toks
-                out.update(key_columns)
-                return out
-            subset = [keys[r] for r in rows]
-            if toks:
-                out["tok"] = [toks[r] for r in rows]
-            out.update(zip((c.db for c in st.key_cols), zip(*subset, strict=True), strict=True))
-            return out
+                return {"tok": toks, **key_columns} if toks else dict(key_columns)
+            out = st.key_columns([keys[r] for r in rows])
+            return {"tok": [toks[r] for r in rows], **out} if toks else out
 
         head = {"ts": ts.wall, "lg": ts.logical, "tx": self.txid}
         if pre:
@@ -506,9 +497,7 @@ class Transaction:
             return
         st = self.store(schema)
         cdc = schema.cdc
-        npk = len(st.pk_cols)
-        pks = keys if npk == len(st.key_cols) else [k[:npk] for k in keys]
-        toks = tokens(pks) if st.cql else []
+        pks, toks = st.partitions(keys)
         need_old = schema.changes or (cdc.enabled and cdc.preimage != "false")
         if need_old and olds is None:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
@@ -519,9 +508,17 @@ class Transaction:
         params = [[t, *k] for t, k in zip(toks, keys, strict=True)] if st.cql else keys
         self.conn.executemany(st.delete_row_sql(), params)
         if cdc.enabled:
-            key_columns = dict(zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True))
             self._journal_writes(
-                st, keys, pks, toks, key_columns, {}, olds, marker=False, op=OP_ROW_DELETE, ttl=None
+                st,
+                keys,
+                pks,
+                toks,
+                st.key_columns(keys),
+                {},
+                olds,
+                marker=False,
+                op=OP_ROW_DELETE,
+                ttl=None,
             )
 
     def delete_range(
@@ -637,9 +634,7 @@ class Transaction:
         ts = self._require_write()
         op = CHANGE_ERASE if erased else CHANGE_UPSERT
         consts: dict[str, Any] = {"ts": ts.wall, "lg": ts.logical, "tx": self.txid, "op": op, "st": 0}
-        cols: dict[str, Sequence[Any]] = dict(
-            zip((c.db for c in st.key_cols), zip(*keys, strict=True), strict=True)
-        )
+        cols = st.key_columns(keys)
         old_rows = [olds.get(k) for k in keys] if olds else []
         if olds:
             cols["ox"] = [0 if o is None else 1 for o in old_rows]

@@ -316,7 +316,8 @@ class Session:
                 marker=True,
                 op=OP_INSERT,
                 ttl=ttl,
-                olds=olds if olds is not None and not olds else None,
+                # INSERT read the keys already: every key left has no row (no second read).
+                olds={} if olds is not None else None,
             )
             return len(keys)
 
