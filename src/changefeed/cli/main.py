@@ -83,6 +83,9 @@ def _register_optional() -> None:
         cli.add_command(feeds, "feeds")
     except ImportError:  # pragma: no cover
         pass
+    from changefeed.cli.serve_cmd import serve_cmd
+
+    cli.add_command(serve_cmd, "serve")
 
 
 _register_optional()

@@ -1,0 +1,67 @@
+"""``changefeed serve``: the network endpoints (PostgreSQL wire, Kafka, schema registry) on one loop."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import click
+
+from changefeed.exceptions import ChangefeedError
+from changefeed.server import DEFAULT_PORTS, Endpoint, EndpointConfig, create_endpoint, parse_address
+
+
+async def serve(db: Path, addresses: dict[str, str], certs_dir: Path | None) -> None:
+    """Start every endpoint named in ``addresses`` and run until SIGTERM or SIGINT."""
+    endpoints: list[Endpoint] = []
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        for kind, text in addresses.items():
+            host, port = parse_address(text, DEFAULT_PORTS[kind])
+            ep = create_endpoint(kind, EndpointConfig(db=db, host=host, port=port, certs_dir=certs_dir))
+            bound = await ep.start()
+            endpoints.append(ep)
+            click.echo(f"{kind}: listening on {bound[0]}:{bound[1]}", err=True)
+        await stop.wait()
+    finally:
+        for ep in reversed(endpoints):
+            await ep.stop()
+
+
+@click.command("serve")
+@click.option(
+    "--db", "db", required=True, type=click.Path(file_okay=False, path_type=Path), help="Database directory."
+)
+@click.option(
+    "--pg", "pg", metavar="HOST:PORT", help="Serve the PostgreSQL wire protocol (psql, psycopg, JDBC)."
+)
+@click.option(
+    "--kafka", "kafka", metavar="HOST:PORT", help="Serve the Kafka protocol over the embedded topics."
+)
+@click.option(
+    "--registry", "registry", metavar="HOST:PORT", help="Serve a Confluent-compatible schema registry (REST)."
+)
+@click.option(
+    "--certs-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="TLS certificates in CockroachDB's layout (ca.crt, node.crt, node.key).",
+)
+def serve_cmd(
+    db: Path, pg: str | None, kafka: str | None, registry: str | None, certs_dir: Path | None
+) -> None:
+    """Serve the network endpoints named by the flags until SIGTERM or Ctrl-C (exit 0).
+
+    Addresses bind to loopback unless a host is given: --pg :26257, --kafka 127.0.0.1:9092.
+    """
+    addresses = {k: v for k, v in (("pg", pg), ("kafka", kafka), ("registry", registry)) if v is not None}
+    if not addresses:
+        raise click.UsageError("name at least one endpoint: --pg, --kafka or --registry")
+    try:
+        asyncio.run(serve(db, addresses, certs_dir))
+    except ChangefeedError as exc:
+        click.echo(f"ERROR: {exc}", err=True)
+        raise SystemExit(1) from None
