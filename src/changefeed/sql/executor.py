@@ -703,7 +703,11 @@ class Session:
             raise DuplicateObject(f'role "{name}" already exists')
         import orjson
 
+        from changefeed.engine.auth import password_option
+
         opts = {k.lower(): self._option_value(v, ev) for k, v in s.options}
+        if "password" in opts:
+            opts["password"] = password_option(opts["password"])
         txn.conn.execute("INSERT INTO _users VALUES (?, ?)", (name, orjson.dumps(_jsonable(opts)).decode()))
         return Result(status="CREATE ROLE")
 
