@@ -100,6 +100,10 @@ def _drop_topics(session: Session, topics: list[str]) -> None:
 
 
 def create_changefeed(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, ev: Any) -> Result:
+    if stmt.sink is not None and not stmt.core:
+        from changefeed.feeds.job_statements import create_job
+
+        return create_job(session, txn, stmt, ev)
     raise UnsupportedFeature(
         "CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR (CockroachDB) are not available yet"
     )

@@ -180,6 +180,10 @@ class Session:
             return self._run(lambda t: self._select(t, stmt, ev), write=False)
         if isinstance(stmt, ast.Show):
             return self._run(lambda t: self._show(t, stmt), write=False)
+        if isinstance(stmt, ast.ShowChangefeedJob):
+            from changefeed.feeds import job_statements
+
+            return self._run(lambda t: job_statements.show_job(self, t, stmt, ev), write=False)
         if isinstance(stmt, ast.UseKeyspace):
             return self._run(lambda t: self._use(t, stmt), write=False)
         handler = _WRITE_HANDLERS.get(type(stmt))
@@ -626,6 +630,11 @@ class Session:
             from changefeed.feeds import hooks
 
             return hooks.alter_changefeed(self, txn, schema, action, ev)
+        elif isinstance(action, ast.ConfigureZone):
+            from changefeed.engine.gc import configure_zone
+
+            zone = configure_zone(schema, [(k, self._option_value(v, ev)) for k, v in action.options])
+            new = replace(schema, options={**schema.options, **zone}, version=schema.version + 1)
         else:  # pragma: no cover
             raise UnsupportedFeature(f"ALTER TABLE action {type(action).__name__}")
         self.db.save_table(new)
@@ -1427,7 +1436,11 @@ class Session:
                 rows=[(schema.name, describe(schema))],
                 types=[None, None],
             )
-        if s.what in ("changefeed jobs", "changefeeds", "jobs"):
+        if s.what in ("changefeed jobs", "jobs"):
+            from changefeed.feeds import job_statements
+
+            return job_statements.show_jobs(self, txn)
+        if s.what == "changefeeds":
             from changefeed.feeds import hooks
 
             return hooks.show_feeds(self, txn)
@@ -1802,4 +1815,13 @@ _WRITE_HANDLERS: dict[type[Any], Callable[[Session, Transaction, Any, _Params], 
     ast.Delete: Session._delete,
     ast.Batch: Session._batch,
     ast.CreateChangefeed: Session._changefeed_stmt,
+    # CockroachDB changefeed jobs (changefeed.feeds.job_statements)
+    ast.JobControl: lambda s, t, stmt, ev: _job_statements().job_control(s, t, stmt, ev),
+    ast.AlterChangefeed: lambda s, t, stmt, ev: _job_statements().alter_job(s, t, stmt, ev),
 }
+
+
+def _job_statements() -> Any:
+    from changefeed.feeds import job_statements
+
+    return job_statements
