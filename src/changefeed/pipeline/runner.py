@@ -14,7 +14,7 @@ from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import DatabaseError, PipelineError
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
-from changefeed.pipeline import job
+from changefeed.pipeline import crdb_jobs, job
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -56,6 +56,12 @@ def sync_topics(db: Path, feeds: list[tuple[FeedSpec, str]]) -> None:
             store.drop_topic(info.name, missing_ok=True)
 
 
+def _start(spark: SparkSession, db: Path, f: FeedSpec, jobs: dict[int, Any], **kw: Any) -> StreamingQuery:
+    """A feed's streaming query; a CockroachDB job's feed stops at the job's end_time."""
+    job_ = jobs.get(f.id)
+    return job.start_feed_query(spark, db, f, end=None if job_ is None else job_.end, **kw)
+
+
 def _scan_all(
     spark: SparkSession, db: Path, feeds: list[tuple[FeedSpec, str]], on_progress: ScanProgress | None
 ) -> None:
@@ -95,17 +101,20 @@ def run_until_idle(
     feeds = feed_specs(dbp)
     sync_topics(dbp, feeds)
     _scan_all(spark, dbp, feeds, on_progress)
+    jobs = crdb_jobs.job_of_feeds(dbp)
     queries = [
-        (f, job.start_feed_query(spark, dbp, f, available_now=True, **kw))
+        (f, _start(spark, dbp, f, jobs, available_now=True, **kw))
         for f, s in feeds
-        if s in job.ACTIVE_STATES
+        if s in job.ACTIVE_STATES and crdb_jobs.streams(jobs.get(f.id))
     ]
     errors = []
     for f, q in queries:
         try:
             job.await_query(q, f, job.checkpoint_dir(dbp, f.id))
         except PipelineError as exc:
-            errors.append(exc)
+            if not crdb_jobs.record_failure(dbp, f.id, str(exc)):
+                errors.append(exc)
+    crdb_jobs.advance(dbp)
     if errors:
         raise errors[0]
     if gc:
@@ -173,6 +182,7 @@ def run_forever(
         while not stop.is_set():
             feeds = feed_specs(dbp)
             sync_topics(dbp, feeds)
+            jobs = crdb_jobs.job_of_feeds(dbp)
             live = {f.id: (f, s) for f, s in feeds if s in job.ACTIVE_STATES}
             for fid in [i for i in running if i not in live]:
                 _stop_between_batches(running.pop(fid)[1])
@@ -181,7 +191,9 @@ def run_forever(
                     exc = q.exception()
                     running.pop(fid)
                     if exc is not None:
-                        raise PipelineError(job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
+                        message = job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id))
+                        if not crdb_jobs.record_failure(dbp, f.id, message):
+                            raise PipelineError(message)
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
@@ -189,7 +201,10 @@ def run_forever(
                     from changefeed.pipeline.scan import run_initial_scan
 
                     run_initial_scan(spark, dbp, f, on_progress=on_progress)
-                running[fid] = (f, job.start_feed_query(spark, dbp, f, available_now=False, **kw))
+                if not crdb_jobs.streams(jobs.get(fid)):
+                    continue  # initial_scan='only': advance() finishes it
+                running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
+            crdb_jobs.advance(dbp)
             now = time.monotonic()
             if now - last_retention >= RETENTION_EVERY_S:
                 TopicStore(dbp).apply_retention()
