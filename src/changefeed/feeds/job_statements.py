@@ -265,6 +265,8 @@ class JobOptions:
             raise InvalidOption(f"unknown format: {raw.get('format')}")
         self.format = fmt
         self.encoder = FORMAT_ENCODERS.get(fmt, fmt)
+        # What the messages carry, in the terms of the feed spec: ``before`` only with diff.
+        self.mode = Mode.NEW_AND_OLD_IMAGES if "diff" in raw else Mode.NEW_IMAGE
 
 
 def _crdb_options(raw: Mapping[str, str | None], sink: SinkSpec) -> Any:
@@ -340,7 +342,7 @@ def _make_feed(
         topic=sink.topic_for(target.name, target.family),
         partitions=schema.partitions,
         format=opts.encoder,
-        mode=Mode.NEW_AND_OLD_IMAGES,
+        mode=opts.mode,
         resolved_ns=opts.resolved_ns,
         initial_scan=initial_scan,
         created_seq=seq,
@@ -611,6 +613,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
             topic=sink.topic_for(t.name, t.family),
             format=opts.encoder,
             resolved_ns=opts.resolved_ns,
+            mode=opts.mode,
             **kw,
         )
         _save_spec(txn, spec)
