@@ -292,3 +292,33 @@ def test_high_water_shows_as_decimal_and_timestamptz(conn: Any) -> None:
     assert row["high_water_timestamp"] == Decimal("1700000000123456789.0000000003")
     assert row["readable_high_water_timestamptz"].isoformat() == "2023-11-14T22:13:20.123456+00:00"
     assert J.hlc_string(ts) == "1700000000.123456789,3"
+
+
+def test_on_error_pause_and_fail(conn: Any) -> None:
+    from changefeed.pipeline import crdb_jobs
+
+    (pausing,) = conn.execute("CREATE CHANGEFEED FOR foo INTO 'topics://' WITH on_error = 'pause'").rows[0]
+    (failing,) = conn.execute("CREATE CHANGEFEED FOR bar INTO 'topics://'").rows[0]
+    p_feed = J.load_job(conn.db.conn, pausing).feed_ids[0]
+    f_feed = J.load_job(conn.db.conn, failing).feed_ids[0]
+    assert crdb_jobs.record_failure(conn.path, p_feed, "boom")
+    assert crdb_jobs.record_failure(conn.path, f_feed, "bang")
+    assert not crdb_jobs.record_failure(conn.path, 10**6, "not a job's feed")
+    with changefeed.connect(conn.path) as c:
+        paused = J.load_job(c.db.conn, pausing)
+        assert paused.status == "paused"
+        assert paused.error == "job failed (boom) but is being paused because of on_error=pause"
+        failed = J.load_job(c.db.conn, failing)
+        assert failed.status == "failed" and failed.error == "bang" and failed.finished is not None
+        assert _feeds(c) == {p_feed: "paused", f_feed: "failed"}
+        c.execute(f"RESUME JOB {pausing}")
+        assert J.load_job(c.db.conn, pausing).status == "running"
+        shown = c.execute("SHOW JOBS")
+        assert shown.columns[:2] == ["job_id", "job_type"] and {r[1] for r in shown.rows} == {"CHANGEFEED"}
+
+
+def test_dropping_a_watched_table_fails_the_job(conn: Any) -> None:
+    (job_id,) = conn.execute("CREATE CHANGEFEED FOR foo, bar INTO 'topics://'").rows[0]
+    conn.execute("DROP TABLE bar")
+    job = J.load_job(conn.db.conn, job_id)
+    assert job.status == "failed" and job.error == '"bar" was dropped'

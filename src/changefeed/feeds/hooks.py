@@ -24,8 +24,11 @@ if TYPE_CHECKING:
 
 
 def on_drop_table(session: Session, txn: Transaction, schema: TableSchema) -> None:
-    """Dropping a table drops its changefeeds and their topics."""
+    """Dropping a table drops its changefeeds and their topics; a CockroachDB job watching it fails."""
     feeds = feeds_of_table(txn.conn, schema.id)
+    from changefeed.feeds import jobs
+
+    jobs.on_table_dropped(txn.conn, {f.id for f in feeds}, schema.short_name, session.db.clock.now_ns())
     txn.conn.execute(
         "DELETE FROM _progress WHERE feed_id IN (SELECT id FROM _feeds WHERE table_id = ?)", (schema.id,)
     )

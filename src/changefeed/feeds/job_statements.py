@@ -484,6 +484,25 @@ def show_jobs(session: Session, txn: Transaction) -> Result:
     return _result(list(SHOW_COLUMNS), [show_row(j) for j in jobs])
 
 
+SHOW_JOBS_COLUMNS = [
+    "job_id", "job_type", "description", "statement", "user_name", "status", "running_status", "created",
+    "started", "finished", "modified", "fraction_completed", "error", "coordinator_id",
+]  # fmt: skip
+
+
+def show_all_jobs(session: Session, txn: Transaction) -> Result:
+    """``SHOW JOBS``: CockroachDB's general job listing (here every job is a changefeed)."""
+    rows = []
+    for r in show_jobs(session, txn).rows:
+        d = dict(zip(SHOW_COLUMNS, r, strict=True))
+        done = 1.0 if d["status"] == J.SUCCEEDED else 0.0
+        rows.append(
+            (d["job_id"], J.JOB_TYPE, d["description"], "", d["user_name"], d["status"], d["running_status"],
+             d["created"], d["started"], d["finished"], d["modified"], done, d["error"], None)
+        )  # fmt: skip
+    return _result(list(SHOW_JOBS_COLUMNS), rows)
+
+
 def show_job(session: Session, txn: Transaction, stmt: ast.ShowChangefeedJob, ev: Any) -> Result:
     job_id = J.parse_job_id(session._option_value(stmt.job_id, ev))
     job = J.get_job(txn.conn, job_id)

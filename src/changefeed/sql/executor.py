@@ -1439,6 +1439,8 @@ class Session:
         if s.what in ("changefeed jobs", "jobs"):
             from changefeed.feeds import job_statements
 
+            if s.what == "jobs":
+                return job_statements.show_all_jobs(self, txn)
             return job_statements.show_jobs(self, txn)
         if s.what == "changefeeds":
             from changefeed.feeds import hooks
