@@ -22,7 +22,7 @@ from changefeed.exceptions import (
     UnsupportedFeature,
 )
 from changefeed.feeds import jobs as J
-from changefeed.feeds.job_statements import SHOW_COLUMNS
+from changefeed.sql.statements.crdb_jobs import SHOW_COLUMNS
 
 
 class FakeClock:

@@ -317,12 +317,12 @@ def succeed(conn: sqlite3.Connection, job: Job, now: int) -> Job:
     return _update(conn, job, now, status=SUCCEEDED, finished=now, running_status=None)
 
 
-def on_table_dropped(conn: sqlite3.Connection, feed_ids: set[int], table: str, now: int) -> None:
+def on_table_dropped(conn: sqlite3.Connection, table_id: int, table: str, now: int) -> None:
     """A watched table was dropped: its jobs fail (CockroachDB: ``"t" was dropped``)."""
     from dataclasses import replace
 
     for job in all_jobs(conn):
-        if job.status in TERMINAL or not feed_ids & set(job.feed_ids):
+        if job.status in TERMINAL or all(t.table_id != table_id for t in job.targets):
             continue
         fail(conn, replace(job, on_error="fail"), now, f'"{table}" was dropped')
 

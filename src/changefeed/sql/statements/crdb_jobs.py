@@ -15,26 +15,32 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from changefeed.engine import privileges
 from changefeed.engine.clock import CommitTs
+from changefeed.engine.txn import Transaction
 from changefeed.exceptions import (
     GcThresholdError,
     InvalidOption,
     InvalidStatement,
     JobNotFound,
     JobStateError,
-    PermissionDenied,
     UndefinedTable,
     UnsupportedFeature,
 )
 from changefeed.feeds import jobs as J
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
+from changefeed.sql import ast
+from changefeed.sql.evaluator import Params
+from changefeed.sql.result import Result
+from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements.common import enable_changes
+from changefeed.topics import TopicStore
+
+FAMILY = StatementFamily("crdb_jobs")
 
 if TYPE_CHECKING:
     from changefeed.engine.catalog import TableSchema
-    from changefeed.engine.txn import Transaction
-    from changefeed.sql import ast
-    from changefeed.sql.executor import Result, Session
 
 #: Options ``ALTER CHANGEFEED .. SET/UNSET`` may not change.
 UNALTERABLE = ("initial_scan", "initial_scan_only", "no_initial_scan", "end_time", "cursor")
@@ -72,8 +78,6 @@ FORMAT_ENCODERS = {
 
 # ==================================================================================== helpers
 def _result(columns: list[str], rows: list[tuple[Any, ...]]) -> Result:
-    from changefeed.sql.executor import Result
-
     return Result(columns=columns, rows=rows, types=[None] * len(columns))
 
 
@@ -87,54 +91,20 @@ def raw_options(session: Session, options: Sequence[ast.Option], ev: Any) -> dic
     """Option name -> text value (``None`` for a bare flag), names lower-cased, last one wins."""
     out: dict[str, str | None] = {}
     for name, expr in options:
-        out[name.lower()] = None if expr is None else _text(session._option_value(expr, ev))
+        out[name.lower()] = None if expr is None else _text(session.option_value(expr, ev))
     return out
 
 
-def is_admin(session: Session, txn: Transaction) -> bool:
-    """Stand-in until ``engine/privileges.py``: root is the admin."""
-    try:
-        from changefeed.engine import privileges  # type: ignore[attr-defined]
-
-        return bool(privileges.is_admin(txn.conn, session.user))
-    except ImportError:
-        from changefeed.engine.auth import ROOT
-
-        return session.user == ROOT
-
-
-def _check_create_privileges(session: Session, txn: Transaction, tables: Sequence[TableSchema]) -> None:
-    try:
-        from changefeed.engine import privileges  # type: ignore[attr-defined]
-    except ImportError:
-        privileges = None
-    if privileges is not None:
-        privileges.check_changefeed_privileges(txn.conn, session.user, tables)
-        return
-    if is_admin(session, txn):
-        return
-    for t in tables:
-        ok = txn.conn.execute(
-            "SELECT 1 FROM _grants WHERE grantee = ? AND table_id = ? AND privilege IN ('CHANGEFEED', 'ALL')",
-            (session.user, t.id),
-        ).fetchone()
-        if ok is None:
-            raise PermissionDenied(
-                f"user {session.user} requires the CHANGEFEED privilege on all target tables to be able to "
-                "run an enterprise changefeed"
-            )
-
-
 def _check_control(session: Session, txn: Transaction, job: J.Job) -> None:
-    """Job control: the job's owner or an admin."""
-    if is_admin(session, txn) or job.user_name == session.user:
-        return
-    raise PermissionDenied(f"user {session.user} does not have privileges for job {job.id}")
+    """Job control: the job's owner (or its role), an admin, CONTROLJOB, or CHANGEFEED on its tables."""
+    live = {t.id: t for t in session.db.tables()}
+    tables = [live[x.table_id] for x in job.targets if x.table_id in live]
+    privileges.check_job_control(txn.conn, session.user, job.user_name, job.id, tables)
 
 
 def _target_text(t: ast.ChangefeedTarget, session: Session) -> str:
     name = ".".join(p.name for p in t.table.parts)
-    return f"TABLE {name}" + (f" FAMILY {session._ident(t.family)}" if t.family else "")
+    return f"TABLE {name}" + (f" FAMILY {session.ident(t.family)}" if t.family else "")
 
 
 def _resolve_targets(
@@ -150,7 +120,7 @@ def _resolve_targets(
             raise UndefinedTable(
                 f'failed to resolve targets in the CHANGEFEED stmt: table "{name}" does not exist'
             ) from None
-        family = session._ident(t.family) if t.family else None
+        family = session.ident(t.family) if t.family else None
         text = _target_text(t, session)
         key = (schema.id, family)
         if key in seen:
@@ -324,7 +294,7 @@ def _make_feed(
                 f"threshold {J.hlc_string(threshold)} (hint: use a more recent cursor)"
             )
     if not schema.changes:
-        schema = session.enable_changes(txn, schema, True)
+        schema = enable_changes(session, txn, schema, True)
         if threshold is None:  # no history before now
             from changefeed.engine.gc import set_gc_threshold
 
@@ -366,8 +336,6 @@ def _make_feed(
     )
     spec = spec.with_ids(id=int(cur.lastrowid or 0))
     _save_spec(txn, spec)
-    from changefeed.topics import TopicStore
-
     TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
     return spec
 
@@ -378,9 +346,10 @@ def _save_spec(txn: Transaction, spec: FeedSpec) -> None:
     )
 
 
-def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, ev: Any) -> Result:
+def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, ev: Params) -> Result:
+    """``CREATE CHANGEFEED .. INTO``: called by the ``crdb_feeds`` family for statements with a sink."""
     assert stmt.sink is not None and txn.ts is not None
-    uri = session._option_value(stmt.sink, ev)
+    uri = session.option_value(stmt.sink, ev)
     if not isinstance(uri, str):
         raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
     sink = parse_sink_uri(uri)
@@ -388,7 +357,9 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     opts = JobOptions(raw, txn.ts)
     crdb = _crdb_options(raw, sink)
     targets = _resolve_targets(session, txn, stmt.targets)
-    _check_create_privileges(session, txn, [session.db.table_by_id(t.table_id) for t in targets])
+    privileges.check_changefeed_privileges(
+        txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
+    )
     J.ensure_table(txn.conn)
     job_id = J.new_job_id(txn.conn, txn.ts)
     specs = [
@@ -471,9 +442,10 @@ def show_row(job: J.Job) -> tuple[Any, ...]:
     )
 
 
-def show_jobs(session: Session, txn: Transaction) -> Result:
+@FAMILY.show("changefeed jobs")
+def show_jobs(session: Session, txn: Transaction, s: ast.Show | None = None) -> Result:
     now = session.db.clock.now_ns()
-    admin = is_admin(session, txn)
+    admin = privileges.is_admin(txn.conn, session.user)
     jobs = [
         j
         for j in J.all_jobs(txn.conn)
@@ -490,7 +462,8 @@ SHOW_JOBS_COLUMNS = [
 ]  # fmt: skip
 
 
-def show_all_jobs(session: Session, txn: Transaction) -> Result:
+@FAMILY.show("jobs")
+def show_all_jobs(session: Session, txn: Transaction, s: ast.Show | None = None) -> Result:
     """``SHOW JOBS``: CockroachDB's general job listing (here every job is a changefeed)."""
     rows = []
     for r in show_jobs(session, txn).rows:
@@ -503,19 +476,19 @@ def show_all_jobs(session: Session, txn: Transaction) -> Result:
     return _result(list(SHOW_JOBS_COLUMNS), rows)
 
 
-def show_job(session: Session, txn: Transaction, stmt: ast.ShowChangefeedJob, ev: Any) -> Result:
-    job_id = J.parse_job_id(session._option_value(stmt.job_id, ev))
+@FAMILY.statement(ast.ShowChangefeedJob, write=False)
+def show_job(session: Session, txn: Transaction, stmt: ast.ShowChangefeedJob, ev: Params) -> Result:
+    job_id = J.parse_job_id(session.option_value(stmt.job_id, ev))
     job = J.get_job(txn.conn, job_id)
-    if job is None or not (is_admin(session, txn) or job.user_name == session.user):
+    if job is None or not (privileges.is_admin(txn.conn, session.user) or job.user_name == session.user):
         return _result(list(SHOW_COLUMNS), [])
     return _result(list(SHOW_COLUMNS), [show_row(job)])
 
 
 # ==================================================================================== control
-def job_control(session: Session, txn: Transaction, stmt: ast.JobControl, ev: Any) -> Result:
-    from changefeed.sql.executor import Result
-
-    job_id = J.parse_job_id(session._option_value(stmt.job_id, ev))
+@FAMILY.statement(ast.JobControl)
+def job_control(session: Session, txn: Transaction, stmt: ast.JobControl, ev: Params) -> Result:
+    job_id = J.parse_job_id(session.option_value(stmt.job_id, ev))
     job = J.load_job(txn.conn, job_id)
     _check_control(session, txn, job)
     now = session.db.clock.now_ns()
@@ -529,11 +502,10 @@ def job_control(session: Session, txn: Transaction, stmt: ast.JobControl, ev: An
 
 
 # ==================================================================================== ALTER
-def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev: Any) -> Result:
-    from changefeed.sql.executor import Result
-
+@FAMILY.statement(ast.AlterChangefeed)
+def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev: Params) -> Result:
     assert txn.ts is not None
-    raw_id = session._option_value(stmt.job_id, ev)
+    raw_id = session.option_value(stmt.job_id, ev)
     job_id = J.parse_job_id(raw_id, what="changefeed ID")
     job = J.get_job(txn.conn, job_id)
     if job is None:
@@ -636,8 +608,6 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
             **kw,
         )
         _save_spec(txn, spec)
-        from changefeed.topics import TopicStore
-
         TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
         specs.append(spec)
     for t, with_scan in new_targets:
@@ -662,3 +632,24 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
     )
     J.save_job(txn.conn, new)
     return Result(status="ALTER CHANGEFEED")
+
+
+# ==================================================================================== tables
+@FAMILY.alter_action(ast.ConfigureZone)
+def configure_zone(
+    session: Session, txn: Transaction, schema: TableSchema, action: ast.ConfigureZone, ev: Params
+) -> TableSchema:
+    """``ALTER TABLE t CONFIGURE ZONE USING gc.ttlseconds = n``: the table's GC TTL."""
+    from changefeed.engine.gc import configure_zone as zone_options
+
+    zone = zone_options(schema, [(k, session.option_value(v, ev)) for k, v in action.options])
+    new = replace(schema, options={**schema.options, **zone}, version=schema.version + 1)
+    session.db.save_table(new)
+    session.db.refresh_catalog()
+    return session.db.table_by_id(new.id)
+
+
+@FAMILY.on_drop_table
+def on_drop_table(session: Session, txn: Transaction, schema: TableSchema) -> None:
+    """A watched table is dropped: its jobs fail (CockroachDB: ``"t" was dropped``)."""
+    J.on_table_dropped(txn.conn, schema.id, schema.short_name, session.db.clock.now_ns())
