@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 FEED_POLL_S = 3.0
 RETENTION_EVERY_S = 60.0
 GC_EVERY_S = 60.0
+#: Consecutive failures of a CockroachDB job's feed query before the job fails (or pauses).
+JOB_RETRIES = 3
 
 ScanProgress = Callable[[FeedSpec, int, int], None]
 
@@ -112,8 +114,7 @@ def run_until_idle(
         try:
             job.await_query(q, f, job.checkpoint_dir(dbp, f.id))
         except PipelineError as exc:
-            if not crdb_jobs.record_failure(dbp, f.id, str(exc)):
-                errors.append(exc)
+            errors.append(exc)  # a job's feed too: the job stays running, the next run retries
     crdb_jobs.advance(dbp)
     if errors:
         raise errors[0]
@@ -133,6 +134,11 @@ def _gc(db: Path) -> None:
             database.close()
     except Exception as exc:  # GC is best effort
         log.warning("change stream GC failed: %s", exc)
+
+
+def _batches_done(q: StreamingQuery) -> int:
+    progress: dict[str, Any] | None = q.lastProgress
+    return int(progress.get("batchId", -1)) if progress else -1
 
 
 def _stop_between_batches(q: StreamingQuery, timeout_s: float = 60.0) -> None:
@@ -177,6 +183,7 @@ def run_forever(
     if signals:
         on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
+    failures: dict[int, int] = {}
     last_retention = last_gc = 0.0
     try:
         while not stop.is_set():
@@ -192,8 +199,18 @@ def run_forever(
                     running.pop(fid)
                     if exc is not None:
                         message = job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id))
-                        if not crdb_jobs.record_failure(dbp, f.id, message):
+                        if fid not in jobs:
                             raise PipelineError(message)
+                        # A job's feed is retried (restarted at the next poll, from its checkpoint);
+                        # after JOB_RETRIES failures in a row its job fails (or pauses: on_error).
+                        failures[fid] = failures.get(fid, 0) + 1
+                        if failures[fid] >= JOB_RETRIES:
+                            failures.pop(fid)
+                            crdb_jobs.record_failure(dbp, fid, message)
+                        else:
+                            log.warning("%s; retrying (%d of %d)", message, failures[fid], JOB_RETRIES)
+                elif fid in failures and _batches_done(q) >= 1:
+                    failures.pop(fid)  # delivering again
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
