@@ -330,7 +330,9 @@ class Coordinator:
             return UNKNOWN_MEMBER_ID
         if generation != g.generation:
             return ILLEGAL_GENERATION
-        if g.state is State.PREPARING:
+        if g.state is State.COMPLETING:
+            # As Kafka: members may still commit while the group prepares a rebalance (before
+            # they rejoin), not between the join and the new assignment.
             return REBALANCE_IN_PROGRESS
         g.members[member_id].last_seen = time.monotonic()
         return NONE

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from changefeed.exceptions import ChangefeedError
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.broker import Broker, FetchResult, ProduceResult
-from changefeed.server.kafka.records import parse_batches
-from changefeed.server.kafka.wire import Reader, Writer
+from changefeed.server.kafka.records import UnsupportedBatch, parse_batches
+from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
 from changefeed.topics.store import DEFAULT_RETENTION_NS, MAX_PARTITIONS, TopicInfo
 
 if TYPE_CHECKING:
@@ -234,7 +234,12 @@ class TopicApis:
     ) -> ProduceResult:
         if info is None or not 0 <= p < info.partitions:
             return ProduceResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
-        batches = parse_batches(data or b"")
+        try:
+            batches = parse_batches(data or b"")
+        except MalformedRequest as exc:
+            return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
+        except UnsupportedBatch as exc:
+            return ProduceResult(E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, str(exc))
         async with self.broker.lock(info.name, p):
             return await self.broker.run(self.broker.append_batches, info, p, batches)
 
