@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from changefeed.exceptions import TopicError
 from changefeed.server.kafka import errors as E
+from changefeed.server.kafka.authz import Authorizer
 from changefeed.server.kafka.groups import Coordinator
 from changefeed.server.kafka.records import ProducedBatch, encode_batch
 from changefeed.topics.store import TopicInfo, TopicStore
@@ -81,6 +82,7 @@ class Broker:
         self.db = db
         self.store = TopicStore(db)
         self.coordinator = Coordinator()
+        self.authz = Authorizer(db)
         self.producer_ids = ProducerIds(db)
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._changed = asyncio.Event()
@@ -116,6 +118,16 @@ class Broker:
             return None
         found = [t for t in self.store.topics() if "/" in t.name and t.name.replace("/", ".") == name]
         return found[0] if len(found) == 1 else None
+
+    def topic_for(self, user: str, name: str, action: str) -> tuple[TopicInfo | None, int]:
+        """(topic, error): UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED or NONE."""
+        info = self.topic_or_none(name)
+        if info is None:
+            bad = not name or not name.isprintable()
+            return None, E.INVALID_TOPIC_EXCEPTION if bad else E.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.authz.allowed(user, info.name, action):
+            return None, E.TOPIC_AUTHORIZATION_FAILED
+        return info, E.NONE
 
     # -- fetch -------------------------------------------------------------------------------
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from changefeed.engine.auth import ROOT
 from changefeed.exceptions import ChangefeedError
 from changefeed.server.kafka import errors as E
+from changefeed.server.kafka.authz import READ
 from changefeed.server.kafka.broker import Broker
 from changefeed.server.kafka.wire import Reader, Writer
 
@@ -134,9 +136,13 @@ class GroupApis:
         )
         b = self.broker
 
+        user = session.user or ROOT
+
         def commit(name: str, parts: list[tuple[int, int]]) -> int:
-            info = b.topic_or_none(name)
-            if info is None or any(not 0 <= p < info.partitions for p, _ in parts):
+            info, err = b.topic_for(user, name, READ)
+            if info is None:
+                return err
+            if any(not 0 <= p < info.partitions for p, _ in parts):
                 return E.UNKNOWN_TOPIC_OR_PARTITION
             try:
                 b.store.commit_offsets(group_id, info.name, {p: max(0, off) for p, off in parts})
@@ -162,6 +168,7 @@ class GroupApis:
         group_id = r.string()
         topics = r.nullable_array(lambda r: (r.string(), r.array(Reader.int32)))
         b = self.broker
+        user = session.user or ROOT
 
         def work() -> list[tuple[str, list[tuple[int, int, int]]]]:
             wanted = topics
@@ -169,9 +176,9 @@ class GroupApis:
                 wanted = [(t.name, list(range(t.partitions))) for t in b.store.topics()]
             out = []
             for name, parts in wanted:
-                info = b.topic_or_none(name)
+                info, err = b.topic_for(user, name, READ)
                 if info is None:
-                    out.append((name, [(p, -1, E.UNKNOWN_TOPIC_OR_PARTITION) for p in parts]))
+                    out.append((name, [(p, -1, err) for p in parts]))
                     continue
                 committed = b.store.committed_offsets(group_id, info.name)
                 if topics is None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from changefeed.engine.auth import ROOT
 from changefeed.exceptions import ChangefeedError
 from changefeed.server.kafka import errors as E
+from changefeed.server.kafka.authz import READ, WRITE
 from changefeed.server.kafka.broker import Broker, FetchResult, ProduceResult
 from changefeed.server.kafka.records import UnsupportedBatch, parse_batches
 from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
@@ -22,10 +24,6 @@ __all__ = ["TopicApis"]
 #: Long polls wake at least this often to see appends by other processes (the Spark pipeline).
 _POLL_INTERVAL_S = 0.05
 _MAX_WAIT_S = 30.0
-
-
-def _topic_error(name: str) -> int:
-    return E.INVALID_TOPIC_EXCEPTION if not name or not name.isprintable() else E.UNKNOWN_TOPIC_OR_PARTITION
 
 
 class TopicApis:
@@ -44,11 +42,14 @@ class TopicApis:
             r.boolean()
             r.boolean()
         b = self.broker
-        if names is None or (version == 0 and not names):
-            infos: list[tuple[str, TopicInfo | None]] = [(t.name, t) for t in await b.run(b.store.topics)]
-        else:
-            found = await b.run(lambda: [(n, b.topic_or_none(n)) for n in names])
-            infos = found
+        user = session.user or ROOT
+
+        def describe() -> list[tuple[str, TopicInfo | None, int]]:
+            if names is None or (version == 0 and not names):
+                return [(t.name, t, E.NONE) for t in b.store.topics() if b.authz.allowed(user, t.name, READ)]
+            return [(n, *b.topic_for(user, n, READ)) for n in names]
+
+        infos = await b.run(describe)
         w = Writer()
         if version >= 3:
             w.int32(0)
@@ -60,8 +61,8 @@ class TopicApis:
         if version >= 1:
             w.int32(self.node_id)  # controller
         w.int32(len(infos))
-        for name, info in infos:
-            w.int16(E.NONE if info is not None else _topic_error(name)).string(name)
+        for name, info, err in infos:
+            w.int16(err).string(name)
             if version >= 1:
                 w.boolean(False)
             parts = info.partitions if info is not None else 0
@@ -94,15 +95,16 @@ class TopicApis:
 
         topics = r.array(lambda r: (r.string(), r.array(part)))
         b = self.broker
+        user = session.user or ROOT
 
         def work() -> list[tuple[str, list[tuple[int, int, int, int]]]]:
             out = []
             for name, parts in topics:
-                info = b.topic_or_none(name)
+                info, err = b.topic_for(user, name, READ)
                 rows = []
                 for p, ts in parts:
                     if info is None:
-                        rows.append((p, _topic_error(name), -1, -1))
+                        rows.append((p, err, -1, -1))
                     else:
                         rows.append((p, *b.list_offset(info, p, ts)))
                 out.append((name, rows))
@@ -149,17 +151,18 @@ class TopicApis:
             r.string()
         b = self.broker
         deadline = time.monotonic() + min(max(max_wait_ms, 0) / 1000, _MAX_WAIT_S)
+        user = session.user or ROOT
 
         def work() -> tuple[int, list[tuple[str, list[tuple[int, FetchResult]]]]]:
             budget = max_bytes if max_bytes > 0 else 1 << 30
             total = 0
             out = []
             for name, parts in topics:
-                info = b.topic_or_none(name)
+                info, err = b.topic_for(user, name, READ)
                 rows = []
                 for p, offset, pmax in parts:
                     if info is None:
-                        res = FetchResult(_topic_error(name), -1, -1, None)
+                        res = FetchResult(err, -1, -1, None)
                     elif budget - total <= 0:
                         res = b.fetch_partition(info, p, offset, 0)
                         res = FetchResult(res.error, res.high_watermark, res.log_start, b"")
@@ -209,10 +212,13 @@ class TopicApis:
             ]
         else:
             for name, parts in topics:
-                info = await b.run(b.topic_or_none, name)
+                info, err = await b.run(b.topic_for, session.user or ROOT, name, WRITE)
                 rows: list[tuple[int, ProduceResult]] = []
                 for p, data in parts:
-                    rows.append((p, await self._produce_partition(name, info, p, data)))
+                    if info is None:
+                        rows.append((p, ProduceResult(err, -1, -1)))
+                    else:
+                        rows.append((p, await self._produce_partition(info, p, data)))
                 out.append((name, rows))
             b.notify()
         if acks == 0:
@@ -229,10 +235,8 @@ class TopicApis:
         w.int32(0)
         return w.getvalue()
 
-    async def _produce_partition(
-        self, name: str, info: TopicInfo | None, p: int, data: bytes | None
-    ) -> ProduceResult:
-        if info is None or not 0 <= p < info.partitions:
+    async def _produce_partition(self, info: TopicInfo, p: int, data: bytes | None) -> ProduceResult:
+        if not 0 <= p < info.partitions:
             return ProduceResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
         try:
             batches = parse_batches(data or b"")
@@ -271,6 +275,8 @@ class TopicApis:
         def create(
             name: str, n: int, rf: int, configs: list[tuple[str, str | None]]
         ) -> tuple[int, str | None]:
+            if session.user != ROOT:
+                return E.TOPIC_AUTHORIZATION_FAILED, "Only root may create topics."
             if b.topic_or_none(name) is not None:
                 return E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
             if n == -1:
@@ -314,6 +320,8 @@ class TopicApis:
         b = self.broker
 
         def delete(name: str) -> int:
+            if session.user != ROOT:
+                return E.TOPIC_AUTHORIZATION_FAILED
             if b.topic_or_none(name) is None:
                 return E.UNKNOWN_TOPIC_OR_PARTITION
             b.store.drop_topic(name, missing_ok=True)
