@@ -496,3 +496,65 @@ def test_corrupt_record_batch_is_refused(db: Path, port: int) -> None:
     at = 4 + 4 + 4 + 2 + len(topic) + 4
     assert struct.unpack(">ih", resp[at : at + 6]) == (0, 2)
     assert TopicStore(db).partition_offsets(FEED_TOPIC, 0) == before
+
+
+# -- the serve command -------------------------------------------------------------------------
+
+
+def test_serve_command_serves_kafka_until_sigterm(db: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(changefeed.__file__).parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--kafka", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("kafka: listening on 127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        c = confluent_consumer(port, "serve-cmd")
+        c.assign([ck.TopicPartition(FEED_TOPIC, 0, 0)])
+        assert drain(c, 1)
+        c.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
+
+
+# -- group membership expiry -------------------------------------------------------------------
+
+
+def test_member_without_heartbeats_is_removed_and_group_rebalances() -> None:
+    from changefeed.server.kafka.groups import Coordinator
+
+    async def scenario() -> None:
+        co = Coordinator()
+        co.start()
+        proto = [("range", b"meta")]
+        a, b = await asyncio.gather(
+            co.join("g", "", "a", "h", 1000, 5000, "consumer", proto),
+            co.join("g", "", "b", "h", 1000, 5000, "consumer", proto),
+        )
+        assert a.generation == b.generation == 1
+        leader = a if a.members else b
+        other = b if leader is a else a
+        assigned = {leader.member_id: b"L", other.member_id: b"O"}
+        res = await asyncio.gather(
+            co.sync("g", 1, leader.member_id, list(assigned.items())), co.sync("g", 1, other.member_id, [])
+        )
+        assert [r[1] for r in res] == [b"L", b"O"]
+        # Only the leader keeps heartbeating; the other one's session (1 s) expires.
+        for _ in range(8):
+            await asyncio.sleep(0.25)
+            err = co.heartbeat("g", 1, leader.member_id)
+            if err:
+                break
+        assert err == 27  # REBALANCE_IN_PROGRESS: rejoin
+        again = await co.join("g", leader.member_id, "a", "h", 1000, 5000, "consumer", proto)
+        assert again.generation == 2 and [m for m, _ in again.members] == [leader.member_id]
+        assert co.heartbeat("g", 1, other.member_id) == 25  # UNKNOWN_MEMBER_ID
+        await co.stop()
+
+    asyncio.run(scenario())
