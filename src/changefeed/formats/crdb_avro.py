@@ -173,18 +173,12 @@ class AvroPlan:
     value_schema: dict[str, Any] | None
     value_id: int
 
-    @property
-    def row_name(self) -> str:
-        """The full name of the row record: the union branch of ``after``/``record``."""
-        name = S.avro_name(S.table_name(self.table))
-        return f"{self.opts.prefix}.{name}" if self.opts.prefix else name
-
 
 def frame(schema_id: int) -> bytes:
     return S.MAGIC + struct.pack(">I", schema_id)
 
 
-def _writer(schema: dict[str, Any]) -> Callable[[Any], bytes]:
+def _writer(schema: Any) -> Callable[[Any], bytes]:
     """A datum -> Avro binary function over a schema parsed once."""
     import fastavro
 
@@ -201,6 +195,65 @@ def _writer(schema: dict[str, Any]) -> Callable[[Any], bytes]:
     return encode
 
 
+# ============================================================================ binary, column-wise
+#
+# An Avro record's binary form is the concatenation of its fields' encodings, and a union's is the
+# branch index (zig-zag varint) followed by the value. So each column is encoded on its own into a
+# list of byte strings (one per row), and rows, keys and envelopes are joins of those lists. The
+# common types are written here; the others (decimal, arrays, BIT) go through fastavro per value.
+
+_NULL = b"\x00"  # union branch 0: null
+_SOME = b"\x02"  # union branch 1
+_SMALL = [bytes([z]) for z in range(128)]
+_TRUE, _FALSE = _SOME + b"\x01", _SOME + b"\x00"
+_pack_double = struct.Struct("<d").pack
+_LONG_LOGICAL = {"date", "time-micros", "timestamp-micros"}
+
+
+def zigzag(n: int) -> bytes:
+    """An Avro ``int``/``long``: zig-zag, then a little-endian base-128 varint."""
+    z = (n << 1) ^ (n >> 63)
+    if z < 0x80:
+        return _SMALL[z]
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _text(v: str) -> bytes:
+    b = v.encode()
+    return _SOME + zigzag(len(b)) + b
+
+
+def field_bytes(values: list[Any], union: list[Any]) -> list[bytes]:
+    """One column's values (Avro-ready) encoded as the field's union, one byte string per row."""
+    inner = union[1]
+    kind = inner if isinstance(inner, str) else None
+    if isinstance(inner, dict) and inner.get("logicalType") in _LONG_LOGICAL and len(union) == 2:
+        kind = "long"
+    if kind == "long":
+        return [_NULL if v is None else _SOME + zigzag(v) for v in values]
+    if kind == "string":
+        return [_NULL if v is None else _text(v) for v in values]
+    if kind == "boolean":
+        return [_NULL if v is None else (_TRUE if v else _FALSE) for v in values]
+    if kind == "double":
+        return [_NULL if v is None else _SOME + _pack_double(v) for v in values]
+    if kind == "bytes":
+        return [_NULL if v is None else _SOME + zigzag(len(v)) + v for v in values]
+    write = _writer(union)
+    return [_NULL if v is None else write(v) for v in values]
+
+
+def _rows(field_cols: list[list[bytes]], n: int) -> list[bytes]:
+    if not field_cols:
+        return [b""] * n
+    return list(map(b"".join, zip(*field_cols, strict=True)))
+
+
 def encode_arrays(
     batch: pa.RecordBatch, plan: AvroPlan
 ) -> tuple[list[int], list[bytes], list[bytes], list[int]]:
@@ -210,59 +263,60 @@ def encode_arrays(
         return [], [], [], []
     table, opts = plan.table, plan.opts
     key_cols = table.key
-    key_names = [S.avro_name(c.name) for c in key_cols]
-    key_vals = [column_values(batch.column(c.db), c.type) for c in key_cols]
+    converted: dict[str, list[Any]] = {}
+
+    def values_of(column: str, t: SqlType) -> list[Any]:
+        if column not in converted:
+            converted[column] = column_values(batch.column(column), t)
+        return converted[column]
+
     key_prefix = frame(plan.key_id)
-    enc_key = _writer(plan.key_schema)
-    keys = [
-        key_prefix + enc_key(dict(zip(key_names, row, strict=True))) for row in zip(*key_vals, strict=True)
-    ]
+    key_rows = _rows([field_bytes(values_of(c.db, c.type), S.field_type(c)) for c in key_cols], n)
+    keys = [key_prefix + k for k in key_rows]
     ts: list[int] = batch.column("ts").to_pylist()
     partitions = [partition_of(k, plan.partitions) for k in keys]
     if plan.value_schema is None:  # key_only
         return partitions, keys, [b""] * n, ts
     ops: list[int] = batch.column("op").to_pylist()
+    erased = [op == CHANGE_ERASE for op in ops]
     cols = S.row_columns(table)
-    col_names = [S.avro_name(c.name) for c in cols]
-    new_vals = [column_values(batch.column(c.db), c.type) for c in cols]
-    rows: list[dict[str, Any]] = [dict(zip(col_names, r, strict=True)) for r in zip(*new_vals, strict=True)]
-    row_name = plan.row_name
-    datums: list[dict[str, Any]]
+    parts: list[list[bytes]] = []
     if opts.envelope == S.ENVELOPE_BARE:
-        key_set = {S.avro_name(c.name) for c in key_cols}
-        datums = [
-            {
-                "record": (
-                    row_name,
-                    {k: (v if k in key_set else None) for k, v in r.items()} if op == CHANGE_ERASE else r,
-                )
-            }
-            for r, op in zip(rows, ops, strict=True)
-        ]
+        # a delete's record carries only the key columns
+        fields = []
+        for c in cols:
+            vals = values_of(c.db, c.type)
+            if not c.is_key:
+                vals = [None if e else v for v, e in zip(vals, erased, strict=True)]
+            fields.append(field_bytes(vals, S.field_type(c)))
+        parts.append([_SOME + r for r in _rows(fields, n)])
     else:
-        datums = [
-            {"after": None if op == CHANGE_ERASE else (row_name, r)} for r, op in zip(rows, ops, strict=True)
-        ]
         if opts.diff:
             oxs: list[bool] = batch.column("ox").to_pylist()
-            old_vals = [column_values(batch.column(c.db if c.is_key else f"o{c.id}"), c.type) for c in cols]
-            before_name = row_name + "_before"
-            for i, old in enumerate(zip(*old_vals, strict=True)):
-                existed = oxs[i] and ops[i] != CHANGE_SNAPSHOT
-                datums[i]["before"] = (
-                    (before_name, dict(zip(col_names, old, strict=True))) if existed else None
-                )
+            old = _rows(
+                [
+                    field_bytes(values_of(c.db if c.is_key else f"o{c.id}", c.type), S.field_type(c))
+                    for c in cols
+                ],
+                n,
+            )
+            parts.append(
+                [
+                    _SOME + r if ox and op != CHANGE_SNAPSHOT else _NULL
+                    for r, ox, op in zip(old, oxs, ops, strict=True)
+                ]
+            )
+        new = _rows([field_bytes(values_of(c.db, c.type), S.field_type(c)) for c in cols], n)
+        parts.append([_NULL if e else _SOME + r for r, e in zip(new, erased, strict=True)])
     if opts.updated or opts.mvcc_timestamp:
         lgs: list[int] = batch.column("lg").to_pylist()
-        for d, w, lg in zip(datums, ts, lgs, strict=True):
-            hlc = f"{w}.{lg:010d}"
-            if opts.updated:
-                d["updated"] = hlc
-            if opts.mvcc_timestamp:
-                d["mvcc_timestamp"] = hlc
+        hlc = [_text(f"{w}.{lg:010d}") for w, lg in zip(ts, lgs, strict=True)]
+        if opts.updated:
+            parts.append(hlc)
+        if opts.mvcc_timestamp:
+            parts.append(hlc)
     value_prefix = frame(plan.value_id)
-    enc_value = _writer(plan.value_schema)
-    values = [value_prefix + enc_value(d) for d in datums]
+    values = [value_prefix + v for v in _rows(parts, n)]
     return partitions, keys, values, ts
 
 
