@@ -152,3 +152,10 @@ class GcThresholdError(ChangefeedError):
     """History a changefeed needs was garbage-collected (a ``cursor`` older than the GC threshold)."""
 
     code = "XXUUU"
+
+
+# ---------------------------------------------------------------------------- Avro / schema registry
+class SchemaRegistryError(SinkError):
+    """The Confluent schema registry could not be reached, or refused a schema."""
+
+    code = "58P04"
