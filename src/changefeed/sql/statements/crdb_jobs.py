@@ -28,7 +28,7 @@ from changefeed.exceptions import (
     UnsupportedFeature,
 )
 from changefeed.feeds import jobs as J
-from changefeed.feeds.sinks import SinkSpec, parse_sink_uri
+from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
@@ -356,6 +356,7 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     raw = raw_options(session, stmt.options, ev)
     opts = JobOptions(raw, txn.ts)
     crdb = _crdb_options(raw, sink)
+    validate_sink_options(sink, raw)  # sinks: webhook / cloud storage settings
     targets = _resolve_targets(session, txn, stmt.targets)
     privileges.check_changefeed_privileges(
         txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
@@ -562,6 +563,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
         )
     opts = JobOptions(options, job.start)
     crdb = _crdb_options(options, sink)
+    validate_sink_options(sink, options)  # sinks: webhook / cloud storage settings
     targets = list(job.targets)
     feed_ids = list(job.feed_ids)
     texts = {t.table_id: f"TABLE {t.name}" for t in targets}
