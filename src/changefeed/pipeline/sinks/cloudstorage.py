@@ -58,6 +58,15 @@ HADOOP_SCHEMES = {
     "experimental-azure": "abfss",
 }
 
+#: CockroachDB's provider query parameters -> the Hadoop connector's configuration keys.
+HADOOP_KEYS = {
+    "AWS_ACCESS_KEY_ID": "fs.s3a.access.key",
+    "AWS_SECRET_ACCESS_KEY": "fs.s3a.secret.key",
+    "AWS_SESSION_TOKEN": "fs.s3a.session.token",
+    "AWS_ENDPOINT": "fs.s3a.endpoint",
+    "AWS_REGION": "fs.s3a.endpoint.region",
+}
+
 
 def format_time(wall: int, logical: int = 0) -> str:
     """``cloudStorageFormatTime``: 14 digits of UTC date-time, 9 of nanoseconds, 10 of logical."""
@@ -108,39 +117,36 @@ class CloudStorageWriter(SinkWriter):
         )
 
     def append(self, topic: str, partition: int, writer: str, batch_id: int, records: pa.Table) -> None:
-        keys = records.column("key").to_pylist()
-        values = records.column("value").to_pylist()
-        ts = records.column("ts").to_pylist()
-        rows = [(v, t) for k, v, t in zip(keys, values, ts, strict=True) if k is not None]
-        chunk: list[bytes] = []
-        size = 0
-        index = 0
-        first = 0
-        for v, t in rows:
-            if not chunk:
-                first = int(t)
-            chunk.append(v + b"\n")
-            size += len(v) + 1
-            if size >= self.config.file_size:
-                self._flush(chunk, first, writer, partition, batch_id, index, topic)
-                chunk, size, index = [], 0, index + 1
-        if chunk:
-            self._flush(chunk, first, writer, partition, batch_id, index, topic)
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        records = records.filter(pc.is_valid(records.column("key")))
+        n = records.num_rows
+        if n == 0:
+            return
+        # every message + "\n", as one Arrow buffer; files are byte ranges of it
+        lines = pc.binary_join_element_wise(
+            records.column("value").combine_chunks().cast(pa.large_binary()),
+            pa.scalar(b"\n", pa.large_binary()),
+            pa.scalar(b"", pa.large_binary()),
+        )
+        offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + n + 1]
+        data = lines.buffers()[2]
+        ts = records.column("ts").to_numpy()
+        start, index = 0, 0
+        while start < n:
+            end = min(n, int(np.searchsorted(offsets, offsets[start] + self.config.file_size, side="left")))
+            end = max(end, start + 1)
+            body = data[int(offsets[start]) : int(offsets[end])].to_pybytes()
+            self._flush(body, int(ts[start]), writer, partition, batch_id, index, topic)
+            start, index = end, index + 1
 
     def _flush(
-        self,
-        chunk: list[bytes],
-        wall: int,
-        writer: str,
-        partition: int,
-        batch_id: int,
-        index: int,
-        topic: str,
+        self, body: bytes, wall: int, writer: str, partition: int, batch_id: int, index: int, topic: str
     ) -> None:
         file_id = (batch_id << 12) | min(index, 0xFFF)
-        self.write_file(
-            self.file_name(wall, writer, partition, file_id, topic), self.compress(b"".join(chunk))
-        )
+        self.write_file(self.file_name(wall, writer, partition, file_id, topic), self.compress(body))
 
     def emit_resolved(self, topic: str, writer: str, batch_id: int, payload: bytes, ts: CommitTs) -> None:
         rel = f"{partition_dir(ts.wall, self.config.partition_format)}{format_time(ts.wall, ts.logical)}.RESOLVED"
@@ -195,7 +201,8 @@ class HadoopWriter(CloudStorageWriter):
         jvm: Any = sc._jvm
         conf = sc._jsc.hadoopConfiguration()
         for k, v in self.config.hadoop_conf:
-            conf.set(f"changefeed.sink.{k}", v)
+            if k in HADOOP_KEYS:
+                conf.set(HADOOP_KEYS[k], v)
         p = jvm.org.apache.hadoop.fs.Path(path)
         try:
             fs = p.getFileSystem(conf)
