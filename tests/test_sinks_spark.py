@@ -135,11 +135,12 @@ def test_hadoop_file_systems_write_or_fail_clearly(tmp_path: Path, spark: Any) -
     )
     w.emit_resolved("foo", "w", 0, b'{"resolved":"5.0000000000"}', CommitTs(5, 0))
     files = sorted(p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith("."))
-    assert files[0] == "197001010000000000000050000000000.RESOLVED"
-    assert files[1].startswith("197001010000000000000050000000000-") and files[1].endswith(
+    data, resolved = files  # "-" sorts before "."
+    assert resolved == "197001010000000000000050000000000.RESOLVED"
+    assert data.startswith("197001010000000000000050000000000-") and data.endswith(
         "-1-0-00000000-foo-1.ndjson"
     )
-    assert (tmp_path / "out" / files[1]).read_bytes() == b'{"after": {"a": 1}}\n'
+    assert (tmp_path / "out" / data).read_bytes() == b'{"after": {"a": 1}}\n'
     s3 = HadoopWriter(CloudStorageConfig(scheme="s3", base="s3://bucket/cdc"), 1)
     with pytest.raises(SinkError, match=r"no Hadoop file system for s3a:// on Spark's classpath"):
         s3.write_file("x.ndjson", b"{}\n")
