@@ -80,6 +80,7 @@ class Endpoint:
     headers: list[dict[str, str]] = field(default_factory=list)
     fail_share: float = 0.0
     stall_s: float = 0.0
+    delay_s: float = 0.0  # before every successful answer
     rng: random.Random = field(default_factory=lambda: random.Random(1))
     lock: threading.Lock = field(default_factory=threading.Lock)
     failures: int = 0
@@ -118,6 +119,7 @@ def serve(ca: TestCA, tmp: Path) -> tuple[http.server.ThreadingHTTPServer, Endpo
                 time.sleep(ep.stall_s)  # past the client's time-out: it gives up and retries
                 self.close_connection = True
                 return
+            time.sleep(ep.delay_s)
             with ep.lock:
                 ep.bodies.append(body)
                 ep.headers.append(dict(self.headers.items()))
