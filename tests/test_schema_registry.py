@@ -293,8 +293,11 @@ def test_client_errors(tmp_path: Path) -> None:
     client = RegistryClient(f"http://127.0.0.1:{port}", timeout=2)
     with pytest.raises(SchemaRegistryError, match="contacting confluent schema registry"):
         client.register("x-value", '"long"')
+    with pytest.raises(SchemaRegistryError, match="contacting confluent schema registry"):
+        client.ping()
     with BackgroundRegistry(tmp_path) as url:
         client = RegistryClient(url)
+        client.ping()
         with pytest.raises(SchemaRegistryError, match=rf"registering schema to {url} 422"):
             client.register("x-value", '{"type":"nope"}')
         assert client.register("x-value", '"long"') == 1

@@ -50,7 +50,10 @@ class _BadRequest(Exception):
 
 
 def _encode(resp: Response, keep_alive: bool) -> bytes:
-    reason = HTTPStatus(resp.status).phrase if resp.status in HTTPStatus._value2member_map_ else ""
+    try:
+        reason = HTTPStatus(resp.status).phrase
+    except ValueError:
+        reason = ""
     lines = [
         f"HTTP/1.1 {resp.status} {reason}",
         f"Content-Type: {resp.content_type}",
