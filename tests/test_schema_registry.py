@@ -391,3 +391,31 @@ def test_serve_command(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     assert (tmp_path / "db" / "schema_registry.sqlite").exists()
+
+
+def test_core_changefeed_avro_example(tmp_path: Path) -> None:
+    """The spec's Avro core changefeed, through ``conn.stream`` once core changefeeds exist."""
+    import importlib.util
+
+    if importlib.util.find_spec("changefeed.feeds.core") is None:
+        pytest.skip("core changefeeds (changefeed.feeds.core) are not in this tree yet")
+    from tests.test_avro import octal
+
+    expected = (Path(__file__).parent / "golden" / "avro" / "core_changefeed.txt").read_text().splitlines()
+    with BackgroundRegistry(tmp_path / "registry") as url:
+        conn = changefeed.connect(str(tmp_path / "db"), dialect="sql")
+        try:
+            conn.execute("CREATE TABLE cdc_test (a INT PRIMARY KEY)")
+            conn.execute("INSERT INTO cdc_test VALUES (0)")
+            stmt = f"EXPERIMENTAL CHANGEFEED FOR cdc_test WITH format = avro, confluent_schema_registry = '{url}'"
+            stream = iter(conn.stream(stmt))
+            try:
+                table, key, value = next(stream)
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            conn.close()
+    assert key is not None
+    assert ["table,key,value", f"{table},{octal(key)},{octal(value)}"] == expected
