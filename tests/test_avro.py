@@ -517,3 +517,21 @@ def test_reads_crdb_options(tmp_path: Path) -> None:
         prefix="super",
         registry="http://127.0.0.1:8081",
     )
+
+
+def test_virtual_columns(tmp_path: Path) -> None:
+    """Virtual computed columns are left out, or null fields with virtual_columns='null'."""
+    table = make_table(tmp_path, "CREATE TABLE vc (a INT PRIMARY KEY, b INT, c INT AS (b + 1) VIRTUAL)")
+    assert [c.name for c in table.columns if c.virtual] == ["c"]
+    batch = rows_to_batch(table, [change_row(table, 1, {"a": 1, "b": 2})])
+    for virtual, fields, after in (
+        ("omitted", ["a", "b"], {"a": 1, "b": 2}),
+        ("null", ["a", "b", "c"], {"a": 1, "b": 2, "c": None}),
+    ):
+        resolver = MemoryResolver()
+        feed = feed_of(table, diff=True)
+        feed.crdb.virtual_columns = virtual
+        [(_, _, value, _)] = CrdbAvroEncoder(resolver).encode_python(batch, table, feed)
+        schema = json.loads(next(t for t, i in resolver._ids.items() if i == 2))
+        assert [f["name"] for f in schema["fields"][1]["type"][1]["fields"]] == fields
+        assert decode(value, resolver_schemas(resolver))[1] == {"before": None, "after": after}
