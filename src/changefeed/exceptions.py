@@ -133,3 +133,18 @@ class SinkError(ChangefeedError):
     """A sink refused or failed a write."""
 
     code = "58P03"
+
+
+# ---------------------------------------------------------------------------- access (users, roles)
+
+
+class UndefinedRole(UndefinedObject):
+    """A user or role that does not exist."""
+
+    code = "42704"
+
+
+class InvalidAuthorization(ChangefeedError):
+    """Connecting as a user that does not exist or may not log in."""
+
+    code = "28000"
