@@ -135,6 +135,13 @@ class SinkError(ChangefeedError):
     code = "58P03"
 
 
+# ---------------------------------------------------------------------------- Avro / schema registry
+class SchemaRegistryError(SinkError):
+    """The Confluent schema registry could not be reached, or refused a schema."""
+
+    code = "58P04"
+
+
 # ---------------------------------------------------------------------------- access (users, roles)
 
 
