@@ -558,3 +558,26 @@ def test_member_without_heartbeats_is_removed_and_group_rebalances() -> None:
         await co.stop()
 
     asyncio.run(scenario())
+
+
+# -- record batches ----------------------------------------------------------------------------
+
+
+def test_record_batch_round_trip_and_crc() -> None:
+    from changefeed.server.kafka.records import encode_batch, parse_batches
+    from changefeed.server.kafka.wire import MalformedRequest
+
+    keys = [None, b"", b"k" * 9000, b"key"]
+    values = [b"", b"v" * 70_000, b"x", b"\x00\xff"]
+    ts = [1_700_000_000_000, 1_699_999_000_000, 1_700_000_900_000, 1_700_000_000_001]
+    data = encode_batch(41, [41, 42, 9000, 9001], keys, values, ts)
+    (batch,) = parse_batches(data)
+    assert (batch.keys, batch.values, batch.timestamps_ms) == (keys, values, ts)
+    assert struct.unpack(">q", data[:8])[0] == 41
+    assert struct.unpack(">i", data[23:27])[0] == 9001 - 41  # last offset delta
+    damaged = bytearray(data)
+    damaged[-1] ^= 1
+    with pytest.raises(MalformedRequest, match="CRC"):
+        parse_batches(bytes(damaged))
+    with pytest.raises(MalformedRequest):
+        parse_batches(data[:-3])

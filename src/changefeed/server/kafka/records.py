@@ -65,41 +65,25 @@ def encode_batch(
     base_ts = timestamps_ms[0]
     max_ts = max(timestamps_ms)
     parts: list[bytes] = []
-    append = parts.append
+    extend = parts.extend
     for off, key, value, ts in zip(offsets, keys, values, timestamps_ms, strict=True):
-        d = off - base_offset
+        d = (off - base_offset) << 1
         t = ts - base_ts
         tu = (t << 1) ^ (t >> 63)
-        vl = len(value)
+        tv = table[tu] if tu < 16384 else _varint_slow(tu)
+        dv = table[d] if d < 16384 else _varint_slow(d)
+        vl = len(value) << 1
+        vv = table[vl] if vl < 16384 else _varint_slow(vl)
         if key is None:
-            body = b"".join(
-                (
-                    b"\x00",
-                    table[tu] if tu < 16384 else _varint_slow(tu),
-                    table[d << 1] if d < 8192 else _varint_slow(d << 1),
-                    _NEG_ONE,
-                    table[vl << 1] if vl < 8192 else _varint_slow(vl << 1),
-                    value,
-                    b"\x00",
-                )
-            )
+            kv = _NEG_ONE
+            key = b""
         else:
-            kl = len(key)
-            body = b"".join(
-                (
-                    b"\x00",
-                    table[tu] if tu < 16384 else _varint_slow(tu),
-                    table[d << 1] if d < 8192 else _varint_slow(d << 1),
-                    table[kl << 1] if kl < 8192 else _varint_slow(kl << 1),
-                    key,
-                    table[vl << 1] if vl < 8192 else _varint_slow(vl << 1),
-                    value,
-                    b"\x00",
-                )
-            )
-        bl = len(body)
-        append(table[bl << 1] if bl < 8192 else _varint_slow(bl << 1))
-        append(body)
+            kl = len(key) << 1
+            kv = table[kl] if kl < 16384 else _varint_slow(kl)
+        # body: attributes, timestamp delta, offset delta, key length, key, value length, value,
+        # header count (0)
+        bl = (2 + len(tv) + len(dv) + len(kv) + len(key) + len(vv) + len(value)) << 1
+        extend((table[bl] if bl < 16384 else _varint_slow(bl), b"\x00", tv, dv, kv, key, vv, value, b"\x00"))
     records = b"".join(parts)
     tail = _AFTER_CRC.pack(0, offsets[-1] - base_offset, base_ts, max_ts, -1, -1, -1, len(offsets)) + records
     crc = crc32c.crc32c(tail)
