@@ -123,15 +123,6 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     return (u >> 1) ^ -(u & 1), pos
 
 
-def _read_len_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    n, pos = _read_varint(data, pos)
-    if n < 0:
-        return None, pos
-    if pos + n > len(data):
-        raise MalformedRequest("record field runs past its batch")
-    return data[pos : pos + n], pos + n
-
-
 class UnsupportedBatch(Exception):
     """A well-formed batch this endpoint does not accept (old magic, compression codec)."""
 
@@ -142,6 +133,68 @@ def _decompress(codec: int, data: bytes) -> bytes:
 
         return gzip.decompress(data)
     raise UnsupportedBatch(f"compression codec {codec} is not supported (use none or gzip)")
+
+
+def _parse_records(
+    body: bytes,
+    count: int,
+    base_ts: int,
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    tss: list[int],
+) -> int:
+    """Parse ``count`` records; returns the end position. One-byte varints (the common case
+    for deltas and small lengths) are decoded inline."""
+    p = 0
+    size = len(body)
+    for _ in range(count):
+        b = body[p]
+        if b < 0x80:
+            rlen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            rlen, p = _read_varint(body, p)
+        rend = p + rlen
+        if rlen < 0 or rend > size:
+            raise MalformedRequest("record runs past its batch")
+        b = body[p + 1]  # after the attributes byte
+        if b < 0x80:
+            tdelta = (b >> 1) ^ -(b & 1)
+            p += 2
+        else:
+            tdelta, p = _read_varint(body, p + 1)
+        b = body[p]  # offset delta (unused: offsets are assigned here)
+        if b < 0x80:
+            p += 1
+        else:
+            _, p = _read_varint(body, p)
+        b = body[p]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            n, p = _read_varint(body, p)
+        if n < 0:
+            keys.append(None)
+        else:
+            keys.append(body[p : p + n])
+            p += n
+        b = body[p]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            n, p = _read_varint(body, p)
+        if n < 0:
+            values.append(None)
+        else:
+            values.append(body[p : p + n])
+            p += n
+        if p > rend:
+            raise MalformedRequest("record fields run past the record")
+        tss.append(base_ts + tdelta)
+        p = rend  # headers are skipped (the topic log keeps key, value and timestamp)
+    return p
 
 
 def parse_batches(data: bytes) -> list[ProducedBatch]:
@@ -169,21 +222,10 @@ def parse_batches(data: bytes) -> list[ProducedBatch]:
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
         tss: list[int] = []
-        p = 0
-        for _ in range(count):
-            rlen, p = _read_varint(body, p)
-            rend = p + rlen
-            if rlen < 0 or rend > len(body):
-                raise MalformedRequest("record runs past its batch")
-            p += 1  # attributes
-            tdelta, p = _read_varint(body, p)
-            _odelta, p = _read_varint(body, p)
-            k, p = _read_len_bytes(body, p)
-            v, p = _read_len_bytes(body, p)
-            keys.append(k)
-            values.append(v)
-            tss.append(base_ts + tdelta)
-            p = rend  # headers are skipped (the topic log keeps key, value and timestamp)
+        try:
+            p = _parse_records(body, count, base_ts, keys, values, tss)
+        except IndexError:
+            raise MalformedRequest("record runs past its batch") from None
         if p != len(body):
             raise MalformedRequest("record batch holds more bytes than its records")
         if not attrs & _CONTROL:
