@@ -290,41 +290,50 @@ def _split_and_take_over(consumers: list[Any]) -> None:
 # -- producing ---------------------------------------------------------------------------------
 
 
-def test_idempotent_producer_exactly_once_across_restart(db: Path, loop_thread: LoopThread) -> None:
+@pytest.mark.parametrize("n", [3000, pytest.param(100_000, marks=pytest.mark.slow)])
+def test_idempotent_producer_exactly_once_across_restart(db: Path, loop_thread: LoopThread, n: int) -> None:
+    topic = f"produced-{n}"
     ep = create(EndpointConfig(db=db))
     port = loop_thread.start(ep)
     admin = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-    admin.create_topics([ck_admin.NewTopic("produced", 3, 1)])["produced"].result(10)
+    admin.create_topics([ck_admin.NewTopic(topic, 3, 1)])[topic].result(10)
     producer = ck.Producer(
         {
             "bootstrap.servers": f"127.0.0.1:{port}",
             "enable.idempotence": True,
             "linger.ms": 5,
             "batch.num.messages": 200,
-            "message.timeout.ms": 60000,
+            "message.timeout.ms": 120000,
         }
     )
     errors: list[Any] = []
-    n = 3000
-    for i in range(n):
-        if i == n // 2:
-            producer.flush(0.05)
-            loop_thread.call(ep.stop())  # connections drop with requests in flight
-            ep = create(EndpointConfig(db=db, port=port))
-            loop_thread.start(ep)
-        producer.produce(
-            "produced",
-            key=b"%d" % (i % 17),
-            value=b"m%06d" % i,
-            on_delivery=lambda err, msg: errors.append(err) if err else None,
-        )
-        producer.poll(0)
-    assert producer.flush(60) == 0
+    restarts = {n // 3, n // 2, 2 * n // 3} if n > 10_000 else {n // 2}
+    try:
+        for i in range(n):
+            if i in restarts:
+                producer.flush(0.05)
+                loop_thread.call(ep.stop())  # connections drop with requests in flight
+                ep = create(EndpointConfig(db=db, port=port))
+                loop_thread.start(ep)
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        key=b"%d" % (i % 17),
+                        value=b"m%06d" % i,
+                        on_delivery=lambda err, msg: errors.append(err) if err else None,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        assert producer.flush(120) == 0
+    finally:
+        loop_thread.call(ep.stop())
     assert errors == []
-    values = [v for (_, v, _) in stored(db, "produced").values()]
+    values = [v for (_, v, _) in stored(db, topic).values()]
     assert len(values) == n
     assert sorted(values) == [b"m%06d" % i for i in range(n)]
-    loop_thread.call(ep.stop())
 
 
 def test_kafka_python_producer_and_admin(db: Path, port: int) -> None:
