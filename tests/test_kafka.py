@@ -70,7 +70,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     conn.execute("CREATE TABLE t (id Uint64, v Utf8, PRIMARY KEY (id))")
     conn.execute(
         "ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT='DEBEZIUM_JSON', MODE='NEW_AND_OLD_IMAGES', "
-        "TOPIC_MIN_ACTIVE_PARTITIONS=3)"
+        "RESOLVED_TIMESTAMPS=Interval('PT1S'), TOPIC_MIN_ACTIVE_PARTITIONS=3)"
     )
     for start in range(0, ROWS, 40):
         conn.execute(
@@ -145,6 +145,10 @@ def test_confluent_reads_feed_from_beginning_and_by_group_offsets(db: Path, port
     # Debezium records keyed by the primary key, as YDB's Kafka API presents them.
     key, _value, _ = expected[min(expected)]
     assert key is not None and key.startswith(b'{"payload":{"id":')
+    # Resolved messages, as the feed emits them: no key, in every partition.
+    resolved = [m for m in msgs if m.key() is None]
+    assert {m.partition() for m in resolved} == {0, 1, 2}
+    assert all(m.value().startswith(b'{"payload":{"resolved":') for m in resolved)
     c.commit(asynchronous=False)
     c.close()
     st = TopicStore(db)
@@ -204,6 +208,43 @@ def test_list_offsets_and_watermarks(db: Path, port: int) -> None:
     (found,) = c.offsets_for_times([tp], timeout=10)
     assert found.offset <= recs[3].offset and found.error is None
     c.close()
+
+
+def test_aiokafka_reads_feed_and_produces(db: Path, port: int) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    expected = stored(db, FEED_TOPIC)
+
+    async def scenario() -> dict[tuple[int, int], tuple[bytes | None, bytes, int]]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            FEED_TOPIC,
+            bootstrap_servers=f"127.0.0.1:{port}",
+            group_id="aio-readers",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        got = {}
+        try:
+            while len(got) < len(expected):
+                batches = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)
+                for batch in batches.values():
+                    for m in batch:
+                        got[(m.partition, m.offset)] = (m.key, m.value, m.timestamp)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", enable_idempotence=True)
+        await producer.start()
+        try:
+            meta = await producer.send_and_wait("split-aio", b"hello", key=b"k", partition=0)
+            assert meta.offset == 0
+        finally:
+            await producer.stop()
+        return got
+
+    TopicStore(db).ensure_topic("split-aio", 1)
+    assert asyncio.run(scenario()) == expected
+    assert TopicStore(db).read("split-aio", 0, 0)[0].value == b"hello"
 
 
 # -- consumer groups ---------------------------------------------------------------------------
