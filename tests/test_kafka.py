@@ -328,6 +328,66 @@ def _split_and_take_over(consumers: list[Any]) -> None:
     assert sorted(assigned[0] | assigned[1]) == list(range(6))
 
 
+_VICTIM = """
+import sys, time
+from confluent_kafka import Consumer
+port, per = int(sys.argv[1]), int(sys.argv[2])
+c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "kill-group",
+              "auto.offset.reset": "earliest", "enable.auto.commit": False,
+              "session.timeout.ms": 2000, "heartbeat.interval.ms": 300})
+c.subscribe(["kill"])
+done = {}
+while len(done) < 4 or any(n < per for n in done.values()):
+    for m in c.consume(1, 0.2):
+        assert m.error() is None, m.error()
+        if done.get(m.partition(), 0) < per:
+            done[m.partition()] = done.get(m.partition(), 0) + 1
+            c.commit(message=m, asynchronous=False)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_killed_member_partitions_resume_from_committed_offsets(db: Path, port: int) -> None:
+    st = TopicStore(db)
+    st.ensure_topic("kill", 4)
+    for p in range(4):
+        st.append(
+            "kill",
+            p,
+            "w",
+            1,
+            pa.table(
+                {"key": [b"k"] * 30, "value": [b"%d" % i for i in range(30)], "ts": [time.time_ns()] * 30}
+            ),
+        )
+    env = {**os.environ, "PYTHONPATH": str(Path(changefeed.__file__).parents[1])}
+    victim = subprocess.Popen(
+        [sys.executable, "-c", _VICTIM, str(port), "5"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert victim.stdout is not None
+        assert victim.stdout.readline().strip() == "ready"
+    finally:
+        victim.kill()  # no LeaveGroup: its session has to time out
+        victim.wait(10)
+    committed = st.committed_offsets("kill-group", "kill")
+    assert committed == {p: 5 for p in range(4)}
+    survivors = [confluent_consumer(port, "kill-group") for _ in range(2)]
+    try:
+        for c in survivors:
+            c.subscribe(["kill"])
+        seen: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(seen) < 100:
+            for c in survivors:
+                seen += [(m.partition(), m.offset()) for m in c.consume(100, 0.1) if m.error() is None]
+        assert sorted(seen) == [(p, o) for p in range(4) for o in range(5, 30)]
+    finally:
+        for c in survivors:
+            c.close()
+
+
 # -- producing ---------------------------------------------------------------------------------
 
 
