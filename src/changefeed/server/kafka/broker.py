@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pyarrow as pa
-
 from changefeed.exceptions import ChangefeedError, TopicError
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.authz import Authorizer
@@ -33,7 +31,6 @@ __all__ = ["Broker", "FetchResult", "ProduceResult"]
 
 T = TypeVar("T")
 
-_ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("ts", pa.int64())])
 #: Rows fetched per partition are bounded by bytes; this caps one query's rows.
 _MAX_ROWS_PER_FETCH = 50_000
 _RECORD_OVERHEAD = 12  # framing bytes per record, about
@@ -226,14 +223,8 @@ class Broker:
             if b.transactional:
                 return ProduceResult(E.INVALID_REQUEST, -1, -1, "transactional producers are not supported")
             now_ms = time.time_ns() // 1_000_000
-            table = pa.Table.from_arrays(
-                [
-                    pa.array(b.keys, pa.binary()),
-                    pa.array([v if v is not None else b"" for v in b.values], pa.binary()),
-                    pa.array([(t if t >= 0 else now_ms) * 1_000_000 for t in b.timestamps_ms], pa.int64()),
-                ],
-                schema=_ARROW_SCHEMA,
-            )
+            values = [v if v is not None else b"" for v in b.values]
+            tss = [(t if t >= 0 else now_ms) * 1_000_000 for t in b.timestamps_ms]
             if b.producer_id >= 0:
                 writer = f"kafka-producer-{b.producer_id}"
                 last_seq = b.base_sequence + b.count - 1
@@ -248,11 +239,11 @@ class Broker:
                             -1,
                             f"sequence {b.base_sequence} after {done} for producer {b.producer_id}",
                         )
-                _, start = store.partition_offsets(info.name, partition)
-                store.append(info.name, partition, writer, last_seq, table)
+                start, _ = store.append_lists(info, partition, writer, last_seq, b.keys, values, tss)
             else:
-                _, start = store.partition_offsets(info.name, partition)
-                store.append(info.name, partition, "kafka-producer", self._next_batch_id(), table)
+                start, _ = store.append_lists(
+                    info, partition, "kafka-producer", self._next_batch_id(), b.keys, values, tss
+                )
             if base < 0:
                 base = start
         earliest, _ = store.partition_offsets(info.name, partition)
