@@ -135,6 +135,13 @@ class SinkError(ChangefeedError):
     code = "58P03"
 
 
+# ---------------------------------------------------------------------------- Avro / schema registry
+class SchemaRegistryError(SinkError):
+    """The Confluent schema registry could not be reached, or refused a schema."""
+
+    code = "58P04"
+
+
 # ---------------------------------------------------------------- CockroachDB changefeed jobs
 class JobNotFound(UndefinedObject):
     """``PAUSE JOB``/``SHOW CHANGEFEED JOB``/``ALTER CHANGEFEED`` of a job id that does not exist."""
