@@ -165,9 +165,16 @@ def _go_duration_ns(text: str | None, option: str) -> int:
 
 # ==================================================================================== options
 class JobOptions:
-    """The job-level options (what the job, not the encoder, does with them), validated."""
+    """The job-level options (what the job, not the encoder, does with them), validated.
 
-    def __init__(self, raw: Mapping[str, str | None], statement_time: CommitTs) -> None:
+    With ``feeds/crdb_options.py`` present, every option is validated there (CockroachDB's texts)
+    and the job reads its parsed :class:`CrdbOptions`; without it, the job's own options are
+    checked here."""
+
+    def __init__(self, raw: Mapping[str, str | None], statement_time: CommitTs, crdb: Any = None) -> None:
+        if crdb is not None:
+            self._from_crdb(raw, crdb)
+            return
         for name in raw:
             if name not in KNOWN_OPTIONS:
                 raise InvalidOption(f'invalid option "{name}"')
@@ -238,14 +245,32 @@ class JobOptions:
         # What the messages carry, in the terms of the feed spec: ``before`` only with diff.
         self.mode = Mode.NEW_AND_OLD_IMAGES if "diff" in raw else Mode.NEW_IMAGE
 
+    def _from_crdb(self, raw: Mapping[str, str | None], crdb: Any) -> None:
+        self.on_error = str(crdb.on_error)
+        self.cursor = crdb.cursor
+        self.end = crdb.end_time
+        self.scan_mode = str(crdb.initial_scan)
+        self.resolved_ns = crdb.resolved_interval_ns(core=False) or 1 if crdb.resolved else None
+        fmt = "avro" if crdb.format == "experimental_avro" else str(crdb.format)
+        self.format = fmt
+        self.encoder = FORMAT_ENCODERS.get(fmt, fmt)
+        self.mode = Mode.NEW_AND_OLD_IMAGES if crdb.diff else Mode.NEW_IMAGE
 
-def _crdb_options(raw: Mapping[str, str | None], sink: SinkSpec) -> Any:
-    """The encoder options parsed by ``feeds/crdb_options.py`` (another part of issue 7), when present."""
+
+def _crdb_options(raw: Mapping[str, str | None], sink: SinkSpec, statement_time: CommitTs | None) -> Any:
+    """The options parsed by ``feeds/crdb_options.py`` (another part of issue 7), when present."""
     try:
-        from changefeed.feeds import crdb_options  # type: ignore[attr-defined]
+        from changefeed.feeds import crdb_options  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return None
-    return crdb_options.parse_crdb_options(dict(raw), sink_scheme=sink.scheme)
+    return crdb_options.parse_crdb_options(dict(raw), sink_scheme=sink.scheme, statement_time=statement_time)
+
+
+def job_options(
+    raw: Mapping[str, str | None], sink: SinkSpec, statement_time: CommitTs, *, check_times: bool = True
+) -> tuple[JobOptions, Any]:
+    crdb = _crdb_options(raw, sink, statement_time if check_times else None)
+    return JobOptions(raw, statement_time, crdb), crdb
 
 
 # ==================================================================================== CREATE
@@ -354,8 +379,7 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
         raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
     sink = parse_sink_uri(uri)
     raw = raw_options(session, stmt.options, ev)
-    opts = JobOptions(raw, txn.ts)
-    crdb = _crdb_options(raw, sink)
+    opts, crdb = job_options(raw, sink, txn.ts)
     targets = _resolve_targets(session, txn, stmt.targets)
     privileges.check_changefeed_privileges(
         txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
@@ -560,8 +584,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
             f'New sink type "{sink.scheme}" does not match original sink type "{old_sink.scheme}". Altering the '
             "sink type of a changefeed is disallowed, consider creating a new changefeed instead."
         )
-    opts = JobOptions(options, job.start)
-    crdb = _crdb_options(options, sink)
+    opts, crdb = job_options(options, sink, job.start, check_times=False)
     targets = list(job.targets)
     feed_ids = list(job.feed_ids)
     texts = {t.table_id: f"TABLE {t.name}" for t in targets}
