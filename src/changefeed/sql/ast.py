@@ -272,7 +272,15 @@ class DropChangefeed:
     name: Ident
 
 
-AlterAction = AddColumn | DropColumn | SetOptions | AddChangefeed | DropChangefeed
+@dataclass(frozen=True, slots=True)
+class ConfigureZone:
+    """CockroachDB ``ALTER TABLE t CONFIGURE ZONE USING gc.ttlseconds = n[, ...]`` (variable names
+    lower-cased, dotted)."""
+
+    options: tuple[Option, ...]
+
+
+AlterAction = AddColumn | DropColumn | SetOptions | AddChangefeed | DropChangefeed | ConfigureZone
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +514,44 @@ class ShowGrants:
     pos: Pos = field(default=Pos(), compare=False)
 
 
+# ------------------------------------------------------------------ CockroachDB changefeed jobs
+@dataclass(frozen=True, slots=True)
+class JobControl:
+    """``PAUSE JOB id``, ``RESUME JOB id``, ``CANCEL JOB id`` (``action``: pause|resume|cancel)."""
+
+    action: str
+    job_id: Expr
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShowChangefeedJob:
+    """``SHOW CHANGEFEED JOB id``."""
+
+    job_id: Expr
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterChangefeedCmd:
+    """One command of ``ALTER CHANGEFEED``: ``add``/``drop`` targets (``options``: the scan
+    options of ADD), ``set`` options, ``unset`` option names (in ``names``)."""
+
+    kind: str
+    targets: tuple[ChangefeedTarget, ...] = ()
+    options: tuple[Option, ...] = ()
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AlterChangefeed:
+    """``ALTER CHANGEFEED id ADD t | DROP t | SET opt = v | UNSET opt ...``."""
+
+    job_id: Expr
+    commands: tuple[AlterChangefeedCmd, ...]
+    pos: Pos = field(default=Pos(), compare=False)
+
+
 Statement = (
     CreateTable
     | DropTable
@@ -530,4 +576,7 @@ Statement = (
     | AlterUser
     | GrantRole
     | ShowGrants
+    | JobControl
+    | ShowChangefeedJob
+    | AlterChangefeed
 )

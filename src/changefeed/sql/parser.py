@@ -1038,6 +1038,48 @@ class _Builder(Transformer[Token, Any]):
     def _show(self, meta: Any, what: str, c: list[Any]) -> ast.Show:
         return ast.Show(what, _first(c, ast.QName), pos=_pos(meta))
 
+    # ---- CockroachDB changefeed jobs and zone configurations (jobs) ----------------------------
+    @v_args(meta=True)
+    def pause_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.JobControl("pause", c[0], pos=_pos(meta))
+
+    @v_args(meta=True)
+    def resume_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.JobControl("resume", c[0], pos=_pos(meta))
+
+    @v_args(meta=True)
+    def cancel_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.JobControl("cancel", c[0], pos=_pos(meta))
+
+    @v_args(meta=True)
+    def show_changefeed_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.ShowChangefeedJob(c[0], pos=_pos(meta))
+
+    @v_args(meta=True)
+    def alter_changefeed(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.AlterChangefeed(c[0], tuple(c[1:]), pos=_pos(meta))
+
+    def alter_cf_add(self, c: list[Any]) -> ast.AlterChangefeedCmd:
+        targets = tuple(x for x in c if isinstance(x, ast.ChangefeedTarget))
+        return ast.AlterChangefeedCmd("add", targets, _clauses(c).get("options", ()))
+
+    def alter_cf_drop(self, c: list[Any]) -> ast.AlterChangefeedCmd:
+        return ast.AlterChangefeedCmd("drop", tuple(c))
+
+    def alter_cf_set(self, c: list[ast.Option]) -> ast.AlterChangefeedCmd:
+        return ast.AlterChangefeedCmd("set", options=tuple(c))
+
+    def alter_cf_unset(self, c: list[ast.Ident]) -> ast.AlterChangefeedCmd:
+        return ast.AlterChangefeedCmd("unset", names=tuple(i.name.lower() for i in c))
+
+    def configure_zone(self, c: list[ast.Option]) -> ast.AlterAction:
+        return ast.ConfigureZone(tuple(c))
+
+    def zone_kv(self, c: list[Any]) -> ast.Option:
+        return (".".join(i.name.lower() for i in c[:-1]), c[-1])
+
+    # ---- end of jobs block
+
     @v_args(meta=True)
     def show_tables(self, meta: Any, c: list[Any]) -> ast.Statement:
         return self._show(meta, "tables", c)
