@@ -232,7 +232,9 @@ def test_resolved() -> None:
 def test_unknown_format() -> None:
     from changefeed.exceptions import InvalidOption
 
-    with pytest.raises(InvalidOption, match=r"unknown format 'avro'; known formats: .*debezium-json, .*ydb-json"):
+    with pytest.raises(
+        InvalidOption, match=r"unknown format 'avro'; known formats: .*debezium-json, .*ydb-json"
+    ):
         get_encoder("avro")
 
 
