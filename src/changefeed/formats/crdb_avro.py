@@ -359,7 +359,7 @@ class CrdbAvroEncoder(Encoder):
 
     def __init__(self, resolver: SchemaResolver | None = None) -> None:
         self._resolver = resolver
-        self._plans: dict[tuple[str, int, str], AvroPlan] = {}
+        self._plans: dict[tuple[Any, ...], AvroPlan] = {}
 
     def resolver(self, opts: S.AvroOptions) -> SchemaResolver:
         if self._resolver is not None:
@@ -377,10 +377,17 @@ class CrdbAvroEncoder(Encoder):
         S.check_table(table, opts)
         key = S.key_schema(table, opts)
         value = S.value_schema(table, opts)
+        # the schemas alone do not say which storage columns hold the values (a column dropped
+        # and added again under its old name has a new id), so the table's version is in the key
         cache_key = (
             feed.topic,
             feed.partitions,
-            S.schema_json(key) + "|" + S.schema_json(value or {}) + repr(opts),
+            opts,
+            table.id,
+            table.version,
+            tuple(c.id for c in table.columns),
+            S.schema_json(key),
+            S.schema_json(value or {}),
         )
         cached = self._plans.get(cache_key)
         if cached is not None:
