@@ -142,6 +142,21 @@ class SchemaRegistryError(SinkError):
     code = "58P04"
 
 
+# ---------------------------------------------------------------------------- access (users, roles)
+
+
+class UndefinedRole(UndefinedObject):
+    """A user or role that does not exist."""
+
+    code = "42704"
+
+
+class InvalidAuthorization(ChangefeedError):
+    """Connecting as a user that does not exist or may not log in."""
+
+    code = "28000"
+
+
 # ---------------------------------------------------------------- CockroachDB changefeed jobs
 class JobNotFound(UndefinedObject):
     """``PAUSE JOB``/``SHOW CHANGEFEED JOB``/``ALTER CHANGEFEED`` of a job id that does not exist."""

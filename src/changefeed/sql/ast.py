@@ -471,6 +471,49 @@ class Show:
     pos: Pos = field(default=Pos(), compare=False)
 
 
+# ---------------------------------------------------------------------------- access (users, roles)
+
+
+@dataclass(frozen=True, slots=True)
+class DropUser:
+    """``DROP USER|ROLE [IF EXISTS] a, b``."""
+
+    names: tuple[Ident, ...]
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterUser:
+    """``ALTER USER|ROLE [IF EXISTS] name [WITH] opt ...`` (``PASSWORD 'x'``, ``PASSWORD NULL``,
+    ``CONTROLCHANGEFEED``, ``NOCONTROLCHANGEFEED``, ...)."""
+
+    name: Ident
+    options: tuple[Option, ...] = ()
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRole:
+    """``GRANT role, .. TO member, .. [WITH ADMIN OPTION]`` / ``REVOKE [ADMIN OPTION FOR] role, .. FROM ..``."""
+
+    roles: tuple[Ident, ...]
+    members: tuple[Ident, ...]
+    revoke: bool = False
+    admin_option: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShowGrants:
+    """``SHOW GRANTS [ON [TABLE] t, ..] [FOR user, ..]``."""
+
+    tables: tuple[QName, ...] = ()
+    grantees: tuple[Ident, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
 # ------------------------------------------------------------------ CockroachDB changefeed jobs
 @dataclass(frozen=True, slots=True)
 class JobControl:
@@ -529,6 +572,10 @@ Statement = (
     | CreateUser
     | CreateChangefeed
     | Show
+    | DropUser
+    | AlterUser
+    | GrantRole
+    | ShowGrants
     | JobControl
     | ShowChangefeedJob
     | AlterChangefeed

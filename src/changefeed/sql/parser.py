@@ -1115,6 +1115,55 @@ class _Builder(Transformer[Token, Any]):
     def describe_keyspaces(self, meta: Any, c: list[Any]) -> ast.Statement:
         return self._show(meta, "keyspaces", c)
 
+    # -- access: users, roles, SHOW GRANTS ------------------------------------------------------
+    @v_args(meta=True)
+    def drop_user(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.DropUser(_first(c, tuple), _clauses(c).get("if_exists", False), pos=_pos(meta))
+
+    @v_args(meta=True)
+    def alter_user(self, meta: Any, c: list[Any]) -> ast.Statement:
+        options = tuple(x for x in c if isinstance(x, tuple) and not isinstance(x, _C))
+        return ast.AlterUser(
+            _first(c, ast.Ident), options, _clauses(c).get("if_exists", False), pos=_pos(meta)
+        )
+
+    def with_admin_option(self, c: list[Any]) -> _C:
+        return _C("admin_option", True)
+
+    def _grant_role(self, meta: Any, c: list[Any], revoke: bool) -> ast.GrantRole:
+        roles = tuple(ast.Ident(p.lower(), False) for p in next(x for x in c if isinstance(x, tuple)))
+        members: tuple[ast.Ident, ...] = [x for x in c if isinstance(x, tuple)][-1]
+        admin = _clauses(c).get("admin_option", False)
+        return ast.GrantRole(roles, members, revoke=revoke, admin_option=admin, pos=_pos(meta))
+
+    @v_args(meta=True)
+    def revoke_admin_option(self, meta: Any, c: list[Any]) -> ast.Statement:
+        if c[0] != "ADMIN":
+            raise StatementSyntaxError(
+                f"expected ADMIN OPTION FOR, found {c[0]} OPTION FOR", line=meta.line, column=meta.column
+            )
+        g = self._grant_role(meta, c[1:], revoke=True)
+        return ast.GrantRole(g.roles, g.members, revoke=True, admin_option=True, pos=g.pos)
+
+    @v_args(meta=True)
+    def grant_role(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return self._grant_role(meta, c, revoke=False)
+
+    @v_args(meta=True)
+    def revoke_role(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return self._grant_role(meta, c, revoke=True)
+
+    def grants_on(self, c: list[Any]) -> _C:
+        return _C("tables", tuple(c))
+
+    def grants_for(self, c: list[Any]) -> _C:
+        return _C("grantees", c[0])
+
+    @v_args(meta=True)
+    def show_grants(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        return ast.ShowGrants(cl.get("tables", ()), cl.get("grantees", ()), pos=_pos(meta))
+
 
 # --------------------------------------------------------------------------------------------------
 # Errors
