@@ -232,7 +232,7 @@ def test_resolved() -> None:
 def test_unknown_format() -> None:
     from changefeed.exceptions import InvalidOption
 
-    with pytest.raises(InvalidOption, match="unknown format 'nope'; known formats: .*ydb-json"):
+    with pytest.raises(InvalidOption, match=r"unknown format 'nope'; known formats: .*ydb-json"):
         get_encoder("nope")
 
 
