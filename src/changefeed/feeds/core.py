@@ -13,9 +13,11 @@ A plain-Python loop, no Spark: it starts at once and delivers a commit within on
    every target past its position, merges them in commit order (``(ts, logical)``), encodes them
    with ``crdb-json`` and yields them. Every key's messages follow its transactions' order; a
    transaction's net change to a key is one message.
-4. **Resolved** (``resolved``): after a poll that read everything committed up to a closed
-   timestamp ``R`` (from the commit clock), the message ``{"resolved":"R"}`` follows; nothing at
-   or below ``R`` comes after it.
+4. **Resolved** (``resolved``): commits take their timestamps in commit order, so after a poll
+   that read everything its snapshot shows, the commit clock's reading ``R`` in that snapshot is
+   a frontier: ``{"resolved":"R"}`` follows, and nothing at or below ``R`` comes after it. When
+   a resolved message is due the loop first commits an empty transaction, so ``R`` advances on an
+   idle database too.
 5. **End**: at ``end_time`` (everything before it delivered), after the scan with
    ``initial_scan_only``, or when the consumer closes the iterator (which releases the read
    connection at once).
@@ -173,22 +175,25 @@ class CoreChangefeed:
                 tables = self._refresh(rc, tables)
                 feeds = [replace(f, topic=topic_of(t, opts)) for f, t in zip(feeds, tables, strict=True)]
                 batches, complete = self._read(rc, tables, positions)
+                # Every commit visible in this snapshot is at or below the clock's last reading,
+                # and every later one above it: once all is read, that is the frontier.
+                wall, logical = rc.execute("SELECT wall, logical FROM _clock WHERE id = 0").fetchone()
+                frontier = CommitTs(int(wall), int(logical))
             finally:
                 rc.execute("COMMIT")
-            rows = self._merge(batches, end)
-            for i, batch in rows:
+            for i, batch in self._merge(batches, end):
                 yield from self._messages(batch, tables[i], feeds[i])
-            if closed is not None and complete:
-                if opts.resolved and closed > last_resolved:
-                    stamp = closed if end is None or closed < end else end
+            if not complete:
+                continue  # more to read at once
+            if closed is not None:
+                if opts.resolved and frontier > last_resolved:
+                    stamp = frontier if end is None or frontier < end else end
                     if stamp > last_resolved:
                         yield None, None, resolved_message(stamp, opts)
                         last_resolved = stamp
                     next_resolved = time.monotonic() + interval / 1e9
-                if finishing and end is not None and closed >= end:
+                if finishing and end is not None and frontier >= end:
                     return
-            elif not complete:
-                continue  # more to read at once
 
     def _refresh(self, rc: sqlite3.Connection, tables: list[TableSchema]) -> list[TableSchema]:
         """The targets' current schemas (a column added or dropped shows in later messages)."""
