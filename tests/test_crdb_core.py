@@ -18,7 +18,7 @@ import changefeed
 from changefeed.cli.crdb_csv import field_text
 from changefeed.connection import Connection
 from changefeed.engine.clock import CommitTs
-from changefeed.exceptions import InvalidOption, InvalidStatement, UndefinedTable
+from changefeed.exceptions import InvalidOption, InvalidStatement, PermissionDenied, UndefinedTable
 from changefeed.feeds.core import CoreChangefeed
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -219,3 +219,19 @@ def test_cli_error_exit(tmp_path: Path) -> None:
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert err.strip() == 'ERROR: invalid option "foo"'
+
+
+def test_privileges(db: Connection, tmp_path: Path) -> None:
+    db.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+    db.execute("CREATE USER user1")
+    user = changefeed.connect(tmp_path / "db", user="user1")
+    with pytest.raises(PermissionDenied) as e:
+        user.stream("EXPERIMENTAL CHANGEFEED FOR t")
+    assert str(e.value) == (
+        "user user1 requires the SELECT privilege on all target tables to be able to run a core changefeed"
+    )
+    user.close()
+    db.execute("GRANT SELECT ON TABLE t TO user1")
+    user = changefeed.connect(tmp_path / "db", user="user1")
+    assert list(user.stream("EXPERIMENTAL CHANGEFEED FOR t WITH initial_scan_only")) == []
+    user.close()

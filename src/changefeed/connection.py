@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 from changefeed.engine.clock import WallClock
 from changefeed.engine.database import Database
 from changefeed.exceptions import InvalidStatement, TransactionError
-from changefeed.sql.executor import Result, Session
 from changefeed.sql.parser import parse
+from changefeed.sql.result import Result
+from changefeed.sql.statements import open_session
 
 if TYPE_CHECKING:
     from changefeed.feeds.core import CoreChangefeed
@@ -34,7 +35,7 @@ class Connection:
         self.path = Path(path)
         self.db = Database(self.path, clock=clock)
         try:
-            self.session = Session(self.db, user=user, dialect=dialect)
+            self.session = open_session(self.db, user=user, dialect=dialect)
         except BaseException:
             self.db.close()
             raise
@@ -61,7 +62,7 @@ class Connection:
 
     def execute_script(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[Result]:
         """Run each statement of ``sql`` in turn, yielding its result; stops at the first error."""
-        from changefeed.feeds.crdb_statement import is_core_changefeed, run_bounded
+        from changefeed.sql.statements.crdb_feeds import is_core_changefeed, run_bounded
 
         self._check()
         for stmt in parse(sql, self.session.dialect):  # type: ignore[arg-type]
@@ -74,7 +75,7 @@ class Connection:
         """Run a CockroachDB core changefeed (``EXPERIMENTAL CHANGEFEED FOR t ..``, or ``CREATE
         CHANGEFEED FOR t ..`` without ``INTO``) and iterate its messages ``(table, key, value)``
         as they commit; closing the iterator (``close()``, or leaving a ``with`` block) cancels it."""
-        from changefeed.feeds.crdb_statement import is_core_changefeed, start_core
+        from changefeed.sql.statements.crdb_feeds import is_core_changefeed, start_core
 
         self._check()
         stmts = parse(sql, self.session.dialect)  # type: ignore[arg-type]

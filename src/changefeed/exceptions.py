@@ -133,3 +133,10 @@ class SinkError(ChangefeedError):
     """A sink refused or failed a write."""
 
     code = "58P03"
+
+
+# ---------------------------------------------------------------------------- Avro / schema registry
+class SchemaRegistryError(SinkError):
+    """The Confluent schema registry could not be reached, or refused a schema."""
+
+    code = "58P04"

@@ -23,7 +23,7 @@ from changefeed.sql.parser import parse
 
 def run_sql(db: Path, text: str, *, user: str, dialect: str, as_json: bool) -> int:
     """Run a script; print each result. Returns the exit code (1 after an error)."""
-    from changefeed.feeds.crdb_statement import is_core_changefeed
+    from changefeed.sql.statements.crdb_feeds import is_core_changefeed
 
     conn = connect(db, user=user, dialect=dialect)
     first = True
@@ -64,7 +64,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def _stream_core(conn: Connection, stmt: ast.CreateChangefeed) -> None:
     from changefeed.cli.crdb_csv import write_csv
-    from changefeed.feeds.crdb_statement import start_core
+    from changefeed.sql.statements.crdb_feeds import start_core
 
     feed = start_core(conn.session, stmt)
     for notice in feed.plan.notices:

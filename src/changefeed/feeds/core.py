@@ -3,7 +3,7 @@
 
 A plain-Python loop, no Spark: it starts at once and delivers a commit within one poll.
 
-1. **Plan** (:class:`CorePlan`, made by :mod:`changefeed.feeds.crdb_statement` inside the
+1. **Plan** (:class:`CorePlan`, made by :mod:`changefeed.sql.statements.crdb_feeds` inside the
    statement's transaction): the target tables, the options, the start point ``S`` (the
    statement's timestamp, or ``cursor``) and each table's change-stream position at ``S``.
 2. **Initial scan** (``initial_scan='yes'``, the default without ``cursor``): every table as it was

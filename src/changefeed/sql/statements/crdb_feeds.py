@@ -1,27 +1,60 @@
-"""The core changefeed statements: ``EXPERIMENTAL CHANGEFEED FOR t[, ..] [WITH ..]`` and
-``CREATE CHANGEFEED FOR t[, ..] [WITH ..]`` without ``INTO``.
+"""CockroachDB changefeeds: ``CREATE CHANGEFEED FOR ... [INTO sink] [WITH ...]``, ``EXPERIMENTAL
+CHANGEFEED FOR ...``, and ``SHOW CHANGEFEED JOBS`` / ``SHOW JOBS``.
 
-The statement runs in one write transaction: it resolves the targets, checks privileges,
-validates the options against the statement's timestamp, turns the tables' change streams on
-where they are off, and records where each stream stands at the start point. The rows then
-stream from :class:`changefeed.feeds.core.CoreChangefeed`, outside any transaction.
+Core changefeeds (``EXPERIMENTAL CHANGEFEED FOR t[, ..]``, or ``CREATE CHANGEFEED FOR ..`` without
+``INTO``) run in one write transaction: it resolves the targets, checks privileges, validates the
+options against the statement's timestamp, turns the tables' change streams on where they are
+off, and records where each stream stands at the start point. The rows then stream from
+:class:`changefeed.feeds.core.CoreChangefeed`, outside any transaction (``Connection.stream``,
+``changefeed sql``); ``execute()`` of one returns its rows only when it ends by itself.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.privileges import check_changefeed_privileges
+from changefeed.engine.txn import Transaction
 from changefeed.exceptions import InvalidOption, InvalidStatement, UnsupportedFeature
 from changefeed.feeds.core import CoreChangefeed, CorePlan
 from changefeed.feeds.crdb_options import VIRTUAL_COLUMNS_OMITTED, CrdbOptions, parse_crdb_options
 from changefeed.sql import ast
+from changefeed.sql.evaluator import Params
+from changefeed.sql.result import Result
+from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements.common import enable_changes
 
-if TYPE_CHECKING:
-    from changefeed.engine.txn import Transaction
-    from changefeed.sql.executor import Result, Session
+FAMILY = StatementFamily("crdb_feeds")
+
+
+@FAMILY.statement(ast.CreateChangefeed)
+def create_changefeed(session: Session, txn: Transaction, s: ast.CreateChangefeed, ev: Params) -> Result:
+    if is_core_changefeed(s):  # Connection.execute/stream and changefeed sql take these first
+        raise InvalidStatement(
+            "a core changefeed streams its rows to the client: read it with Connection.stream() "
+            "or changefeed sql"
+        )
+    raise UnsupportedFeature(
+        "CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR (CockroachDB) are not available yet"
+    )
+
+
+@FAMILY.show("changefeed jobs", "changefeeds", "jobs")
+def show_jobs(session: Session, txn: Transaction, s: ast.Show) -> Result:
+    """Every feed of the database (YDB and CockroachDB) with its state."""
+    rows = [
+        tuple(r)
+        for r in txn.conn.execute(
+            "SELECT f.id, c.name, f.name, f.kind, f.state FROM _feeds f"
+            " JOIN _catalog c ON c.id = f.table_id ORDER BY f.id"
+        )
+    ]
+    return Result(columns=["id", "table", "name", "kind", "state"], rows=rows, types=[None] * 5)
+
+
+# ============================================================================ core changefeeds
 
 #: Result columns of a core changefeed (CockroachDB: ``table STRING, key BYTES, value BYTES``).
 CORE_COLUMNS = ["table", "key", "value"]
@@ -36,15 +69,13 @@ def option_strings(
     session: Session, stmt: ast.CreateChangefeed, params: Sequence[Any]
 ) -> dict[str, str | None]:
     """The ``WITH`` clause as option name -> string value (None for a flag without a value)."""
-    from changefeed.sql.executor import _Params
-
-    ev = _Params(params)
+    ev = Params(params)
     raw: dict[str, str | None] = {}
     for name, expr in stmt.options:
         if expr is None:
             raw[name] = None
             continue
-        value = session._option_value(expr, ev)
+        value = session.option_value(expr, ev)
         if isinstance(value, bool):
             raw[name] = "true" if value else "false"
         elif value is None:
@@ -55,13 +86,8 @@ def option_strings(
 
 
 def check_privileges(session: Session, txn: Transaction, tables: Sequence[TableSchema]) -> None:
-    """The one call site of the changefeed privilege check (``engine.privileges``, when present):
-    a core changefeed needs SELECT on every target table."""
-    try:
-        privileges = importlib.import_module("changefeed.engine.privileges")
-    except ModuleNotFoundError:  # the privilege model is not in this build yet
-        return
-    privileges.check_changefeed_privileges(txn.conn, session.user, list(tables))
+    """A core changefeed needs the CHANGEFEED privilege, or SELECT, on every target table."""
+    check_changefeed_privileges(txn.conn, session.user, tables, core=True)
 
 
 def _targets(session: Session, txn: Transaction, stmt: ast.CreateChangefeed) -> list[TableSchema]:
@@ -97,8 +123,6 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
     plans: list[CorePlan] = []
 
     def run(txn: Transaction) -> Result:
-        from changefeed.sql.executor import Result
-
         assert txn.ts is not None
         tables = _targets(session, txn, stmt)
         check_privileges(session, txn, tables)
@@ -113,7 +137,7 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
                         f"threshold {txn.ts.wall}: table {t.short_name} keeps no history before "
                         f"{txn.ts.crdb()}\nHINT: use a more recent cursor"
                     )
-                t = session.enable_changes(txn, t, True)
+                t = enable_changes(session, txn, t, True)
             ready.append(t)
         seqs = []
         for t in ready:
@@ -137,7 +161,7 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
         )
         return Result(status="EXPERIMENTAL CHANGEFEED")
 
-    session._run(run, write=True)
+    session.run(run, write=True)
     return plans[0]
 
 
@@ -149,8 +173,6 @@ def start_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[An
 def run_bounded(session: Session, stmt: ast.CreateChangefeed, params: Sequence[Any] = ()) -> Result:
     """``execute()`` of a core changefeed: all its rows as one result. Only for changefeeds that
     end by themselves (``end_time``, ``initial_scan_only``); others stream for ever."""
-    from changefeed.sql.executor import Result
-
     feed = start_core(session, stmt, params)
     opts = feed.plan.options
     if opts.end_time is None and not opts.initial_scan_only:
@@ -162,14 +184,3 @@ def run_bounded(session: Session, stmt: ast.CreateChangefeed, params: Sequence[A
     with feed:
         rows = list(feed)
     return Result(columns=list(CORE_COLUMNS), rows=rows, types=[None] * 3)
-
-
-__all__ = [
-    "CORE_COLUMNS",
-    "check_privileges",
-    "is_core_changefeed",
-    "option_strings",
-    "prepare_core",
-    "run_bounded",
-    "start_core",
-]
