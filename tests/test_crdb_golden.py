@@ -11,11 +11,14 @@ File format (lines starting ``--`` are comments unless they are one of these mar
   follow the real order (``<ts1>`` < ``<ts2>``). Resolved messages are compared only where the
   block expects one (how many arrive depends on timing): others, and repeats, are skipped;
 * ``-- end``: the changefeed ends by itself after the last line (exit 0);
-* ``-- error``: the next statement fails, printing the ``ERROR: ...`` line that follows it.
+* ``-- error``: the next statement fails, printing the ``ERROR: ...`` line that follows it;
+* ``-- serve ARGS``: ``changefeed serve --db DB ARGS`` runs during the test (e.g. the schema
+  registry the document names, ``--registry 127.0.0.1:8081``); skipped when its port is taken.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
@@ -23,9 +26,11 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -51,6 +56,7 @@ class Golden:
     expect: list[str] = field(default_factory=list)  # output lines and "> statements" lines
     ends: bool = False
     errors: list[tuple[str, str]] = field(default_factory=list)
+    serve: list[str] = field(default_factory=list)
 
 
 def load(path: Path) -> Golden:
@@ -66,6 +72,9 @@ def load(path: Path) -> Golden:
             section = marker[3:]
             if section == "end":
                 g.ends = True
+            continue
+        if marker.startswith("-- serve "):
+            g.serve = marker[len("-- serve ") :].split()
             continue
         if section == "expect":
             g.expect.append(line)
@@ -94,6 +103,46 @@ def cli(db: Path, *statements: str) -> subprocess.Popen[str]:
         text=True,
         env=env,
     )
+
+
+@contextlib.contextmanager
+def serving(db: Path, args: list[str]) -> Iterator[None]:
+    """``changefeed serve --db DB ARGS`` until the block ends (each address must be free)."""
+    if not args:
+        yield
+        return
+    addresses = [a for a in args if ":" in a]
+    for address in addresses:
+        host, port = address.rsplit(":", 1)
+        with socket.socket() as s:
+            if s.connect_ex((host, int(port))) == 0:
+                pytest.skip(f"{address} is in use: cannot serve the document's endpoint there")
+    env = {**os.environ, "PYTHONPATH": SRC}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        for address in addresses:
+            host, port = address.rsplit(":", 1)
+            while True:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else "serve exited"
+                with socket.socket() as s:
+                    if s.connect_ex((host, int(port))) == 0:
+                        break
+                assert time.monotonic() < deadline, f"changefeed serve did not listen on {address}"
+                time.sleep(0.1)
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def csv_line(table: str | None, key: bytes | None, value: bytes) -> str:
@@ -161,6 +210,13 @@ def test_golden_cli(tmp_path: Path, path: Path) -> None:
         assert (proc.returncode, err.strip()) == (1, error), stmt
     if not g.feed:
         return
+    with serving(db, g.serve):
+        got = cli_feed(g, db)
+    assert got == g.expect
+
+
+def cli_feed(g: Golden, db: Path) -> list[str]:
+    """Stream ``g.feed`` through ``changefeed sql`` along the expect block."""
     writer = changefeed.connect(db)
     proc = cli(db, g.feed)
     lines: queue.Queue[str | None] = queue.Queue()
@@ -196,7 +252,7 @@ def test_golden_cli(tmp_path: Path, path: Path) -> None:
             proc.kill()
             proc.wait()
         writer.close()
-    assert got == g.expect
+    return got
 
 
 @pytest.mark.parametrize("path", cases(), ids=lambda p: p.stem)
@@ -213,21 +269,28 @@ def test_golden_stream(tmp_path: Path, path: Path) -> None:
             assert f"ERROR: {e.value}" == error
         if not g.feed:
             return
-        feed = conn.stream(g.feed)
-        it: Iterator[str] = itertools.chain(["table,key,value"], (csv_line(*m) for m in feed))
-
-        def next_line() -> str | None:
-            return next(it, None)
-
-        def run(statements: str) -> None:
-            for _ in writer.execute_script(statements):
-                pass
-
-        with feed:
-            got = match(g, next_line, run)
-            if g.ends:
-                assert next_line() is None
+        with serving(tmp_path / "db", g.serve):
+            got = stream_feed(g, conn, writer)
         assert got == g.expect
     finally:
         writer.close()
         conn.close()
+
+
+def stream_feed(g: Golden, conn: changefeed.Connection, writer: changefeed.Connection) -> list[str]:
+    """Stream ``g.feed`` through ``Connection.stream`` along the expect block."""
+    feed = conn.stream(g.feed)
+    it: Iterator[str] = itertools.chain(["table,key,value"], (csv_line(*m) for m in feed))
+
+    def next_line() -> str | None:
+        return next(it, None)
+
+    def run(statements: str) -> None:
+        for _ in writer.execute_script(statements):
+            pass
+
+    with feed:
+        got = match(g, next_line, run)
+        if g.ends:
+            assert next_line() is None
+    return got

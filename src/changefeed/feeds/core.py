@@ -43,9 +43,10 @@ from changefeed.engine.changes import read_changes
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import UndefinedTable
-from changefeed.feeds.crdb_options import INITIAL_SCAN_NO, CrdbOptions
+from changefeed.feeds.crdb_options import FORMAT_AVRO, FORMAT_CSV, FORMAT_JSON, INITIAL_SCAN_NO, CrdbOptions
 from changefeed.feeds.spec import FeedSpec, Mode
-from changefeed.formats.crdb_json import CrdbJsonEncoder, resolved_message, topic_of
+from changefeed.formats.base import get_encoder
+from changefeed.formats.crdb_json import topic_of
 
 if TYPE_CHECKING:
     import sqlite3
@@ -59,6 +60,8 @@ Message = tuple[str | None, bytes | None, bytes]
 POLL_S = 0.02
 #: Change rows read per table and poll (bounds memory; a poll never emits past the cut).
 POLL_ROWS = 50_000
+#: The encoder of each ``format``.
+ENCODERS = {FORMAT_JSON: "crdb-json", FORMAT_AVRO: "crdb-avro", FORMAT_CSV: "crdb-csv"}
 #: Spacing of resolved messages when ``resolved`` has no value (emit as the frontier advances).
 DEFAULT_RESOLVED_NS = 1_000_000_000
 
@@ -83,7 +86,7 @@ class CorePlan:
             kind="crdb",
             topic=topic_of(table, self.options),
             partitions=1,
-            format="crdb-json",
+            format=ENCODERS[self.options.format],
             mode=Mode.NEW_AND_OLD_IMAGES,
             initial_scan=self.options.initial_scan != INITIAL_SCAN_NO,
             created_seq=seq,
@@ -104,7 +107,7 @@ class CoreChangefeed:
         self.db = db
         self.plan = plan
         self.poll_s = poll_s
-        self.encoder = CrdbJsonEncoder()
+        self.encoder = get_encoder(ENCODERS[plan.options.format])
         self._gen = self._run()
 
     def __iter__(self) -> Iterator[Message]:
@@ -189,7 +192,7 @@ class CoreChangefeed:
                 if opts.resolved and frontier > last_resolved:
                     stamp = frontier if end is None or frontier < end else end
                     if stamp > last_resolved:
-                        yield None, None, resolved_message(stamp, opts)
+                        yield None, None, self.encoder.resolved(stamp, 0, feeds[0])
                         last_resolved = stamp
                     next_resolved = time.monotonic() + interval / 1e9
                 if finishing and end is not None and frontier >= end:
