@@ -72,6 +72,6 @@ def _stream_core(conn: Connection, stmt: ast.CreateChangefeed) -> None:
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with feed:
-            write_csv(feed, sys.stdout)
+            write_csv(feed.batches(), sys.stdout)
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -56,6 +56,24 @@ if TYPE_CHECKING:
 #: A core changefeed message: (table, key, value); resolved messages have table and key None.
 Message = tuple[str | None, bytes | None, bytes]
 
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Messages that arrive together: one table's encoded batch (keys and values as Arrow binary
+    arrays), or one resolved message (``table`` and ``keys`` None)."""
+
+    table: str | None
+    keys: pa.Array | None
+    values: pa.Array
+
+    def messages(self) -> list[Message]:
+        values: list[bytes] = self.values.to_pylist()
+        if self.keys is None:
+            return [(None, None, v) for v in values]
+        table = self.table
+        return [(table, k, v) for k, v in zip(self.keys.to_pylist(), values, strict=True)]
+
+
 #: How often the change streams are polled (a commit reaches the client within one poll).
 POLL_S = 0.02
 #: Change rows read per table and poll (bounds memory; a poll never emits past the cut).
@@ -108,7 +126,8 @@ class CoreChangefeed:
         self.plan = plan
         self.poll_s = poll_s
         self.encoder = get_encoder(ENCODERS[plan.options.format])
-        self._gen = self._run()
+        self._batches = self._run()
+        self._gen = (m for chunk in self._batches for m in chunk.messages())
 
     def __iter__(self) -> Iterator[Message]:
         return self
@@ -116,8 +135,14 @@ class CoreChangefeed:
     def __next__(self) -> Message:
         return next(self._gen)
 
+    def batches(self) -> Iterator[Chunk]:
+        """The messages in the groups they arrive in (one encoded batch, or one resolved message):
+        a consumer that writes a group at once and flushes after it loses no latency."""
+        return self._batches
+
     def close(self) -> None:
         self._gen.close()
+        self._batches.close()
 
     def __enter__(self) -> CoreChangefeed:
         return self
@@ -126,7 +151,7 @@ class CoreChangefeed:
         self.close()
 
     # ------------------------------------------------------------------ the loop
-    def _run(self) -> Generator[Message, None, None]:
+    def _run(self) -> Generator[Chunk, None, None]:
         plan, opts = self.plan, self.plan.options
         if opts.initial_scan != INITIAL_SCAN_NO:
             yield from self._scan()
@@ -138,21 +163,25 @@ class CoreChangefeed:
         finally:
             rc.close()
 
-    def _scan(self) -> Iterator[Message]:
+    def _scan(self) -> Iterator[Chunk]:
         from changefeed.pipeline.scan import read_chunk_batches
 
         plan = self.plan
         for table, seq in zip(plan.tables, plan.start_seqs, strict=True):
             feed = plan.feed(table, seq)
             for batch in read_chunk_batches(str(plan.db_path), table, feed, [], 0):
-                yield from self._messages(batch, table, feed)
+                yield self._messages(batch, table, feed)
 
-    def _messages(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> Iterator[Message]:
-        topic = feed.topic
-        for _, key, value, _ in self.encoder.encode_python(batch, table, feed):
-            yield topic, key, value
+    def _messages(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> Chunk:
+        encode_arrow = getattr(self.encoder, "encode_arrow", None)
+        if encode_arrow is not None:
+            keys, values = encode_arrow(batch, table, feed)
+            return Chunk(feed.topic, keys, values)
+        records = self.encoder.encode_python(batch, table, feed)
+        keys = pa.array([k for _, k, _, _ in records], pa.binary())
+        return Chunk(feed.topic, keys, pa.array([v for _, _, v, _ in records], pa.binary()))
 
-    def _stream(self, rc: sqlite3.Connection) -> Iterator[Message]:
+    def _stream(self, rc: sqlite3.Connection) -> Iterator[Chunk]:
         plan, opts = self.plan, self.plan.options
         tables = list(plan.tables)
         feeds = [plan.feed(t, s) for t, s in zip(tables, plan.start_seqs, strict=True)]
@@ -185,14 +214,15 @@ class CoreChangefeed:
             finally:
                 rc.execute("COMMIT")
             for i, batch in self._merge(batches, end):
-                yield from self._messages(batch, tables[i], feeds[i])
+                yield self._messages(batch, tables[i], feeds[i])
             if not complete:
                 continue  # more to read at once
             if closed is not None:
                 if opts.resolved and frontier > last_resolved:
                     stamp = frontier if end is None or frontier < end else end
                     if stamp > last_resolved:
-                        yield None, None, self.encoder.resolved(stamp, 0, feeds[0])
+                        payload = self.encoder.resolved(stamp, 0, feeds[0])
+                        yield Chunk(None, None, pa.array([payload], pa.binary()))
                         last_resolved = stamp
                     next_resolved = time.monotonic() + interval / 1e9
                 if finishing and end is not None and frontier >= end:
@@ -274,4 +304,4 @@ def _before(b: pa.RecordBatch, end: CommitTs) -> pa.RecordBatch:
     return b.filter(pa.array(keep, type=pa.bool_()))
 
 
-__all__ = ["DEFAULT_RESOLVED_NS", "POLL_S", "CoreChangefeed", "CorePlan", "Message"]
+__all__ = ["DEFAULT_RESOLVED_NS", "POLL_S", "Chunk", "CoreChangefeed", "CorePlan", "Message"]

@@ -22,7 +22,7 @@ decimals ``<wall ns>.<logical, 10 digits>``. A resolved message is compact:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE
@@ -127,90 +127,104 @@ class CrdbJsonEncoder(Encoder):
         n = batch.num_rows
         if n == 0:
             return []
+        keys, values = self.encode_arrow(batch, table, feed)
+        key_bytes: list[bytes] = keys.to_pylist()
+        value_bytes: list[bytes] = values.to_pylist()
+        tss: list[int] = batch.column("ts").to_pylist()
+        parts_n = feed.partitions
+        if parts_n == 1:
+            return list(zip([0] * n, key_bytes, value_bytes, tss, strict=True))
+        return [
+            (partition_of(kb, parts_n), kb, v, t)
+            for kb, v, t in zip(key_bytes, value_bytes, tss, strict=True)
+        ]
+
+    def encode_arrow(
+        self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec
+    ) -> tuple[pa.Array, pa.Array]:
+        """Message keys and values as two Arrow binary arrays, computed column-wise with Arrow
+        string kernels: each column rendered once, then the messages joined."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = batch.num_rows
+        if n == 0:
+            return pa.array([], pa.binary()), pa.array([], pa.binary())
         lay = Layout.of(table, feed)
         opts = lay.opts
-        keys = self._python_keys(batch, lay)
-        tss: list[int] = batch.column("ts").to_pylist()
-        key_bytes = [k.encode() for k in keys]
-        parts = feed.partitions
-
+        join = pc.binary_join_element_wise
+        key_texts = [V.arrow_values(batch.column(c.db), c.type) for c in lay.key]
+        keys = join("[", _joined(key_texts, ", "), "]", "")
+        value: pa.Array
         if opts.envelope == ENVELOPE_KEY_ONLY:
-            return [(partition_of(kb, parts), kb, b"", t) for kb, t in zip(key_bytes, tss, strict=True)]
-        ops: list[int] = batch.column("op").to_pylist()
-        lgs: list[int] = batch.column("lg").to_pylist()
-        stamps = [hlc(t, lg) for t, lg in zip(tss, lgs, strict=True)]
-        members = lay.members()
-        new_texts = {
-            m.column.id: V.python_values(batch.column(m.column.db), m.column.type)
-            for m in members
-            if m.column is not None
-        }
-        meta = lay.meta_fields()
-
-        def meta_values(i: int) -> list[tuple[str, str]]:
-            out = []
-            for m in meta:
-                if m == "key":
-                    out.append((m, keys[i]))
-                elif m == "topic":
-                    out.append((m, V.json_string(lay.topic)))
-                else:  # updated, mvcc_timestamp
-                    out.append((m, '"' + stamps[i] + '"'))
-            return out
-
-        def items(texts: dict[int, list[str]], i: int, only_key: bool = False) -> list[str]:
-            return [
-                m.prefix
-                + (
-                    V.NULL
-                    if m.column is None or (only_key and not m.column.is_key)
-                    else texts[m.column.id][i]
-                )
+            value = pa.repeat(pa.scalar("", pa.string()), n)
+        else:
+            op = batch.column("op")
+            erased = pc.equal(op, CHANGE_ERASE)
+            members = lay.members()
+            texts = {
+                m.column.id: V.arrow_values(batch.column(m.column.db), m.column.type)
                 for m in members
-            ]
+                if m.column is not None
+            }
+            stamps = join(
+                pc.cast(batch.column("ts"), pa.string()),
+                ".",
+                pc.utf8_lpad(pc.cast(batch.column("lg"), pa.string()), 10, "0"),
+                "",
+            )
+            meta: list[tuple[str, Any]] = []
+            for name in lay.meta_fields():
+                if name == "key":
+                    meta.append((name, keys))
+                elif name == "topic":
+                    meta.append((name, V.json_string(lay.topic)))
+                else:
+                    meta.append((name, join('"', stamps, '"', "")))
 
-        def obj(texts: dict[int, list[str]], i: int) -> str:
-            return "{" + ", ".join(items(texts, i)) + "}"
-
-        values: list[bytes] = []
-        if opts.envelope == ENVELOPE_WRAPPED:
-            old_texts: dict[int, list[str]] = {}
-            oxs: list[bool] = []
-            if opts.diff:
-                oxs = batch.column("ox").to_pylist()
+            def obj(cols: dict[int, Any], blank: Any = None) -> Any:
+                parts: list[Any] = []
                 for m in members:
                     c = m.column
-                    if c is not None:
-                        col = batch.column(c.db if c.is_key else f"o{c.id}")
-                        old_texts[c.id] = V.python_values(col, c.type)
-            for i in range(n):
-                erased = ops[i] == CHANGE_ERASE
-                out = '{"after": ' + ("null" if erased else obj(new_texts, i))
-                if opts.diff:
-                    had = oxs[i] and ops[i] != CHANGE_SNAPSHOT
-                    out += ', "before": ' + (obj(old_texts, i) if had else "null")
-                for name, text in meta_values(i):
-                    out += f', "{name}": {text}'
-                values.append((out + "}").encode())
-        else:  # row, deprecated_row, bare
-            bare = opts.envelope == ENVELOPE_BARE
-            pos = _meta_position(members)
-            for i in range(n):
-                erased = ops[i] == CHANGE_ERASE
-                if erased and not bare:
-                    values.append(b"")
-                    continue
-                body = items(new_texts, i, only_key=erased)
-                mv = meta_values(i)
-                if mv:
-                    body.insert(pos, '"__crdb__": {' + ", ".join(f'"{k}": {v}' for k, v in mv) + "}")
-                values.append(("{" + ", ".join(body) + "}").encode())
-        return [(partition_of(kb, parts), kb, v, t) for kb, v, t in zip(key_bytes, values, tss, strict=True)]
+                    text: Any = V.NULL if c is None else cols[c.id]
+                    if blank is not None and c is not None and not c.is_key:
+                        text = pc.if_else(blank, V.NULL, text)
+                    parts.append(join(m.prefix, text, ""))
+                return join("{", _joined(parts, ", "), "}", "") if parts else "{}"
 
-    @staticmethod
-    def _python_keys(batch: pa.RecordBatch, lay: Layout) -> list[str]:
-        cols = [V.python_values(batch.column(c.db), c.type) for c in lay.key]
-        return ["[" + ", ".join(row) + "]" for row in zip(*cols, strict=True)]
+            if opts.envelope == ENVELOPE_WRAPPED:
+                pieces: list[Any] = ['{"after": ', pc.if_else(erased, "null", obj(texts))]
+                if opts.diff:
+                    had = pc.and_(batch.column("ox"), pc.not_equal(op, CHANGE_SNAPSHOT))
+                    old = {
+                        m.column.id: V.arrow_values(
+                            batch.column(m.column.db if m.column.is_key else f"o{m.column.id}"),
+                            m.column.type,
+                        )
+                        for m in members
+                        if m.column is not None
+                    }
+                    pieces += [', "before": ', pc.if_else(had, obj(old), "null")]
+                for name, col in meta:
+                    pieces += [f', "{name}": ', col]
+                value = join(*pieces, "}", "")
+            else:  # row, deprecated_row, bare
+                bare = opts.envelope == ENVELOPE_BARE
+                parts: list[Any] = []
+                for m in members:
+                    c = m.column
+                    text = V.NULL if c is None else texts[c.id]
+                    if bare and c is not None and not c.is_key:
+                        text = pc.if_else(erased, V.NULL, text)
+                    parts.append(join(m.prefix, text, ""))
+                if meta:
+                    inner = [join(f'"{name}": ', col, "") for name, col in meta]
+                    parts.insert(
+                        _meta_position(members), join('"__crdb__": {', _joined(inner, ", "), "}", "")
+                    )
+                body = join("{", _joined(parts, ", "), "}", "") if parts else pa.repeat(pa.scalar("{}"), n)
+                value = body if bare else pc.if_else(erased, "", body)
+        return pc.cast(_array(keys, n), pa.binary()), pc.cast(_array(value, n), pa.binary())
 
     # ------------------------------------------------------------------ Spark
     def encode_spark(self, df: DataFrame, table: TableSchema, feed: FeedSpec) -> DataFrame:
@@ -290,6 +304,24 @@ class CrdbJsonEncoder(Encoder):
     # ------------------------------------------------------------------ resolved
     def resolved(self, ts: CommitTs, tx: int, feed: FeedSpec) -> bytes:
         return resolved_message(ts, options_of(feed))
+
+
+def _joined(parts: list[Any], sep: str) -> Any:
+    """Element-wise join of string arrays (or scalars) with ``sep`` between them."""
+    import pyarrow.compute as pc
+
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, sep)
+
+
+def _array(x: Any, n: int) -> Any:
+    """``x`` as an Arrow array of ``n`` rows (a scalar string is repeated)."""
+    import pyarrow as pa
+
+    if isinstance(x, str):
+        return pa.repeat(pa.scalar(x, pa.string()), n)
+    return x
 
 
 def resolved_message(ts: CommitTs, opts: CrdbOptions) -> bytes:

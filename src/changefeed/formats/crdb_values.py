@@ -232,6 +232,36 @@ def python_values(arr: pa.Array | pa.ChunkedArray, t: SqlType) -> list[str]:
     return [NULL if v is None else json_string(v) for v in values]
 
 
+_CONTROL = "[\\x00-\\x1f]"
+
+
+def arrow_values(arr: pa.Array | pa.ChunkedArray, t: SqlType) -> pa.Array:
+    """:func:`python_values` as an Arrow string array (never null), computed column-wise with
+    Arrow kernels for the common types."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    k = t.kind
+    if k in (Kind.INT, Kind.UINT):
+        return pc.cast(arr, pa.string()).fill_null(NULL)
+    if k is Kind.BOOL:
+        return pc.if_else(arr, "true", "false").fill_null(NULL)
+    if k is Kind.DECIMAL and pa.types.is_decimal(arr.type) and (t.scale or 0) <= 6:
+        # plain notation equals the scientific string while the adjusted exponent stays >= -6
+        return pc.cast(arr, pa.string()).fill_null(NULL)
+    if (
+        k in (Kind.TEXT, Kind.UUID, Kind.INET, Kind.BIT, Kind.ENUM)
+        and not pc.any(pc.match_substring_regex(arr, _CONTROL)).as_py()
+    ):
+        escaped = pc.replace_substring(pc.replace_substring(arr, "\\", "\\\\"), '"', '\\"')
+        return pc.binary_join_element_wise('"', escaped, '"', "").fill_null(NULL)
+    if k is Kind.DATE:
+        return pc.binary_join_element_wise('"', pc.strftime(arr, format="%Y-%m-%d"), '"', "").fill_null(NULL)
+    return pa.array(python_values(arr, t), type=pa.string())
+
+
 # ============================================================================ Spark
 
 _DOUBLE_TO_DECIMAL = "com.fasterxml.jackson.core.io.schubfach.DoubleToDecimal"
@@ -459,6 +489,7 @@ def spark_value(c: Column, t: SqlType, session_tz: str = "UTC") -> Column:
 
 __all__ = [
     "NULL",
+    "arrow_values",
     "decimal_text",
     "float_text",
     "json_document",
