@@ -123,7 +123,9 @@ def main() -> None:
     print(f"  vs targets: p50 {p50 / 0.3:.2f} x 0.3 s, p99 {p99 / 1.0:.2f} x 1 s")
     if not args.skip_scan:
         rps, load_s = scan(args.scan_rows)
-        print(f"initial scan: {args.scan_rows} rows to stdout at {rps:,.0f} rows/s (load took {load_s:.1f} s)")
+        print(
+            f"initial scan: {args.scan_rows} rows to stdout at {rps:,.0f} rows/s (load took {load_s:.1f} s)"
+        )
         print(f"  vs target: {rps / 100_000:.2f} x 100,000 rows/s")
 
 
