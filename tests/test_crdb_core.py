@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,13 @@ import changefeed
 from changefeed.cli.crdb_csv import field_text
 from changefeed.connection import Connection
 from changefeed.engine.clock import CommitTs
-from changefeed.exceptions import InvalidOption, InvalidStatement, PermissionDenied, UndefinedTable
+from changefeed.exceptions import (
+    ChangefeedFailed,
+    InvalidOption,
+    InvalidStatement,
+    PermissionDenied,
+    UndefinedTable,
+)
 from changefeed.feeds.core import CoreChangefeed
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -235,3 +242,35 @@ def test_privileges(db: Connection, tmp_path: Path) -> None:
     user = changefeed.connect(tmp_path / "db", user="user1")
     assert list(user.stream("EXPERIMENTAL CHANGEFEED FOR t WITH initial_scan_only")) == []
     user.close()
+
+
+def test_schema_change_policies(db: Connection, tmp_path: Path) -> None:
+    db.execute("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.execute("INSERT INTO t VALUES (1, 'a')")
+    w = changefeed.connect(tmp_path / "db")
+    # stop: everything before the change, then CockroachDB's error naming the change's timestamp
+    with db.stream("EXPERIMENTAL CHANGEFEED FOR t WITH schema_change_policy = 'stop'") as feed:
+        assert next(feed)[1] == b"[1]"
+        w.execute("ALTER TABLE t ADD COLUMN d INT DEFAULT 7")
+        with pytest.raises(ChangefeedFailed) as e:
+            next(feed)
+    assert re.fullmatch(
+        r'shut down due to schema change and schema_change_policy="stop": '
+        r"schema change occurred at [0-9]+\.[0-9]{10}",
+        str(e.value),
+    )
+    # a nullable column without a default needs no backfill under the default events...
+    with db.stream("EXPERIMENTAL CHANGEFEED FOR t WITH no_initial_scan") as feed:
+        w.execute("ALTER TABLE t ADD COLUMN n INT")
+        w.execute("UPDATE t SET v = 'b' WHERE k = 1")
+        assert next(feed)[2] == b'{"after": {"d": 7, "k": 1, "n": null, "v": "b"}}'
+    # ...but is a change under schema_change_events = 'column_changes'
+    with db.stream(
+        "EXPERIMENTAL CHANGEFEED FOR t WITH no_initial_scan, schema_change_events = 'column_changes'"
+    ) as feed:
+        w.execute("ALTER TABLE t ADD COLUMN m INT")
+        assert take(feed, 2) == [
+            ("t", b"[1]", b'{"after": {"d": 7, "k": 1, "n": null, "v": "b"}}'),
+            ("t", b"[1]", b'{"after": {"d": 7, "k": 1, "m": null, "n": null, "v": "b"}}'),
+        ]
+    w.close()

@@ -140,3 +140,11 @@ class SchemaRegistryError(SinkError):
     """The Confluent schema registry could not be reached, or refused a schema."""
 
     code = "58P04"
+
+
+# ---------------------------------------------------------------------------- CockroachDB changefeeds
+class ChangefeedFailed(ChangefeedError):
+    """A running changefeed stopped on purpose, e.g. ``schema_change_policy='stop'`` at a schema
+    change (``shut down due to schema change ...: schema change occurred at <hlc>``)."""
+
+    code = "XXC01"

@@ -29,6 +29,7 @@ bytes (``None`` for resolved messages) and the value bytes (empty for ``key_only
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
@@ -42,15 +43,23 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import read_changes
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import DB_FILE, open_sqlite
-from changefeed.exceptions import UndefinedTable
-from changefeed.feeds.crdb_options import FORMAT_AVRO, FORMAT_CSV, FORMAT_JSON, INITIAL_SCAN_NO, CrdbOptions
+from changefeed.exceptions import ChangefeedFailed, UndefinedTable
+from changefeed.feeds.crdb_options import (
+    FORMAT_AVRO,
+    FORMAT_CSV,
+    FORMAT_JSON,
+    INITIAL_SCAN_NO,
+    SCHEMA_CHANGE_EVENTS_COLUMN_CHANGES,
+    SCHEMA_CHANGE_POLICY_BACKFILL,
+    SCHEMA_CHANGE_POLICY_IGNORE,
+    SCHEMA_CHANGE_POLICY_STOP,
+    CrdbOptions,
+)
 from changefeed.feeds.spec import FeedSpec, Mode
 from changefeed.formats.base import get_encoder
 from changefeed.formats.crdb_json import topic_of
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from changefeed.engine.database import Database
 
 #: A core changefeed message: (table, key, value); resolved messages have table and key None.
@@ -204,6 +213,7 @@ class CoreChangefeed:
             version = data_version
             rc.execute("BEGIN")
             try:
+                previous = tables
                 tables = self._refresh(rc, tables)
                 feeds = [replace(f, topic=topic_of(t, opts)) for f, t in zip(feeds, tables, strict=True)]
                 batches, complete = self._read(rc, tables, positions)
@@ -215,6 +225,9 @@ class CoreChangefeed:
                 rc.execute("COMMIT")
             for i, batch in self._merge(batches, end):
                 yield self._messages(batch, tables[i], feeds[i])
+            for i, (old, new) in enumerate(zip(previous, tables, strict=True)):
+                if old.version != new.version:
+                    yield from self._schema_change(old, new, feeds[i], positions[i], frontier)
             if not complete:
                 continue  # more to read at once
             if closed is not None:
@@ -227,6 +240,42 @@ class CoreChangefeed:
                     next_resolved = time.monotonic() + interval / 1e9
                 if finishing and end is not None and frontier >= end:
                     return
+
+    def _schema_change(
+        self, old: TableSchema, new: TableSchema, feed: FeedSpec, seq: int, at: CommitTs
+    ) -> Iterator[Chunk]:
+        """A target's schema changed (seen at ``at``): ``schema_change_policy`` says what follows.
+
+        ``backfill`` re-emits every row in the old schema (the duplicates) and then in the new one;
+        ``nobackfill`` only the duplicates; ``stop`` ends the changefeed with CockroachDB's error;
+        ``ignore``, or a change that needs no backfill, nothing. Under the ``default`` events a
+        backfill follows adding a column with a default or a stored computed value, and dropping a
+        column; under ``column_changes`` any added or dropped column."""
+        opts = self.plan.options
+        if not _triggers_backfill(old, new, opts):
+            return
+        policy = opts.schema_change_policy
+        if policy == SCHEMA_CHANGE_POLICY_IGNORE:
+            return
+        if policy == SCHEMA_CHANGE_POLICY_STOP:
+            raise ChangefeedFailed(
+                'shut down due to schema change and schema_change_policy="stop": '
+                f"schema change occurred at {at.crdb()}"
+            )
+        yield from self._rescan(old, feed, seq, at)
+        if policy == SCHEMA_CHANGE_POLICY_BACKFILL:
+            yield from self._rescan(new, feed, seq, at)
+
+    def _rescan(self, table: TableSchema, feed: FeedSpec, seq: int, at: CommitTs) -> Iterator[Chunk]:
+        from changefeed.pipeline.scan import read_chunk_batches
+
+        scan_feed = replace(feed, created_seq=seq, created_wall=at.wall, created_logical=at.logical)
+        try:
+            batches = list(read_chunk_batches(str(self.plan.db_path), table, scan_feed, [], 0))
+        except sqlite3.OperationalError:  # a dropped column: the old shape cannot be read again
+            return
+        for batch in batches:
+            yield self._messages(batch, table, scan_feed)
 
     def _refresh(self, rc: sqlite3.Connection, tables: list[TableSchema]) -> list[TableSchema]:
         """The targets' current schemas (a column added or dropped shows in later messages)."""
@@ -283,6 +332,16 @@ class CoreChangefeed:
                 runs.append((i, b.take(idx)))
                 start = j
         return runs
+
+
+def _triggers_backfill(old: TableSchema, new: TableSchema, opts: CrdbOptions) -> bool:
+    before = {c.id for c in old.stored}
+    after = {c.id: c for c in new.stored}
+    added = [c for cid, c in after.items() if cid not in before]
+    dropped = before - set(after)
+    if opts.schema_change_events == SCHEMA_CHANGE_EVENTS_COLUMN_CHANGES:
+        return bool(added or dropped)
+    return bool(dropped) or any(c.default is not None or c.computed is not None for c in added)
 
 
 def _last_ts(b: pa.RecordBatch) -> tuple[int, int]:
