@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import re
 import sqlite3
 import threading
 import time
@@ -295,7 +296,10 @@ class PgSession:
         if isinstance(exc, ChangefeedError):
             if self.cancelled.is_set() and "interrupt" in str(exc):
                 return "57014", "canceling statement due to user request"
-            return exc.code, str(exc)
+            text = str(exc)
+            if exc.code == "42P01":  # PostgreSQL's words for a missing table
+                text = re.sub(r'^table ("[^"]*") does not exist', r"relation \1 does not exist", text)
+            return exc.code, text
         if isinstance(exc, sqlite3.Error):
             text = str(exc)
             if "interrupt" in text:
@@ -418,15 +422,15 @@ class PgSession:
         if isinstance(first, ast.Commit) and session.aborted:
             await self.call(session.rollback)
             return Result(status="ROLLBACK")
-        if prep.kind == "command":
-            assert prep.command is not None
-            return self.run_command(prep.command)
         if prep.kind == "stream":
             await self.run_stream(prep)
             return None
         self.cancelled.clear()
         self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
         try:
+            if prep.kind == "command":
+                assert prep.command is not None
+                return self.run_command(prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
             return await self.call(self._run_engine, prep.stmts, params)

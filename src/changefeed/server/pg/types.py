@@ -294,7 +294,9 @@ def binary_value(v: Any, oid: int) -> bytes:
     if oid == INTERVAL:
         return struct.pack("!qii", v.seconds * 1_000_000 + v.microseconds, v.days, 0)
     if oid == JSONB:
-        return b"\x01" + text_value(v).encode()
+        from changefeed.server.pg.values import _text_json
+
+        return b"\x01" + _text_json(v)
     return text_value(v).encode()
 
 

@@ -17,7 +17,7 @@ from typing import Any, TypeGuard
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.privileges import check_changefeed_privileges
 from changefeed.engine.txn import Transaction
-from changefeed.exceptions import InvalidOption, InvalidStatement, UnsupportedFeature
+from changefeed.exceptions import GcThresholdError, InvalidStatement, UnsupportedFeature
 from changefeed.feeds.core import CoreChangefeed, CorePlan
 from changefeed.feeds.crdb_options import VIRTUAL_COLUMNS_OMITTED, CrdbOptions, parse_crdb_options
 from changefeed.sql import ast
@@ -31,6 +31,10 @@ FAMILY = StatementFamily("crdb_feeds")
 
 @FAMILY.statement(ast.CreateChangefeed)
 def create_changefeed(session: Session, txn: Transaction, s: ast.CreateChangefeed, ev: Params) -> Result:
+    if s.sink is not None and not s.core:  # an enterprise changefeed: a job (crdb_jobs)
+        from changefeed.sql.statements.crdb_jobs import create_job
+
+        return create_job(session, txn, s, ev)
     if is_core_changefeed(s):  # Connection.execute/stream and changefeed sql take these first
         raise InvalidStatement(
             "a core changefeed streams its rows to the client: read it with Connection.stream() "
@@ -41,7 +45,7 @@ def create_changefeed(session: Session, txn: Transaction, s: ast.CreateChangefee
     )
 
 
-@FAMILY.show("changefeed jobs", "changefeeds", "jobs")
+@FAMILY.show("changefeeds")
 def show_jobs(session: Session, txn: Transaction, s: ast.Show) -> Result:
     """Every feed of the database (YDB and CockroachDB) with its state."""
     rows = [
@@ -132,7 +136,7 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
         for t in tables:
             if not t.changes:
                 if opts.cursor is not None and opts.cursor < txn.ts:
-                    raise InvalidOption(
+                    raise GcThresholdError(
                         f"could not create changefeed: cursor {opts.cursor.crdb()} is older than the GC "
                         f"threshold {txn.ts.wall}: table {t.short_name} keeps no history before "
                         f"{txn.ts.crdb()}\nHINT: use a more recent cursor"
