@@ -15,16 +15,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
 import re
+import secrets
 import sqlite3
+import struct
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from changefeed.connection import Connection, Result
 from changefeed.engine import auth
@@ -38,10 +42,19 @@ from changefeed.server.pg.values import column_oids, encoders, fmt_of
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 
-if TYPE_CHECKING:
-    from changefeed.server.pg.server import PgEndpoint
-
 T = TypeVar("T")
+
+#: The server_version reported to clients (CockroachDB reports a PostgreSQL 13 server).
+SERVER_VERSION = "13.0.0"
+#: Seconds to wait for a client that stopped reading before its connection is closed.
+WRITE_TIMEOUT = 30.0
+
+
+def new_backend_key() -> tuple[int, int]:
+    """A (process id, secret) pair for BackendKeyData."""
+    pid = struct.unpack("!i", os.urandom(4))[0] & 0x7FFFFFFF
+    return pid, secrets.randbits(32)
+
 
 #: Bytes of DataRows buffered before waiting for the client to take them.
 FLUSH_BYTES = 256 * 1024
@@ -102,6 +115,15 @@ class AbortedTransaction(TransactionError):
 
 class AdminShutdown(ChangefeedError):
     code = "57P01"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What a session needs of its endpoint: the database, the engine thread pool, the registry."""
+
+    db: Path
+    pool: Executor
+    registry: Registry
 
 
 @dataclass
@@ -187,15 +209,13 @@ def normalise_tag(res: Result, stmt: ast.Statement | None) -> str:
 class PgSession:
     def __init__(
         self,
-        endpoint: PgEndpoint,
+        endpoint: Backend,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         user: str,
         params: dict[str, str],
         peer: object,
     ) -> None:
-        from changefeed.server.pg.server import SERVER_VERSION, new_backend_key
-
         self.endpoint = endpoint
         self.reader = reader
         self.writer = writer
@@ -217,7 +237,7 @@ class PgSession:
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
-        self.conn = await self.call(Connection, self.endpoint.config.db, user=self.user)
+        self.conn = await self.call(Connection, self.endpoint.db, user=self.user)
         for name, value in self.startup.items():
             if name in ("user", "database", "replication"):
                 continue
@@ -280,8 +300,6 @@ class PgSession:
     async def flush(self, force: bool = False) -> None:
         if force or self.pending >= FLUSH_BYTES:
             self.pending = 0
-            from changefeed.server.pg.server import WRITE_TIMEOUT
-
             await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
 
     def send_error(self, exc: BaseException) -> None:
