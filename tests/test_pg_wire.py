@@ -452,3 +452,39 @@ def test_core_changefeed_over_the_wire(server: RunningServer) -> None:
         conn.cancel_safe()  # cancel() holds the GIL in libpq, and this server runs in-process
         th.join(20)
         assert got and got[0][0] == "feedme"
+
+
+# ------------------------------------------------------------------------------------ shutdown
+def test_sigterm_rolls_back_open_transactions_and_exits_zero(tmp_path: Path) -> None:
+    import signal
+    import sys
+
+    db = tmp_path / "db"
+    with changefeed.connect(db) as conn:
+        conn.execute("CREATE TABLE t (k BIGINT PRIMARY KEY)")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--pg", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "pg: listening on" in line, line
+        port = int(line.rsplit(":", 1)[1])
+        dsn = f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as a:
+            a.execute("INSERT INTO t VALUES (1)")
+        b = psycopg.connect(dsn)
+        b.execute("INSERT INTO t VALUES (2)")  # left open: BEGIN ... no COMMIT
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        b.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with changefeed.connect(db) as conn:
+        assert conn.execute("SELECT k FROM t").rows == [(1,)]
