@@ -264,8 +264,17 @@ def test_asyncpg_connects_and_queries(server: RunningServer) -> None:
         try:
             await conn.execute("UPSERT INTO kv VALUES (500, 'from asyncpg')")
             rows = await conn.fetch("SELECT k, v FROM kv WHERE k = 500")
-            one = await conn.fetchval("SELECT v FROM kv WHERE k = $1", "500")
+            one = await conn.fetchval("SELECT v FROM kv WHERE k = $1", 500)
             assert one == "from asyncpg"
+            await conn.execute(
+                "UPSERT INTO typed (id, n, tz, u) VALUES ($1, $2, $3, $4)",
+                501,
+                Decimal("2.5"),
+                VALUES[10],
+                VALUES[11],
+            )
+            got = await conn.fetchrow("SELECT n, tz, u FROM typed WHERE id = $1", 501)
+            assert tuple(got) == (Decimal("2.500000"), VALUES[10], VALUES[11])
             return [tuple(r) for r in rows]
         finally:
             await conn.close()

@@ -38,6 +38,7 @@ from changefeed.server.pg import catalog
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.commands import Command, parse_command, split_statements
+from changefeed.server.pg.params import param_types
 from changefeed.server.pg.values import column_oids, encoders, fmt_of
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
@@ -702,10 +703,14 @@ class PgSession:
             if prep is None:
                 raise _UndefinedStatement(f'prepared statement "{name}" does not exist')
             n = max(_param_count(prep), len(prep.param_oids))
+            inferred = await self.call(self._param_types, prep, n)
             oids = [
-                (prep.param_oids[i] if i < len(prep.param_oids) and prep.param_oids[i] else t.TEXT)
+                (prep.param_oids[i] if i < len(prep.param_oids) and prep.param_oids[i] else inferred[i])
                 for i in range(n)
             ]
+            if oids != prep.param_oids:  # Bind decodes by what was described
+                prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids)
+                self.prepared[name] = prep
             self.send(p.parameter_description(oids))
             cols = await self.describe_columns(prep)
             self.send(p.row_description([(c, o, 0) for c, o in cols]) if cols else p.NO_DATA)
@@ -735,6 +740,12 @@ class PgSession:
         else:
             self.send(p.NO_DATA)
         portal.described = True
+
+    def _param_types(self, prep: Prepared, n: int) -> list[int]:
+        if prep.kind != "engine" or len(prep.stmts) != 1 or self.conn is None or n == 0:
+            return [t.TEXT] * n
+        self.conn.db.refresh_catalog()
+        return param_types(prep.stmts[0], self.conn.db.tables(), n)
 
     async def describe_columns(self, prep: Prepared) -> list[tuple[str, int]]:
         """Columns of a statement's result without running it: SELECTs (and catalog queries, which
