@@ -497,3 +497,39 @@ def test_sigterm_rolls_back_open_transactions_and_exits_zero(tmp_path: Path) -> 
             proc.wait()
     with changefeed.connect(db) as conn:
         assert conn.execute("SELECT k FROM t").rows == [(1,)]
+
+
+# ---------------------------------------------------------------------------------- CQL and TLS
+def test_cql_tables_read_over_sql(server: RunningServer) -> None:
+    with changefeed.connect(server.db, dialect="cql") as cql:
+        cql.execute(
+            "CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
+        cql.execute("CREATE TABLE IF NOT EXISTS ks.events (pk int, ck int, v text, PRIMARY KEY (pk, ck))")
+        cql.execute("INSERT INTO ks.events (pk, ck, v) VALUES (1, 2, 'cql row')")
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        assert conn.execute("SELECT pk, ck, v FROM ks.events").fetchall() == [(1, 2, "cql row")]
+        cols = conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = 'ks' AND table_name = 'events' ORDER BY ordinal_position"
+        ).fetchall()
+        assert cols == [("pk", "integer"), ("ck", "integer"), ("v", "text")]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make a test certificate")
+def test_tls_with_certs_dir(tmp_path: Path) -> None:
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-keyout", str(certs / "node.key"), "-out", str(certs / "node.crt")],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    srv = start_server(tmp_path / "db", certs_dir=certs)
+    try:
+        dsn = f"host={srv.host} port={srv.port} user=root dbname=defaultdb sslmode=require"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.info.pgconn.ssl_in_use
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        srv.stop()
