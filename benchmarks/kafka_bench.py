@@ -76,8 +76,6 @@ def consume(port: int, topic: str, n: int) -> float:
             "group.id": "bench",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "fetch.max.bytes": 52428800,
-            "max.partition.fetch.bytes": 4194304,
         }
     )
     c.subscribe([topic])

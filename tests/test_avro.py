@@ -486,3 +486,34 @@ def test_field_bytes_equal_fastavro(union: list[Any], values: list[Any]) -> None
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed, v)
         assert got == buf.getvalue(), v
+
+
+def test_reads_crdb_options(tmp_path: Path) -> None:
+    """AvroOptions from a FeedSpec carrying the crdb feeds' own CrdbOptions, once they exist."""
+    import importlib.util
+
+    if importlib.util.find_spec("changefeed.feeds.crdb_options") is None:
+        pytest.skip("changefeed.feeds.crdb_options is not in this tree yet")
+    from changefeed.feeds import crdb_options as C
+
+    opts = C.parse_crdb_options(
+        {
+            "format": "avro",
+            "confluent_schema_registry": "http://127.0.0.1:8081",
+            "avro_schema_prefix": "super",
+            "updated": None,
+            "diff": None,
+            "mvcc_timestamp": None,
+            "envelope": "wrapped",
+        },
+        sink_scheme=None,
+    )
+    feed = type("Feed", (), {"crdb": opts})()
+    assert S.AvroOptions.from_feed(feed) == S.AvroOptions(
+        envelope="wrapped",
+        updated=True,
+        diff=True,
+        mvcc_timestamp=True,
+        prefix="super",
+        registry="http://127.0.0.1:8081",
+    )

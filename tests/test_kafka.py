@@ -70,7 +70,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     conn.execute("CREATE TABLE t (id Uint64, v Utf8, PRIMARY KEY (id))")
     conn.execute(
         "ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT='DEBEZIUM_JSON', MODE='NEW_AND_OLD_IMAGES', "
-        "TOPIC_MIN_ACTIVE_PARTITIONS=3)"
+        "RESOLVED_TIMESTAMPS=Interval('PT1S'), TOPIC_MIN_ACTIVE_PARTITIONS=3)"
     )
     for start in range(0, ROWS, 40):
         conn.execute(
@@ -145,6 +145,10 @@ def test_confluent_reads_feed_from_beginning_and_by_group_offsets(db: Path, port
     # Debezium records keyed by the primary key, as YDB's Kafka API presents them.
     key, _value, _ = expected[min(expected)]
     assert key is not None and key.startswith(b'{"payload":{"id":')
+    # Resolved messages, as the feed emits them: no key, in every partition.
+    resolved = [m for m in msgs if m.key() is None]
+    assert {m.partition() for m in resolved} == {0, 1, 2}
+    assert all(m.value().startswith(b'{"payload":{"resolved":') for m in resolved)
     c.commit(asynchronous=False)
     c.close()
     st = TopicStore(db)
@@ -204,6 +208,43 @@ def test_list_offsets_and_watermarks(db: Path, port: int) -> None:
     (found,) = c.offsets_for_times([tp], timeout=10)
     assert found.offset <= recs[3].offset and found.error is None
     c.close()
+
+
+def test_aiokafka_reads_feed_and_produces(db: Path, port: int) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    expected = stored(db, FEED_TOPIC)
+
+    async def scenario() -> dict[tuple[int, int], tuple[bytes | None, bytes, int]]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            FEED_TOPIC,
+            bootstrap_servers=f"127.0.0.1:{port}",
+            group_id="aio-readers",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        got = {}
+        try:
+            while len(got) < len(expected):
+                batches = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)
+                for batch in batches.values():
+                    for m in batch:
+                        got[(m.partition, m.offset)] = (m.key, m.value, m.timestamp)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", enable_idempotence=True)
+        await producer.start()
+        try:
+            meta = await producer.send_and_wait("split-aio", b"hello", key=b"k", partition=0)
+            assert meta.offset == 0
+        finally:
+            await producer.stop()
+        return got
+
+    TopicStore(db).ensure_topic("split-aio", 1)
+    assert asyncio.run(scenario()) == expected
+    assert TopicStore(db).read("split-aio", 0, 0)[0].value == b"hello"
 
 
 # -- consumer groups ---------------------------------------------------------------------------
@@ -287,44 +328,113 @@ def _split_and_take_over(consumers: list[Any]) -> None:
     assert sorted(assigned[0] | assigned[1]) == list(range(6))
 
 
+_VICTIM = """
+import sys, time
+from confluent_kafka import Consumer
+port, per = int(sys.argv[1]), int(sys.argv[2])
+c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "kill-group",
+              "auto.offset.reset": "earliest", "enable.auto.commit": False,
+              "session.timeout.ms": 2000, "heartbeat.interval.ms": 300})
+c.subscribe(["kill"])
+done = {}
+while len(done) < 4 or any(n < per for n in done.values()):
+    for m in c.consume(1, 0.2):
+        assert m.error() is None, m.error()
+        if done.get(m.partition(), 0) < per:
+            done[m.partition()] = done.get(m.partition(), 0) + 1
+            c.commit(message=m, asynchronous=False)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_killed_member_partitions_resume_from_committed_offsets(db: Path, port: int) -> None:
+    st = TopicStore(db)
+    st.ensure_topic("kill", 4)
+    for p in range(4):
+        st.append(
+            "kill",
+            p,
+            "w",
+            1,
+            pa.table(
+                {"key": [b"k"] * 30, "value": [b"%d" % i for i in range(30)], "ts": [time.time_ns()] * 30}
+            ),
+        )
+    env = {**os.environ, "PYTHONPATH": str(Path(changefeed.__file__).parents[1])}
+    victim = subprocess.Popen(
+        [sys.executable, "-c", _VICTIM, str(port), "5"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert victim.stdout is not None
+        assert victim.stdout.readline().strip() == "ready"
+    finally:
+        victim.kill()  # no LeaveGroup: its session has to time out
+        victim.wait(10)
+    committed = st.committed_offsets("kill-group", "kill")
+    assert committed == {p: 5 for p in range(4)}
+    survivors = [confluent_consumer(port, "kill-group") for _ in range(2)]
+    try:
+        for c in survivors:
+            c.subscribe(["kill"])
+        seen: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(seen) < 100:
+            for c in survivors:
+                seen += [(m.partition(), m.offset()) for m in c.consume(100, 0.1) if m.error() is None]
+        assert sorted(seen) == [(p, o) for p in range(4) for o in range(5, 30)]
+    finally:
+        for c in survivors:
+            c.close()
+
+
 # -- producing ---------------------------------------------------------------------------------
 
 
-def test_idempotent_producer_exactly_once_across_restart(db: Path, loop_thread: LoopThread) -> None:
+@pytest.mark.parametrize("n", [3000, pytest.param(100_000, marks=pytest.mark.slow)])
+def test_idempotent_producer_exactly_once_across_restart(db: Path, loop_thread: LoopThread, n: int) -> None:
+    topic = f"produced-{n}"
     ep = create(EndpointConfig(db=db))
     port = loop_thread.start(ep)
     admin = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-    admin.create_topics([ck_admin.NewTopic("produced", 3, 1)])["produced"].result(10)
+    admin.create_topics([ck_admin.NewTopic(topic, 3, 1)])[topic].result(10)
     producer = ck.Producer(
         {
             "bootstrap.servers": f"127.0.0.1:{port}",
             "enable.idempotence": True,
             "linger.ms": 5,
             "batch.num.messages": 200,
-            "message.timeout.ms": 60000,
+            "message.timeout.ms": 120000,
         }
     )
     errors: list[Any] = []
-    n = 3000
-    for i in range(n):
-        if i == n // 2:
-            producer.flush(0.05)
-            loop_thread.call(ep.stop())  # connections drop with requests in flight
-            ep = create(EndpointConfig(db=db, port=port))
-            loop_thread.start(ep)
-        producer.produce(
-            "produced",
-            key=b"%d" % (i % 17),
-            value=b"m%06d" % i,
-            on_delivery=lambda err, msg: errors.append(err) if err else None,
-        )
-        producer.poll(0)
-    assert producer.flush(60) == 0
+    restarts = {n // 3, n // 2, 2 * n // 3} if n > 10_000 else {n // 2}
+    try:
+        for i in range(n):
+            if i in restarts:
+                producer.flush(0.05)
+                loop_thread.call(ep.stop())  # connections drop with requests in flight
+                ep = create(EndpointConfig(db=db, port=port))
+                loop_thread.start(ep)
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        key=b"%d" % (i % 17),
+                        value=b"m%06d" % i,
+                        on_delivery=lambda err, msg: errors.append(err) if err else None,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        assert producer.flush(120) == 0
+    finally:
+        loop_thread.call(ep.stop())
     assert errors == []
-    values = [v for (_, v, _) in stored(db, "produced").values()]
+    values = [v for (_, v, _) in stored(db, topic).values()]
     assert len(values) == n
     assert sorted(values) == [b"m%06d" % i for i in range(n)]
-    loop_thread.call(ep.stop())
 
 
 def test_kafka_python_producer_and_admin(db: Path, port: int) -> None:
@@ -558,3 +668,26 @@ def test_member_without_heartbeats_is_removed_and_group_rebalances() -> None:
         await co.stop()
 
     asyncio.run(scenario())
+
+
+# -- record batches ----------------------------------------------------------------------------
+
+
+def test_record_batch_round_trip_and_crc() -> None:
+    from changefeed.server.kafka.records import encode_batch, parse_batches
+    from changefeed.server.kafka.wire import MalformedRequest
+
+    keys = [None, b"", b"k" * 9000, b"key"]
+    values = [b"", b"v" * 70_000, b"x", b"\x00\xff"]
+    ts = [1_700_000_000_000, 1_699_999_000_000, 1_700_000_900_000, 1_700_000_000_001]
+    data = encode_batch(41, [41, 42, 9000, 9001], keys, values, ts)
+    (batch,) = parse_batches(data)
+    assert (batch.keys, batch.values, batch.timestamps_ms) == (keys, values, ts)
+    assert struct.unpack(">q", data[:8])[0] == 41
+    assert struct.unpack(">i", data[23:27])[0] == 9001 - 41  # last offset delta
+    damaged = bytearray(data)
+    damaged[-1] ^= 1
+    with pytest.raises(MalformedRequest, match="CRC"):
+        parse_batches(bytes(damaged))
+    with pytest.raises(MalformedRequest):
+        parse_batches(data[:-3])

@@ -10,6 +10,7 @@ from typing import Any
 
 from changefeed.engine.clock import WallClock
 from changefeed.engine.database import Database
+from changefeed.engine.privileges import check_login
 from changefeed.exceptions import TransactionError
 from changefeed.sql.parser import parse
 from changefeed.sql.result import Result
@@ -32,6 +33,7 @@ class Connection:
         self.path = Path(path)
         self.db = Database(self.path, clock=clock)
         try:
+            check_login(self.db.conn, user)
             self.session = open_session(self.db, user=user, dialect=dialect)
         except BaseException:
             self.db.close()

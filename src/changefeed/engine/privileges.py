@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import orjson
 
 from changefeed.engine.catalog import TableSchema
-from changefeed.exceptions import InvalidStatement, PermissionDenied
+from changefeed.exceptions import InvalidAuthorization, InvalidStatement, PermissionDenied
 
 ROOT = "root"
 ADMIN = "admin"
@@ -245,8 +245,9 @@ def check_table_privileges(privs: UserPrivileges, table: TableSchema, needed: It
     """Every privilege of ``needed``, in order: the first one missing is the error."""
     if privs.admin:
         return
+    held = privs.tables.get(table.id, frozenset())
     for p in needed:
-        if not privs.has(p, table.id):
+        if p not in held:
             raise denied(privs.user, p, table)
 
 
@@ -311,3 +312,31 @@ def check_role_option(privs: UserPrivileges, option: str, message: str | None = 
     if privs.admin or option in privs.options:
         return
     raise PermissionDenied(message or f"user {privs.user} does not have {option} privilege")
+
+
+def check_login(conn: sqlite3.Connection, user: str) -> None:
+    """May ``user`` open a session? It must exist and not be ``NOLOGIN`` (PostgreSQL's texts)."""
+    opts = role_options(conn, user)
+    if opts is None:
+        raise InvalidAuthorization(f'role "{user}" does not exist')
+    if opts.get("login") is False or user in (ADMIN, PUBLIC):
+        raise InvalidAuthorization(f"{user} does not have login privilege")
+
+
+def check_topic_read(conn: sqlite3.Connection, user: str, topic: str, tables: Sequence[TableSchema]) -> None:
+    """May ``user`` read ``topic``, the output of changefeeds on ``tables``? Admins always; others
+    need SELECT or CHANGEFEED on every table (whoever may create the feed may read what it
+    emits); a topic no changefeed writes is for admins only."""
+    privs = effective(conn, user)
+    if privs.admin:
+        return
+    if not tables:
+        raise PermissionDenied(
+            f"user {user} may not read topic {topic}: no changefeed writes it (admins only)"
+        )
+    for t in tables:
+        if not (privs.has(Privilege.SELECT, t.id) or privs.has(Privilege.CHANGEFEED, t.id)):
+            raise PermissionDenied(
+                f"user {user} does not have SELECT or CHANGEFEED privilege on relation {relation_name(t)}"
+                f" (needed to read topic {topic})"
+            )

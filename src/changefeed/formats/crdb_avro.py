@@ -320,6 +320,18 @@ def encode_arrays(
     return partitions, keys, values, ts
 
 
+def input_columns(plan: AvroPlan) -> list[str]:
+    """The change-row columns :func:`encode_arrays` reads under a plan."""
+    table, opts = plan.table, plan.opts
+    names = ["ts", "lg", "op", "ox"] + [c.db for c in table.key]
+    if plan.value_schema is not None:
+        cols = S.row_columns(table)
+        names += [c.db for c in cols if not c.is_key]
+        if opts.diff and opts.envelope == S.ENVELOPE_WRAPPED:
+            names += [f"o{c.id}" for c in cols if not c.is_key]
+    return names
+
+
 def encode_arrow(batch: pa.RecordBatch, plan: AvroPlan) -> pa.RecordBatch:
     """:func:`encode_arrays` as an Arrow batch of the encoder output shape."""
     import pyarrow as pa
@@ -389,7 +401,8 @@ class CrdbAvroEncoder(Encoder):
             for b in batches:
                 yield encode_arrow(b, plan)
 
-        return df.mapInArrow(encode, OUTPUT_DDL)
+        # only the columns the encoder reads cross to the Python workers
+        return df.select(*input_columns(plan)).mapInArrow(encode, OUTPUT_DDL)
 
     # ------------------------------------------------------------------ Python
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:

@@ -122,6 +122,7 @@ class KafkaEndpoint:
             await self._server.wait_closed()
         if self.broker is not None:
             await self.broker.coordinator.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.broker.close)
 
     # -- connections -------------------------------------------------------------------------
 

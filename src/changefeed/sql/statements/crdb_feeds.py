@@ -15,12 +15,16 @@ FAMILY = StatementFamily("crdb_feeds")
 
 @FAMILY.statement(ast.CreateChangefeed)
 def create_changefeed(session: Session, txn: Transaction, s: ast.CreateChangefeed, ev: Params) -> Result:
+    if s.sink is not None and not s.core:  # an enterprise changefeed: a job (crdb_jobs)
+        from changefeed.sql.statements.crdb_jobs import create_job
+
+        return create_job(session, txn, s, ev)
     raise UnsupportedFeature(
         "CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR (CockroachDB) are not available yet"
     )
 
 
-@FAMILY.show("changefeed jobs", "changefeeds", "jobs")
+@FAMILY.show("changefeeds")
 def show_jobs(session: Session, txn: Transaction, s: ast.Show) -> Result:
     """Every feed of the database (YDB and CockroachDB) with its state."""
     rows = [
