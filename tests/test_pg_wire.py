@@ -41,6 +41,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> RunningServer:
         conn.execute("CREATE USER nopass")
         conn.execute("CREATE TABLE kv (k BIGINT PRIMARY KEY, v TEXT)")
         conn.execute(TYPES_DDL)
+        conn.execute("GRANT ALL ON TABLE kv, typed TO alice")
+        conn.execute("CREATE USER bob WITH PASSWORD 'builder'")
     srv = start_server(db)
     yield srv
     srv.stop()
@@ -246,6 +248,15 @@ def test_scram_password_authentication(server: RunningServer) -> None:
     assert asyncio.run(code_of("alice", "wrong")) == '28P01 password authentication failed for user "alice"'
     assert asyncio.run(code_of("mallory", "x")) == '28P01 password authentication failed for user "mallory"'
     assert asyncio.run(code_of("alice", "wonderland")) == "connected"
+
+
+def test_privileges_over_the_wire(server: RunningServer) -> None:
+    with psycopg.connect(server.dsn("bob", "builder"), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege) as err:
+            conn.execute("SELECT * FROM kv")
+        assert err.value.sqlstate == "42501"
+        assert "bob" in str(err.value)
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection goes on
 
 
 # ---------------------------------------------------------------------------------------- asyncpg
