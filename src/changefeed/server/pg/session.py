@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -594,12 +594,17 @@ class PgSession:
         return Result(columns=cols, rows=rows, types=[None] * len(cols), status=f"SELECT {len(rows)}")
 
     # ------------------------------------------------------------------ core changefeeds
-    async def run_stream(self, prep: Prepared, formats: Sequence[int] = (), describe: bool = True) -> None:
-        """Send a core changefeed's rows as they are produced; ends on cancel or disconnect."""
-        assert self.conn is not None
-        stream = getattr(self.conn, "stream", None)
-        if stream is None:
-            raise ChangefeedError("core changefeeds need Connection.stream, which this build does not have")
+    async def run_stream(
+        self, prep: Prepared, formats: Sequence[int] = (), describe: bool = True, params: Sequence[Any] = ()
+    ) -> None:
+        """Send a core changefeed's rows as they are produced; ends on cancel or disconnect.
+
+        The feed runs on a thread of its own with a connection of its own: the thread hands each
+        group of messages to the loop and waits until it is written, so nothing is buffered here.
+        On cancel, disconnect or shutdown the client is answered at once; the thread notices at its
+        next message and closes the feed and its connection."""
+        if not hasattr(Connection, "stream"):
+            raise _Unsupported("core changefeeds need Connection.stream, which this build does not have")
         oids = [t.TEXT, t.BYTEA, t.BYTEA]
         fmts = [fmt_of(list(formats), i) for i in range(3)]
         if describe:
@@ -608,6 +613,7 @@ class PgSession:
         self.cancelled.clear()
         self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
         done: asyncio.Future[int] = self.loop.create_future()
+        stop = threading.Event()
         sent = 0
 
         def encode(i: int, v: Any) -> bytes | None:
@@ -617,41 +623,56 @@ class PgSession:
                 return v if isinstance(v, bytes) else str(v).encode()
             return b"\\x" + bytes(v).hex().encode()
 
-        async def emit(row: tuple[Any, ...]) -> None:
-            self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
+        async def emit(rows: list[tuple[Any, ...]]) -> None:
+            nonlocal sent
+            if stop.is_set():
+                return
+            for row in rows:
+                self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
+            sent += len(rows)
             await self.flush(True)
 
+        def finish(fn: Callable[[Any], None], value: Any) -> None:
+            if not done.done():
+                fn(value)
+
         def produce() -> None:
-            nonlocal sent
-            it: Iterator[tuple[Any, ...]] | None = None
-            error: BaseException | None = None
+            feed: Any = None
+            own: Connection | None = None
             try:
-                it = iter(stream(prep.sql))
-                for row in it:
-                    if self.cancelled.is_set() or self.closing:
+                own = Connection(self.endpoint.db, user=self.user)
+                feed = getattr(own, "stream")(prep.sql, list(params))  # noqa: B009 (crdb branch)
+                groups = feed.batches() if hasattr(feed, "batches") else ([m] for m in feed)
+                for group in groups:
+                    if stop.is_set():
                         break
-                    asyncio.run_coroutine_threadsafe(emit(tuple(row)), self.loop).result()
-                    sent += 1
+                    rows = [tuple(m) for m in (group.messages() if hasattr(group, "messages") else group)]
+                    asyncio.run_coroutine_threadsafe(emit(rows), self.loop).result()
+                self.loop.call_soon_threadsafe(finish, done.set_result, sent)
             except BaseException as exc:
-                error = exc
+                self.loop.call_soon_threadsafe(finish, done.set_exception, exc)
             finally:
-                close = getattr(it, "close", None)
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        close()
-            if error is not None:
-                self.loop.call_soon_threadsafe(done.set_exception, error)
-            else:
-                self.loop.call_soon_threadsafe(done.set_result, sent)
+                with contextlib.suppress(Exception):
+                    if feed is not None:
+                        feed.close()
+                with contextlib.suppress(Exception):
+                    if own is not None:
+                        own.close()
 
         thread = threading.Thread(target=produce, name=f"pg-changefeed-{self.pid}", daemon=True)
         thread.start()
         try:
-            await done
+            while not done.done():
+                await asyncio.wait([done], timeout=0.2)
+                if self.cancelled.is_set() or self.closing or self.reader.at_eof():
+                    break
         finally:
+            stop.set()
             self.running = None
-        if self.cancelled.is_set():
-            raise CancelledQuery("query execution canceled")
+        if not done.done():
+            done.cancel()
+            raise CancelledQuery("canceling statement due to user request")
+        done.result()
         self.send(p.command_complete(f"SELECT {sent}"))
 
     # ------------------------------------------------------------------ extended protocol
@@ -782,7 +803,7 @@ class PgSession:
             raise _UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
         if prep.kind == "stream":
-            await self.run_stream(prep, portal.formats, describe=False)
+            await self.run_stream(prep, portal.formats, describe=False, params=portal.params)
             return
         if portal.result is None:
             portal.result = await self.execute(prep, portal.params)
@@ -824,6 +845,10 @@ def _param_count(prep: Prepared) -> int:
             continue
         i += 1
     return best
+
+
+class _Unsupported(ChangefeedError):
+    code = "0A000"
 
 
 class _InvalidValue(ChangefeedError):
