@@ -441,37 +441,82 @@ def test_show_queries_lists_running_statements(server: RunningServer) -> None:
         assert err.value.sqlstate == "42704"
 
 
-def test_core_changefeed_over_the_wire(server: RunningServer) -> None:
+def _core_changefeed_or_skip() -> None:
     if not hasattr(changefeed.connection.Connection, "stream"):
         pytest.skip(
             "SKIPPED LOUDLY: core changefeeds over the wire need Connection.stream (branch crdb), "
             "not yet merged into main; the pg plumbing (session.run_stream) is in place"
         )
-    with (
-        psycopg.connect(server.dsn(), autocommit=True) as conn,
-        psycopg.connect(server.dsn(), autocommit=True) as w,
-    ):
-        w.execute("CREATE TABLE IF NOT EXISTS feedme (a BIGINT PRIMARY KEY)")
+
+
+@pytest.mark.parametrize("how", ["cancel-request", "cancel-query"])
+def test_core_changefeed_over_the_wire(server: RunningServer, how: str) -> None:
+    _core_changefeed_or_skip()
+    table = f"feed_{how.replace('-', '_')}"
+    with psycopg.connect(server.dsn(), autocommit=True) as w:
+        w.execute(f"CREATE TABLE {table} (a BIGINT PRIMARY KEY, b TEXT)")
+        conn = psycopg.connect(server.dsn(), autocommit=True)
         got: list[tuple[object, ...]] = []
+        errors: list[BaseException] = []
 
         def consume() -> None:
             try:
                 with conn.cursor() as cur:
-                    for row in cur.stream("EXPERIMENTAL CHANGEFEED FOR feedme"):
+                    for row in cur.stream(f"EXPERIMENTAL CHANGEFEED FOR {table}"):
                         got.append(row)
-            except psycopg.errors.QueryCanceled:
-                pass
+            except psycopg.Error as exc:
+                errors.append(exc)
 
         th = threading.Thread(target=consume)
         th.start()
-        time.sleep(0.5)
-        w.execute("INSERT INTO feedme VALUES (1)")
+        time.sleep(1.0)
+        w.execute(f"INSERT INTO {table} VALUES (1, 'one')")
         deadline = time.monotonic() + 20
         while not got and time.monotonic() < deadline:
-            time.sleep(0.1)
-        conn.cancel_safe()  # cancel() holds the GIL in libpq, and this server runs in-process
+            time.sleep(0.05)
+        assert got == [(table, b"[1]", b'{"after": {"a": 1, "b": "one"}}')]
+        feeds = [r for r in w.execute("SHOW QUERIES").fetchall() if "EXPERIMENTAL CHANGEFEED" in r[5]]
+        assert len(feeds) == 1
+        if how == "cancel-request":
+            conn.cancel_safe()
+        else:
+            w.execute(f"CANCEL QUERY '{feeds[0][0]}'")
         th.join(20)
-        assert got and got[0][0] == "feedme"
+        assert not th.is_alive()
+        assert errors and isinstance(errors[0], psycopg.errors.QueryCanceled)
+        assert conn.execute("SELECT count(*) FROM " + table).fetchone() == (1,)  # the connection goes on
+        conn.close()
+        w.execute(
+            f"INSERT INTO {table} VALUES (2, 'two')"
+        )  # the abandoned feed thread ends at its next message
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        t.name.startswith("pg-changefeed") for t in threading.enumerate()
+    ):
+        time.sleep(0.1)
+    assert not any(t.name.startswith("pg-changefeed") for t in threading.enumerate())
+
+
+def test_core_changefeed_ends_when_the_client_disconnects(server: RunningServer) -> None:
+    _core_changefeed_or_skip()
+    with psycopg.connect(server.dsn(), autocommit=True) as w:
+        w.execute("CREATE TABLE feed_gone (a BIGINT PRIMARY KEY)")
+        s = _raw(server)
+        s.sendall(_startup())
+        _read_until(s, b"Z")
+        q = b"EXPERIMENTAL CHANGEFEED FOR feed_gone\x00"
+        s.sendall(b"Q" + struct.pack("!i", len(q) + 4) + q)
+        assert _read_until(s, b"T")[-1][0] == b"T"
+        s.close()
+        time.sleep(1.0)
+        w.execute("INSERT INTO feed_gone VALUES (1)")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+            t.name.startswith("pg-changefeed") for t in threading.enumerate()
+        ):
+            time.sleep(0.1)
+        assert not any(t.name.startswith("pg-changefeed") for t in threading.enumerate())
+        assert not [r for r in w.execute("SHOW QUERIES").fetchall() if "feed_gone" in r[5]]
 
 
 # ------------------------------------------------------------------------------------ shutdown
