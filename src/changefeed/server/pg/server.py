@@ -24,8 +24,9 @@ from changefeed.server.pg.session import Backend, PgSession, Registry
 
 log = logging.getLogger(__name__)
 
-#: Threads that run engine calls for all connections together.
-POOL_SIZE = 8
+#: Threads that run engine calls for all connections together (created on demand). Writers wait
+#: for the engine's write lock on these threads, so the pool is larger than the core count.
+POOL_SIZE = 32
 #: Seconds a client has for the startup phase (startup packet and authentication).
 STARTUP_TIMEOUT = 30.0
 
