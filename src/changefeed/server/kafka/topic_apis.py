@@ -194,7 +194,7 @@ class TopicApis:
                 w.int32(-1)  # aborted transactions: none
                 if version >= 11:
                     w.int32(-1)
-                w.bytes_(res.records)
+                w.bytes_(res.records or b"")  # Kafka sends empty records, never null
         return w.getvalue()
 
     # -- Produce -----------------------------------------------------------------------------
