@@ -243,7 +243,7 @@ class TopicApis:
         except MalformedRequest as exc:
             return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
         except UnsupportedBatch as exc:
-            return ProduceResult(E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, str(exc))
+            return ProduceResult(exc.code, -1, -1, str(exc))
         async with self.broker.lock(info.name, p):
             return await self.broker.run(self.broker.append_batches, info, p, batches)
 
