@@ -749,3 +749,30 @@ def test_record_batch_round_trip_and_crc() -> None:
         parse_batches(bytes(damaged))
     with pytest.raises(MalformedRequest):
         parse_batches(data[:-3])
+
+
+def test_sasl_handshake_v0_raw_plain_tokens(auth_port: int) -> None:
+    def frame(sock: socket.socket) -> bytes:
+        head = b""
+        while len(head) < 4:
+            head += sock.recv(4 - len(head))
+        (size,) = struct.unpack(">i", head)
+        body = b""
+        while len(body) < size:
+            body += sock.recv(size - len(body))
+        return body
+
+    with socket.create_connection(("127.0.0.1", auth_port), timeout=5) as s:
+        s.sendall(_request(17, 0, struct.pack(">h", 5) + b"PLAIN"))
+        assert struct.unpack(">ih", frame(s)[:6]) == (7, 0)
+        token = b"\x00alice\x00wonderland"
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert frame(s) == b""  # authenticated: an empty server token
+        s.sendall(_request(3, 0, struct.pack(">i", 0), corr=8))
+        assert struct.unpack(">i", frame(s)[:4]) == (8,)
+    with socket.create_connection(("127.0.0.1", auth_port), timeout=5) as s:
+        s.sendall(_request(17, 0, struct.pack(">h", 5) + b"PLAIN"))
+        frame(s)
+        token = b"\x00alice\x00wrong"
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert s.recv(10) == b""  # closed

@@ -153,7 +153,9 @@ class KafkaEndpoint:
                     log.warning("kafka: closing connection from %s: %s", peer, exc)
                     return
                 if response is not None:
-                    writer.write(_SIZE.pack(len(response)) + response)
+                    header, body = response
+                    writer.write(_SIZE.pack(len(header) + len(body)) + header)
+                    writer.write(body)  # record data is not copied again
                     await writer.drain()
                 if session.extra.get("close_after"):
                     return
@@ -169,7 +171,7 @@ class KafkaEndpoint:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _handle(self, session: Session, frame: bytes) -> bytes | None:
+    async def _handle(self, session: Session, frame: bytes) -> tuple[bytes, bytes] | None:
         if session.raw_sasl:
             return await self._raw_sasl(session, frame)
         r = Reader(frame)
@@ -185,7 +187,7 @@ class KafkaEndpoint:
             # and the ApiVersions range it supports, so the client retries with one of those.
             _, lo, hi = V.SUPPORTED[V.API_VERSIONS]
             w = Writer().int16(E.UNSUPPORTED_VERSION).int32(1).int16(V.API_VERSIONS).int16(lo).int16(hi)
-            return header + w.getvalue()
+            return header, w.getvalue()
         client_id = r.nullable_string()
         session.client_id = client_id or ""
         spec = V.SUPPORTED.get(api_key)
@@ -198,7 +200,7 @@ class KafkaEndpoint:
         body = await self.handlers[api_key](session, version, r)
         if body is None:
             return None
-        return header + body
+        return header, body
 
     # -- ApiVersions and SASL ----------------------------------------------------------------
 
@@ -253,10 +255,10 @@ class KafkaEndpoint:
             session.extra["close_after"] = True
         return w.getvalue()
 
-    async def _raw_sasl(self, session: Session, frame: bytes) -> bytes:
+    async def _raw_sasl(self, session: Session, frame: bytes) -> tuple[bytes, bytes]:
         error, message, out = await self._sasl_step(session, frame)
         if error != E.NONE:
             raise CloseConnection(message or "authentication failed")
         if session.mechanism is None:
             session.raw_sasl = False
-        return out
+        return b"", out  # raw tokens have no header
