@@ -133,3 +133,44 @@ class SinkError(ChangefeedError):
     """A sink refused or failed a write."""
 
     code = "58P03"
+
+
+# ---------------------------------------------------------------------------- Avro / schema registry
+class SchemaRegistryError(SinkError):
+    """The Confluent schema registry could not be reached, or refused a schema."""
+
+    code = "58P04"
+
+
+# ---------------------------------------------------------------------------- access (users, roles)
+
+
+class UndefinedRole(UndefinedObject):
+    """A user or role that does not exist."""
+
+    code = "42704"
+
+
+class InvalidAuthorization(ChangefeedError):
+    """Connecting as a user that does not exist or may not log in."""
+
+    code = "28000"
+
+
+# ---------------------------------------------------------------- CockroachDB changefeed jobs
+class JobNotFound(UndefinedObject):
+    """``PAUSE JOB``/``SHOW CHANGEFEED JOB``/``ALTER CHANGEFEED`` of a job id that does not exist."""
+
+    code = "42704"
+
+
+class JobStateError(ChangefeedError):
+    """A job statement that the job's status does not allow (e.g. ALTER of a running changefeed)."""
+
+    code = "55000"
+
+
+class GcThresholdError(ChangefeedError):
+    """History a changefeed needs was garbage-collected (a ``cursor`` older than the GC threshold)."""
+
+    code = "XXUUU"

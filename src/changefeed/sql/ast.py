@@ -1,9 +1,9 @@
 """The abstract syntax tree shared by both dialects.
 
 The parser (``changefeed.sql.parser``) turns CQL or SQL text into these frozen dataclasses; the
-executor (``changefeed.sql.executor``) runs them against the engine. Nothing here knows about
-storage. Identifiers are kept as written, with ``quoted`` telling whether they were quoted; name
-resolution (case folding) is the executor's job because it differs per dialect.
+statement families (``changefeed.sql.statements``) run them against the engine. Nothing here
+knows about storage. Identifiers are kept as written, with ``quoted`` telling whether they were
+quoted; name resolution (case folding) is the session's job because it differs per dialect.
 """
 
 from __future__ import annotations
@@ -272,7 +272,15 @@ class DropChangefeed:
     name: Ident
 
 
-AlterAction = AddColumn | DropColumn | SetOptions | AddChangefeed | DropChangefeed
+@dataclass(frozen=True, slots=True)
+class ConfigureZone:
+    """CockroachDB ``ALTER TABLE t CONFIGURE ZONE USING gc.ttlseconds = n[, ...]`` (variable names
+    lower-cased, dotted)."""
+
+    options: tuple[Option, ...]
+
+
+AlterAction = AddColumn | DropColumn | SetOptions | AddChangefeed | DropChangefeed | ConfigureZone
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +471,87 @@ class Show:
     pos: Pos = field(default=Pos(), compare=False)
 
 
+# ---------------------------------------------------------------------------- access (users, roles)
+
+
+@dataclass(frozen=True, slots=True)
+class DropUser:
+    """``DROP USER|ROLE [IF EXISTS] a, b``."""
+
+    names: tuple[Ident, ...]
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterUser:
+    """``ALTER USER|ROLE [IF EXISTS] name [WITH] opt ...`` (``PASSWORD 'x'``, ``PASSWORD NULL``,
+    ``CONTROLCHANGEFEED``, ``NOCONTROLCHANGEFEED``, ...)."""
+
+    name: Ident
+    options: tuple[Option, ...] = ()
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRole:
+    """``GRANT role, .. TO member, .. [WITH ADMIN OPTION]`` / ``REVOKE [ADMIN OPTION FOR] role, .. FROM ..``."""
+
+    roles: tuple[Ident, ...]
+    members: tuple[Ident, ...]
+    revoke: bool = False
+    admin_option: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShowGrants:
+    """``SHOW GRANTS [ON [TABLE] t, ..] [FOR user, ..]``."""
+
+    tables: tuple[QName, ...] = ()
+    grantees: tuple[Ident, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+# ------------------------------------------------------------------ CockroachDB changefeed jobs
+@dataclass(frozen=True, slots=True)
+class JobControl:
+    """``PAUSE JOB id``, ``RESUME JOB id``, ``CANCEL JOB id`` (``action``: pause|resume|cancel)."""
+
+    action: str
+    job_id: Expr
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShowChangefeedJob:
+    """``SHOW CHANGEFEED JOB id``."""
+
+    job_id: Expr
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterChangefeedCmd:
+    """One command of ``ALTER CHANGEFEED``: ``add``/``drop`` targets (``options``: the scan
+    options of ADD), ``set`` options, ``unset`` option names (in ``names``)."""
+
+    kind: str
+    targets: tuple[ChangefeedTarget, ...] = ()
+    options: tuple[Option, ...] = ()
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AlterChangefeed:
+    """``ALTER CHANGEFEED id ADD t | DROP t | SET opt = v | UNSET opt ...``."""
+
+    job_id: Expr
+    commands: tuple[AlterChangefeedCmd, ...]
+    pos: Pos = field(default=Pos(), compare=False)
+
+
 Statement = (
     CreateTable
     | DropTable
@@ -483,4 +572,11 @@ Statement = (
     | CreateUser
     | CreateChangefeed
     | Show
+    | DropUser
+    | AlterUser
+    | GrantRole
+    | ShowGrants
+    | JobControl
+    | ShowChangefeedJob
+    | AlterChangefeed
 )
