@@ -568,6 +568,32 @@ def test_topic_privileges_follow_the_feed_table(db: Path, auth_port: int) -> Non
     c.close()
 
 
+def test_nologin_users_and_non_admins(db: Path, auth_port: int) -> None:
+    conn = changefeed.connect(str(db))
+    conn.execute("CREATE USER bob WITH PASSWORD 'builder' NOLOGIN")
+    conn.close()
+
+    def admin(user: str, password: str) -> Any:
+        return ck_admin.AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{auth_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": user,
+                "sasl.password": password,
+            }
+        )
+
+    with pytest.raises(ck.KafkaException):
+        admin("bob", "builder").list_topics(timeout=1.5)
+    alice = admin("alice", "wonderland")
+    fut = alice.create_topics([ck_admin.NewTopic("alices", 1, 1)])["alices"]
+    with pytest.raises(ck.KafkaException) as exc:
+        fut.result(10)
+    assert exc.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "alices" not in [t.name for t in TopicStore(db).topics()]
+
+
 def test_anonymous_refused_when_not_allowed(auth_port: int) -> None:
     c = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{auth_port}"})
     with pytest.raises(ck.KafkaException):

@@ -17,6 +17,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from changefeed.engine.privileges import ROOT
 from changefeed.server import EndpointConfig
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka import versions as V
@@ -35,7 +36,7 @@ log = logging.getLogger("changefeed.server.kafka")
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
 NODE_ID = 1
 CLUSTER_ID = "changefeed-embedded"
-ROOT = "root"
+
 _SIZE = struct.Struct(">i")
 _PRE_AUTH = {V.API_VERSIONS, V.SASL_HANDSHAKE, V.SASL_AUTHENTICATE}
 
@@ -241,6 +242,9 @@ class KafkaEndpoint:
         except AuthFailed as exc:
             return E.SASL_AUTHENTICATION_FAILED, str(exc), b""
         if done:
+            assert mech.user is not None
+            if not await self.broker.run(self.broker.authz.may_login, mech.user):
+                return E.SASL_AUTHENTICATION_FAILED, f"Authentication failed: {mech.user} may not log in", b""
             session.user = mech.user
             session.mechanism = None
         return E.NONE, None, out

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from changefeed.engine.auth import ROOT
 from changefeed.exceptions import ChangefeedError
 from changefeed.server.kafka import errors as E
-from changefeed.server.kafka.authz import READ, WRITE
+from changefeed.server.kafka.authz import ADMIN, READ, WRITE
 from changefeed.server.kafka.broker import Broker, FetchResult, ProduceResult
 from changefeed.server.kafka.records import UnsupportedBatch, parse_batches
 from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
@@ -275,8 +275,8 @@ class TopicApis:
         def create(
             name: str, n: int, rf: int, configs: list[tuple[str, str | None]]
         ) -> tuple[int, str | None]:
-            if session.user != ROOT:
-                return E.TOPIC_AUTHORIZATION_FAILED, "Only root may create topics."
+            if not b.authz.allowed(session.user or ROOT, name, ADMIN):
+                return E.TOPIC_AUTHORIZATION_FAILED, "Only admins may create topics."
             if b.topic_or_none(name) is not None:
                 return E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
             if n == -1:
@@ -320,7 +320,7 @@ class TopicApis:
         b = self.broker
 
         def delete(name: str) -> int:
-            if session.user != ROOT:
+            if not b.authz.allowed(session.user or ROOT, name, ADMIN):
                 return E.TOPIC_AUTHORIZATION_FAILED
             if b.topic_or_none(name) is None:
                 return E.UNKNOWN_TOPIC_OR_PARTITION
