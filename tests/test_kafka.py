@@ -31,6 +31,7 @@ ck = pytest.importorskip("confluent_kafka")
 kp = pytest.importorskip("kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")
 kp_admin = pytest.importorskip("kafka.admin")
+kp_errors = pytest.importorskip("kafka.errors")
 
 ROWS = 120
 FEED_TOPIC = "t/f"
@@ -479,6 +480,10 @@ def test_kafka_python_producer_and_admin(db: Path, port: int) -> None:
     assert sorted(v for _, v, _ in got.values()) == sorted(b"v%d" % i for i in range(200))
     admin.delete_topics(["kp-produced"])
     assert "kp-produced" not in admin.list_topics()
+    # A feed's topic belongs to the feed: DROP CHANGEFEED removes it, DeleteTopics may not.
+    with pytest.raises(kp_errors.PolicyViolationError):
+        admin.delete_topics(["t.f"])
+    assert FEED_TOPIC in [t.name for t in TopicStore(db).topics()]
     admin.close()
 
 

@@ -82,6 +82,25 @@ class Authorizer:
         self._cache[key] = (now, ok)
         return ok
 
+    @staticmethod
+    def _feed_tables(conn: sqlite3.Connection, topic: str) -> set[int]:
+        return {
+            int(tid)
+            for tid, spec in conn.execute("SELECT table_id, spec FROM _feeds")
+            if orjson.loads(spec).get("topic") == topic
+        }
+
+    def written_by_feed(self, topic: str) -> bool:
+        """Runs in a worker thread: does a changefeed deliver to ``topic``?"""
+        with self._lock:
+            conn = self._connection()
+            if conn is None:
+                return False
+            try:
+                return bool(self._feed_tables(conn, topic))
+            except sqlite3.Error:
+                return False
+
     def _check(self, user: str, topic: str, action: str) -> bool:
         conn = self._connection()
         if conn is None:
@@ -92,11 +111,7 @@ class Authorizer:
                 return True
             if action == ADMIN:
                 return False
-            table_ids = {
-                int(tid)
-                for tid, spec in conn.execute("SELECT table_id, spec FROM _feeds")
-                if orjson.loads(spec).get("topic") == topic
-            }
+            table_ids = self._feed_tables(conn, topic)
             if not table_ids:
                 return False  # a topic no changefeed writes: admins only
             needs = _NEEDS[action]

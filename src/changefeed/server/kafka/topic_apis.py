@@ -322,9 +322,12 @@ class TopicApis:
         def delete(name: str) -> int:
             if not b.authz.allowed(session.user or ROOT, name, ADMIN):
                 return E.TOPIC_AUTHORIZATION_FAILED
-            if b.topic_or_none(name) is None:
+            info = b.topic_or_none(name)
+            if info is None:
                 return E.UNKNOWN_TOPIC_OR_PARTITION
-            b.store.drop_topic(name, missing_ok=True)
+            if b.authz.written_by_feed(info.name):
+                return E.POLICY_VIOLATION  # drop the changefeed instead: it owns its topic
+            b.store.drop_topic(info.name, missing_ok=True)
             return E.NONE
 
         results = [(n, await b.run(delete, n)) for n in names]
