@@ -41,6 +41,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> RunningServer:
         conn.execute("CREATE USER nopass")
         conn.execute("CREATE TABLE kv (k BIGINT PRIMARY KEY, v TEXT)")
         conn.execute(TYPES_DDL)
+        conn.execute("GRANT ALL ON TABLE kv, typed TO alice")
+        conn.execute("CREATE USER bob WITH PASSWORD 'builder'")
     srv = start_server(db)
     yield srv
     srv.stop()
@@ -248,6 +250,15 @@ def test_scram_password_authentication(server: RunningServer) -> None:
     assert asyncio.run(code_of("alice", "wonderland")) == "connected"
 
 
+def test_privileges_over_the_wire(server: RunningServer) -> None:
+    with psycopg.connect(server.dsn("bob", "builder"), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege) as err:
+            conn.execute("SELECT * FROM kv")
+        assert err.value.sqlstate == "42501"
+        assert "bob" in str(err.value)
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection goes on
+
+
 # ---------------------------------------------------------------------------------------- asyncpg
 def test_asyncpg_connects_and_queries(server: RunningServer) -> None:
     asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed")
@@ -264,8 +275,17 @@ def test_asyncpg_connects_and_queries(server: RunningServer) -> None:
         try:
             await conn.execute("UPSERT INTO kv VALUES (500, 'from asyncpg')")
             rows = await conn.fetch("SELECT k, v FROM kv WHERE k = 500")
-            one = await conn.fetchval("SELECT v FROM kv WHERE k = $1", "500")
+            one = await conn.fetchval("SELECT v FROM kv WHERE k = $1", 500)
             assert one == "from asyncpg"
+            await conn.execute(
+                "UPSERT INTO typed (id, n, tz, u) VALUES ($1, $2, $3, $4)",
+                501,
+                Decimal("2.5"),
+                VALUES[10],
+                VALUES[11],
+            )
+            got = await conn.fetchrow("SELECT n, tz, u FROM typed WHERE id = $1", 501)
+            assert tuple(got) == (Decimal("2.500000"), VALUES[10], VALUES[11])
             return [tuple(r) for r in rows]
         finally:
             await conn.close()
@@ -421,34 +441,151 @@ def test_show_queries_lists_running_statements(server: RunningServer) -> None:
         assert err.value.sqlstate == "42704"
 
 
-def test_core_changefeed_over_the_wire(server: RunningServer) -> None:
+def _core_changefeed_or_skip() -> None:
     if not hasattr(changefeed.connection.Connection, "stream"):
         pytest.skip(
             "SKIPPED LOUDLY: core changefeeds over the wire need Connection.stream (branch crdb), "
             "not yet merged into main; the pg plumbing (session.run_stream) is in place"
         )
-    with (
-        psycopg.connect(server.dsn(), autocommit=True) as conn,
-        psycopg.connect(server.dsn(), autocommit=True) as w,
-    ):
-        w.execute("CREATE TABLE IF NOT EXISTS feedme (a BIGINT PRIMARY KEY)")
+
+
+@pytest.mark.parametrize("how", ["cancel-request", "cancel-query"])
+def test_core_changefeed_over_the_wire(server: RunningServer, how: str) -> None:
+    _core_changefeed_or_skip()
+    table = f"feed_{how.replace('-', '_')}"
+    with psycopg.connect(server.dsn(), autocommit=True) as w:
+        w.execute(f"CREATE TABLE {table} (a BIGINT PRIMARY KEY, b TEXT)")
+        conn = psycopg.connect(server.dsn(), autocommit=True)
         got: list[tuple[object, ...]] = []
+        errors: list[BaseException] = []
 
         def consume() -> None:
             try:
                 with conn.cursor() as cur:
-                    for row in cur.stream("EXPERIMENTAL CHANGEFEED FOR feedme"):
+                    for row in cur.stream(f"EXPERIMENTAL CHANGEFEED FOR {table}"):
                         got.append(row)
-            except psycopg.errors.QueryCanceled:
-                pass
+            except psycopg.Error as exc:
+                errors.append(exc)
 
         th = threading.Thread(target=consume)
         th.start()
-        time.sleep(0.5)
-        w.execute("INSERT INTO feedme VALUES (1)")
+        time.sleep(1.0)
+        w.execute(f"INSERT INTO {table} VALUES (1, 'one')")
         deadline = time.monotonic() + 20
         while not got and time.monotonic() < deadline:
-            time.sleep(0.1)
-        conn.cancel_safe()  # cancel() holds the GIL in libpq, and this server runs in-process
+            time.sleep(0.05)
+        assert got == [(table, b"[1]", b'{"after": {"a": 1, "b": "one"}}')]
+        feeds = [r for r in w.execute("SHOW QUERIES").fetchall() if "EXPERIMENTAL CHANGEFEED" in r[5]]
+        assert len(feeds) == 1
+        if how == "cancel-request":
+            conn.cancel_safe()
+        else:
+            w.execute(f"CANCEL QUERY '{feeds[0][0]}'")
         th.join(20)
-        assert got and got[0][0] == "feedme"
+        assert not th.is_alive()
+        assert errors and isinstance(errors[0], psycopg.errors.QueryCanceled)
+        assert conn.execute("SELECT count(*) FROM " + table).fetchone() == (1,)  # the connection goes on
+        conn.close()
+        w.execute(
+            f"INSERT INTO {table} VALUES (2, 'two')"
+        )  # the abandoned feed thread ends at its next message
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        t.name.startswith("pg-changefeed") for t in threading.enumerate()
+    ):
+        time.sleep(0.1)
+    assert not any(t.name.startswith("pg-changefeed") for t in threading.enumerate())
+
+
+def test_core_changefeed_ends_when_the_client_disconnects(server: RunningServer) -> None:
+    _core_changefeed_or_skip()
+    with psycopg.connect(server.dsn(), autocommit=True) as w:
+        w.execute("CREATE TABLE feed_gone (a BIGINT PRIMARY KEY)")
+        s = _raw(server)
+        s.sendall(_startup())
+        _read_until(s, b"Z")
+        q = b"EXPERIMENTAL CHANGEFEED FOR feed_gone\x00"
+        s.sendall(b"Q" + struct.pack("!i", len(q) + 4) + q)
+        assert _read_until(s, b"T")[-1][0] == b"T"
+        s.close()
+        time.sleep(1.0)
+        w.execute("INSERT INTO feed_gone VALUES (1)")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+            t.name.startswith("pg-changefeed") for t in threading.enumerate()
+        ):
+            time.sleep(0.1)
+        assert not any(t.name.startswith("pg-changefeed") for t in threading.enumerate())
+        assert not [r for r in w.execute("SHOW QUERIES").fetchall() if "feed_gone" in r[5]]
+
+
+# ------------------------------------------------------------------------------------ shutdown
+def test_sigterm_rolls_back_open_transactions_and_exits_zero(tmp_path: Path) -> None:
+    import signal
+    import sys
+
+    db = tmp_path / "db"
+    with changefeed.connect(db) as conn:
+        conn.execute("CREATE TABLE t (k BIGINT PRIMARY KEY)")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--pg", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "pg: listening on" in line, line
+        port = int(line.rsplit(":", 1)[1])
+        dsn = f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as a:
+            a.execute("INSERT INTO t VALUES (1)")
+        b = psycopg.connect(dsn)
+        b.execute("INSERT INTO t VALUES (2)")  # left open: BEGIN ... no COMMIT
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        b.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with changefeed.connect(db) as conn:
+        assert conn.execute("SELECT k FROM t").rows == [(1,)]
+
+
+# ---------------------------------------------------------------------------------- CQL and TLS
+def test_cql_tables_read_over_sql(server: RunningServer) -> None:
+    with changefeed.connect(server.db, dialect="cql") as cql:
+        cql.execute(
+            "CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
+        cql.execute("CREATE TABLE IF NOT EXISTS ks.events (pk int, ck int, v text, PRIMARY KEY (pk, ck))")
+        cql.execute("INSERT INTO ks.events (pk, ck, v) VALUES (1, 2, 'cql row')")
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        assert conn.execute("SELECT pk, ck, v FROM ks.events").fetchall() == [(1, 2, "cql row")]
+        cols = conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = 'ks' AND table_name = 'events' ORDER BY ordinal_position"
+        ).fetchall()
+        assert cols == [("pk", "integer"), ("ck", "integer"), ("v", "text")]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make a test certificate")
+def test_tls_with_certs_dir(tmp_path: Path) -> None:
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-keyout", str(certs / "node.key"), "-out", str(certs / "node.crt")],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    srv = start_server(tmp_path / "db", certs_dir=certs)
+    try:
+        dsn = f"host={srv.host} port={srv.port} user=root dbname=defaultdb sslmode=require"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.info.pgconn.ssl_in_use
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        srv.stop()

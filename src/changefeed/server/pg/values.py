@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import orjson
 
 from changefeed.engine.types import SqlType
 from changefeed.server.pg import types as t
@@ -24,16 +21,6 @@ def _text_int(v: Any) -> bytes:
 
 def _text_any(v: Any) -> bytes:
     return t.text_value(v).encode()
-
-
-def _text_json(v: Any) -> bytes:
-    """jsonb text output as PostgreSQL prints it: ``{"a": [1, 2]}``."""
-    if isinstance(v, str | bytes):
-        try:
-            v = orjson.loads(v)
-        except orjson.JSONDecodeError:
-            return v.encode() if isinstance(v, str) else v
-    return json.dumps(v, ensure_ascii=False).encode()
 
 
 def column_oids(types: Sequence[SqlType | None], rows: Sequence[tuple[Any, ...]], width: int) -> list[int]:
@@ -57,7 +44,7 @@ def encoders(oids: Sequence[int], formats: Sequence[int]) -> tuple[list[Encoder]
         if f == 1:
             encs.append(lambda v, oid=oid: t.binary_value(v, oid))  # type: ignore[misc]
         elif oid in (t.JSONB, t.JSON):
-            encs.append(_text_json)
+            encs.append(t.text_json)
         elif oid in (t.TEXT, t.VARCHAR, t.NAME):
             encs.append(_text_str)
         elif oid in (t.INT8, t.INT4, t.INT2, t.OID):
