@@ -224,6 +224,54 @@ def test_transactions_and_failed_state(server: RunningServer) -> None:
         assert other.execute("SELECT count(*) FROM kv WHERE k = 101").fetchone() == (0,)
 
 
+def test_concurrent_writers_and_readers(server: RunningServer) -> None:
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE conc (k BIGINT PRIMARY KEY, w BIGINT)")
+    errors: list[BaseException] = []
+    seen: list[int] = []
+
+    def write(w: int) -> None:
+        try:
+            with psycopg.connect(server.dsn(), autocommit=True) as c:
+                for i in range(40):
+                    c.execute("INSERT INTO conc VALUES (%s, %s)", (w * 1000 + i, w))
+        except BaseException as exc:
+            errors.append(exc)
+
+    def read() -> None:
+        try:
+            with psycopg.connect(server.dsn(), autocommit=True) as c:
+                for _ in range(40):
+                    (n,) = c.execute("SELECT count(*) FROM conc").fetchone()  # type: ignore[misc]
+                    seen.append(n)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    threads += [threading.Thread(target=read) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors
+    assert all(0 <= n <= 160 for n in seen)
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM conc").fetchone() == (160,)
+
+
+def test_idle_connections_hold_no_threads(server: RunningServer) -> None:
+    from changefeed.server.pg.server import POOL_SIZE
+
+    before = threading.active_count()
+    idle = [psycopg.connect(server.dsn(), autocommit=True) for _ in range(60)]
+    try:
+        assert threading.active_count() <= max(before, POOL_SIZE + 4)
+        assert idle[-1].execute("SELECT 1").fetchone() == (1,)
+    finally:
+        for c in idle:
+            c.close()
+
+
 # --------------------------------------------------------------------------------- authentication
 def test_scram_password_authentication(server: RunningServer) -> None:
     with psycopg.connect(server.dsn("alice", "wonderland")) as conn:
