@@ -126,7 +126,7 @@ def test_psql_script_golden(server: RunningServer, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------- psycopg
 TYPES_DDL = (
     "CREATE TABLE typed (id BIGINT PRIMARY KEY, b BOOL, i2 INT2, i4 INT4, i8 INT8, f8 FLOAT8, n DECIMAL(20,6),"
-    " s TEXT, bt BYTES, d DATE, ts TIMESTAMP, tz TIMESTAMPTZ, u UUID, tm TIME, j JSONB)"
+    " s TEXT, bt BYTES, d DATE, ts TIMESTAMP, tz TIMESTAMPTZ, u UUID, tm TIME, j JSONB, iv INTERVAL)"
 )
 VALUES = (
     True,
@@ -142,6 +142,7 @@ VALUES = (
     dt.datetime(2021, 6, 1, 12, 30, 45, 654321, tzinfo=dt.UTC),
     uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"),
     dt.time(23, 59, 58, 500000),
+    dt.timedelta(days=3, hours=4, minutes=5, seconds=6, microseconds=789),
 )
 
 
@@ -152,11 +153,11 @@ def test_psycopg_round_trips_every_type(server: RunningServer, binary: bool) -> 
         marks = ", ".join(["%b" if binary else "%t"] * (len(VALUES) + 1))
         with conn.cursor(binary=binary) as cur:
             cur.execute(
-                f"INSERT INTO typed (id, b, i2, i4, i8, f8, n, s, bt, d, ts, tz, u, tm) VALUES ({marks})",
+                f"INSERT INTO typed (id, b, i2, i4, i8, f8, n, s, bt, d, ts, tz, u, tm, iv) VALUES ({marks})",
                 (key, *VALUES),
             )
             cur.execute(
-                "SELECT b, i2, i4, i8, f8, n, s, bt, d, ts, tz, u, tm FROM typed WHERE id = %s", (key,)
+                "SELECT b, i2, i4, i8, f8, n, s, bt, d, ts, tz, u, tm, iv FROM typed WHERE id = %s", (key,)
             )
             row = cur.fetchone()
         assert row == VALUES
