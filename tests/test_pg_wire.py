@@ -490,6 +490,16 @@ def test_show_queries_lists_running_statements(server: RunningServer) -> None:
         assert err.value.sqlstate == "42704"
 
 
+def test_create_changefeed_into_returns_job_id(server: RunningServer) -> None:
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        cur = conn.execute("CREATE CHANGEFEED FOR kv INTO 'topics://'")
+        assert [c.name for c in cur.description or ()] == ["job_id"]
+        (job_id,) = cur.fetchone()  # type: ignore[misc]
+        assert isinstance(job_id, int)
+        jobs = conn.execute("SHOW CHANGEFEED JOBS").fetchall()
+        assert any(row[0] == job_id for row in jobs)
+
+
 def _core_changefeed_or_skip() -> None:
     if not hasattr(changefeed.connection.Connection, "stream"):
         pytest.skip(
