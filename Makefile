@@ -41,6 +41,8 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/engine_bench.py
 	$(BIN)/python benchmarks/pipeline_bench.py
+	# avro: encoding (loop / Python / Spark) and schema registry lookups
+	$(BIN)/python benchmarks/avro_bench.py
 
 clean:
 	rm -rf $(VENV) $(DB) build dist src/*.egg-info

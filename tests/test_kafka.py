@@ -31,6 +31,7 @@ ck = pytest.importorskip("confluent_kafka")
 kp = pytest.importorskip("kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")
 kp_admin = pytest.importorskip("kafka.admin")
+kp_errors = pytest.importorskip("kafka.errors")
 
 ROWS = 120
 FEED_TOPIC = "t/f"
@@ -247,6 +248,35 @@ def test_aiokafka_reads_feed_and_produces(db: Path, port: int) -> None:
     assert TopicStore(db).read("split-aio", 0, 0)[0].value == b"hello"
 
 
+def test_offsets_removed_by_retention_are_out_of_range(db: Path, port: int) -> None:
+    now = [1_000]
+    st = TopicStore(db, clock=lambda: now[0])
+    st.ensure_topic("retained", 1, retention_ns=1_000_000_000)
+    rows = pa.table({"key": [b"k"] * 10, "value": [b"old"] * 10, "ts": [time.time_ns()] * 10})
+    st.append("retained", 0, "w", 1, rows)
+    now[0] = 10**12
+    st.append("retained", 0, "w", 2, rows.set_column(1, "value", pa.array([b"new"] * 10)))
+    assert st.apply_retention(now[0]) == 10  # the first ten, read or not
+    st.commit_offsets("retention-group", "retained", {0: 3})  # a position retention removed
+    for reset, first in (("earliest", 10), ("latest", None)):
+        c = confluent_consumer(port, "retention-group", **{"auto.offset.reset": reset})
+        c.subscribe(["retained"])
+        msgs = drain(c, 1, timeout=4 if first is not None else 2)
+        c.close()
+        assert [m.offset() for m in msgs[:1]] == ([first] if first is not None else [])
+    # kafka-python sees the same: OFFSET_OUT_OF_RANGE, then its reset policy.
+    c = kp.KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", auto_offset_reset="earliest")
+    tp = kp.TopicPartition("retained", 0)
+    c.assign([tp])
+    c.seek(tp, 3)
+    got = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        got = [m.offset for batch in c.poll(500).values() for m in batch]
+    c.close()
+    assert got[0] == 10
+
+
 # -- consumer groups ---------------------------------------------------------------------------
 
 
@@ -450,7 +480,39 @@ def test_kafka_python_producer_and_admin(db: Path, port: int) -> None:
     assert sorted(v for _, v, _ in got.values()) == sorted(b"v%d" % i for i in range(200))
     admin.delete_topics(["kp-produced"])
     assert "kp-produced" not in admin.list_topics()
+    # A feed's topic belongs to the feed: DROP CHANGEFEED removes it, DeleteTopics may not.
+    with pytest.raises(kp_errors.PolicyViolationError):
+        admin.delete_topics(["t.f"])
+    assert FEED_TOPIC in [t.name for t in TopicStore(db).topics()]
     admin.close()
+
+
+def test_acks_compression_and_configs(db: Path, port: int) -> None:
+    TopicStore(db).ensure_topic("codecs", 1)
+    sent = {"none-acks0": {"acks": 0}, "gzip": {"compression.codec": "gzip"}}
+    for label, conf in sent.items():
+        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", **conf})
+        for i in range(50):
+            p.produce("codecs", b"%s-%d" % (label.encode(), i), partition=0)
+        assert p.flush(10) == 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and TopicStore(db).partition_offsets("codecs", 0)[1] < 100:
+        time.sleep(0.05)  # acks=0: nothing to wait for but the log itself
+    values = sorted(v for _, v, _ in stored(db, "codecs").values())
+    assert values == sorted(b"%s-%d" % (label.encode(), i) for label in sent for i in range(50))
+    # A codec this endpoint cannot read is refused, not stored.
+    errs: list[Any] = []
+    p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "compression.codec": "lz4", "retries": 0})
+    p.produce("codecs", b"x" * 100, partition=0, on_delivery=lambda err, msg: errs.append(err))
+    p.flush(10)
+    assert errs and errs[0] is not None and errs[0].code() == ck.KafkaError.UNSUPPORTED_COMPRESSION_TYPE
+    assert TopicStore(db).partition_offsets("codecs", 0)[1] == 100
+    # DescribeConfigs, as admin clients ask it.
+    admin = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    res = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, "codecs")
+    configs = admin.describe_configs([res])[res].result(10)
+    assert configs["retention.ms"].value == str(24 * 3600 * 1000)
+    assert configs["cleanup.policy"].value == "delete"
 
 
 # -- authentication ----------------------------------------------------------------------------
@@ -466,7 +528,7 @@ def auth_port(db: Path, loop_thread: LoopThread) -> Iterator[int]:
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
 def test_sasl_good_and_bad_credentials(auth_port: int, mechanism: str) -> None:
-    def meta(password: str) -> Any:
+    def meta(password: str, timeout: float = 5) -> Any:
         admin = ck_admin.AdminClient(
             {
                 "bootstrap.servers": f"127.0.0.1:{auth_port}",
@@ -476,11 +538,11 @@ def test_sasl_good_and_bad_credentials(auth_port: int, mechanism: str) -> None:
                 "sasl.password": password,
             }
         )
-        return admin.list_topics(timeout=5)
+        return admin.list_topics(timeout=timeout)
 
     assert meta("wonderland").brokers
     with pytest.raises(ck.KafkaException):
-        meta("looking-glass")
+        meta("looking-glass", timeout=1.5)
 
 
 def test_topic_privileges_follow_the_feed_table(db: Path, auth_port: int) -> None:
@@ -509,6 +571,32 @@ def test_topic_privileges_follow_the_feed_table(db: Path, auth_port: int) -> Non
     msgs = drain(c, 1)
     assert msgs and msgs[0].offset() == 0
     c.close()
+
+
+def test_nologin_users_and_non_admins(db: Path, auth_port: int) -> None:
+    conn = changefeed.connect(str(db))
+    conn.execute("CREATE USER bob WITH PASSWORD 'builder' NOLOGIN")
+    conn.close()
+
+    def admin(user: str, password: str) -> Any:
+        return ck_admin.AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{auth_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": user,
+                "sasl.password": password,
+            }
+        )
+
+    with pytest.raises(ck.KafkaException):
+        admin("bob", "builder").list_topics(timeout=1.5)
+    alice = admin("alice", "wonderland")
+    fut = alice.create_topics([ck_admin.NewTopic("alices", 1, 1)])["alices"]
+    with pytest.raises(ck.KafkaException) as exc:
+        fut.result(10)
+    assert exc.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "alices" not in [t.name for t in TopicStore(db).topics()]
 
 
 def test_anonymous_refused_when_not_allowed(auth_port: int) -> None:
@@ -540,6 +628,7 @@ def _request(api_key: int, version: int, body: bytes, corr: int = 7) -> bytes:
 def _exchange(port: int, data: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(data)
+        s.shutdown(socket.SHUT_WR)  # a truncated request ends here
         chunks = []
         try:
             while True:
@@ -691,3 +780,30 @@ def test_record_batch_round_trip_and_crc() -> None:
         parse_batches(bytes(damaged))
     with pytest.raises(MalformedRequest):
         parse_batches(data[:-3])
+
+
+def test_sasl_handshake_v0_raw_plain_tokens(auth_port: int) -> None:
+    def frame(sock: socket.socket) -> bytes:
+        head = b""
+        while len(head) < 4:
+            head += sock.recv(4 - len(head))
+        (size,) = struct.unpack(">i", head)
+        body = b""
+        while len(body) < size:
+            body += sock.recv(size - len(body))
+        return body
+
+    with socket.create_connection(("127.0.0.1", auth_port), timeout=5) as s:
+        s.sendall(_request(17, 0, struct.pack(">h", 5) + b"PLAIN"))
+        assert struct.unpack(">ih", frame(s)[:6]) == (7, 0)
+        token = b"\x00alice\x00wonderland"
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert frame(s) == b""  # authenticated: an empty server token
+        s.sendall(_request(3, 0, struct.pack(">i", 0), corr=8))
+        assert struct.unpack(">i", frame(s)[:4]) == (8,)
+    with socket.create_connection(("127.0.0.1", auth_port), timeout=5) as s:
+        s.sendall(_request(17, 0, struct.pack(">h", 5) + b"PLAIN"))
+        frame(s)
+        token = b"\x00alice\x00wrong"
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert s.recv(10) == b""  # closed

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import crc32c
 
+from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.wire import MalformedRequest
 
 __all__ = ["ProducedBatch", "encode_batch", "parse_batches"]
@@ -124,7 +125,12 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 class UnsupportedBatch(Exception):
-    """A well-formed batch this endpoint does not accept (old magic, compression codec)."""
+    """A well-formed batch this endpoint does not accept: ``code`` is the Kafka error
+    (UNSUPPORTED_FOR_MESSAGE_FORMAT for an old magic, UNSUPPORTED_COMPRESSION_TYPE for a codec)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _decompress(codec: int, data: bytes) -> bytes:
@@ -132,7 +138,9 @@ def _decompress(codec: int, data: bytes) -> bytes:
         import gzip
 
         return gzip.decompress(data)
-    raise UnsupportedBatch(f"compression codec {codec} is not supported (use none or gzip)")
+    raise UnsupportedBatch(
+        f"compression codec {codec} is not supported (use none or gzip)", E.UNSUPPORTED_COMPRESSION_TYPE
+    )
 
 
 def _parse_records(
@@ -209,7 +217,9 @@ def parse_batches(data: bytes) -> list[ProducedBatch]:
             _HEAD.unpack_from(data, pos)
         )
         if magic != 2:
-            raise UnsupportedBatch(f"record batch magic {magic} (only magic 2 is supported)")
+            raise UnsupportedBatch(
+                f"record batch magic {magic} (only magic 2 is supported)", E.UNSUPPORTED_FOR_MESSAGE_FORMAT
+            )
         stop = pos + 12 + length
         if length < _HEAD.size - 12 or stop > end:
             raise MalformedRequest("record batch length runs past the request")
