@@ -38,7 +38,7 @@ from changefeed.server.pg import catalog
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.commands import Command, parse_command, split_statements
-from changefeed.server.pg.params import param_types
+from changefeed.server.pg.params import param_types, returning_columns
 from changefeed.server.pg.values import column_oids, encoders, fmt_of
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
@@ -776,6 +776,16 @@ class PgSession:
         if prep.kind == "command" and prep.command is not None and prep.command.kind.startswith("show"):
             shown = self.run_command(prep.command)
             return [(c, t.TEXT) for c in shown.columns]
+        if prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Insert | ast.Update | ast.Delete):
+            conn = self.conn
+            assert conn is not None
+            stmt = prep.stmts[-1]
+
+            def describe_returning() -> list[tuple[str, int]]:
+                conn.db.refresh_catalog()
+                return returning_columns(stmt, conn.db.tables()) or []
+
+            return await self.call(describe_returning)
         if prep.kind == "catalog" or (
             prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Select | ast.Show)
         ):
