@@ -59,6 +59,8 @@ def new_backend_key() -> tuple[int, int]:
 
 #: Bytes of DataRows buffered before waiting for the client to take them.
 FLUSH_BYTES = 256 * 1024
+#: Rows encoded at a time; results larger than this are encoded on the pool, chunk by chunk.
+ENCODE_CHUNK = 2000
 #: Parsed query texts kept per connection.
 PARSE_CACHE = 256
 
@@ -483,12 +485,18 @@ class PgSession:
             end = len(res.rows) if limit <= 0 else min(len(res.rows), start + limit)
             rows = res.rows
             data_row = p.data_row
-            for i in range(start, end):
-                row = rows[i]
-                self.send(
-                    data_row([None if v is None else enc(v) for enc, v in zip(encs, row, strict=False)])
+
+            def encode(lo: int, hi: int) -> bytes:
+                return b"".join(
+                    data_row([None if v is None else enc(v) for enc, v in zip(encs, rows[i], strict=False)])
+                    for i in range(lo, hi)
                 )
-                if self.pending >= FLUSH_BYTES:
+
+            if end - start <= ENCODE_CHUNK:
+                self.send(encode(start, end))
+            else:  # large results: encoded chunk by chunk on the pool, so the loop serves others meanwhile
+                for lo in range(start, end, ENCODE_CHUNK):
+                    self.send(await self.call(encode, lo, min(end, lo + ENCODE_CHUNK)))
                     await self.flush()
             if portal is not None:
                 portal.pos = end
