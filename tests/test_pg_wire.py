@@ -521,7 +521,9 @@ def test_core_changefeed_over_the_wire(server: RunningServer, how: str) -> None:
         def consume() -> None:
             try:
                 with conn.cursor() as cur:
-                    for row in cur.stream(f"EXPERIMENTAL CHANGEFEED FOR {table}"):
+                    # the CANCEL QUERY case reads in binary: key and value arrive as raw bytes
+                    sql = f"EXPERIMENTAL CHANGEFEED FOR {table}"
+                    for row in cur.stream(sql, binary=how == "cancel-query"):
                         got.append(row)
             except psycopg.Error as exc:
                 errors.append(exc)
