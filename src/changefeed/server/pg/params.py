@@ -98,3 +98,24 @@ def returning_columns(stmt: ast.Statement, tables: list[TableSchema]) -> list[tu
         else:
             out.append((name or "?column?", t.TEXT))
     return out
+
+
+def param_count(sql: str) -> int:
+    """Highest ``$n`` in the statement text (outside quotes)."""
+    best = 0
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            j = sql.find("'", i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if c == "$" and i + 1 < n and sql[i + 1].isdigit():
+            j = i + 1
+            while j < n and sql[j].isdigit():
+                j += 1
+            best = max(best, int(sql[i + 1 : j]))
+            i = j
+            continue
+        i += 1
+    return best
