@@ -126,7 +126,7 @@ def test_psql_script_golden(server: RunningServer, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------- psycopg
 TYPES_DDL = (
     "CREATE TABLE typed (id BIGINT PRIMARY KEY, b BOOL, i2 INT2, i4 INT4, i8 INT8, f8 FLOAT8, n DECIMAL(20,6),"
-    " s TEXT, bt BYTES, d DATE, ts TIMESTAMP, tz TIMESTAMPTZ, u UUID, tm TIME, j JSONB)"
+    " s TEXT, bt BYTES, d DATE, ts TIMESTAMP, tz TIMESTAMPTZ, u UUID, tm TIME, j JSONB, iv INTERVAL)"
 )
 VALUES = (
     True,
@@ -142,6 +142,7 @@ VALUES = (
     dt.datetime(2021, 6, 1, 12, 30, 45, 654321, tzinfo=dt.UTC),
     uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"),
     dt.time(23, 59, 58, 500000),
+    dt.timedelta(days=3, hours=4, minutes=5, seconds=6, microseconds=789),
 )
 
 
@@ -152,11 +153,11 @@ def test_psycopg_round_trips_every_type(server: RunningServer, binary: bool) -> 
         marks = ", ".join(["%b" if binary else "%t"] * (len(VALUES) + 1))
         with conn.cursor(binary=binary) as cur:
             cur.execute(
-                f"INSERT INTO typed (id, b, i2, i4, i8, f8, n, s, bt, d, ts, tz, u, tm) VALUES ({marks})",
+                f"INSERT INTO typed (id, b, i2, i4, i8, f8, n, s, bt, d, ts, tz, u, tm, iv) VALUES ({marks})",
                 (key, *VALUES),
             )
             cur.execute(
-                "SELECT b, i2, i4, i8, f8, n, s, bt, d, ts, tz, u, tm FROM typed WHERE id = %s", (key,)
+                "SELECT b, i2, i4, i8, f8, n, s, bt, d, ts, tz, u, tm, iv FROM typed WHERE id = %s", (key,)
             )
             row = cur.fetchone()
         assert row == VALUES
@@ -222,6 +223,54 @@ def test_transactions_and_failed_state(server: RunningServer) -> None:
         conn.rollback()
         assert conn.info.transaction_status == ts.IDLE
         assert other.execute("SELECT count(*) FROM kv WHERE k = 101").fetchone() == (0,)
+
+
+def test_concurrent_writers_and_readers(server: RunningServer) -> None:
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE conc (k BIGINT PRIMARY KEY, w BIGINT)")
+    errors: list[BaseException] = []
+    seen: list[int] = []
+
+    def write(w: int) -> None:
+        try:
+            with psycopg.connect(server.dsn(), autocommit=True) as c:
+                for i in range(40):
+                    c.execute("INSERT INTO conc VALUES (%s, %s)", (w * 1000 + i, w))
+        except BaseException as exc:
+            errors.append(exc)
+
+    def read() -> None:
+        try:
+            with psycopg.connect(server.dsn(), autocommit=True) as c:
+                for _ in range(40):
+                    (n,) = c.execute("SELECT count(*) FROM conc").fetchone()  # type: ignore[misc]
+                    seen.append(n)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    threads += [threading.Thread(target=read) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors
+    assert all(0 <= n <= 160 for n in seen)
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM conc").fetchone() == (160,)
+
+
+def test_idle_connections_hold_no_threads(server: RunningServer) -> None:
+    from changefeed.server.pg.server import POOL_SIZE
+
+    before = threading.active_count()
+    idle = [psycopg.connect(server.dsn(), autocommit=True) for _ in range(60)]
+    try:
+        assert threading.active_count() <= max(before, POOL_SIZE + 4)
+        assert idle[-1].execute("SELECT 1").fetchone() == (1,)
+    finally:
+        for c in idle:
+            c.close()
 
 
 # --------------------------------------------------------------------------------- authentication
@@ -441,6 +490,16 @@ def test_show_queries_lists_running_statements(server: RunningServer) -> None:
         assert err.value.sqlstate == "42704"
 
 
+def test_create_changefeed_into_returns_job_id(server: RunningServer) -> None:
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        cur = conn.execute("CREATE CHANGEFEED FOR kv INTO 'topics://'")
+        assert [c.name for c in cur.description or ()] == ["job_id"]
+        (job_id,) = cur.fetchone()  # type: ignore[misc]
+        assert isinstance(job_id, int)
+        jobs = conn.execute("SHOW CHANGEFEED JOBS").fetchall()
+        assert any(row[0] == job_id for row in jobs)
+
+
 def _core_changefeed_or_skip() -> None:
     if not hasattr(changefeed.connection.Connection, "stream"):
         pytest.skip(
@@ -462,7 +521,9 @@ def test_core_changefeed_over_the_wire(server: RunningServer, how: str) -> None:
         def consume() -> None:
             try:
                 with conn.cursor() as cur:
-                    for row in cur.stream(f"EXPERIMENTAL CHANGEFEED FOR {table}"):
+                    # the CANCEL QUERY case reads in binary: key and value arrive as raw bytes
+                    sql = f"EXPERIMENTAL CHANGEFEED FOR {table}"
+                    for row in cur.stream(sql, binary=how == "cancel-query"):
                         got.append(row)
             except psycopg.Error as exc:
                 errors.append(exc)

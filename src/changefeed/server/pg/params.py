@@ -74,3 +74,48 @@ def param_types(stmt: ast.Statement, tables: list[TableSchema], count: int) -> l
     if isinstance(limit, ast.Param) and 0 <= limit.index < count:
         out[limit.index] = t.INT8
     return out
+
+
+def returning_columns(stmt: ast.Statement, tables: list[TableSchema]) -> list[tuple[str, int]] | None:
+    """Columns of an INSERT/UPDATE/DELETE .. RETURNING, from the table's schema (writes cannot be
+    run to describe them); None when the statement returns no rows."""
+    items = getattr(stmt, "returning", ())
+    table_name = getattr(stmt, "table", None)
+    if not items or not isinstance(table_name, ast.QName):
+        return None
+    wanted = ".".join(p.name for p in table_name.parts)
+    schema = next((s for s in tables if s.name == wanted or s.name.split(".")[-1] == wanted), None)
+    cols = {c.name: c for c in schema.columns} if schema is not None else {}
+    out: list[tuple[str, int]] = []
+    for item in items:
+        if isinstance(item.expr, ast.Star):
+            out += [(c.name, t.oid_of(c.type)) for c in (schema.columns if schema is not None else ())]
+            continue
+        name = item.alias.name if item.alias is not None else None
+        if isinstance(item.expr, ast.Column):
+            col = cols.get(item.expr.name.name)
+            out.append((name or item.expr.name.name, t.oid_of(col.type) if col is not None else t.TEXT))
+        else:
+            out.append((name or "?column?", t.TEXT))
+    return out
+
+
+def param_count(sql: str) -> int:
+    """Highest ``$n`` in the statement text (outside quotes)."""
+    best = 0
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            j = sql.find("'", i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if c == "$" and i + 1 < n and sql[i + 1].isdigit():
+            j = i + 1
+            while j < n and sql[j].isdigit():
+                j += 1
+            best = max(best, int(sql[i + 1 : j]))
+            i = j
+            continue
+        i += 1
+    return best

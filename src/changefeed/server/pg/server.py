@@ -92,6 +92,7 @@ class PgEndpoint:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 2)
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.registry.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
