@@ -22,11 +22,6 @@ from changefeed.testing import workload as w
 PY = sys.executable
 ROOT = Path(__file__).parents[1]
 TOPIC = "t"
-#: The runner, with the crdb-json stand-in registered while the real encoder is absent.
-RUNNER = (
-    "import sys; sys.path.insert(0, sys.argv.pop(1)); from tests.crdb_standin import ensure_crdb_json; "
-    "ensure_crdb_json(); from changefeed.cli.main import main; main()"
-)
 
 pytestmark = pytest.mark.spark
 
@@ -42,7 +37,7 @@ def _env() -> dict[str, str]:
 
 
 def _cmd(db: Path, *, follow: bool) -> list[str]:
-    return [PY, "-c", RUNNER, str(ROOT), "run", "--db", str(db), "--max-rows", "500"] + (
+    return [PY, "-m", "changefeed.cli.main", "run", "--db", str(db), "--max-rows", "500"] + (
         [] if follow else ["--until-idle"]
     )
 
