@@ -83,7 +83,7 @@ def test_pause_resume_and_kill_9_are_exactly_once(tmp_path: Path, kills: int) ->
                 start_new_session=True,
             )
             try:
-                assert _wait_growth(db, _total(db), proc, 90.0), (tmp_path / "runner.log").read_text()[-3000:]
+                assert _wait_growth(db, _total(db), proc, 240.0), (tmp_path / "runner.log").read_text()[-3000:]
                 if round_ == 0:
                     with changefeed.connect(db) as conn:
                         conn.execute(f"PAUSE JOB {job_id}")
@@ -93,7 +93,7 @@ def test_pause_resume_and_kill_9_are_exactly_once(tmp_path: Path, kills: int) ->
                     assert _total(db) == paused_at, "a paused job kept delivering"
                     with changefeed.connect(db) as conn:
                         conn.execute(f"RESUME JOB {job_id}")
-                    assert _wait_growth(db, paused_at, proc, 60.0), "a resumed job did not deliver"
+                    assert _wait_growth(db, paused_at, proc, 120.0), "a resumed job did not deliver"
                 time.sleep(rng.uniform(0.0, 2.0))
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)  # the runner and its JVM: kill -9
