@@ -83,7 +83,9 @@ def test_pause_resume_and_kill_9_are_exactly_once(tmp_path: Path, kills: int) ->
                 start_new_session=True,
             )
             try:
-                assert _wait_growth(db, _total(db), proc, 240.0), (tmp_path / "runner.log").read_text()[-3000:]
+                assert _wait_growth(db, _total(db), proc, 240.0), (tmp_path / "runner.log").read_text()[
+                    -3000:
+                ]
                 if round_ == 0:
                     with changefeed.connect(db) as conn:
                         conn.execute(f"PAUSE JOB {job_id}")
