@@ -107,6 +107,18 @@ def _targets(session: Session, txn: Transaction, stmt: ast.CreateChangefeed) -> 
     return tables
 
 
+def _check_families(table: TableSchema, opts: CrdbOptions) -> None:
+    families = {c.family or "primary" for c in table.columns}
+    if len(families) <= 1:
+        return
+    if not opts.split_column_families:
+        raise InvalidStatement(
+            f"CHANGEFEED targeting a table ({table.short_name}) with multiple column families requires "
+            "WITH split_column_families and will emit multiple events per row."
+        )
+    raise UnsupportedFeature("split_column_families is not supported by core changefeeds yet")
+
+
 def _notices(tables: Sequence[TableSchema], opts: CrdbOptions) -> list[str]:
     out = list(opts.notices)
     if opts.virtual_columns == VIRTUAL_COLUMNS_OMITTED:
@@ -131,6 +143,8 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
         tables = _targets(session, txn, stmt)
         check_privileges(session, txn, tables)
         opts = parse_crdb_options(raw, sink_scheme=None, statement_time=txn.ts)
+        for t in tables:
+            _check_families(t, opts)
         start = opts.cursor or txn.ts
         ready: list[TableSchema] = []
         for t in tables:
