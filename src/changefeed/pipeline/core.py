@@ -30,6 +30,7 @@ bytes (``None`` for resolved messages) and the value bytes (empty for ``key_only
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
@@ -142,6 +143,7 @@ class CoreChangefeed:
         self.poll_s = poll_s
         self.encoder = get_encoder(ENCODERS[plan.options.format])
         self.encoder_json = CrdbJsonEncoder()
+        self._cancelled = threading.Event()
         self._batches = self._run()
         self._gen = (m for chunk in self._batches for m in chunk.messages())
 
@@ -157,8 +159,18 @@ class CoreChangefeed:
         return self._batches
 
     def close(self) -> None:
+        """End the changefeed from the thread that iterates it, releasing its connection."""
         self._gen.close()
         self._batches.close()
+
+    def cancel(self) -> None:
+        """End the changefeed from any thread: the loop stops within one poll interval, even on an
+        idle table, and the iterating thread then sees the end of the messages."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
 
     def __enter__(self) -> CoreChangefeed:
         return self
@@ -217,7 +229,7 @@ class CoreChangefeed:
         last_resolved = plan.start
         next_resolved = time.monotonic() + interval / 1e9 if opts.resolved else None
         version = None
-        while True:
+        while not self._cancelled.is_set():
             closed: CommitTs | None = None
             now = time.monotonic()
             finishing = end is not None and self.db.clock.now_ns() >= end.wall
@@ -225,7 +237,7 @@ class CoreChangefeed:
                 closed, _ = self.db.close_timestamp()  # every commit <= closed is visible from now on
             data_version = rc.execute("PRAGMA data_version").fetchone()[0]
             if closed is None and data_version == version:
-                time.sleep(self.poll_s)
+                self._cancelled.wait(self.poll_s)
                 continue
             version = data_version
             rc.execute("BEGIN")
