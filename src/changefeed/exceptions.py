@@ -174,3 +174,11 @@ class GcThresholdError(ChangefeedError):
     """History a changefeed needs was garbage-collected (a ``cursor`` older than the GC threshold)."""
 
     code = "XXUUU"
+
+
+# ---------------------------------------------------------------------------- CockroachDB changefeeds
+class ChangefeedFailed(ChangefeedError):
+    """A running changefeed stopped on purpose, e.g. ``schema_change_policy='stop'`` at a schema
+    change (``shut down due to schema change ...: schema change occurred at <hlc>``)."""
+
+    code = "XXC01"

@@ -218,14 +218,8 @@ def has_table_privilege(
     return effective(conn, user).has(privilege, table.id)
 
 
-def relation_name(table: TableSchema) -> str:
-    return table.name
-
-
 def denied(user: str, privilege: Privilege, table: TableSchema) -> PermissionDenied:
-    return PermissionDenied(
-        f"user {user} does not have {privilege.value} privilege on relation {relation_name(table)}"
-    )
+    return PermissionDenied(f"user {user} does not have {privilege.value} privilege on relation {table.name}")
 
 
 def check_table_privilege(
@@ -254,7 +248,7 @@ def check_table_privileges(privs: UserPrivileges, table: TableSchema, needed: It
 def check_any_table_privilege(privs: UserPrivileges, table: TableSchema) -> None:
     """Some privilege on the table (to see its definition)."""
     if not privs.admin and not privs.on(table.id):
-        raise PermissionDenied(f"user {privs.user} has no privileges on relation {relation_name(table)}")
+        raise PermissionDenied(f"user {privs.user} has no privileges on relation {table.name}")
 
 
 def check_changefeed_privileges(
@@ -307,11 +301,11 @@ def check_job_control(
     raise PermissionDenied(f"user {user} does not have privileges for job {job_id}")
 
 
-def check_role_option(privs: UserPrivileges, option: str, message: str | None = None) -> None:
+def check_role_option(privs: UserPrivileges, option: str) -> None:
     """Admins, or holders of the role option (e.g. ``CREATEROLE``)."""
     if privs.admin or option in privs.options:
         return
-    raise PermissionDenied(message or f"user {privs.user} does not have {option} privilege")
+    raise PermissionDenied(f"user {privs.user} does not have {option} privilege")
 
 
 def check_login(conn: sqlite3.Connection, user: str) -> None:
@@ -337,6 +331,6 @@ def check_topic_read(conn: sqlite3.Connection, user: str, topic: str, tables: Se
     for t in tables:
         if not (privs.has(Privilege.SELECT, t.id) or privs.has(Privilege.CHANGEFEED, t.id)):
             raise PermissionDenied(
-                f"user {user} does not have SELECT or CHANGEFEED privilege on relation {relation_name(t)}"
+                f"user {user} does not have SELECT or CHANGEFEED privilege on relation {t.name}"
                 f" (needed to read topic {topic})"
             )

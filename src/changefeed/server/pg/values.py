@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
-
+from changefeed.connection import Result
 from changefeed.engine.types import SqlType
 from changefeed.server.pg import types as t
+from changefeed.sql import ast
 
 Encoder = Callable[[Any], bytes]
 
@@ -24,16 +23,6 @@ def _text_int(v: Any) -> bytes:
 
 def _text_any(v: Any) -> bytes:
     return t.text_value(v).encode()
-
-
-def _text_json(v: Any) -> bytes:
-    """jsonb text output as PostgreSQL prints it: ``{"a": [1, 2]}``."""
-    if isinstance(v, str | bytes):
-        try:
-            v = orjson.loads(v)
-        except orjson.JSONDecodeError:
-            return v.encode() if isinstance(v, str) else v
-    return json.dumps(v, ensure_ascii=False).encode()
 
 
 def column_oids(types: Sequence[SqlType | None], rows: Sequence[tuple[Any, ...]], width: int) -> list[int]:
@@ -57,7 +46,7 @@ def encoders(oids: Sequence[int], formats: Sequence[int]) -> tuple[list[Encoder]
         if f == 1:
             encs.append(lambda v, oid=oid: t.binary_value(v, oid))  # type: ignore[misc]
         elif oid in (t.JSONB, t.JSON):
-            encs.append(_text_json)
+            encs.append(t.text_json)
         elif oid in (t.TEXT, t.VARCHAR, t.NAME):
             encs.append(_text_str)
         elif oid in (t.INT8, t.INT4, t.INT2, t.OID):
@@ -74,3 +63,20 @@ def fmt_of(formats: Sequence[int], i: int) -> int:
     if len(formats) == 1:
         return formats[0]
     return formats[i] if i < len(formats) else 0
+
+
+def normalise_tag(res: Result, stmt: ast.Statement | None) -> str:
+    status = res.status or ""
+    words = status.split()
+    if words and words[0] in ("INSERT", "UPSERT") and len(words) == 2:
+        return f"INSERT 0 {words[1]}"
+    if words and words[0] == "SHOW":
+        return f"SELECT {len(res.rows)}" if res.columns else "SHOW"
+    if status:
+        return status
+    if res.columns:
+        return f"SELECT {len(res.rows)}"
+    if stmt is not None:
+        name = type(stmt).__name__
+        return "".join(" " + c if c.isupper() else c for c in name).strip().upper()
+    return "OK"

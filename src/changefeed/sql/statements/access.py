@@ -77,12 +77,11 @@ def _options(session: Session, options: Iterable[ast.Option], ev: Params) -> dic
     return out
 
 
-def _store(txn: Transaction, name: str, options: dict[str, Any], *, insert: bool) -> None:
-    text = orjson.dumps(jsonable(options)).decode()
-    if insert:
-        txn.conn.execute("INSERT INTO _users VALUES (?, ?)", (name, text))
-    else:
-        txn.conn.execute("UPDATE _users SET options = ? WHERE name = ?", (text, name))
+def _store(txn: Transaction, name: str, options: dict[str, Any]) -> None:
+    txn.conn.execute(
+        "INSERT INTO _users VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET options = excluded.options",
+        (name, orjson.dumps(jsonable(options)).decode()),
+    )
     txn.db.bump_catalog()
 
 
@@ -109,7 +108,7 @@ def create_user(session: Session, txn: Transaction, s: ast.CreateUser, ev: Param
         if s.if_not_exists:
             return Result(status="CREATE ROLE")
         raise DuplicateObject(f"a role/user named {name} already exists")
-    _store(txn, name, _options(session, s.options, ev), insert=True)
+    _store(txn, name, _options(session, s.options, ev))
     return Result(status="CREATE ROLE")
 
 
@@ -127,12 +126,8 @@ def alter_user(session: Session, txn: Transaction, s: ast.AlterUser, ev: Params)
         _check_may_manage(session, txn, name)
     if name == priv.PUBLIC or (name == priv.ROOT and set(changes) - {"password"}):
         raise InvalidStatement(f"cannot edit the role options of {name}")
-    _store(txn, name, {**stored, **changes}, insert=not _stored_row(txn.conn, name))
+    _store(txn, name, {**stored, **changes})  # root has a row only once it has a password
     return Result(status="ALTER ROLE")
-
-
-def _stored_row(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM _users WHERE name = ?", (name,)).fetchone() is not None
 
 
 @FAMILY.statement(ast.DropUser)
@@ -225,16 +220,6 @@ def _check_may_grant(me: priv.UserPrivileges, table: TableSchema, privileges: li
             f"user {me.user} missing WITH GRANT OPTION privilege on one or more of {shown}"
         )
     raise PermissionDenied(f"user {me.user} missing WITH GRANT OPTION privilege on {shown}")
-
-
-def default_grants(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    """``ALTER DEFAULT PRIVILEGES`` grants: (grantee, privilege) a new table starts with."""
-    return list(
-        conn.execute(
-            "SELECT grantee, privilege FROM _grants WHERE table_id = ? ORDER BY grantee, privilege",
-            (priv.DEFAULT_PRIVILEGES_TABLE,),
-        )
-    )
 
 
 # ------------------------------------------------------------------ roles
