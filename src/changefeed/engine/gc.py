@@ -20,6 +20,8 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from changefeed.engine import phoenix
+from changefeed.engine.catalog import TableSchema
 from changefeed.engine.database import Database
 
 NS = 1_000_000_000
@@ -64,8 +66,10 @@ def collect_garbage(db: Database, now_ns: int | None = None, *, min_age: int | N
                 db,
                 f"x{schema.id}",
                 f"DELETE FROM x{schema.id} WHERE seq IN (SELECT seq FROM x{schema.id} WHERE seq <= ? AND ts < ? ORDER BY seq LIMIT ?)",
-                _floor_of(schema.id, now, age),
+                _floor_of(schema, now, age),
             )
+        if phoenix.cdc_of(schema) is not None:
+            _expire_phoenix_index(db, schema, now)
     return GcReport(log_rows, change_rows)
 
 
@@ -76,11 +80,37 @@ def _constant(bounds: tuple[int, ...]) -> Bounds:
     return bound
 
 
-def _floor_of(table_id: int, now: int, age: int) -> Bounds:
+def _floor_of(schema: TableSchema, now: int, age: int) -> Bounds:
     def bound(conn: sqlite3.Connection) -> tuple[int, ...]:
-        return _change_floor(conn, table_id, now, age)
+        seq, ts = _change_floor(conn, schema.id, now, age)
+        # Apache Phoenix (issue 11): a table with a CDC object keeps its change rows for its max
+        # lookback, whatever its feeds allow (and feeds keep theirs, whatever the lookback).
+        lookback = phoenix.history_floor_ns(conn, schema, now)
+        if lookback is not None:
+            has_feeds = conn.execute("SELECT 1 FROM _feeds WHERE table_id = ?", (schema.id,)).fetchone()
+            ts = min(ts, lookback) if has_feeds else lookback
+        return seq, ts
 
     return bound
+
+
+def _expire_phoenix_index(db: Database, schema: TableSchema, now: int) -> None:
+    """Time-index rows beyond the max lookback go (Phoenix's CDC index TTL is its max lookback)."""
+    with db.lock:
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            floor = phoenix.history_floor_ns(db.conn, schema, now)
+            exists = db.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (phoenix.index_table(schema),),
+            ).fetchone()
+            if floor is not None and exists is not None:
+                phoenix.expire_index(db.conn, schema, floor // phoenix.NS_PER_MS)
+            db.conn.execute("COMMIT")
+        except BaseException:
+            if db.conn.in_transaction:
+                db.conn.execute("ROLLBACK")
+            raise
 
 
 def _change_floor(conn: sqlite3.Connection, table_id: int, now: int, age: int) -> tuple[int, int]:
