@@ -11,8 +11,9 @@ from typing import Any
 from changefeed.engine.clock import WallClock
 from changefeed.engine.database import Database
 from changefeed.exceptions import TransactionError
-from changefeed.sql.executor import Result, Session
 from changefeed.sql.parser import parse
+from changefeed.sql.result import Result
+from changefeed.sql.statements import open_session
 
 __all__ = ["Connection", "Result", "connect"]
 
@@ -31,7 +32,7 @@ class Connection:
         self.path = Path(path)
         self.db = Database(self.path, clock=clock)
         try:
-            self.session = Session(self.db, user=user, dialect=dialect)
+            self.session = open_session(self.db, user=user, dialect=dialect)
         except BaseException:
             self.db.close()
             raise

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from changefeed.engine.types import Kind, SqlType
-from changefeed.sql.executor import Result
+from changefeed.sql.result import Result
 
 
 def cql_value(v: Any, t: SqlType | None = None) -> str:

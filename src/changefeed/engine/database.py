@@ -42,6 +42,9 @@ _BOOTSTRAP = [
     "CREATE TABLE IF NOT EXISTS _users (name TEXT PRIMARY KEY, options TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS _grants (grantee TEXT NOT NULL, table_id INTEGER NOT NULL,"
     " privilege TEXT NOT NULL, PRIMARY KEY (grantee, table_id, privilege))",
+    # Role membership (changefeed.engine.privileges): GRANT role TO member [WITH ADMIN OPTION].
+    "CREATE TABLE IF NOT EXISTS _role_members (role TEXT NOT NULL, member TEXT NOT NULL,"
+    " admin_option INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (role, member))",
     # Changefeeds (changefeed.feeds owns the spec; the engine only needs to know they exist).
     "CREATE TABLE IF NOT EXISTS _feeds (id INTEGER PRIMARY KEY AUTOINCREMENT, table_id INTEGER NOT NULL,"
     " name TEXT NOT NULL, kind TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,"
@@ -223,6 +226,11 @@ class Database:
         }
         self.keyspaces = {n for (n,) in self.conn.execute("SELECT name FROM _keyspaces")}
         self._catalog_version = version
+
+    @property
+    def catalog_version(self) -> int:
+        """The catalog version last read by :meth:`refresh_catalog`; -1 after a change not yet re-read."""
+        return self._catalog_version
 
     def bump_catalog(self) -> None:
         self.conn.execute("UPDATE _meta SET value = value + 1 WHERE key = 'catalog_version'")

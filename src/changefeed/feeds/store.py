@@ -35,3 +35,40 @@ def all_feeds(conn: sqlite3.Connection) -> list[FeedRow]:
 
 def set_state(conn: sqlite3.Connection, feed_id: int, state: str) -> None:
     conn.execute("UPDATE _feeds SET state = ? WHERE id = ?", (state, feed_id))
+
+
+def insert_feed(conn: sqlite3.Connection, spec: FeedSpec, state: str) -> FeedSpec:
+    """Store a new feed (``spec.table_id``/``name``/``kind`` and creation point); returns the
+    spec with its new id, stored as JSON."""
+    cur = conn.execute(
+        "INSERT INTO _feeds (table_id, name, kind, spec, state, created_wall, created_logical, created_seq)"
+        " VALUES (?, ?, ?, '{}', ?, ?, ?, ?)",
+        (
+            spec.table_id,
+            spec.name,
+            spec.kind,
+            state,
+            spec.created_wall,
+            spec.created_logical,
+            spec.created_seq,
+        ),
+    )
+    spec = spec.with_ids(id=int(cur.lastrowid or 0))
+    conn.execute("UPDATE _feeds SET spec = ? WHERE id = ?", (orjson.dumps(spec.to_json()).decode(), spec.id))
+    return spec
+
+
+def delete_feed(conn: sqlite3.Connection, feed_id: int) -> None:
+    """Forget a feed and its progress."""
+    conn.execute("DELETE FROM _progress WHERE feed_id = ?", (feed_id,))
+    conn.execute("DELETE FROM _feeds WHERE id = ?", (feed_id,))
+
+
+def delete_table_feeds(conn: sqlite3.Connection, table_id: int) -> list[FeedSpec]:
+    """Forget every feed of a table and their progress; returns what they were."""
+    feeds = feeds_of_table(conn, table_id)
+    conn.execute(
+        "DELETE FROM _progress WHERE feed_id IN (SELECT id FROM _feeds WHERE table_id = ?)", (table_id,)
+    )
+    conn.execute("DELETE FROM _feeds WHERE table_id = ?", (table_id,))
+    return feeds

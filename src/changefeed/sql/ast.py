@@ -1,9 +1,9 @@
 """The abstract syntax tree shared by both dialects.
 
 The parser (``changefeed.sql.parser``) turns CQL or SQL text into these frozen dataclasses; the
-executor (``changefeed.sql.executor``) runs them against the engine. Nothing here knows about
-storage. Identifiers are kept as written, with ``quoted`` telling whether they were quoted; name
-resolution (case folding) is the executor's job because it differs per dialect.
+statement families (``changefeed.sql.statements``) run them against the engine. Nothing here
+knows about storage. Identifiers are kept as written, with ``quoted`` telling whether they were
+quoted; name resolution (case folding) is the session's job because it differs per dialect.
 """
 
 from __future__ import annotations

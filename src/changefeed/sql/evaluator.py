@@ -1,0 +1,335 @@
+"""Expression evaluation: SQL three-valued logic over Python values, bind parameters, and the
+small expression analyses (conjuncts, constants, aggregates) the statement families share."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Protocol
+
+from changefeed.engine.database import Database
+from changefeed.engine.storage import token
+from changefeed.engine.types import Kind, parse_interval, parse_timestamp, resolve_type
+from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedColumn, UnsupportedFeature
+from changefeed.sql import ast
+from changefeed.sql.functions import AGGREGATES, EvalContext, call
+
+
+class NameScope(Protocol):
+    """What evaluation needs of a session: its dialect, its database's enums, identifier folding."""
+
+    @property
+    def dialect(self) -> str: ...
+
+    @property
+    def db(self) -> Database: ...
+
+    def ident(self, i: ast.Ident) -> str: ...
+
+
+def conjuncts(e: ast.Expr) -> list[ast.Expr]:
+    if isinstance(e, ast.BinaryOp) and e.op == "AND":
+        return conjuncts(e.left) + conjuncts(e.right)
+    return [e]
+
+
+def is_const(e: ast.Expr) -> bool:
+    if isinstance(e, ast.Literal | ast.Param):
+        return True
+    if isinstance(e, ast.FuncCall):
+        return e.name.lower() not in AGGREGATES and all(is_const(a) for a in e.args)
+    if isinstance(e, ast.UnaryOp):
+        return is_const(e.operand)
+    if isinstance(e, ast.Cast):
+        return is_const(e.expr)
+    if isinstance(e, ast.BinaryOp):
+        return is_const(e.left) and is_const(e.right)
+    if isinstance(e, ast.ArrayLit | ast.TupleLit):
+        return all(is_const(x) for x in e.items)
+    return False
+
+
+def has_aggregate(e: ast.Expr) -> bool:
+    if isinstance(e, ast.FuncCall):
+        return e.name.lower() in AGGREGATES or any(has_aggregate(a) for a in e.args)
+    if isinstance(e, ast.BinaryOp):
+        return has_aggregate(e.left) or has_aggregate(e.right)
+    if isinstance(e, ast.UnaryOp | ast.Cast):
+        return has_aggregate(e.operand if isinstance(e, ast.UnaryOp) else e.expr)
+    return False
+
+
+def sort_key(v: Any) -> tuple[int, Any]:
+    if v is None:
+        return (0, 0)
+    if isinstance(v, uuid.UUID):
+        return (1, str(v))
+    return (1, v)
+
+
+# ===================================================================================== evaluation
+
+
+class Params:
+    def __init__(self, values: Sequence[Any]) -> None:
+        self.values = list(values)
+
+    def get(self, i: int) -> Any:
+        if i >= len(self.values):
+            raise InvalidStatement(f"bind parameter {i + 1} has no value ({len(self.values)} given)")
+        return self.values[i]
+
+
+class RowMap(Mapping[str, Any]):
+    __slots__ = ("index", "lower", "row")
+
+    def __init__(self, row: tuple[Any, ...], index: Mapping[str, int], lower: Mapping[str, int]) -> None:
+        self.row, self.index, self.lower = row, index, lower
+
+    def __getitem__(self, k: str) -> Any:
+        return self.row[self.index[k]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
+class Scope:
+    """Column values visible to an expression."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.values = values
+
+    def lookup(self, name: str, quoted: bool) -> tuple[bool, Any]:
+        v = self.values
+        if name in v:
+            return True, v[name]
+        if isinstance(v, RowMap):
+            i = v.lower.get(name.lower())
+            return (True, v.row[i]) if i is not None else (False, None)
+        lowered = name.lower()
+        for k, x in v.items():
+            if k.lower() == lowered:
+                return True, x
+        return False, None
+
+
+class Evaluator:
+    """Evaluates expressions over Python values with SQL three-valued logic."""
+
+    def __init__(self, session: NameScope, params: Params, ctx: EvalContext) -> None:
+        self.session = session
+        self.params = params
+        self.ctx = ctx
+
+    def eval(self, e: ast.Expr, scope: Scope | None) -> Any:
+        if isinstance(e, ast.Literal):
+            return e.value
+        if isinstance(e, ast.Column):
+            name = self.session.ident(e.name)
+            if scope is not None:
+                found, v = scope.lookup(name, e.name.quoted)
+                if found:
+                    return v
+            if e.name.quoted and self.session.dialect == "sql":
+                return e.name.name  # YQL: "text" is a string literal
+            raise UndefinedColumn(f'column "{name}" does not exist')
+        if isinstance(e, ast.Param):
+            return self.params.get(e.index)
+        if isinstance(e, ast.BinaryOp):
+            return self._binary(e, scope)
+        if isinstance(e, ast.UnaryOp):
+            v = self.eval(e.operand, scope)
+            if e.op == "NOT":
+                return None if v is None else not _truth(v)
+            if v is None:
+                return None
+            if not isinstance(v, int | float | Decimal) or isinstance(v, bool):
+                raise TypeMismatch(f"unary {e.op} needs a number, not {v!r}")
+            return -v if e.op == "-" else v
+        if isinstance(e, ast.IsNull):
+            v = self.eval(e.expr, scope)
+            return (v is not None) if e.negated else (v is None)
+        if isinstance(e, ast.InList):
+            v = self.eval(e.expr, scope)
+            if v is None:
+                return None
+            items = [self.eval(x, scope) for x in e.items]
+            hit = any(_eq(v, x) for x in items if x is not None)
+            if not hit and any(x is None for x in items):
+                return None
+            return (not hit) if e.negated else hit
+        if isinstance(e, ast.Between):
+            v, lo, hi = (self.eval(x, scope) for x in (e.expr, e.low, e.high))
+            if v is None or lo is None or hi is None:
+                return None
+            r = compare(lo, v) <= 0 <= compare(hi, v)
+            return (not r) if e.negated else r
+        if isinstance(e, ast.FuncCall):
+            if e.name.lower() in AGGREGATES:
+                raise InvalidStatement(f"aggregate {e.name}() is not allowed here")
+            if e.name.lower() == "token" and scope is not None:
+                return token([self.eval(a, scope) for a in e.args])
+            return call(
+                e.name, [self.eval(a, scope) for a in e.args if not isinstance(a, ast.Star)], self.ctx
+            )
+        if isinstance(e, ast.Cast):
+            v = self.eval(e.expr, scope)
+            t = resolve_type(
+                e.type.name,
+                e.type.params,
+                e.type.array,
+                dialect=self.session.dialect,
+                enums=self.session.db.enums,
+            )
+            if t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
+                return to_text(v)
+            return t.coerce(v, "CAST")
+        if isinstance(e, ast.ArrayLit):
+            return [self.eval(x, scope) for x in e.items]
+        if isinstance(e, ast.TupleLit):
+            return tuple(self.eval(x, scope) for x in e.items)
+        if isinstance(e, ast.MapLit):
+            return {self.eval(k, scope): self.eval(v, scope) for k, v in e.items}
+        if isinstance(e, ast.Star):
+            raise InvalidStatement("* is not allowed here")
+        raise UnsupportedFeature(f"expression {type(e).__name__}")
+
+    def _binary(self, e: ast.BinaryOp, scope: Scope | None) -> Any:
+        op = e.op
+        if op == "AND":
+            left = self.eval(e.left, scope)
+            if left is not None and not _truth(left):
+                return False
+            right = self.eval(e.right, scope)
+            if right is not None and not _truth(right):
+                return False
+            return None if left is None or right is None else True
+        if op == "OR":
+            left = self.eval(e.left, scope)
+            if left is not None and _truth(left):
+                return True
+            right = self.eval(e.right, scope)
+            if right is not None and _truth(right):
+                return True
+            return None if left is None or right is None else False
+        a, b = self.eval(e.left, scope), self.eval(e.right, scope)
+        if a is None or b is None:
+            return None
+        if op in ("=", "!=", "<", "<=", ">", ">="):
+            c = compare(a, b)
+            return {"=": c == 0, "!=": c != 0, "<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0}[op]
+        if op == "||":
+            return to_text(a) + to_text(b)
+        try:
+            if isinstance(a, Decimal) or isinstance(b, Decimal):
+                a, b = _dec(a), _dec(b)
+            if op == "+":
+                return a + b
+            if op == "-":
+                return a - b
+            if op == "*":
+                return a * b
+            if op == "/":
+                if b == 0:
+                    raise InvalidStatement("division by zero")
+                return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+            if op == "%":
+                if b == 0:
+                    raise InvalidStatement("division by zero")
+                return a % b
+        except TypeError:
+            raise TypeMismatch(f"unsupported operands for {op}: {a!r} and {b!r}") from None
+        raise UnsupportedFeature(f"operator {op}")
+
+    def eval_aggregate(self, e: ast.Expr, scopes: list[Scope]) -> Any:
+        if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
+            name = e.name.lower()
+            if name == "count":
+                if not e.args or isinstance(e.args[0], ast.Star):
+                    return len(scopes)
+                return sum(1 for s in scopes if self.eval(e.args[0], s) is not None)
+            vals = [v for v in (self.eval(e.args[0], s) for s in scopes) if v is not None]
+            if not vals:
+                return None
+            if name == "min":
+                return min(vals)
+            if name == "max":
+                return max(vals)
+            if name == "sum":
+                return sum(vals)
+            return sum(vals) / len(vals)
+        return self.eval(e, scopes[0] if scopes else None)
+
+
+def _truth(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise TypeMismatch(f"expected a boolean condition, got {v!r}")
+
+
+def _dec(v: Any) -> Any:
+    return Decimal(repr(v)) if isinstance(v, float) else Decimal(v) if isinstance(v, int) else v
+
+
+def _eq(a: Any, b: Any) -> bool:
+    try:
+        return compare(a, b) == 0
+    except TypeMismatch:
+        return False
+
+
+def compare(a: Any, b: Any) -> int:
+    if isinstance(a, bool) != isinstance(b, bool):
+        raise TypeMismatch(f"cannot compare {a!r} with {b!r}")
+    if isinstance(a, str) and not isinstance(b, str):
+        b, a = a, b
+        return -compare(a, b)
+    if isinstance(b, str) and not isinstance(a, str):
+        b = _coerce_like(a, b)
+    if isinstance(a, uuid.UUID) and isinstance(b, uuid.UUID):
+        a, b = str(a), str(b)
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime) and (a.tzinfo is None) != (b.tzinfo is None):
+        a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
+    try:
+        return (a > b) - (a < b)  # type: ignore[no-any-return]
+    except TypeError:
+        raise TypeMismatch(f"cannot compare {a!r} with {b!r}") from None
+
+
+def _coerce_like(a: Any, s: str) -> Any:
+    """Compare a string literal with a typed value the way SQL casts the literal."""
+    try:
+        if isinstance(a, bool):
+            return s.lower() in ("true", "t")
+        if isinstance(a, int):
+            return int(s)
+        if isinstance(a, float):
+            return float(s)
+        if isinstance(a, Decimal):
+            return Decimal(s)
+        if isinstance(a, dt.datetime):
+            return parse_timestamp(s)
+        if isinstance(a, dt.date):
+            return dt.date.fromisoformat(s)
+        if isinstance(a, uuid.UUID):
+            return uuid.UUID(s)
+        if isinstance(a, dt.timedelta):
+            return parse_interval(s)
+    except ValueError:
+        raise TypeMismatch(f"cannot compare {a!r} with {s!r}") from None
+    return s
+
+
+def to_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)

@@ -1,0 +1,302 @@
+"""One client session, and the seam between it and the statement families.
+
+A :class:`Session` holds what a client connection has: the dialect, the current keyspace, the
+user, and the explicit transaction. It runs transaction control itself and hands every other
+statement to the handler registered for its AST node type. Handlers live in statement families
+(``changefeed.sql.statements.*``); each family is one :class:`StatementFamily` registry that its
+module fills with decorators, and ``changefeed.sql.statements`` merges them into the one table a
+session dispatches through. A session also offers the name resolution and value helpers every
+family shares.
+
+The dialects: ``cql`` (ScyllaDB/Cassandra) and ``sql`` (YDB YQL and CockroachDB).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from changefeed.engine.catalog import ColumnSchema, TableSchema
+from changefeed.engine.database import Database
+from changefeed.engine.txn import Transaction
+from changefeed.exceptions import (
+    ChangefeedError,
+    InvalidOption,
+    InvalidStatement,
+    TransactionError,
+    UndefinedColumn,
+    UndefinedTable,
+    UnsupportedFeature,
+)
+from changefeed.sql import ast, astjson
+from changefeed.sql.evaluator import Evaluator, Params, Scope
+from changefeed.sql.functions import EvalContext
+from changefeed.sql.result import Result
+
+# ===================================================================================== the seam
+
+#: Runs one statement inside ``txn`` (the session's explicit transaction or its own).
+Run = Callable[["Session", Transaction, Any, Params], Result]
+#: Compiles a statement for many parameter tuples: a writer of all the rows, or None (row by row).
+BulkWriter = Callable[[Transaction, list[Sequence[Any]]], int]
+Plan = Callable[["Session", Transaction, Any], BulkWriter | None]
+#: ``SHOW <what>``.
+ShowRun = Callable[["Session", Transaction, ast.Show], Result]
+#: One ALTER TABLE action: returns the table's new schema.
+AlterRun = Callable[["Session", Transaction, TableSchema, Any, Params], TableSchema]
+#: Called inside DROP TABLE, before the table's storage goes.
+DropHook = Callable[["Session", Transaction, TableSchema], None]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    run: Run
+    #: Whether the statement writes (its own transaction commits) or only reads (rolls back).
+    write: bool
+    family: str
+    plan_many: Plan | None = None
+
+
+@dataclass
+class StatementFamily:
+    """The statements one family handles, keyed by AST node type, plus the SHOW targets, ALTER
+    TABLE actions and DROP TABLE hooks it contributes. :meth:`merge` joins families into the
+    table a session dispatches through; a node type claimed twice is an error at import."""
+
+    name: str
+    statements: dict[type[Any], Handler] = field(default_factory=dict)
+    shows: dict[str, ShowRun] = field(default_factory=dict)
+    alter_actions: dict[type[Any], AlterRun] = field(default_factory=dict)
+    drop_table_hooks: list[DropHook] = field(default_factory=list)
+
+    def statement(
+        self, *nodes: type[Any], write: bool = True, plan_many: Plan | None = None
+    ) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            for node in nodes:
+                _claim(self.statements, node, Handler(fn, write, self.name, plan_many), self.name)
+            return fn
+
+        return register
+
+    def show(self, *what: str) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            for w in what:
+                _claim(self.shows, w, fn, self.name)
+            return fn
+
+        return register
+
+    def alter_action(self, *nodes: type[Any]) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            for node in nodes:
+                _claim(self.alter_actions, node, fn, self.name)
+            return fn
+
+        return register
+
+    def on_drop_table(self, fn: F) -> F:
+        self.drop_table_hooks.append(fn)
+        return fn
+
+    @classmethod
+    def merge(cls, name: str, families: Iterable[StatementFamily]) -> StatementFamily:
+        out = cls(name)
+        for f in families:
+            for node, h in f.statements.items():
+                _claim(out.statements, node, h, f.name)
+            for w, s in f.shows.items():
+                _claim(out.shows, w, s, f.name)
+            for node, a in f.alter_actions.items():
+                _claim(out.alter_actions, node, a, f.name)
+            out.drop_table_hooks.extend(f.drop_table_hooks)
+        return out
+
+    def handler(self, stmt: object) -> Handler:
+        h = self.statements.get(type(stmt))
+        if h is None:
+            raise UnsupportedFeature(f"{type(stmt).__name__} statements are not supported yet")
+        return h
+
+
+def _claim(table: dict[Any, Any], key: Any, value: Any, family: str) -> None:
+    if key in table and table[key] is not value:
+        name = key.__name__ if isinstance(key, type) else repr(key)
+        raise TypeError(f"{name} is claimed by two statement families (the second is {family})")
+    table[key] = value
+
+
+# ===================================================================================== session
+
+
+class Session:
+    """One client session: dialect, current keyspace, user, and the explicit transaction."""
+
+    def __init__(
+        self, db: Database, statements: StatementFamily, *, user: str = "root", dialect: str = "sql"
+    ) -> None:
+        if dialect not in ("sql", "cql"):
+            raise InvalidOption(f"unknown dialect {dialect!r}; use 'sql' or 'cql'")
+        self.db = db
+        self.statements = statements
+        self.user = user
+        self.dialect = dialect
+        self.keyspace: str | None = None
+        self.txn: Transaction | None = None
+        self.aborted = False
+
+    # ------------------------------------------------------------------ transactions
+    @property
+    def in_transaction(self) -> bool:
+        return self.txn is not None
+
+    def begin(self) -> None:
+        if self.txn is not None:
+            raise TransactionError("there is already a transaction in progress")
+        self.txn = Transaction(self.db, write=True)
+        self.aborted = False
+
+    def commit(self) -> None:
+        if self.txn is None:
+            raise TransactionError("there is no transaction in progress")
+        txn, self.txn = self.txn, None
+        if self.aborted:
+            self.aborted = False
+            txn.rollback()
+            raise TransactionError("the transaction was aborted by an earlier error and has been rolled back")
+        txn.commit()
+
+    def rollback(self) -> None:
+        if self.txn is not None:
+            txn, self.txn = self.txn, None
+            txn.rollback()
+        self.aborted = False
+
+    def close(self) -> None:
+        self.rollback()
+
+    def run(self, fn: Callable[[Transaction], Result], *, write: bool) -> Result:
+        """Run ``fn`` in the explicit transaction, or in a transaction of its own that commits
+        (``write``) or rolls back when ``fn`` returns; an error aborts an explicit transaction."""
+        with self.db.lock:
+            if self.txn is not None:
+                if self.aborted:
+                    raise TransactionError(
+                        "current transaction is aborted, commands ignored until end of transaction block"
+                    )
+                try:
+                    return fn(self.txn)
+                except BaseException:
+                    self.aborted = True
+                    raise
+            txn = Transaction(self.db, write=write)
+            try:
+                res = fn(txn)
+            except BaseException:
+                txn.rollback()
+                raise
+            if write:
+                txn.commit()
+            else:
+                txn.rollback()
+            return res
+
+    # ------------------------------------------------------------------ dispatch
+    def execute(self, stmt: ast.Statement, params: Sequence[Any] = ()) -> Result:
+        if isinstance(stmt, ast.Begin):
+            self.begin()
+            return Result(status="BEGIN")
+        if isinstance(stmt, ast.Commit):
+            self.commit()
+            return Result(status="COMMIT")
+        if isinstance(stmt, ast.Rollback):
+            self.rollback()
+            return Result(status="ROLLBACK")
+        h = self.statements.handler(stmt)
+        ev = Params(params)
+        return self.run(lambda t: h.run(self, t, stmt, ev), write=h.write)
+
+    def execute_many(self, stmt: ast.Statement, param_rows: Iterable[Sequence[Any]]) -> int:
+        """Run ``stmt`` once per parameter tuple in the current transaction; statements whose
+        family compiles a bulk plan (single-row INSERT/UPSERT/REPLACE of bound values) write all
+        rows at once, everything else runs row by row."""
+        rows = list(param_rows)
+        plan_many = self.statements.handler(stmt).plan_many
+        if plan_many is not None:
+            plan = self.run(lambda t: Result(rows=[(plan_many(self, t, stmt),)]), write=False).rows[0][0]
+            if plan is not None:
+                return self.run(lambda t: Result(rowcount=plan(t, rows)), write=True).rowcount
+        total = 0
+        for params in rows:
+            total += self.execute(stmt, params).rowcount
+        return total
+
+    # ------------------------------------------------------------------ names
+    def ident(self, i: ast.Ident) -> str:
+        """An identifier as the dialect folds it: CQL lower-cases unquoted names."""
+        if i.quoted:
+            return i.name
+        return i.name.lower() if self.dialect == "cql" else i.name
+
+    def table_name(self, q: ast.QName) -> str:
+        parts = [self.ident(p) for p in q.parts]
+        if len(parts) == 1 and self.keyspace is not None:
+            return f"{self.keyspace}.{parts[0]}"
+        return ".".join(parts)
+
+    def resolve_table(self, txn: Transaction, q: ast.QName) -> TableSchema:
+        name = self.table_name(q)
+        schema = self.db.find_table(name)
+        if schema is None and len(q.parts) == 1 and self.keyspace is not None:
+            schema = self.db.find_table(self.ident(q.parts[0]))
+        if schema is None:
+            if self.dialect == "cql" and len(q.parts) == 1 and self.keyspace is None:
+                raise InvalidStatement(
+                    f"no keyspace has been specified for table {name}: USE a keyspace or qualify the name"
+                )
+            raise UndefinedTable(f'table "{name}" does not exist')
+        return schema
+
+    def column(self, schema: TableSchema, ident: ast.Ident) -> ColumnSchema:
+        name = self.ident(ident)
+        col = (
+            schema.find_column(name)
+            if not ident.quoted
+            else next((c for c in schema.columns if c.name == name), None)
+        )
+        if col is None:
+            raise UndefinedColumn(f'column "{name}" does not exist in table {schema.name}')
+        return col
+
+    # ------------------------------------------------------------------ values
+    def const(self, e: ast.Expr, ev: Params, ctx: EvalContext) -> Any:
+        """The value of an expression that reads no column."""
+        return Evaluator(self, ev, ctx).eval(e, None)
+
+    def option_value(self, expr: ast.Expr | None, ev: Params) -> Any:
+        """A ``WITH`` option's value: a bare name is its own text, no value means true."""
+        if expr is None:
+            return True
+        if isinstance(expr, ast.MapLit):
+            return {str(self.option_value(k, ev)): self.option_value(v, ev) for k, v in expr.items}
+        if isinstance(expr, ast.Column):
+            return expr.name.name
+        return self.const(expr, ev, EvalContext(self.db.clock.now_ns(), self.dialect))
+
+    def py_row(self, schema: TableSchema, row: Mapping[int, Any]) -> dict[str, Any]:
+        """A stored row as Python values by column name, virtual computed columns included."""
+        out = {c.name: c.type.from_db(row.get(c.id)) for c in schema.columns if not c.virtual}
+        for c in schema.columns:
+            if c.virtual and c.computed is not None:
+                try:
+                    out[c.name] = c.type.coerce(
+                        Evaluator(self, Params(()), EvalContext(0, self.dialect)).eval(
+                            astjson.from_json(c.computed), Scope(out)
+                        )
+                    )
+                except ChangefeedError:
+                    out[c.name] = None
+        return out

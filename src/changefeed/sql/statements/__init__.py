@@ -1,0 +1,31 @@
+"""The statement families, one module each, merged into the dispatch table sessions use.
+
+=================  ==========================================================================
+``ddl``            CREATE/DROP TABLE, KEYSPACE/DATABASE, TYPE (enums), USE, ALTER TABLE columns
+                   and options
+``dml``            INSERT/UPSERT/REPLACE, UPDATE, DELETE, CQL BATCH (and the bulk INSERT plan)
+``select``         SELECT over tables and ScyllaDB CDC logs, SHOW TABLES/COLUMNS/CREATE TABLE
+``access``         CREATE USER/ROLE, GRANT/REVOKE
+``ydb_feeds``      YDB ALTER TABLE .. ADD/DROP CHANGEFEED, feeds dropped with their table
+``crdb_feeds``     CockroachDB CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR, SHOW JOBS
+=================  ==========================================================================
+
+A new family is a module with ``FAMILY = StatementFamily("name")`` whose handlers register with
+``@FAMILY.statement(ast.Node)``, listed in :data:`STATEMENTS` below.
+"""
+
+from __future__ import annotations
+
+from changefeed.engine.database import Database
+from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements import access, crdb_feeds, ddl, dml, select, ydb_feeds
+
+#: Every statement a session runs, by AST node type.
+STATEMENTS = StatementFamily.merge(
+    "all", [f.FAMILY for f in (ddl, dml, select, access, ydb_feeds, crdb_feeds)]
+)
+
+
+def open_session(db: Database, *, user: str = "root", dialect: str = "sql") -> Session:
+    """A session on ``db`` that runs every statement family."""
+    return Session(db, STATEMENTS, user=user, dialect=dialect)

@@ -1,0 +1,579 @@
+"""Writes: INSERT/UPSERT/REPLACE, UPDATE, DELETE and CQL BATCH, with each dialect's semantics.
+
+``cql`` (ScyllaDB/Cassandra): INSERT creates the row marker, UPDATE does not, a row without a live
+marker vanishes with its last non-null regular cell, UPDATE is an upsert, ``DELETE c FROM`` sets
+null, and row/range/partition deletes, static rows, batches and ``USING TTL``.
+
+``sql`` (YDB YQL and CockroachDB): every row exists once written; INSERT fails on an existing key,
+UPSERT writes the named columns, REPLACE the whole row, UPDATE/DELETE touch the rows their WHERE
+selects.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
+from changefeed.engine.storage import OP_INSERT, OP_UPDATE
+from changefeed.engine.txn import Bound, Transaction
+from changefeed.exceptions import (
+    ChangefeedError,
+    InvalidStatement,
+    NotNullViolation,
+    UniqueViolation,
+)
+from changefeed.sql import ast, astjson
+from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts
+from changefeed.sql.functions import EvalContext
+from changefeed.sql.result import Result
+from changefeed.sql.session import BulkWriter, Session, StatementFamily
+from changefeed.sql.statements.common import bool_type, coerce, key_values
+
+FAMILY = StatementFamily("dml")
+
+
+@dataclass
+class CqlTarget:
+    """What a CQL WHERE selects: partitions, a clustering prefix, and an optional range."""
+
+    partitions: list[tuple[Any, ...]]
+    prefix_cols: list[ColumnSchema]
+    prefixes: list[tuple[Any, ...]]
+    range: ColumnSchema | None
+    lower: Bound | None
+    upper: Bound | None
+
+
+def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter | None:
+    """Compile a single-row INSERT of parameters/literals into a bulk writer, or None."""
+    if len(s.rows) != 1 or s.if_not_exists or s.returning:
+        return None
+    if not all(isinstance(v, ast.Param | ast.Literal) for v in s.rows[0]) or s.timestamp is not None:
+        return None
+    if s.ttl is not None and not isinstance(s.ttl, ast.Literal):
+        return None
+    schema = session.resolve_table(txn, s.table)
+    cols = (
+        [session.column(schema, i) for i in s.columns]
+        if s.columns
+        else [c for c in schema.columns if c.computed is None]
+    )
+    if len(cols) != len(s.rows[0]) or len({c.id for c in cols}) != len(cols):
+        return None
+    if any(c.role is Role.STATIC or c.computed is not None for c in cols):
+        return None
+    given = {c.id for c in cols}
+    key_pos = []
+    for k in schema.key:
+        if k.id not in given:
+            return None
+        key_pos.append(next(i for i, c in enumerate(cols) if c.id == k.id))
+    value_pos = [(i, c.id) for i, c in enumerate(cols) if not c.is_key]
+    missing = [c for c in schema.stored_values if c.id not in given]
+    if any(
+        c.default is not None or c.not_null or c.computed is not None
+        for c in missing + [c for c in schema.columns if c.virtual]
+    ):
+        return None
+    if any(c.not_null for c in cols if not c.is_key):
+        return None
+    if (
+        session.dialect == "cql"
+        and any(c.role is Role.STATIC for c in schema.columns)
+        and not schema.clustering_key
+    ):
+        return None
+    fill = [c.id for c in missing] if (session.dialect == "sql" and s.mode == "replace") else []
+    storers = [c.type.storer(f"column {c.name}") for c in cols]
+    consts = [v.value if isinstance(v, ast.Literal) else None for v in s.rows[0]]
+    params_at = [v.index if isinstance(v, ast.Param) else -1 for v in s.rows[0]]
+    last_param = max(params_at)
+    ttl = _ttl(session, s.ttl, Evaluator(session, Params(()), EvalContext(0, session.dialect)))
+    mode, dialect, version = s.mode, session.dialect, schema.version
+
+    def check_rows(rows: list[Sequence[Any]]) -> None:
+        for params in rows:
+            vals = [
+                store(params[pi] if pi >= 0 else const)
+                for store, pi, const in zip(storers, params_at, consts, strict=True)
+            ]
+            for i, c in zip(key_pos, schema.key, strict=True):
+                if vals[i] is None:
+                    raise InvalidStatement(f"missing value for primary key column {c.name}")
+
+    def run(t: Transaction, rows: list[Sequence[Any]]) -> int:
+        current = t.db.table_by_id(schema.id)
+        if current.version != version:
+            raise InvalidStatement(f"table {schema.name} changed while the statement was prepared; retry")
+        n = len(rows)
+        if n == 0:
+            return 0
+        for params in rows:
+            if len(params) <= last_param:
+                Params(params).get(last_param)  # raises: a parameter has no value
+        try:
+            # Column-wise: each value column is checked and converted in one pass over the rows.
+            vals = [
+                list(map(store, map(itemgetter(pi), rows))) if pi >= 0 else [store(const)] * n
+                for store, pi, const in zip(storers, params_at, consts, strict=True)
+            ]
+            for i, c in zip(key_pos, schema.key, strict=True):
+                if None in vals[i]:
+                    raise InvalidStatement(f"missing value for primary key column {c.name}")
+        except ChangefeedError:
+            check_rows(rows)  # raises the error of the first bad row, as row by row would
+            raise
+        keys = list(zip(*(vals[i] for i in key_pos), strict=True))
+        cells = {cid: vals[i] for i, cid in value_pos}
+        for cid in fill:
+            cells[cid] = [None] * n
+        if len(set(keys)) != n:
+            for params in rows:  # the same key twice: keep statement order, row by row
+                insert(session, t, s, Params(params))
+            return n
+        olds = None
+        if dialect == "sql" and mode == "insert":
+            olds = t.store(current).get_rows(t.conn, keys, t.now_ns)
+            if olds:
+                if not s.on_conflict_do_nothing:
+                    k = next(iter(olds))
+                    shown = ", ".join(c.name for c in current.key)
+                    vals_shown = ", ".join(
+                        str(c.type.from_db(v)) for c, v in zip(current.key, k, strict=True)
+                    )
+                    raise UniqueViolation(
+                        f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
+                    )
+                keep = [r for r, k in enumerate(keys) if k not in olds]
+                keys = [keys[r] for r in keep]
+                cells = {cid: [col[r] for r in keep] for cid, col in cells.items()}
+        t.write_rows(
+            current,
+            keys,
+            cells,
+            marker=True,
+            op=OP_INSERT,
+            ttl=ttl,
+            # INSERT read the keys already: every key left has no row (no second read).
+            olds={} if olds is not None else None,
+        )
+        return len(keys)
+
+    return run
+
+
+def _default(session: Session, col: ColumnSchema, ev: Params, ctx: EvalContext) -> Any:
+    if col.default is None:
+        return None
+    return coerce(col, session.const(astjson.from_json(col.default), ev, ctx))
+
+
+@FAMILY.statement(ast.Insert, plan_many=insert_plan)
+def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
+    schema = session.resolve_table(txn, s.table)
+    if s.columns:
+        cols = [session.column(schema, i) for i in s.columns]
+    else:
+        cols = [c for c in schema.columns if c.computed is None]
+    if len({c.id for c in cols}) != len(cols):
+        raise InvalidStatement("a column is named more than once in the column list")
+    for c in cols:
+        if c.computed is not None:
+            raise InvalidStatement(f"cannot write to computed column {c.name}")
+    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
+    evaluator = Evaluator(session, ev, ctx)
+    ttl = _ttl(session, s.ttl, evaluator)
+    applied_rows: list[tuple[Any, ...]] = []
+    n = 0
+    for values in s.rows:
+        if len(values) != len(cols):
+            raise InvalidStatement(f"INSERT has {len(values)} values for {len(cols)} columns")
+        given = {c.id: coerce(c, evaluator.eval(v, None)) for c, v in zip(cols, values, strict=True)}
+        if session.dialect == "cql":
+            applied = _cql_insert(session, txn, schema, given, ttl, s.if_not_exists)
+            if s.if_not_exists:
+                applied_rows.append((applied,))
+        else:
+            n += _sql_insert(session, txn, schema, given, s, ev, ctx)
+    if s.if_not_exists and session.dialect == "cql":
+        return Result(columns=["[applied]"], rows=applied_rows[-1:], types=[bool_type()])
+    tag = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}[s.mode]
+    return Result(status=f"{tag} {n if session.dialect == 'sql' else len(s.rows)}", rowcount=n or len(s.rows))
+
+
+def _key_of(
+    session: Session, schema: TableSchema, values: Mapping[int, Any], *, partial: bool = False
+) -> tuple[Any, ...]:
+    key = []
+    for c in schema.key:
+        if c.id not in values or values[c.id] is None:
+            if partial and c.role is Role.CLUSTERING:
+                break
+            raise InvalidStatement(f"missing value for primary key column {c.name}")
+        key.append(values[c.id])
+    return tuple(key)
+
+
+def _cql_insert(
+    session: Session,
+    txn: Transaction,
+    schema: TableSchema,
+    given: dict[int, Any],
+    ttl: int | None,
+    if_not_exists: bool,
+) -> bool:
+    pk = tuple(given.get(c.id) for c in schema.partition_key)
+    if any(v is None for v in pk):
+        missing = [c.name for c in schema.partition_key if given.get(c.id) is None]
+        raise InvalidStatement(f"Missing mandatory PRIMARY KEY part {missing[0]}")
+    statics = {i: v for i, v in given.items() if schema.column_by_id(i).role is Role.STATIC}
+    regular = {i: v for i, v in given.items() if schema.column_by_id(i).role is Role.REGULAR}
+    ck_given = [c for c in schema.clustering_key if given.get(c.id) is not None]
+    st = txn.store(schema)
+    if not ck_given and schema.clustering_key:
+        if regular or not statics:
+            raise InvalidStatement(f"Missing mandatory PRIMARY KEY part {schema.clustering_key[0].name}")
+        if if_not_exists and st.get_static(txn.conn, pk, txn.now_ns) is not None:
+            return False
+        txn.write_static(schema, pk, statics, ttl=ttl)
+        return True
+    if len(ck_given) != len(schema.clustering_key):
+        missing = [c.name for c in schema.clustering_key if given.get(c.id) is None]
+        raise InvalidStatement(f"Missing mandatory PRIMARY KEY part {missing[0]}")
+    key = _key_of(session, schema, given)
+    if if_not_exists and st.get_row(txn.conn, key, txn.now_ns) is not None:
+        return False
+    if statics:
+        txn.write_static(schema, pk, statics, ttl=ttl)
+    txn.write_row(schema, key, regular, marker=True, op=OP_INSERT, ttl=ttl)
+    return True
+
+
+def _sql_insert(
+    session: Session,
+    txn: Transaction,
+    schema: TableSchema,
+    given: dict[int, Any],
+    s: ast.Insert,
+    ev: Params,
+    ctx: EvalContext,
+) -> int:
+    st = txn.store(schema)
+    # Key columns not given take their DEFAULT (e.g. unique_rowid()).
+    for c in schema.key:
+        if c.id not in given:
+            given[c.id] = _default(session, c, ev, ctx)
+    key = _key_of(session, schema, given)
+    old = st.get_row(txn.conn, key, txn.now_ns)
+    if s.mode == "insert" and old is not None:
+        if s.on_conflict_do_nothing:
+            return 0
+        shown = ", ".join(f"{c.name}" for c in schema.key)
+        vals = ", ".join(str(schema.column_by_id(c.id).type.from_db(given[c.id])) for c in schema.key)
+        raise UniqueViolation(
+            f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals}) already exists'
+        )
+    # The cells the statement writes: what it names; REPLACE also every other column (its
+    # DEFAULT or NULL); a new row also the columns that have a DEFAULT. Columns left out of a
+    # new row are NULL without being "written", so UPDATES-mode feeds list only real writes.
+    cells: dict[int, Any] = {}
+    for c in schema.stored_values:
+        if c.id in given:
+            cells[c.id] = given[c.id]
+        elif c.computed is None and (
+            s.mode == "replace" or (c.default is not None and (old is None or s.mode == "insert"))
+        ):
+            cells[c.id] = _default(session, c, ev, ctx)
+    cells = _with_computed(session, schema, key, cells, old, ev, ctx)
+    _check_not_null(session, schema, {**(old or {}), **cells} if s.mode == "upsert" else cells)
+    txn.write_row(schema, key, cells, marker=True, op=OP_INSERT, old=old)
+    return 1
+
+
+def _with_computed(
+    session: Session,
+    schema: TableSchema,
+    key: tuple[Any, ...],
+    cells: dict[int, Any],
+    old: Mapping[int, Any] | None,
+    ev: Params,
+    ctx: EvalContext,
+) -> dict[int, Any]:
+    computed = [c for c in schema.columns if c.computed is not None and not c.virtual]
+    if not computed:
+        return cells
+    row = {**(old or {}), **dict(zip((c.id for c in schema.key), key, strict=True)), **cells}
+    scope = {c.name: c.type.from_db(row.get(c.id)) for c in schema.columns if not c.virtual}
+    evaluator = Evaluator(session, ev, ctx)
+    out = dict(cells)
+    for c in computed:
+        out[c.id] = coerce(c, evaluator.eval(astjson.from_json(c.computed), Scope(scope)))
+    return out
+
+
+def _check_not_null(session: Session, schema: TableSchema, cells: Mapping[int, Any]) -> None:
+    for c in schema.columns:
+        if c.not_null and not c.is_key and c.id in cells and cells[c.id] is None:
+            raise NotNullViolation(f'null value in column "{c.name}" violates not-null constraint')
+    for c in schema.columns:
+        if c.not_null and not c.is_key and not c.virtual and c.id not in cells:
+            raise NotNullViolation(f'null value in column "{c.name}" violates not-null constraint')
+
+
+def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int | None:
+    if expr is None:
+        return None
+    v = evaluator.eval(expr, None)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 630_720_000:
+        raise InvalidStatement(f"TTL must be a number of seconds between 0 and 630720000, not {v!r}")
+    return v or None
+
+
+@FAMILY.statement(ast.Update)
+def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Result:
+    schema = session.resolve_table(txn, s.table)
+    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
+    evaluator = Evaluator(session, ev, ctx)
+    assigns = [(session.column(schema, i), e) for i, e in s.assignments]
+    for c, _ in assigns:
+        if c.is_key:
+            raise InvalidStatement(f"cannot update primary key column {c.name}")
+        if c.computed is not None:
+            raise InvalidStatement(f"cannot write to computed column {c.name}")
+    if session.dialect == "cql":
+        return _cql_update(session, txn, schema, assigns, s, evaluator)
+    # Every row is computed from the statement's snapshot first, then written in bulk: a
+    # failing row (a NOT NULL, a bad value) stops the statement before anything is written.
+    groups: dict[tuple[int, ...], tuple[list[tuple[Any, ...]], list[dict[int, Any]]]] = {}
+    olds: dict[tuple[Any, ...], dict[int, Any]] = {}
+    for key, row in list(_matching_rows(session, txn, schema, s.where, evaluator)):
+        scope = Scope(session.py_row(schema, row))
+        cells = {c.id: coerce(c, evaluator.eval(e, scope)) for c, e in assigns}
+        cells = _with_computed(session, schema, key, cells, row, ev, ctx)
+        _check_not_null(session, schema, {**row, **cells})
+        keys, values = groups.setdefault(tuple(cells), ([], []))
+        keys.append(key)
+        values.append(cells)
+        olds[key] = row
+    for ids, (keys, values) in groups.items():
+        columns = {i: [v[i] for v in values] for i in ids}
+        txn.write_rows(schema, keys, columns, marker=True, op=OP_UPDATE, olds=olds)
+    n = len(olds)
+    return Result(status=f"UPDATE {n}", rowcount=n)
+
+
+def _cql_update(
+    session: Session,
+    txn: Transaction,
+    schema: TableSchema,
+    assigns: list[tuple[ColumnSchema, ast.Expr]],
+    s: ast.Update,
+    evaluator: Evaluator,
+) -> Result:
+    target = _cql_where(session, schema, s.where, evaluator)
+    ttl = _ttl(session, s.ttl, evaluator)
+    statics: dict[int, Any] = {}
+    regular: dict[int, Any] = {}
+    for c, e in assigns:
+        v = coerce(c, evaluator.eval(e, None))
+        (statics if c.role is Role.STATIC else regular)[c.id] = v
+    st = txn.store(schema)
+    if regular and (target.range is not None or len(target.prefix_cols) < len(schema.clustering_key)):
+        missing = schema.clustering_key[len(target.prefix_cols)] if target.range is None else target.range
+        raise InvalidStatement(f"Missing mandatory PRIMARY KEY part {missing.name}")
+    applied = True
+    for pk in target.partitions:
+        if statics:
+            if s.if_exists and st.get_static(txn.conn, pk, txn.now_ns) is None and not regular:
+                applied = False
+                continue
+            txn.write_static(schema, pk, statics, ttl=ttl)
+        if regular:
+            for prefix in target.prefixes:
+                key = pk + prefix
+                if s.if_exists and st.get_row(txn.conn, key, txn.now_ns) is None:
+                    applied = False
+                    continue
+                txn.write_row(schema, key, regular, marker=False, op=OP_UPDATE, ttl=ttl)
+    if s.if_exists:
+        return Result(columns=["[applied]"], rows=[(applied,)], types=[bool_type()])
+    return Result(status="UPDATE")
+
+
+@FAMILY.statement(ast.Delete)
+def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Result:
+    schema = session.resolve_table(txn, s.table)
+    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
+    evaluator = Evaluator(session, ev, ctx)
+    if session.dialect == "cql":
+        return _cql_delete(session, txn, schema, s, evaluator)
+    if s.columns:
+        raise InvalidStatement("DELETE of individual columns is CQL; use UPDATE .. SET c = NULL")
+    olds = dict(_matching_rows(session, txn, schema, s.where, evaluator))
+    txn.delete_rows(schema, list(olds), olds=olds)
+    return Result(status=f"DELETE {len(olds)}", rowcount=len(olds))
+
+
+def _cql_delete(
+    session: Session, txn: Transaction, schema: TableSchema, s: ast.Delete, evaluator: Evaluator
+) -> Result:
+    target = _cql_where(session, schema, s.where, evaluator)
+    st = txn.store(schema)
+    if s.columns:
+        cols = [session.column(schema, i) for i in s.columns]
+        for c in cols:
+            if c.is_key:
+                raise InvalidStatement(
+                    f"invalid identifier {c.name} for deletion (should not be a PRIMARY KEY part)"
+                )
+        statics = {c.id: None for c in cols if c.role is Role.STATIC}
+        regular = {c.id: None for c in cols if c.role is Role.REGULAR}
+        if regular and (target.range is not None or len(target.prefix_cols) < len(schema.clustering_key)):
+            raise InvalidStatement("column deletions need the full primary key")
+        for pk in target.partitions:
+            if statics:
+                txn.write_static(schema, pk, statics)
+            for prefix in target.prefixes if regular else ():
+                txn.write_row(schema, pk + prefix, regular, marker=False, op=OP_UPDATE)
+        return Result(status="DELETE")
+    full = target.range is None and len(target.prefix_cols) == len(schema.clustering_key)
+    for pk in target.partitions:
+        if not schema.clustering_key:
+            txn.delete_row(schema, pk)
+        elif full:
+            for prefix in target.prefixes:
+                if s.if_exists and st.get_row(txn.conn, pk + prefix, txn.now_ns) is None:
+                    return Result(columns=["[applied]"], rows=[(False,)], types=[bool_type()])
+                txn.delete_row(schema, pk + prefix)
+        elif not target.prefix_cols and target.range is None:
+            txn.delete_partition(schema, pk)
+        else:
+            for prefix in target.prefixes:
+                txn.delete_range(schema, pk, prefix, target.lower, target.upper)
+    if s.if_exists:
+        return Result(columns=["[applied]"], rows=[(True,)], types=[bool_type()])
+    return Result(status="DELETE")
+
+
+def _cql_where(
+    session: Session, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator
+) -> CqlTarget:
+    """Split a CQL WHERE into partitions, a clustering prefix and an optional range."""
+    if where is None:
+        raise InvalidStatement("a WHERE clause restricting the partition key is required")
+    eq: dict[int, list[Any]] = {}
+    lower: tuple[ColumnSchema, Bound] | None = None
+    upper: tuple[ColumnSchema, Bound] | None = None
+    for rel in conjuncts(where):
+        if isinstance(rel, ast.InList) and isinstance(rel.expr, ast.Column) and not rel.negated:
+            c = session.column(schema, rel.expr.name)
+            vals = [coerce(c, evaluator.eval(x, None)) for x in rel.items]
+            _restrict(eq, c, vals)
+            continue
+        if not isinstance(rel, ast.BinaryOp) or rel.op not in ("=", "<", "<=", ">", ">="):
+            raise InvalidStatement("only =, IN, <, <=, >, >= relations joined by AND are supported here")
+        left, right, op = rel.left, rel.right, rel.op
+        if not isinstance(left, ast.Column) and isinstance(right, ast.Column):
+            left, right = right, left
+            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[op]  # type: ignore[assignment]
+        if not isinstance(left, ast.Column):
+            raise InvalidStatement("a WHERE relation must compare a column with a value")
+        c = session.column(schema, left.name)
+        v = coerce(c, evaluator.eval(right, None))
+        if v is None:
+            raise InvalidStatement(f"invalid null value in condition for column {c.name}")
+        if op == "=":
+            _restrict(eq, c, [v])
+        else:
+            if c.role is not Role.CLUSTERING:
+                raise InvalidStatement(
+                    f"only clustering key columns can be restricted by a range, not {c.name}"
+                )
+            b = Bound(v, op in ("<=", ">="))
+            if op in (">", ">="):
+                if lower is not None:
+                    raise InvalidStatement(f"more than one lower bound on {c.name}")
+                lower = (c, b)
+            else:
+                if upper is not None:
+                    raise InvalidStatement(f"more than one upper bound on {c.name}")
+                upper = (c, b)
+    for c in schema.columns:
+        if c.id in eq and not c.is_key:
+            raise InvalidStatement(f"non-primary-key column {c.name} cannot be restricted here")
+    for c in schema.partition_key:
+        if c.id not in eq:
+            raise InvalidStatement(f"partition key column {c.name} must be restricted by = or IN")
+    prefix_cols: list[ColumnSchema] = []
+    for c in schema.clustering_key:
+        if c.id in eq:
+            prefix_cols.append(c)
+        else:
+            break
+    if any(c.id in eq for c in schema.clustering_key[len(prefix_cols) :]):
+        gap = schema.clustering_key[len(prefix_cols)]
+        raise InvalidStatement(
+            f"PRIMARY KEY column {gap.name} cannot be skipped: it must be restricted because a later column is"
+        )
+    range_col = None
+    for side in (lower, upper):
+        if side is not None:
+            if (
+                len(prefix_cols) >= len(schema.clustering_key)
+                or side[0].id != schema.clustering_key[len(prefix_cols)].id
+            ):
+                raise InvalidStatement(
+                    f"clustering column {side[0].name} can only be ranged after equality on every clustering column before it"
+                )
+            range_col = side[0]
+    # IN lists name each partition and prefix once, however often a value repeats.
+    partitions = list(dict.fromkeys(itertools.product(*(eq[c.id] for c in schema.partition_key))))
+    prefixes = list(dict.fromkeys(itertools.product(*(eq[c.id] for c in prefix_cols))))
+    return CqlTarget(
+        partitions=partitions,
+        prefix_cols=prefix_cols,
+        prefixes=prefixes,
+        range=range_col,
+        lower=lower[1] if lower else None,
+        upper=upper[1] if upper else None,
+    )
+
+
+def _restrict(eq: dict[int, list[Any]], c: ColumnSchema, vals: list[Any]) -> None:
+    if c.id in eq:
+        raise InvalidStatement(f"column {c.name} is restricted more than once")
+    eq[c.id] = vals
+
+
+def _matching_rows(
+    session: Session, txn: Transaction, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator
+) -> Iterator[tuple[tuple[Any, ...], dict[int, Any]]]:
+    st = txn.store(schema)
+    point = _point_keys(session, schema, where, evaluator)
+    rows: Iterable[dict[int, Any]]
+    if point is not None:
+        rows = (r for r in (st.get_row(txn.conn, k, txn.now_ns) for k in point) if r is not None)
+    else:
+        rows = st.scan_rows(txn.conn, txn.now_ns)
+    for row in rows:
+        if where is not None and evaluator.eval(where, Scope(session.py_row(schema, row))) is not True:
+            continue
+        yield tuple(row[c.id] for c in schema.key), row
+
+
+def _point_keys(
+    session: Session, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator
+) -> list[tuple[Any, ...]] | None:
+    """The full primary keys the WHERE pins down, or None when it does not pin every key column."""
+    return key_values(session, schema.key, where, evaluator)
+
+
+@FAMILY.statement(ast.Batch)
+def batch(session: Session, txn: Transaction, s: ast.Batch, ev: Params) -> Result:
+    for stmt in s.statements:
+        session.statements.handler(stmt).run(session, txn, stmt, ev)
+    return Result(status="BATCH")

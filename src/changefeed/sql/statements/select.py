@@ -1,0 +1,309 @@
+"""Reads: relations (tables and ScyllaDB CDC logs), SELECT, and SHOW."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from changefeed.engine.catalog import Role, TableSchema
+from changefeed.engine.clock import CommitTs
+from changefeed.engine.storage import TableStore, stream_id, token, tokens
+from changefeed.engine.txn import Transaction
+from changefeed.engine.types import SqlType, resolve_type
+from changefeed.exceptions import InvalidStatement, UndefinedTable, UnsupportedFeature
+from changefeed.sql import ast
+from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, has_aggregate, sort_key
+from changefeed.sql.functions import AGGREGATES, EvalContext
+from changefeed.sql.result import Result
+from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements.common import LOG_SUFFIX, key_values
+
+FAMILY = StatementFamily("select")
+
+
+@dataclass
+class Relation:
+    """Something a SELECT reads: named, typed columns and rows of Python values."""
+
+    name: str
+    columns: list[str]
+    types: list[SqlType | None]
+    rows: Callable[[list[tuple[Any, ...]] | None], Iterable[tuple[Any, ...]]]
+    #: Partition-key column names, for pushing ``pk = x`` / ``pk IN (...)`` down to storage.
+    pk_columns: list[str] = field(default_factory=list)
+    star: list[str] | None = None  # column order of ``SELECT *`` when it differs from ``columns``
+
+
+def relation(session: Session, txn: Transaction, q: ast.QName) -> Relation:
+    name = session.table_name(q)
+    if name.endswith(LOG_SUFFIX) and session.db.find_table(name) is None:
+        base_q = ast.QName(
+            (*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted))
+        )
+        try:
+            base = session.resolve_table(txn, base_q)
+        except UndefinedTable:
+            raise UndefinedTable(f'table "{name}" does not exist') from None
+        if not base.cdc.enabled:
+            raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
+        return _log_relation(session, txn, base)
+    return _table_relation(session, txn, session.resolve_table(txn, q))
+
+
+def _table_relation(session: Session, txn: Transaction, schema: TableSchema) -> Relation:
+    st = txn.store(schema)
+    cols = list(schema.columns)
+    names = [c.name for c in cols]
+    if schema.is_cql:
+        star = (
+            [c.name for c in schema.key]
+            + sorted(c.name for c in schema.statics)
+            + sorted(c.name for c in schema.regulars)
+        )
+    else:
+        star = names
+
+    def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
+        parts: list[tuple[Any, ...] | None] = list(pks) if pks is not None else [None]
+        for pk in parts:
+            for row in _merged_rows(session, txn, schema, st, pk):
+                py = session.py_row(schema, row)
+                yield tuple(py.get(n) for n in names)
+
+    return Relation(
+        schema.name, names, [c.type for c in cols], rows, [c.name for c in schema.partition_key], star
+    )
+
+
+def _merged_rows(
+    session: Session, txn: Transaction, schema: TableSchema, st: TableStore, pk: tuple[Any, ...] | None
+) -> Iterator[dict[int, Any]]:
+    """Clustering rows with their partition's static row mixed in, as CQL shows them."""
+    if not st.static_cols:
+        yield from st.scan_rows(txn.conn, txn.now_ns, pk)
+        return
+    statics = {tuple(r[c.id] for c in st.pk_cols): r for r in st.scan_statics(txn.conn, txn.now_ns, pk)}
+    emitted: set[tuple[Any, ...]] = set()
+    pending = [(token(k), k) for k in statics]
+    pending.sort()
+    pi = 0
+    for row in st.scan_rows(txn.conn, txn.now_ns, pk):
+        k = tuple(row[c.id] for c in st.pk_cols)
+        tok = token(k)
+        while pi < len(pending) and pending[pi][0] < tok:
+            if pending[pi][1] not in emitted:
+                yield dict(statics[pending[pi][1]])
+                emitted.add(pending[pi][1])
+            pi += 1
+        s = statics.get(k)
+        emitted.add(k)
+        yield {**row, **s} if s else row
+    for _, k in pending[pi:]:
+        if k not in emitted:
+            yield dict(statics[k])
+
+
+def _log_relation(session: Session, txn: Transaction, base: TableSchema) -> Relation:
+    st = txn.store(base)
+    cols = [c for c in base.columns if not c.virtual]
+    value_cols = [c for c in cols if not c.is_key]
+
+    def t(n: str) -> SqlType:
+        return resolve_type(n, dialect="cql")
+
+    names = [
+        "cdc$stream_id",
+        "cdc$time",
+        "cdc$batch_seq_no",
+        "cdc$end_of_batch",
+        "cdc$operation",
+        "cdc$ttl",
+    ]
+    types: list[SqlType | None] = [
+        t("blob"),
+        t("timeuuid"),
+        t("int"),
+        t("boolean"),
+        t("tinyint"),
+        t("bigint"),
+    ]
+    names += [c.name for c in cols] + [f"cdc$deleted_{c.name}" for c in value_cols]
+    types += [c.type for c in cols] + [t("boolean") for _ in value_cols]
+    select = ", ".join(
+        ["tok", "ts", "lg", "tx", "bsn", "op", "ttl"]
+        + [c.db for c in cols]
+        + [f"d{c.id}" for c in value_cols]
+    )
+    pk_at = [7 + cols.index(c) for c in st.pk_cols]
+
+    def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
+        # ScyllaDB's log order: stream, then time, then batch_seq_no (a bulk write stores a
+        # partition's entries in batch_seq_no order only per kind: pre-images first).
+        if st.cql:
+            raw = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY tok, ts, lg, bsn, seq").fetchall()
+        else:
+            # SQL tables store no token: compute it from the partition key, then order alike.
+            logged = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY ts, lg, bsn, seq").fetchall()
+            toks = tokens(tuple(r[i] for i in pk_at) for r in logged)
+            order = sorted(range(len(logged)), key=lambda i: toks[i])  # stable
+            raw = [(toks[i], *logged[i][1:]) for i in order]
+        for i, r in enumerate(raw):
+            tok, wall, lg, tx, bsn, op, ttl = r[:7]
+            nxt = raw[i + 1] if i + 1 < len(raw) else None
+            end = True if nxt is None or nxt[0] != tok or nxt[3] != tx else None
+            vals = [c.type.from_db(v) for c, v in zip(cols, r[7 : 7 + len(cols)], strict=True)]
+            dels = [True if d else None for d in r[7 + len(cols) :]]
+            yield (stream_id(tok), CommitTs(wall, lg).timeuuid(), bsn, end, op, ttl, *vals, *dels)
+
+    return Relation(base.name + LOG_SUFFIX, names, types, rows, [])
+
+
+@FAMILY.statement(ast.Select, write=False)
+def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Result:
+    if s.as_of is not None:
+        raise UnsupportedFeature(
+            "AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables"
+        )
+    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
+    evaluator = Evaluator(session, ev, ctx)
+    rel = Relation("", [], [], lambda _: iter([()])) if s.table is None else relation(session, txn, s.table)
+    pks = _pushdown(session, rel, s.where, evaluator)
+    index = {n: i for i, n in enumerate(rel.columns)}
+    lower_index: dict[str, int] = {}
+    for n, i in index.items():
+        lower_index.setdefault(n.lower(), i)
+
+    def scope(row: tuple[Any, ...]) -> Scope:
+        return Scope(RowMap(row, index, lower_index))
+
+    rows = [r for r in rel.rows(pks) if s.where is None or evaluator.eval(s.where, scope(r)) is True]
+    # Expand the select list.
+    items: list[tuple[str, ast.Expr, SqlType | None]] = []
+    for it in s.items:
+        if isinstance(it.expr, ast.Star):
+            for n in rel.star or rel.columns:
+                items.append((n, ast.Column(ast.Ident(n, True)), rel.types[index[n]]))
+        else:
+            items.append((_label(session, it), it.expr, _expr_type(session, it.expr, rel, index)))
+    aggregate = any(has_aggregate(e) for _, e, _ in items)
+    if aggregate:
+        out_rows = [tuple(evaluator.eval_aggregate(e, [scope(r) for r in rows]) for _, e, _ in items)]
+    else:
+        if s.order_by:
+            for o in reversed(s.order_by):
+
+                def order_key(r: tuple[Any, ...], expr: ast.Expr = o.expr) -> tuple[int, Any]:
+                    return sort_key(evaluator.eval(expr, scope(r)))
+
+                rows.sort(key=order_key, reverse=o.descending)
+        out_rows = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
+        if s.distinct:
+            out_rows = list(dict.fromkeys(out_rows))
+    if s.limit is not None:
+        lim = evaluator.eval(s.limit, None)
+        if not isinstance(lim, int) or lim < 0:
+            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
+        out_rows = out_rows[:lim]
+    return Result(
+        columns=[n for n, _, _ in items],
+        rows=out_rows,
+        types=[t for _, _, t in items],
+        status=f"SELECT {len(out_rows)}",
+        rowcount=len(out_rows),
+    )
+
+
+def _label(session: Session, it: ast.SelectItem) -> str:
+    if it.alias is not None:
+        return session.ident(it.alias)
+    e = it.expr
+    if isinstance(e, ast.Column):
+        return session.ident(e.name)
+    if isinstance(e, ast.FuncCall):
+        return e.name.lower() if session.dialect == "cql" or e.name.lower() in AGGREGATES else e.name
+    if isinstance(e, ast.Cast):
+        return e.type.name.lower()
+    return "?column?"
+
+
+def _expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[str, int]) -> SqlType | None:
+    if isinstance(e, ast.Column):
+        name = session.ident(e.name)
+        i = index.get(name)
+        if i is None:
+            for n, j in index.items():
+                if n.lower() == name.lower():
+                    i = j
+                    break
+        return rel.types[i] if i is not None else None
+    if isinstance(e, ast.FuncCall) and e.name.lower() == "count":
+        return resolve_type("bigint", dialect="cql")
+    return None
+
+
+def _pushdown(
+    session: Session, rel: Relation, where: ast.Expr | None, evaluator: Evaluator
+) -> list[tuple[Any, ...]] | None:
+    """The partitions a SELECT's WHERE pins down (None: scan them all)."""
+    if where is None or not rel.pk_columns:
+        return None
+    schema = session.db.find_table(rel.name)
+    return None if schema is None else key_values(session, schema.partition_key, where, evaluator)
+
+
+# ------------------------------------------------------------------ SHOW
+@FAMILY.statement(ast.Show, write=False)
+def show(session: Session, txn: Transaction, s: ast.Show, ev: Params) -> Result:
+    """``SHOW <what>``: each family registers the targets it owns."""
+    run = session.statements.shows.get(s.what)
+    if run is None:
+        raise UnsupportedFeature(f"SHOW {s.what.upper()} is not supported")
+    return run(session, txn, s)
+
+
+@FAMILY.show("tables")
+def show_tables(session: Session, txn: Transaction, s: ast.Show) -> Result:
+    names = [t.name for t in session.db.tables()]
+    return Result(
+        columns=["table_name"], rows=[(n,) for n in names], types=[None], status=f"SHOW {len(names)}"
+    )
+
+
+@FAMILY.show("columns")
+def show_columns(session: Session, txn: Transaction, s: ast.Show) -> Result:
+    schema = _shown_table(session, txn, s)
+    rows = [(c.name, c.type.name, not c.not_null and not c.is_key, c.role.value) for c in schema.columns]
+    return Result(columns=["column_name", "data_type", "is_nullable", "kind"], rows=rows, types=[None] * 4)
+
+
+@FAMILY.show("create table")
+def show_create_table(session: Session, txn: Transaction, s: ast.Show) -> Result:
+    schema = _shown_table(session, txn, s)
+    return Result(
+        columns=["table_name", "create_statement"], rows=[(schema.name, describe(schema))], types=[None, None]
+    )
+
+
+def _shown_table(session: Session, txn: Transaction, s: ast.Show) -> TableSchema:
+    if s.name is None:
+        raise UnsupportedFeature(f"SHOW {s.what.upper()} needs a table name")
+    return session.resolve_table(txn, s.name)
+
+
+def describe(schema: TableSchema) -> str:
+    cols = []
+    for c in schema.columns:
+        extra = " static" if c.role is Role.STATIC else ""
+        cols.append(f"    {c.name} {c.type.name}{extra}")
+    if schema.is_cql:
+        part = ", ".join(c.name for c in schema.partition_key)
+        part = f"({part})" if len(schema.partition_key) > 1 else part
+        key = ", ".join([part] + [c.name for c in schema.clustering_key])
+    else:
+        key = ", ".join(c.name for c in schema.key)
+    body = ",\n".join([*cols, f"    PRIMARY KEY ({key})"])
+    text = f"CREATE TABLE {schema.name} (\n{body}\n)"
+    if schema.cdc.enabled:
+        text += f" WITH cdc = {{'enabled': 'true', 'preimage': '{schema.cdc.preimage}', 'postimage': '{str(schema.cdc.postimage).lower()}', 'delta': '{schema.cdc.delta}', 'ttl': '{schema.cdc.ttl}'}}"
+    return text + ";"

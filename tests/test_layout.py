@@ -1,0 +1,183 @@
+"""The import graph of ``src/changefeed``: no cycles, and layers that depend one way.
+
+How imports are counted: every ``import changefeed.x`` and ``from changefeed.x import y`` anywhere
+in a module's source counts, at module level, inside functions (lazy imports) and under
+``if TYPE_CHECKING:`` alike. A lazy or type-only import still ties the two modules' designs
+together, and hiding a cycle inside a function is how cycles creep back in. ``from pkg import
+name`` counts as an import of the module ``pkg.name`` when that is a module, else of ``pkg``.
+Importing a submodule is not counted as importing its parent package's ``__init__`` (Python runs
+the parent first, so a package may list its own submodules without forming a cycle).
+
+Modules are grouped into units, listed from the bottom layer up in :data:`LAYERS`; a unit may
+import only units of a lower layer. ``sql`` is the language (AST, parser, functions, expression
+evaluator, results), below ``pipeline`` so the pipeline may compile SQL expressions;
+``statements`` is statement execution (``sql.session`` and the families in
+``sql.statements``), above ``pipeline`` so a statement may start a feed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+ROOT = SRC / "changefeed"
+
+#: Units from the bottom layer up; units in one tuple are one layer (they may not import each other).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("exceptions",),
+    ("engine", "topics"),
+    ("feeds",),
+    ("formats",),
+    ("sql",),
+    ("pipeline",),
+    ("statements",),
+    ("connection",),
+    ("changefeed",),  # the package itself: the public API (connect, Result, ChangefeedError)
+    ("server", "testing"),
+    ("cli",),
+)
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in ROOT.rglob("*.py"):
+        parts = p.relative_to(SRC).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "changefeed"
+    if parts[1] == "sql" and (len(parts) > 2 and parts[2] in ("session", "statements")):
+        return "statements"
+    return parts[1]
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    targets.append(full if full in mods else node.module)
+            for t in targets:
+                if not t.startswith("changefeed"):
+                    continue
+                while t not in mods and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in mods and t != mod:
+                    graph[mod].add(t)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[v] = min(low[v], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {_unit(m) for m in _modules()}
+    assert not units - RANK.keys(), f"add these packages to LAYERS: {sorted(units - RANK.keys())}"
+
+
+def test_no_module_import_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_no_package_import_cycle() -> None:
+    units: dict[str, set[str]] = defaultdict(set)
+    for mod, targets in _graph().items():
+        for t in targets:
+            if _unit(t) != _unit(mod):
+                units[_unit(mod)].add(_unit(t))
+    assert _cycles(dict(units)) == []
+
+
+def test_layers_depend_one_way() -> None:
+    wrong = sorted(
+        f"{mod} imports {t} ({_unit(mod)} may import only layers below it)"
+        for mod, targets in _graph().items()
+        for t in targets
+        if _unit(t) != _unit(mod) and RANK[_unit(t)] >= RANK[_unit(mod)]
+    )
+    assert wrong == []
+
+
+@pytest.mark.parametrize("unit", ["engine", "feeds"])
+def test_lower_layers_know_nothing_of_sql(unit: str) -> None:
+    above = {"sql", "statements", "pipeline", "connection", "server", "cli"}
+    bad = sorted(
+        f"{mod} imports {t}"
+        for mod, targets in _graph().items()
+        if _unit(mod) == unit
+        for t in targets
+        if _unit(t) in above
+    )
+    assert bad == []
+
+
+def test_the_detector_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_each_statement_node_has_one_family() -> None:
+    from changefeed.sql import ast as sql_ast
+    from changefeed.sql.statements import STATEMENTS
+
+    handled = set(STATEMENTS.statements)
+    control = {sql_ast.Begin, sql_ast.Commit, sql_ast.Rollback}
+    statement_types = set(getattr(sql_ast.Statement, "__args__", ()))
+    assert statement_types, "changefeed.sql.ast.Statement is expected to be a union of node types"
+    missing = statement_types - handled - control
+    assert not missing, f"statements no family handles: {sorted(t.__name__ for t in missing)}"
