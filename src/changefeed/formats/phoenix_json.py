@@ -294,12 +294,15 @@ def build_event(
     pre: Sequence[tuple[str, Any]] | None,
     change: Sequence[tuple[str, Any]],
     scopes: frozenset[str],
+    post_override: Sequence[tuple[str, Any]] | None = None,
 ) -> JavaHashMap:
     """``CDCChangeBuilder.buildCDCEvent``: the event map of one change.
 
     ``pre`` is the pre-image as (display name, rendered value) pairs in the order the scanner
     met the cells (None for a fresh row: an empty image); ``change`` the columns the change
-    wrote. Delete and ttl_delete events carry at most the pre-image."""
+    wrote. Delete and ttl_delete events carry at most the pre-image. ``post_override`` is the
+    row after the change when it is not the pre-image overwritten by the change (a delete and a
+    re-insert of the row in one transaction)."""
     pre_map = JavaHashMap()
     for k, v in pre or ():
         pre_map.put(k, v)
@@ -314,8 +317,12 @@ def build_event(
             out.put(CHANGE_IMAGE, change_map)
         if "POST" in scopes:
             post = JavaHashMap()
-            post.put_all(pre_map)
-            post.put_all(change_map)
+            if post_override is None:
+                post.put_all(pre_map)
+                post.put_all(change_map)
+            else:
+                for k, v in post_override:
+                    post.put(k, v)
             out.put(POST_IMAGE, post)
     out.put(EVENT_TYPE, event_type)
     return out
@@ -348,7 +355,16 @@ def event_json(schema: TableSchema, row: ChangeRow, scopes: frozenset[str]) -> s
         for n, c, v, w in zip(names, vals, row.new, row.written, strict=True)
         if w and not (immutable and v is None)
     ]
-    return dumps(build_event(event, pre, change, scopes))
+    override = None
+    if row.upsert and row.existed and "POST" in scopes:
+        post = [
+            (n, render_value(c.type.from_db(v), c.type))
+            for n, c, v, w in zip(names, vals, row.new, row.written, strict=True)
+            if v is not None or (w and not immutable)
+        ]
+        if dict(post) != {**dict(pre or ()), **dict(change)}:
+            override = post
+    return dumps(build_event(event, pre, change, scopes, override))
 
 
 def row_time(ms: int) -> dt.datetime:

@@ -8,6 +8,8 @@
 ``access``         CREATE USER/ROLE, GRANT/REVOKE
 ``ydb_feeds``      YDB ALTER TABLE .. ADD/DROP CHANGEFEED, feeds dropped with their table
 ``crdb_feeds``     CockroachDB CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR, SHOW JOBS
+``phoenix``        Apache Phoenix CREATE TABLE forms, ALTER TABLE .. SET, CREATE/DROP CDC, CDC
+                   queries (with the CDC_INCLUDE hint), UPSERT .. SELECT
 =================  ==========================================================================
 
 A new family is a module with ``FAMILY = StatementFamily("name")`` whose handlers register with
@@ -18,11 +20,11 @@ from __future__ import annotations
 
 from changefeed.engine.database import Database
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import access, crdb_feeds, ddl, dml, select, ydb_feeds
+from changefeed.sql.statements import access, crdb_feeds, ddl, dml, phoenix, select, ydb_feeds
 
 #: Every statement a session runs, by AST node type.
 STATEMENTS = StatementFamily.merge(
-    "all", [f.FAMILY for f in (ddl, dml, select, access, ydb_feeds, crdb_feeds)]
+    "all", [f.FAMILY for f in (ddl, dml, select, access, ydb_feeds, crdb_feeds, phoenix)]
 )
 
 
