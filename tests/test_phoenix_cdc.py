@@ -251,3 +251,32 @@ def phoenix_json_time(ms: int) -> Any:
     from changefeed.formats.phoenix_json import row_time
 
     return row_time(ms)
+
+
+# ---------------------------------------------------------------------------------- TTL
+def test_ttl_expiry_gives_ttl_delete_events(tmp_path: Path, clock: Clock) -> None:
+    c = changefeed.connect(tmp_path / "db", clock=clock)
+    c.execute("CREATE TABLE E (k INTEGER PRIMARY KEY, v1 INTEGER, v2 DATE) TTL=100")
+    c.execute("CREATE CDC EC ON E INCLUDE (PRE, POST)")
+    c.execute("UPSERT INTO E (k, v1) VALUES (1, 10), (2, 20), (3, 30)")
+    clock.now += 50_000 * MS
+    c.execute("UPSERT INTO E (k, v1) VALUES (2, 21)")  # a write renews the row's TTL
+    clock.now += 60_000 * MS
+    # Expired rows are invisible at once, but give no event until compaction (GC) removes them.
+    assert c.execute("SELECT K FROM E").rows == [(2,)]
+    assert len(c.execute("SELECT * FROM EC").rows) == 4
+    report = collect_garbage(c.db, now_ns=clock.now, min_age=0)
+    assert report.ttl_rows == 2
+    rows = c.execute('SELECT K, "CDC JSON" FROM EC').rows
+    ttl = [(k, orjson.loads(j)) for k, j in rows if "ttl_delete" in j]
+    assert ttl == [
+        (1, {"event_type": "ttl_delete", "pre_image": {"V1": 10}}),
+        (3, {"event_type": "ttl_delete", "pre_image": {"V1": 30}}),
+    ]
+    assert c.execute('SELECT /*+ CDC_INCLUDE(POST) */ "CDC JSON" FROM EC WHERE K = 3').rows[-1] == (
+        '{"event_type":"ttl_delete"}',
+    )
+    # The pre-image of the ttl_delete equals the row's last post-image.
+    post = orjson.loads(c.execute('SELECT "CDC JSON" FROM EC WHERE K = 1').rows[0][0])["post_image"]
+    assert post == ttl[0][1]["pre_image"]
+    c.close()

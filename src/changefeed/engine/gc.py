@@ -42,6 +42,7 @@ def min_age_ns() -> int:
 class GcReport:
     log_rows: int
     change_rows: int
+    ttl_rows: int = 0  # Apache Phoenix rows deleted by their table TTL
 
 
 def collect_garbage(db: Database, now_ns: int | None = None, *, min_age: int | None = None) -> GcReport:
@@ -51,7 +52,7 @@ def collect_garbage(db: Database, now_ns: int | None = None, *, min_age: int | N
     with db.lock:
         db.refresh_catalog()
         tables = db.tables()
-    log_rows = change_rows = 0
+    log_rows = change_rows = ttl_rows = 0
     for schema in tables:
         if schema.cdc.enabled and schema.cdc.ttl > 0:
             cutoff = now - schema.cdc.ttl * NS
@@ -68,9 +69,11 @@ def collect_garbage(db: Database, now_ns: int | None = None, *, min_age: int | N
                 f"DELETE FROM x{schema.id} WHERE seq IN (SELECT seq FROM x{schema.id} WHERE seq <= ? AND ts < ? ORDER BY seq LIMIT ?)",
                 _floor_of(schema, now, age),
             )
+        if phoenix.row_ttl_s(schema) is not None:
+            ttl_rows += _expire_phoenix_ttl(db, schema, now)
         if phoenix.cdc_of(schema) is not None:
             _expire_phoenix_index(db, schema, now)
-    return GcReport(log_rows, change_rows)
+    return GcReport(log_rows, change_rows, ttl_rows)
 
 
 def _constant(bounds: tuple[int, ...]) -> Bounds:
@@ -92,6 +95,38 @@ def _floor_of(schema: TableSchema, now: int, age: int) -> Bounds:
         return seq, ts
 
     return bound
+
+
+def _expire_phoenix_ttl(db: Database, schema: TableSchema, now: int) -> int:
+    """Apache Phoenix's TTL at "major compaction": rows whose TTL has passed (already invisible
+    to reads) are deleted, and a table with a CDC object records one ``ttl_delete`` event per
+    row, at this time, with the row's last image as its pre-image."""
+    from changefeed.engine.txn import Transaction
+
+    with db.lock:
+        txn = Transaction(db, write=True)
+        try:
+            current = db.find_table(schema.name)
+            if current is None or current.id != schema.id:
+                txn.rollback()
+                return 0
+            st = txn.store(current)
+            keys = [
+                tuple(r)
+                for r in db.conn.execute(
+                    f"SELECT {', '.join(c.db for c in current.key)} FROM {st.t} WHERE _m > 0 AND _m <= ?",
+                    (now,),
+                )
+            ]
+            if keys:
+                olds = st.get_rows(db.conn, keys, 0)  # as they were before they expired
+                txn.phoenix_event = phoenix.EV_TTL_DELETE
+                txn.delete_rows(current, keys, olds=olds)
+            txn.commit()
+            return len(keys)
+        except BaseException:
+            txn.rollback()
+            raise
 
 
 def _expire_phoenix_index(db: Database, schema: TableSchema, now: int) -> None:

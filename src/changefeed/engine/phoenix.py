@@ -124,6 +124,15 @@ def cdc_of(schema: TableSchema) -> CdcObject | None:
     return CdcObject.from_json(raw["cdc"][0])
 
 
+def row_ttl_s(schema: TableSchema) -> int | None:
+    """A Phoenix table's ``TTL`` in seconds (None: rows never expire)."""
+    raw = schema.options.get("phoenix")
+    if not isinstance(raw, Mapping):
+        return None
+    ttl = raw.get("ttl_s")
+    return int(ttl) if ttl else None
+
+
 def display_name(schema: TableSchema, col: ColumnSchema) -> str:
     """How Phoenix names a column inside CDC images: ``V1``, or ``B.VB`` outside the default family."""
     if col.family and phoenix_of(schema).ddl:
@@ -328,6 +337,7 @@ __all__ = [
     "last_change_seq",
     "max_lookback_ms",
     "phoenix_of",
+    "row_ttl_s",
     "safe_upper_ms",
     "scan",
     "set_default_max_lookback",

@@ -313,6 +313,8 @@ class Transaction:
         n = len(keys)
         if n == 0:
             return
+        if ttl is None and marker:
+            ttl = phoenix.row_ttl_s(schema)  # Apache Phoenix's table TTL: rows expire after it
         st = self.store(schema)
         cdc = schema.cdc
         ids = tuple(cells)
