@@ -24,7 +24,7 @@ import heapq
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from changefeed.engine.catalog import ColumnSchema, TableSchema
 from changefeed.engine.database import Database
@@ -207,8 +207,7 @@ def index_changes(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeRow:
+class ChangeRow(NamedTuple):
     """One CDC event as read from the index and the change stream (storage values)."""
 
     ms: int
@@ -269,18 +268,18 @@ def scan(
     nk, nv = len(keys), len(vals)
 
     def rows(bucket: int) -> Iterator[ChangeRow]:
+        base = nk + 5
         for r in conn.execute(sql, [bucket, *params]):
-            base = nk + 5
             yield ChangeRow(
-                ms=r[0],
-                key=tuple(r[1 : 1 + nk]),
-                seq=r[1 + nk],
-                ev=r[2 + nk],
-                upsert=r[3 + nk] == CHANGE_UPSERT,
-                existed=bool(r[4 + nk]),
-                new=tuple(r[base : base + nv]),
-                written=tuple(bool(u) for u in r[base + nv : base + 2 * nv]),
-                old=tuple(r[base + 2 * nv : base + 3 * nv]),
+                r[0],
+                r[1 : 1 + nk],
+                r[1 + nk],
+                r[2 + nk],
+                r[3 + nk] == CHANGE_UPSERT,
+                bool(r[4 + nk]),
+                r[base : base + nv],
+                r[base + nv : base + 2 * nv],  # 1 or NULL: truthy exactly when written
+                r[base + 2 * nv : base + 3 * nv],
             )
 
     wanted = list(range(cdc.buckets)) if buckets is None else list(buckets)

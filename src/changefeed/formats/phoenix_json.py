@@ -338,38 +338,157 @@ _VARCHAR = resolve_phoenix_type("VARCHAR")
 
 
 def event_json(schema: TableSchema, row: ChangeRow, scopes: frozenset[str]) -> str:
-    """The ``"CDC JSON"`` of one change."""
-    vals = schema.stored_values
-    immutable = phoenix.phoenix_of(schema).immutable_rows
-    names = [phoenix.display_name(schema, c) for c in vals]
-    event = TTL_DELETE if row.ev == phoenix.EV_TTL_DELETE else UPSERT if row.upsert else DELETE
-    pre = None
-    if row.existed:
-        pre = [
-            (n, render_value(c.type.from_db(o), c.type))
-            for n, c, o in zip(names, vals, row.old, strict=True)
-            if o is not None
-        ]
-    change = [
-        (n, render_value(c.type.from_db(v), c.type))
-        for n, c, v, w in zip(names, vals, row.new, row.written, strict=True)
-        if w and not (immutable and v is None)
-    ]
-    override = None
-    if row.upsert and row.existed and "POST" in scopes:
-        post = [
-            (n, render_value(c.type.from_db(v), c.type))
-            for n, c, v, w in zip(names, vals, row.new, row.written, strict=True)
-            if v is not None or (w and not immutable)
-        ]
-        if dict(post) != {**dict(pre or ()), **dict(change)}:
-            override = post
-    return dumps(build_event(event, pre, change, scopes, override))
+    """The ``"CDC JSON"`` of one change (see :class:`EventEncoder` for many)."""
+    return EventEncoder(schema, scopes).encode(row)
+
+
+def _text_renderer(t: SqlType) -> Any:
+    """A storage value -> its JSON text, as Jackson writes Phoenix's rendering of it."""
+    k = t.kind
+    if k is Kind.INT or (k is Kind.UINT and t.bits < 64):
+        return str
+    if k is Kind.BOOL:
+        return lambda v: "true" if v else "false"
+    if k is Kind.FLOAT and t.bits == 64:
+
+        def double(v: Any) -> str:
+            # Python's repr is Java's Double.toString in [1e-3, 1e7): plain digits, ".0" kept.
+            if 1e-3 <= abs(v) < 1e7:
+                return repr(float(v))
+            return java_double(float(v))
+
+        return double
+    if k is Kind.TEXT:
+        char = t.name.startswith("CHAR(")
+
+        def text(v: Any) -> str:
+            s = str(v).rstrip(" ") if char else str(v)
+            if s.isprintable() and '"' not in s and "\\" not in s:
+                return '"' + s + '"'
+            out: list[str] = []
+            _write_str(s, out)
+            return out[0]
+
+        return text
+
+    def generic(v: Any) -> str:
+        return dumps(render_value(t.from_db(v), t))
+
+    return generic
+
+
+class EventEncoder:
+    """:func:`event_json` compiled for one table (version) and scope set: column keys, value
+    renderers and the Java HashMap key orders of each shape of image are computed once, so an
+    event costs a few string joins."""
+
+    def __init__(self, schema: TableSchema, scopes: frozenset[str]) -> None:
+        vals = schema.stored_values
+        self.scopes = scopes
+        self.names = [phoenix.display_name(schema, c) for c in vals]
+        self.keys = [dumps(n) + ":" for n in self.names]
+        self.render = [_text_renderer(c.type) for c in vals]
+        self.immutable = phoenix.phoenix_of(schema).immutable_rows
+        self._orders: dict[Any, list[int]] = {}
+        self._post_orders: dict[Any, list[tuple[int, bool]]] = {}
+        self._top: dict[tuple[str, bool], list[str]] = {}
+
+    def _order(self, idx: tuple[int, ...]) -> list[int]:
+        """Column indices in the iteration order of a HashMap they were put into in turn."""
+        got = self._orders.get(idx)
+        if got is None:
+            m = JavaHashMap()
+            for i in idx:
+                m.put(self.names[i], i)
+            got = self._orders[idx] = [i for _, i in m.items()]
+        return got
+
+    def _post_order(self, pre: tuple[int, ...], change: tuple[int, ...]) -> list[tuple[int, bool]]:
+        """(column index, from the change) in the order of ``putAll(pre); putAll(change)``."""
+        key = (pre, change)
+        got = self._post_orders.get(key)
+        if got is None:
+            pm, cm = JavaHashMap(), JavaHashMap()
+            for i in pre:
+                pm.put(self.names[i], (i, False))
+            for i in change:
+                cm.put(self.names[i], (i, True))
+            post = JavaHashMap()
+            post.put_all(pm)
+            post.put_all(cm)
+            got = self._post_orders[key] = [v for _, v in post.items()]
+        return got
+
+    def _top_order(self, event: str) -> list[str]:
+        got = self._top.get((event, True))
+        if got is None:
+            keys = []
+            if "PRE" in self.scopes:
+                keys.append(PRE_IMAGE)
+            if event == UPSERT:
+                keys += [k for k, s in ((CHANGE_IMAGE, "CHANGE"), (POST_IMAGE, "POST")) if s in self.scopes]
+            keys.append(EVENT_TYPE)
+            got = self._top[(event, True)] = java_hashmap_order(keys)
+        return got
+
+    def _image(self, order: list[int], texts: list[str]) -> str:
+        keys = self.keys
+        return "{" + ",".join([keys[i] + texts[i] for i in order]) + "}"
+
+    def encode(self, row: ChangeRow) -> str:
+        event = TTL_DELETE if row.ev == phoenix.EV_TTL_DELETE else UPSERT if row.upsert else DELETE
+        scopes, render, n = self.scopes, self.render, len(self.names)
+        parts: dict[str, str] = {EVENT_TYPE: '"' + event + '"'}
+        want_pre = "PRE" in scopes
+        want_change = event == UPSERT and "CHANGE" in scopes
+        want_post = event == UPSERT and "POST" in scopes
+        pre_idx: tuple[int, ...] = ()
+        old_t: list[str] = [""] * n
+        if row.existed and (want_pre or want_post):
+            old = row.old
+            pre_idx = tuple(i for i in range(n) if old[i] is not None)
+            for i in pre_idx:
+                old_t[i] = render[i](old[i])
+        if want_pre:
+            parts[PRE_IMAGE] = self._image(self._order(pre_idx), old_t)
+        if want_change or want_post:
+            new, written = row.new, row.written
+            immutable = self.immutable
+            change_idx = tuple(i for i in range(n) if written[i] and not (immutable and new[i] is None))
+            new_t: list[str] = [""] * n
+            for i in range(n):
+                v = new[i]
+                if v is not None:
+                    new_t[i] = render[i](v)
+                elif written[i]:
+                    new_t[i] = "null"
+            if want_change:
+                parts[CHANGE_IMAGE] = self._image(self._order(change_idx), new_t)
+            if want_post:
+                merged = self._post_order(pre_idx, change_idx)
+                texts = [new_t[i] if from_change else old_t[i] for i, from_change in merged]
+                post_set = {i for i in range(n) if new[i] is not None or (written[i] and not immutable)}
+                if row.existed and (
+                    post_set != {i for i, _ in merged}
+                    or any(not fc and new_t[i] != old_t[i] for i, fc in merged)
+                ):
+                    # Deleted and re-written in one transaction: the row as it is afterwards.
+                    parts[POST_IMAGE] = self._image(self._order(tuple(sorted(post_set))), new_t)
+                else:
+                    keys = self.keys
+                    parts[POST_IMAGE] = (
+                        "{" + ",".join([keys[i] + t for (i, _), t in zip(merged, texts, strict=True)]) + "}"
+                    )
+        return "{" + ",".join(['"' + k + '":' + parts[k] for k in self._top_order(event)]) + "}"
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_MS = dt.timedelta(milliseconds=1)
 
 
 def row_time(ms: int) -> dt.datetime:
     """``PHOENIX_ROW_TIMESTAMP()``: a Phoenix DATE (millisecond instant, GMT, naive)."""
-    return dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
+    return _EPOCH + ms * _MS
 
 
 def cdc_columns(schema: TableSchema) -> tuple[list[str], list[SqlType | None]]:
@@ -390,11 +509,12 @@ def cdc_rows(
 ) -> Iterator[tuple[Any, ...]]:
     """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order."""
     keys = schema.key
+    encoder = EventEncoder(schema, scopes)
     for r in phoenix.scan(conn, schema, lo_ms, hi_ms, key_eq=key_eq, descending=descending):
         yield (
             row_time(r.ms),
             *(c.type.from_db(v) for c, v in zip(keys, r.key, strict=True)),
-            event_json(schema, r, scopes),
+            encoder.encode(r),
         )
 
 
@@ -471,6 +591,7 @@ __all__ = [
     "SCOPES",
     "TTL_DELETE",
     "UPSERT",
+    "EventEncoder",
     "JavaHashMap",
     "RawNumber",
     "build_event",

@@ -156,6 +156,7 @@ def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]
     table = opts.table
     schema = arrow_schema(table)
     conn = opts.connect()
+    encoder = phoenix_json.EventEncoder(table, opts.scopes)
     try:
         rows = phoenix.scan(conn, table, part.lo, part.hi, buckets=[part.bucket])
         while True:
@@ -167,9 +168,7 @@ def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]
             ]
             for j, c in enumerate(table.key):
                 arrays.append(storage_to_arrow(c, [r.key[j] for r in chunk]))
-            arrays.append(
-                pa.array([phoenix_json.event_json(table, r, opts.scopes) for r in chunk], type=pa.string())
-            )
+            arrays.append(pa.array([encoder.encode(r) for r in chunk], type=pa.string()))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
     finally:
         conn.close()
