@@ -135,6 +135,13 @@ class SinkError(ChangefeedError):
     code = "58P03"
 
 
+# ---------------------------------------------------------------------------- Avro / schema registry
+class SchemaRegistryError(SinkError):
+    """The Confluent schema registry could not be reached, or refused a schema."""
+
+    code = "58P04"
+
+
 # --------------------------------------------------------------------------------------------------
 # Apache Phoenix (issue 11): errors with Phoenix's own codes (``SQLExceptionCode``). ``code`` is
 # Phoenix's SQLState; ``vendor_code`` its error number; the message reads as Phoenix prints it,

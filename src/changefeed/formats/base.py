@@ -70,7 +70,11 @@ def get_encoder(name: str) -> Encoder:
     # Import the built-in formats so they register (cheap; no pyspark import at module level).
     import importlib
 
-    for module in ("changefeed.formats.ydb_json", "changefeed.formats.debezium"):
+    for module in (
+        "changefeed.formats.ydb_json",
+        "changefeed.formats.debezium",
+        "changefeed.formats.crdb_avro",  # CockroachDB Avro
+    ):
         importlib.import_module(module)
 
     factory = REGISTRY.get(name)

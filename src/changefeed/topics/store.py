@@ -528,6 +528,37 @@ class TopicStore:
             schema=RECORD_SCHEMA,
         )
 
+    # -- for the Kafka endpoint (changefeed.server.kafka) -----------------------------------
+
+    def read_rows(
+        self, info: TopicInfo, partition: int, offset: int, max_records: int
+    ) -> tuple[int, int, list[tuple[int, bytes | None, bytes, int]]]:
+        """(earliest, next offset, rows) of one partition in one read transaction: up to
+        ``max_records`` rows ``(offset, key, value, ts)`` with offset >= ``offset``."""
+        c, path = self._partition(info, partition)
+        with _guard(path), c.lock:
+            c.conn.execute("BEGIN")
+            try:
+                first, nxt = c.conn.execute(
+                    "SELECT (SELECT min(offset) FROM records), next_offset FROM state WHERE id = 0"
+                ).fetchone()
+                rows = c.conn.execute(
+                    "SELECT offset, key, value, ts FROM records WHERE offset >= ? ORDER BY offset LIMIT ?",
+                    (offset, max(0, max_records)),
+                ).fetchall()
+            finally:
+                c.conn.execute("COMMIT")
+        return (nxt if first is None else int(first)), int(nxt), rows
+
+    def offset_for_time(self, topic: str, partition: int, ts_ns: int) -> tuple[int, int] | None:
+        """(offset, ts) of the first record with ts >= ``ts_ns``, or None."""
+        c, path = self._partition(self.topic(topic), partition)
+        with _guard(path), c.lock:
+            row = c.conn.execute(
+                "SELECT offset, ts FROM records WHERE ts >= ? ORDER BY offset LIMIT 1", (ts_ns,)
+            ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
     def partition_offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(earliest available offset, next offset) of one partition."""
         c, path = self._partition(self.topic(topic), partition)

@@ -1,0 +1,18 @@
+"""The Kafka protocol over the embedded topics (``changefeed serve --kafka HOST:PORT``).
+
+Any Kafka client (librdkafka/confluent-kafka, kafka-python, aiokafka) consumes and produces:
+see ``docs/kafka.md`` for the API versions, topic naming, authentication and guarantees.
+"""
+
+from __future__ import annotations
+
+from changefeed.server import EndpointConfig
+from changefeed.server.kafka.server import KafkaEndpoint
+
+__all__ = ["KafkaEndpoint", "create"]
+
+
+def create(config: EndpointConfig, *, allow_anonymous: bool | None = None) -> KafkaEndpoint:
+    """The endpoint, not yet started. Anonymous clients (no SASL) act as ``root`` and are
+    allowed by default only when bound to loopback."""
+    return KafkaEndpoint(config, allow_anonymous=allow_anonymous)

@@ -1,0 +1,226 @@
+"""What the Kafka endpoint serves, apart from the wire: topic reads and writes on the embedded
+log, producer ids, the group coordinator, and the notification long polls wait on.
+
+Every SQLite call runs in the event loop's thread pool (:meth:`Broker.run`); appends to one
+partition are serialised by an asyncio lock so an idempotent producer's sequence check and its
+append are one step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from changefeed.exceptions import TopicError
+from changefeed.server.kafka import errors as E
+from changefeed.server.kafka.authz import Authorizer
+from changefeed.server.kafka.groups import Coordinator
+from changefeed.server.kafka.records import ProducedBatch, encode_batch
+from changefeed.topics.store import TopicInfo, TopicStore
+
+__all__ = ["Broker", "FetchResult", "ProduceResult"]
+
+T = TypeVar("T")
+
+_ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("ts", pa.int64())])
+#: Rows fetched per partition are bounded by bytes; this caps one query's rows.
+_MAX_ROWS_PER_FETCH = 50_000
+_RECORD_OVERHEAD = 12  # framing bytes per record, about
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    error: int
+    high_watermark: int
+    log_start: int
+    records: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: int
+    base_offset: int
+    log_start: int
+    message: str | None = None
+
+
+class ProducerIds:
+    """Producer ids for InitProducerId, from a counter that survives restarts."""
+
+    def __init__(self, db: Path) -> None:
+        self.path = db / "kafka" / "producers.sqlite"
+
+    def next_id(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=60)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS ids (id INTEGER PRIMARY KEY CHECK (id = 0), next INTEGER)"
+            )
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT next FROM ids WHERE id = 0").fetchone()
+            pid = 1000 if row is None else int(row[0])
+            conn.execute("INSERT OR REPLACE INTO ids (id, next) VALUES (0, ?)", (pid + 1,))
+            conn.execute("COMMIT")
+            return pid
+        finally:
+            conn.close()
+
+
+class Broker:
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.store = TopicStore(db)
+        self.coordinator = Coordinator()
+        self.authz = Authorizer(db)
+        self.producer_ids = ProducerIds(db)
+        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._changed = asyncio.Event()
+        self._avg_size: dict[tuple[str, int], int] = {}
+        self._last_batch_id = 0
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args))
+
+    # -- notifications -----------------------------------------------------------------------
+
+    def notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_change(self, timeout: float) -> None:
+        """Wait for an append through this endpoint, or ``timeout`` (other writers, such as the
+        Spark pipeline, are seen by polling)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def topic_or_none(self, name: str) -> TopicInfo | None:
+        """The topic ``name``; else, for clients that refuse ``/`` in topic names (kafka-python),
+        the one topic whose name with each ``/`` read as ``.`` is ``name`` (``orders.updates``
+        names ``orders/updates`` when no topic ``orders.updates`` exists)."""
+        try:
+            return self.store.topic(name)
+        except TopicError:
+            pass
+        if "." not in name:
+            return None
+        found = [t for t in self.store.topics() if "/" in t.name and t.name.replace("/", ".") == name]
+        return found[0] if len(found) == 1 else None
+
+    def topic_for(self, user: str, name: str, action: str) -> tuple[TopicInfo | None, int]:
+        """(topic, error): UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED or NONE."""
+        info = self.topic_or_none(name)
+        if info is None:
+            bad = not name or not name.isprintable()
+            return None, E.INVALID_TOPIC_EXCEPTION if bad else E.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.authz.allowed(user, info.name, action):
+            return None, E.TOPIC_AUTHORIZATION_FAILED
+        return info, E.NONE
+
+    # -- fetch -------------------------------------------------------------------------------
+
+    def fetch_partition(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> FetchResult:
+        """Runs in a worker thread."""
+        if not 0 <= partition < info.partitions:
+            return FetchResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None)
+        key = (info.name, partition)
+        avg = self._avg_size.get(key, 256)
+        limit = max(1, min(_MAX_ROWS_PER_FETCH, max_bytes // avg + 1))
+        earliest, nxt, rows = self.store.read_rows(info, partition, max(offset, 0), limit)
+        if offset < earliest or offset > nxt:
+            return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
+        if not rows:
+            return FetchResult(E.NONE, nxt, earliest, b"")
+        offsets, keys, values, tss = zip(*rows, strict=True)
+        # Cut at max_bytes (always at least one record, as Kafka does).
+        total = 0
+        n = 0
+        for k, v in zip(keys, values, strict=False):
+            total += len(v) + (len(k) if k is not None else 0) + _RECORD_OVERHEAD
+            n += 1
+            if total >= max_bytes:
+                break
+        self._avg_size[key] = max(16, total // n)
+        ts_ms = [t // 1_000_000 for t in tss[:n]]
+        data = encode_batch(offsets[0], offsets[:n], keys[:n], values[:n], ts_ms)
+        return FetchResult(E.NONE, nxt, earliest, data)
+
+    def list_offset(self, info: TopicInfo, partition: int, timestamp: int) -> tuple[int, int, int]:
+        """(error, timestamp, offset) for ListOffsets: -1 latest, -2 earliest, else the first
+        offset whose record timestamp (ms) is at or after ``timestamp``."""
+        if not 0 <= partition < info.partitions:
+            return E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        earliest, nxt = self.store.partition_offsets(info.name, partition)
+        if timestamp == -1:
+            return E.NONE, -1, nxt
+        if timestamp == -2:
+            return E.NONE, -1, earliest
+        found = self.store.offset_for_time(info.name, partition, timestamp * 1_000_000)
+        if found is None:
+            return E.NONE, -1, -1
+        return E.NONE, found[1] // 1_000_000, found[0]
+
+    # -- produce -----------------------------------------------------------------------------
+
+    def lock(self, topic: str, partition: int) -> asyncio.Lock:
+        key = (topic, partition)
+        lk = self._locks.get(key)
+        if lk is None:
+            lk = self._locks[key] = asyncio.Lock()
+        return lk
+
+    def _next_batch_id(self) -> int:
+        self._last_batch_id = max(time.time_ns(), self._last_batch_id + 1)
+        return self._last_batch_id
+
+    def append_batches(self, info: TopicInfo, partition: int, batches: list[ProducedBatch]) -> ProduceResult:
+        """Runs in a worker thread, under :meth:`lock` for the partition."""
+        store = self.store
+        base = -1
+        for b in batches:
+            if b.transactional:
+                return ProduceResult(E.INVALID_REQUEST, -1, -1, "transactional producers are not supported")
+            now_ms = time.time_ns() // 1_000_000
+            table = pa.Table.from_arrays(
+                [
+                    pa.array(b.keys, pa.binary()),
+                    pa.array([v if v is not None else b"" for v in b.values], pa.binary()),
+                    pa.array([(t if t >= 0 else now_ms) * 1_000_000 for t in b.timestamps_ms], pa.int64()),
+                ],
+                schema=_ARROW_SCHEMA,
+            )
+            if b.producer_id >= 0:
+                writer = f"kafka-producer-{b.producer_id}"
+                last_seq = b.base_sequence + b.count - 1
+                done = store.committed_batch(info.name, partition, writer)
+                if done is not None:
+                    if last_seq <= done:
+                        continue  # a retry of a batch already written: success, written once
+                    if b.base_sequence != done + 1:
+                        return ProduceResult(
+                            E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            -1,
+                            -1,
+                            f"sequence {b.base_sequence} after {done} for producer {b.producer_id}",
+                        )
+                _, start = store.partition_offsets(info.name, partition)
+                store.append(info.name, partition, writer, last_seq, table)
+            else:
+                _, start = store.partition_offsets(info.name, partition)
+                store.append(info.name, partition, "kafka-producer", self._next_batch_id(), table)
+            if base < 0:
+                base = start
+        earliest, _ = store.partition_offsets(info.name, partition)
+        return ProduceResult(E.NONE, base, earliest)

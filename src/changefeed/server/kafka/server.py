@@ -1,0 +1,261 @@
+"""The Kafka endpoint: connections, request framing, authentication and dispatch.
+
+Requests on one connection are answered one at a time, in order, as a Kafka broker does. A
+request this endpoint cannot parse (truncated, malformed, an API or version it does not
+support) closes that connection only; other clients are unaffected. An unsupported ApiVersions
+version is answered the way Kafka answers it (a v0 response with UNSUPPORTED_VERSION and the
+supported range) so clients retry with a version both sides know.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from changefeed.server import EndpointConfig
+from changefeed.server.kafka import errors as E
+from changefeed.server.kafka import versions as V
+from changefeed.server.kafka.broker import Broker
+from changefeed.server.kafka.group_apis import GroupApis
+from changefeed.server.kafka.records import UnsupportedBatch
+from changefeed.server.kafka.sasl import MECHANISMS, AuthFailed, PlainAuth, ScramAuth
+from changefeed.server.kafka.topic_apis import TopicApis
+from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
+
+__all__ = ["KafkaEndpoint", "Session"]
+
+log = logging.getLogger("changefeed.server.kafka")
+
+#: Requests larger than this close the connection (Kafka's socket.request.max.bytes is 100 MiB).
+MAX_REQUEST_BYTES = 100 * 1024 * 1024
+NODE_ID = 1
+CLUSTER_ID = "changefeed-embedded"
+ROOT = "root"
+_SIZE = struct.Struct(">i")
+_PRE_AUTH = {V.API_VERSIONS, V.SASL_HANDSHAKE, V.SASL_AUTHENTICATE}
+
+
+class CloseConnection(Exception):
+    pass
+
+
+@dataclass
+class Session:
+    """One client connection's state."""
+
+    client_id: str
+    client_host: str
+    host: str  # the address this endpoint advertises to this client
+    port: int
+    user: str | None = None
+    mechanism: PlainAuth | ScramAuth | None = None
+    raw_sasl: bool = False  # SaslHandshake v0: raw tokens follow
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+Handler = Callable[[Session, int, Reader], Awaitable[bytes | None]]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class KafkaEndpoint:
+    name = "kafka"
+
+    def __init__(self, config: EndpointConfig, *, allow_anonymous: bool | None = None) -> None:
+        self.config = config
+        self.allow_anonymous = _is_loopback(config.host) if allow_anonymous is None else allow_anonymous
+        self.broker: Broker | None = None
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+        self.bound: tuple[str, int] = (config.host, config.port)
+
+    async def start(self) -> tuple[str, int]:
+        self.broker = Broker(self.config.db)
+        self.broker.coordinator.start()
+        topics = TopicApis(self.broker, NODE_ID, CLUSTER_ID)
+        groups = GroupApis(self.broker, NODE_ID)
+        self.handlers: dict[int, Handler] = {
+            V.API_VERSIONS: self._api_versions,
+            V.SASL_HANDSHAKE: self._sasl_handshake,
+            V.SASL_AUTHENTICATE: self._sasl_authenticate,
+            V.METADATA: topics.metadata,
+            V.LIST_OFFSETS: topics.list_offsets,
+            V.FETCH: topics.fetch,
+            V.PRODUCE: topics.produce,
+            V.INIT_PRODUCER_ID: topics.init_producer_id,
+            V.CREATE_TOPICS: topics.create_topics,
+            V.DELETE_TOPICS: topics.delete_topics,
+            V.DESCRIBE_CONFIGS: topics.describe_configs,
+            V.FIND_COORDINATOR: groups.find_coordinator,
+            V.JOIN_GROUP: groups.join_group,
+            V.SYNC_GROUP: groups.sync_group,
+            V.HEARTBEAT: groups.heartbeat,
+            V.LEAVE_GROUP: groups.leave_group,
+            V.OFFSET_COMMIT: groups.offset_commit,
+            V.OFFSET_FETCH: groups.offset_fetch,
+        }
+        self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
+        sock = self._server.sockets[0].getsockname()
+        self.bound = (str(sock[0]), int(sock[1]))
+        return self.bound
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._conns):
+            t.cancel()
+        if self._conns:
+            await asyncio.gather(*self._conns, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self.broker is not None:
+            await self.broker.coordinator.stop()
+
+    # -- connections -------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        local = writer.get_extra_info("sockname") or (self.bound[0], self.bound[1])
+        session = Session("", str(peer[0]), str(local[0]), self.bound[1])
+        try:
+            while True:
+                try:
+                    head = await reader.readexactly(4)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                (size,) = _SIZE.unpack(head)
+                if size < 0 or size > MAX_REQUEST_BYTES:
+                    log.warning("kafka: %s sent a request of %d bytes; closing", peer, size)
+                    return
+                try:
+                    frame = await reader.readexactly(size)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                try:
+                    response = await self._handle(session, frame)
+                except (MalformedRequest, CloseConnection, UnsupportedBatch) as exc:
+                    log.warning("kafka: closing connection from %s: %s", peer, exc)
+                    return
+                if response is not None:
+                    writer.write(_SIZE.pack(len(response)) + response)
+                    await writer.drain()
+                if session.extra.get("close_after"):
+                    return
+        except asyncio.CancelledError:
+            pass
+        except ConnectionError:
+            pass
+        except Exception:
+            log.exception("kafka: internal error serving %s; closing its connection", peer)
+        finally:
+            self._conns.discard(task)
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _handle(self, session: Session, frame: bytes) -> bytes | None:
+        if session.raw_sasl:
+            return await self._raw_sasl(session, frame)
+        r = Reader(frame)
+        api_key = r.int16()
+        version = r.int16()
+        correlation_id = r.int32()
+        header = _SIZE.pack(correlation_id)
+        if (
+            api_key == V.API_VERSIONS
+            and not V.SUPPORTED[V.API_VERSIONS][1] <= version <= V.SUPPORTED[V.API_VERSIONS][2]
+        ):
+            # Kafka's answer to an ApiVersions version it does not know: v0, UNSUPPORTED_VERSION,
+            # and the ApiVersions range it supports, so the client retries with one of those.
+            _, lo, hi = V.SUPPORTED[V.API_VERSIONS]
+            w = Writer().int16(E.UNSUPPORTED_VERSION).int32(1).int16(V.API_VERSIONS).int16(lo).int16(hi)
+            return header + w.getvalue()
+        client_id = r.nullable_string()
+        session.client_id = client_id or ""
+        spec = V.SUPPORTED.get(api_key)
+        if spec is None or not spec[1] <= version <= spec[2]:
+            raise CloseConnection(f"unsupported request: api key {api_key} version {version}")
+        if session.user is None and api_key not in _PRE_AUTH:
+            if not self.allow_anonymous:
+                raise CloseConnection(f"{spec[0]} before authentication")
+            session.user = ROOT
+        body = await self.handlers[api_key](session, version, r)
+        if body is None:
+            return None
+        return header + body
+
+    # -- ApiVersions and SASL ----------------------------------------------------------------
+
+    async def _api_versions(self, session: Session, version: int, r: Reader) -> bytes:
+        w = Writer().int16(E.NONE)
+        items = sorted(V.SUPPORTED.items())
+        w.array(items, lambda w, it: w.int16(it[0]).int16(it[1][1]).int16(it[1][2]))
+        if version >= 1:
+            w.int32(0)
+        return w.getvalue()
+
+    async def _sasl_handshake(self, session: Session, version: int, r: Reader) -> bytes:
+        mechanism = r.string()
+        w = Writer()
+        assert self.broker is not None
+        if session.user is not None and session.mechanism is not None:
+            w.int16(E.ILLEGAL_SASL_STATE)
+        elif mechanism == "PLAIN":
+            session.mechanism = PlainAuth(self.broker.db)
+            w.int16(E.NONE)
+        elif mechanism == "SCRAM-SHA-256":
+            session.mechanism = ScramAuth(self.broker.db)
+            w.int16(E.NONE)
+        else:
+            w.int16(E.UNSUPPORTED_SASL_MECHANISM)
+        w.array(list(MECHANISMS), Writer.string)
+        if version == 0 and session.mechanism is not None:
+            session.raw_sasl = True
+        return w.getvalue()
+
+    async def _sasl_step(self, session: Session, token: bytes) -> tuple[int, str | None, bytes]:
+        mech = session.mechanism
+        if mech is None:
+            return E.ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake", b""
+        assert self.broker is not None
+        try:
+            out, done = await self.broker.run(mech.step, token)
+        except AuthFailed as exc:
+            return E.SASL_AUTHENTICATION_FAILED, str(exc), b""
+        if done:
+            session.user = mech.user
+            session.mechanism = None
+        return E.NONE, None, out
+
+    async def _sasl_authenticate(self, session: Session, version: int, r: Reader) -> bytes:
+        token = r.bytes_()
+        error, message, out = await self._sasl_step(session, token)
+        w = Writer().int16(error).string(message).bytes_(out)
+        if version >= 1:
+            w.int64(0)
+        if error == E.SASL_AUTHENTICATION_FAILED:
+            session.extra["close_after"] = True
+        return w.getvalue()
+
+    async def _raw_sasl(self, session: Session, frame: bytes) -> bytes:
+        error, message, out = await self._sasl_step(session, frame)
+        if error != E.NONE:
+            raise CloseConnection(message or "authentication failed")
+        if session.mechanism is None:
+            session.raw_sasl = False
+        return out

@@ -1,0 +1,376 @@
+"""Kafka APIs over the embedded topics: Metadata, ListOffsets, Fetch, Produce, InitProducerId,
+CreateTopics, DeleteTopics, DescribeConfigs. Each method parses its request version and returns
+the response body (without the correlation id header)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from changefeed.engine.auth import ROOT
+from changefeed.exceptions import ChangefeedError
+from changefeed.server.kafka import errors as E
+from changefeed.server.kafka.authz import READ, WRITE
+from changefeed.server.kafka.broker import Broker, FetchResult, ProduceResult
+from changefeed.server.kafka.records import UnsupportedBatch, parse_batches
+from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
+from changefeed.topics.store import DEFAULT_RETENTION_NS, MAX_PARTITIONS, TopicInfo
+
+if TYPE_CHECKING:
+    from changefeed.server.kafka.server import Session
+
+__all__ = ["TopicApis"]
+
+#: Long polls wake at least this often to see appends by other processes (the Spark pipeline).
+_POLL_INTERVAL_S = 0.05
+_MAX_WAIT_S = 30.0
+
+
+class TopicApis:
+    def __init__(self, broker: Broker, node_id: int, cluster_id: str) -> None:
+        self.broker = broker
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+
+    # -- Metadata ----------------------------------------------------------------------------
+
+    async def metadata(self, session: Session, version: int, r: Reader) -> bytes:
+        names = r.nullable_array(Reader.string)
+        if version >= 4:
+            r.boolean()  # allow_auto_topic_creation: topics are created by feeds or CreateTopics
+        if version >= 8:
+            r.boolean()
+            r.boolean()
+        b = self.broker
+        user = session.user or ROOT
+
+        def describe() -> list[tuple[str, TopicInfo | None, int]]:
+            if names is None or (version == 0 and not names):
+                return [(t.name, t, E.NONE) for t in b.store.topics() if b.authz.allowed(user, t.name, READ)]
+            return [(n, *b.topic_for(user, n, READ)) for n in names]
+
+        infos = await b.run(describe)
+        w = Writer()
+        if version >= 3:
+            w.int32(0)
+        w.int32(1).int32(self.node_id).string(session.host).int32(session.port)
+        if version >= 1:
+            w.string(None)  # rack
+        if version >= 2:
+            w.string(self.cluster_id)
+        if version >= 1:
+            w.int32(self.node_id)  # controller
+        w.int32(len(infos))
+        for name, info, err in infos:
+            w.int16(err).string(name)
+            if version >= 1:
+                w.boolean(False)
+            parts = info.partitions if info is not None else 0
+            w.int32(parts)
+            for p in range(parts):
+                w.int16(E.NONE).int32(p).int32(self.node_id)
+                if version >= 7:
+                    w.int32(0)  # leader epoch
+                w.int32(1).int32(self.node_id).int32(1).int32(self.node_id)
+                if version >= 5:
+                    w.int32(0)
+            if version >= 8:
+                w.int32(-2147483648)
+        if version >= 8:
+            w.int32(-2147483648)
+        return w.getvalue()
+
+    # -- ListOffsets -------------------------------------------------------------------------
+
+    async def list_offsets(self, session: Session, version: int, r: Reader) -> bytes:
+        r.int32()  # replica id
+        if version >= 2:
+            r.int8()  # isolation level: every record is committed
+
+        def part(r: Reader) -> tuple[int, int]:
+            p = r.int32()
+            if version >= 4:
+                r.int32()
+            return p, r.int64()
+
+        topics = r.array(lambda r: (r.string(), r.array(part)))
+        b = self.broker
+        user = session.user or ROOT
+
+        def work() -> list[tuple[str, list[tuple[int, int, int, int]]]]:
+            out = []
+            for name, parts in topics:
+                info, err = b.topic_for(user, name, READ)
+                rows = []
+                for p, ts in parts:
+                    if info is None:
+                        rows.append((p, err, -1, -1))
+                    else:
+                        rows.append((p, *b.list_offset(info, p, ts)))
+                out.append((name, rows))
+            return out
+
+        result = await b.run(work)
+        w = Writer()
+        if version >= 2:
+            w.int32(0)
+        w.int32(len(result))
+        for name, rows in result:
+            w.string(name).int32(len(rows))
+            for p, err, ts, off in rows:
+                w.int32(p).int16(err).int64(ts).int64(off)
+                if version >= 4:
+                    w.int32(0)
+        return w.getvalue()
+
+    # -- Fetch -------------------------------------------------------------------------------
+
+    async def fetch(self, session: Session, version: int, r: Reader) -> bytes:
+        r.int32()  # replica id
+        max_wait_ms = r.int32()
+        min_bytes = r.int32()
+        max_bytes = r.int32()
+        r.int8()  # isolation level
+        if version >= 7:
+            r.int32()  # session id: this endpoint keeps no fetch sessions (answers 0)
+            r.int32()
+
+        def part(r: Reader) -> tuple[int, int, int]:
+            p = r.int32()
+            if version >= 9:
+                r.int32()
+            offset = r.int64()
+            if version >= 5:
+                r.int64()
+            return p, offset, r.int32()
+
+        topics = r.array(lambda r: (r.string(), r.array(part)))
+        if version >= 7:
+            r.array(lambda r: (r.string(), r.array(Reader.int32)))
+        if version >= 11:
+            r.string()
+        b = self.broker
+        deadline = time.monotonic() + min(max(max_wait_ms, 0) / 1000, _MAX_WAIT_S)
+        user = session.user or ROOT
+
+        def work() -> tuple[int, list[tuple[str, list[tuple[int, FetchResult]]]]]:
+            budget = max_bytes if max_bytes > 0 else 1 << 30
+            total = 0
+            out = []
+            for name, parts in topics:
+                info, err = b.topic_for(user, name, READ)
+                rows = []
+                for p, offset, pmax in parts:
+                    if info is None:
+                        res = FetchResult(err, -1, -1, None)
+                    elif budget - total <= 0:
+                        res = b.fetch_partition(info, p, offset, 0)
+                        res = FetchResult(res.error, res.high_watermark, res.log_start, b"")
+                    else:
+                        res = b.fetch_partition(info, p, offset, max(1, min(pmax, budget - total)))
+                        total += len(res.records or b"")
+                    rows.append((p, res))
+                out.append((name, rows))
+            return total, out
+
+        while True:
+            total, result = await b.run(work)
+            errors = any(res.error for _, rows in result for _, res in rows)
+            left = deadline - time.monotonic()
+            if total >= max(min_bytes, 1) or errors or left <= 0:
+                break
+            await b.wait_change(min(left, _POLL_INTERVAL_S))
+
+        w = Writer().int32(0)
+        if version >= 7:
+            w.int16(E.NONE).int32(0)
+        w.int32(len(result))
+        for name, rows in result:
+            w.string(name).int32(len(rows))
+            for p, res in rows:
+                w.int32(p).int16(res.error).int64(res.high_watermark).int64(res.high_watermark)
+                if version >= 5:
+                    w.int64(res.log_start)
+                w.int32(-1)  # aborted transactions: none
+                if version >= 11:
+                    w.int32(-1)
+                w.bytes_(res.records)
+        return w.getvalue()
+
+    # -- Produce -----------------------------------------------------------------------------
+
+    async def produce(self, session: Session, version: int, r: Reader) -> bytes | None:
+        r.nullable_string()  # transactional id
+        acks = r.int16()
+        r.int32()  # timeout
+        topics = r.array(lambda r: (r.string(), r.array(lambda r: (r.int32(), r.nullable_bytes()))))
+        b = self.broker
+        out: list[tuple[str, list[tuple[int, ProduceResult]]]] = []
+        if acks not in (-1, 0, 1):
+            out = [
+                (n, [(p, ProduceResult(E.INVALID_REQUIRED_ACKS, -1, -1)) for p, _ in ps]) for n, ps in topics
+            ]
+        else:
+            for name, parts in topics:
+                info, err = await b.run(b.topic_for, session.user or ROOT, name, WRITE)
+                rows: list[tuple[int, ProduceResult]] = []
+                for p, data in parts:
+                    if info is None:
+                        rows.append((p, ProduceResult(err, -1, -1)))
+                    else:
+                        rows.append((p, await self._produce_partition(info, p, data)))
+                out.append((name, rows))
+            b.notify()
+        if acks == 0:
+            return None
+        w = Writer().int32(len(out))
+        for name, rows in out:
+            w.string(name).int32(len(rows))
+            for p, res in rows:
+                w.int32(p).int16(res.error).int64(res.base_offset).int64(-1)
+                if version >= 5:
+                    w.int64(res.log_start)
+                if version >= 8:
+                    w.int32(0).string(res.message)
+        w.int32(0)
+        return w.getvalue()
+
+    async def _produce_partition(self, info: TopicInfo, p: int, data: bytes | None) -> ProduceResult:
+        if not 0 <= p < info.partitions:
+            return ProduceResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
+        try:
+            batches = parse_batches(data or b"")
+        except MalformedRequest as exc:
+            return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
+        except UnsupportedBatch as exc:
+            return ProduceResult(E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, str(exc))
+        async with self.broker.lock(info.name, p):
+            return await self.broker.run(self.broker.append_batches, info, p, batches)
+
+    async def init_producer_id(self, session: Session, version: int, r: Reader) -> bytes:
+        txn = r.nullable_string()
+        r.int32()
+        w = Writer().int32(0)
+        if txn is not None:
+            return w.int16(E.INVALID_REQUEST).int64(-1).int16(-1).getvalue()
+        pid = await self.broker.run(self.broker.producer_ids.next_id)
+        return w.int16(E.NONE).int64(pid).int16(0).getvalue()
+
+    # -- admin -------------------------------------------------------------------------------
+
+    async def create_topics(self, session: Session, version: int, r: Reader) -> bytes:
+        def topic(r: Reader) -> tuple[str, int, int, list[tuple[str, str | None]]]:
+            name = r.string()
+            n = r.int32()
+            rf = r.int16()
+            r.array(lambda r: (r.int32(), r.array(Reader.int32)))
+            configs = r.array(lambda r: (r.string(), r.nullable_string()))
+            return name, n, rf, configs
+
+        topics = r.array(topic)
+        r.int32()
+        validate_only = r.boolean() if version >= 1 else False
+        b = self.broker
+
+        def create(
+            name: str, n: int, rf: int, configs: list[tuple[str, str | None]]
+        ) -> tuple[int, str | None]:
+            if session.user != ROOT:
+                return E.TOPIC_AUTHORIZATION_FAILED, "Only root may create topics."
+            if b.topic_or_none(name) is not None:
+                return E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+            if n == -1:
+                n = 1
+            if not 1 <= n <= MAX_PARTITIONS:
+                return E.INVALID_PARTITIONS, f"Number of partitions must be in 1..{MAX_PARTITIONS}."
+            if rf not in (-1, 1):
+                return E.INVALID_REPLICATION_FACTOR, "Replication factor must be 1 (one broker)."
+            retention = DEFAULT_RETENTION_NS
+            for key, value in configs:
+                if key == "retention.ms" and value is not None:
+                    try:
+                        ms = int(value)
+                    except ValueError:
+                        return E.INVALID_CONFIG, f"Invalid value {value} for retention.ms"
+                    retention = 0 if ms < 0 else ms * 1_000_000
+            if not name or not name.isprintable():
+                return E.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal."
+            if validate_only:
+                return E.NONE, None
+            try:
+                b.store.ensure_topic(name, n, retention)
+            except ChangefeedError as exc:
+                return E.INVALID_REQUEST, str(exc)
+            return E.NONE, None
+
+        results = [(t[0], *(await b.run(create, *t))) for t in topics]
+        w = Writer()
+        if version >= 2:
+            w.int32(0)
+        w.int32(len(results))
+        for name, err, msg in results:
+            w.string(name).int16(err)
+            if version >= 1:
+                w.string(msg)
+        return w.getvalue()
+
+    async def delete_topics(self, session: Session, version: int, r: Reader) -> bytes:
+        names = r.array(Reader.string)
+        r.int32()
+        b = self.broker
+
+        def delete(name: str) -> int:
+            if session.user != ROOT:
+                return E.TOPIC_AUTHORIZATION_FAILED
+            if b.topic_or_none(name) is None:
+                return E.UNKNOWN_TOPIC_OR_PARTITION
+            b.store.drop_topic(name, missing_ok=True)
+            return E.NONE
+
+        results = [(n, await b.run(delete, n)) for n in names]
+        w = Writer()
+        if version >= 1:
+            w.int32(0)
+        w.int32(len(results))
+        for name, err in results:
+            w.string(name).int16(err)
+        return w.getvalue()
+
+    async def describe_configs(self, session: Session, version: int, r: Reader) -> bytes:
+        resources = r.array(lambda r: (r.int8(), r.string(), r.nullable_array(Reader.string)))
+        if version >= 1:
+            r.boolean()
+        b = self.broker
+        w = Writer().int32(0).int32(len(resources))
+        for rtype, rname, keys in resources:
+            configs: list[tuple[str, str, bool]] = []
+            err, msg = E.NONE, None
+            if rtype == 2:  # topic
+                info = await b.run(b.topic_or_none, rname)
+                if info is None:
+                    err, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname} does not exist"
+                else:
+                    ret = str(info.retention_ns // 1_000_000) if info.retention_ns else "-1"
+                    configs = [
+                        ("retention.ms", ret, info.retention_ns == DEFAULT_RETENTION_NS),
+                        ("cleanup.policy", "delete", True),
+                        ("message.timestamp.type", "CreateTime", True),
+                        ("compression.type", "producer", True),
+                    ]
+            elif rtype == 4:  # broker
+                configs = [("auto.create.topics.enable", "false", False), ("num.partitions", "1", True)]
+            else:
+                err, msg = E.INVALID_REQUEST, f"resource type {rtype} is not supported"
+            if keys:
+                configs = [c for c in configs if c[0] in keys]
+            w.int16(err).string(msg).int8(rtype).string(rname).int32(len(configs))
+            for name, value, default in configs:
+                w.string(name).string(value).boolean(False)
+                if version == 0:
+                    w.boolean(default)
+                else:
+                    w.int8(5 if default else (1 if rtype == 2 else 4))
+                w.boolean(False)
+                if version >= 1:
+                    w.int32(0)
+        return w.getvalue()

@@ -1,0 +1,165 @@
+"""Kafka wire primitives for the non-flexible protocol versions this endpoint speaks.
+
+Big-endian fixed-width integers, ``int16``-length strings, ``int32``-length bytes and arrays,
+as the Kafka protocol guide defines them. :class:`Reader` raises :class:`MalformedRequest` on any
+read past the end of a request, so truncated input never reaches a handler half-parsed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["MalformedRequest", "Reader", "Writer"]
+
+T = TypeVar("T")
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+
+class MalformedRequest(Exception):
+    """The request's bytes do not parse as the version its header names."""
+
+
+class Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes | memoryview, pos: int = 0) -> None:
+        self.data = data
+        self.pos = pos
+
+    def _take(self, st: struct.Struct) -> int:
+        try:
+            (v,) = st.unpack_from(self.data, self.pos)
+        except struct.error:
+            raise MalformedRequest(f"truncated request at byte {self.pos}") from None
+        self.pos += st.size
+        return int(v)
+
+    def int8(self) -> int:
+        return self._take(_I8)
+
+    def int16(self) -> int:
+        return self._take(_I16)
+
+    def int32(self) -> int:
+        return self._take(_I32)
+
+    def int64(self) -> int:
+        return self._take(_I64)
+
+    def boolean(self) -> bool:
+        return self._take(_I8) != 0
+
+    def raw(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise MalformedRequest(f"truncated request: {n} bytes wanted at byte {self.pos}")
+        out = bytes(self.data[self.pos : self.pos + n])
+        self.pos += n
+        return out
+
+    def nullable_string(self) -> str | None:
+        n = self.int16()
+        if n == -1:
+            return None
+        try:
+            return self.raw(n).decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedRequest(f"string at byte {self.pos - n} is not UTF-8") from None
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise MalformedRequest(f"null string at byte {self.pos - 2} where one is required")
+        return s
+
+    def nullable_bytes(self) -> bytes | None:
+        n = self.int32()
+        return None if n == -1 else self.raw(n)
+
+    def bytes_(self) -> bytes:
+        return self.nullable_bytes() or b""
+
+    def array(self, item: Callable[[Reader], T]) -> list[T]:
+        n = self.int32()
+        if n == -1:
+            return []
+        if n < 0 or n > len(self.data) - self.pos:  # every element takes at least a byte
+            raise MalformedRequest(f"array length {n} at byte {self.pos - 4} exceeds the request")
+        return [item(self) for _ in range(n)]
+
+    def nullable_array(self, item: Callable[[Reader], T]) -> list[T] | None:
+        n = self.int32()
+        if n == -1:
+            return None
+        self.pos -= 4
+        return self.array(item)
+
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+
+class Writer:
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def int8(self, v: int) -> Writer:
+        self.buf += _I8.pack(v)
+        return self
+
+    def int16(self, v: int) -> Writer:
+        self.buf += _I16.pack(v)
+        return self
+
+    def int32(self, v: int) -> Writer:
+        self.buf += _I32.pack(v)
+        return self
+
+    def uint32(self, v: int) -> Writer:
+        self.buf += _U32.pack(v)
+        return self
+
+    def int64(self, v: int) -> Writer:
+        self.buf += _I64.pack(v)
+        return self
+
+    def boolean(self, v: bool) -> Writer:
+        self.buf.append(1 if v else 0)
+        return self
+
+    def string(self, s: str | None) -> Writer:
+        if s is None:
+            return self.int16(-1)
+        b = s.encode("utf-8")
+        self.int16(len(b))
+        self.buf += b
+        return self
+
+    def bytes_(self, b: bytes | bytearray | memoryview | None) -> Writer:
+        if b is None:
+            return self.int32(-1)
+        self.int32(len(b))
+        self.buf += b
+        return self
+
+    def raw(self, b: bytes | bytearray | memoryview) -> Writer:
+        self.buf += b
+        return self
+
+    def array(self, items: list[T] | None, write: Callable[[Writer, T], object]) -> Writer:
+        if items is None:
+            return self.int32(-1)
+        self.int32(len(items))
+        for it in items:
+            write(self, it)
+        return self
+
+    def getvalue(self) -> bytes:
+        return bytes(self.buf)

@@ -1,0 +1,198 @@
+"""PostgreSQL frontend/backend protocol 3.0: message framing, reading and building messages.
+
+Every message after the startup packet is one type byte, a big-endian int32 length that counts
+itself, and a body. Bodies are built with :class:`Writer` and read with :class:`Reader`; both
+are byte-level only, with no knowledge of sessions or SQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Iterable
+
+from changefeed.exceptions import ChangefeedError
+
+#: Largest message a client may send (PostgreSQL's own limit for a query is 1 GiB; ours is smaller).
+MAX_MESSAGE = 64 * 1024 * 1024
+
+PROTOCOL_3_0 = 196608
+SSL_REQUEST = 80877103
+GSSENC_REQUEST = 80877104
+CANCEL_REQUEST = 80877102
+
+
+class ProtocolViolation(ChangefeedError):
+    """The client broke the protocol (bad framing, truncated or oversized message)."""
+
+    code = "08P01"
+
+
+class Reader:
+    """Reads fields from one message body; running off the end is a protocol violation."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ProtocolViolation("invalid message format: truncated message")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def int16(self) -> int:
+        v: int = struct.unpack("!h", self._take(2))[0]
+        return v
+
+    def int32(self) -> int:
+        v: int = struct.unpack("!i", self._take(4))[0]
+        return v
+
+    def uint32(self) -> int:
+        v: int = struct.unpack("!I", self._take(4))[0]
+        return v
+
+    def byte(self) -> bytes:
+        return self._take(1)
+
+    def bytes_(self, n: int) -> bytes:
+        return self._take(n)
+
+    def cstr(self) -> str:
+        end = self.data.find(b"\x00", self.pos)
+        if end < 0:
+            raise ProtocolViolation("invalid message format: unterminated string")
+        raw = self.data[self.pos : end]
+        self.pos = end + 1
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            raise ProtocolViolation("invalid byte sequence for encoding UTF8") from None
+
+    def rest(self) -> bytes:
+        out = self.data[self.pos :]
+        self.pos = len(self.data)
+        return out
+
+    def done(self) -> None:
+        if self.pos != len(self.data):
+            raise ProtocolViolation("invalid message format: unexpected bytes at the end of a message")
+
+
+def message(kind: bytes, body: bytes = b"") -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def cstr(s: str) -> bytes:
+    return s.encode() + b"\x00"
+
+
+async def read_startup(reader: asyncio.StreamReader) -> tuple[int, Reader]:
+    """The startup-phase packet: (code, body) where code is a protocol version or request code."""
+    head = await reader.readexactly(4)
+    (length,) = struct.unpack("!i", head)
+    if length < 8 or length > 10_000:
+        raise ProtocolViolation(f"invalid length of startup packet: {length}")
+    body = await reader.readexactly(length - 4)
+    r = Reader(body)
+    return r.int32(), r
+
+
+async def read_message(reader: asyncio.StreamReader) -> tuple[bytes, Reader]:
+    """One regular message: (type byte, body reader)."""
+    head = await reader.readexactly(5)
+    kind = head[:1]
+    (length,) = struct.unpack("!i", head[1:])
+    if length < 4:
+        raise ProtocolViolation(f"invalid message length {length} for message type {kind!r}")
+    if length - 4 > MAX_MESSAGE:
+        raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {MAX_MESSAGE} bytes")
+    body = await reader.readexactly(length - 4)
+    return kind, Reader(body)
+
+
+# ----------------------------------------------------------------------------- backend messages
+def auth_ok() -> bytes:
+    return message(b"R", struct.pack("!i", 0))
+
+
+def auth_sasl(mechanisms: Iterable[str]) -> bytes:
+    return message(b"R", struct.pack("!i", 10) + b"".join(cstr(m) for m in mechanisms) + b"\x00")
+
+
+def auth_sasl_continue(data: bytes) -> bytes:
+    return message(b"R", struct.pack("!i", 11) + data)
+
+
+def auth_sasl_final(data: bytes) -> bytes:
+    return message(b"R", struct.pack("!i", 12) + data)
+
+
+def parameter_status(name: str, value: str) -> bytes:
+    return message(b"S", cstr(name) + cstr(value))
+
+
+def backend_key_data(pid: int, secret: int) -> bytes:
+    return message(b"K", struct.pack("!iI", pid, secret))
+
+
+def ready_for_query(status: bytes) -> bytes:
+    return message(b"Z", status)
+
+
+def negotiate_protocol_version(minor: int, unknown: list[str]) -> bytes:
+    return message(b"v", struct.pack("!ii", minor, len(unknown)) + b"".join(cstr(u) for u in unknown))
+
+
+def error_response(code: str, text: str, *, severity: str = "ERROR", hint: str | None = None) -> bytes:
+    fields = [b"S" + cstr(severity), b"V" + cstr(severity), b"C" + cstr(code), b"M" + cstr(text)]
+    if hint:
+        fields.append(b"H" + cstr(hint))
+    return message(b"E", b"".join(fields) + b"\x00")
+
+
+def notice_response(code: str, text: str, severity: str = "NOTICE") -> bytes:
+    body = b"S" + cstr(severity) + b"V" + cstr(severity) + b"C" + cstr(code) + b"M" + cstr(text) + b"\x00"
+    return message(b"N", body)
+
+
+def row_description(fields: list[tuple[str, int, int]]) -> bytes:
+    """``fields``: (name, type OID, format code) per column."""
+    from changefeed.server.pg.types import TYPE_LENGTHS
+
+    parts = [struct.pack("!h", len(fields))]
+    for name, oid, fmt in fields:
+        parts.append(cstr(name) + struct.pack("!ihihih", 0, 0, oid, TYPE_LENGTHS.get(oid, -1), -1, fmt))
+    return message(b"T", b"".join(parts))
+
+
+def data_row(values: list[bytes | None]) -> bytes:
+    parts = [struct.pack("!h", len(values))]
+    for v in values:
+        if v is None:
+            parts.append(b"\xff\xff\xff\xff")
+        else:
+            parts.append(struct.pack("!i", len(v)))
+            parts.append(v)
+    body = b"".join(parts)
+    return b"D" + struct.pack("!i", len(body) + 4) + body
+
+
+def command_complete(tag: str) -> bytes:
+    return message(b"C", cstr(tag))
+
+
+def parameter_description(oids: list[int]) -> bytes:
+    return message(b"t", struct.pack(f"!h{len(oids)}i", len(oids), *oids))
+
+
+PARSE_COMPLETE = message(b"1")
+BIND_COMPLETE = message(b"2")
+CLOSE_COMPLETE = message(b"3")
+NO_DATA = message(b"n")
+EMPTY_QUERY = message(b"I")
+PORTAL_SUSPENDED = message(b"s")

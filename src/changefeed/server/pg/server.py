@@ -1,0 +1,236 @@
+"""The PostgreSQL endpoint: accepts connections, runs the startup phase (SSL, protocol version,
+authentication), and hands each connection to a :class:`~changefeed.server.pg.session.PgSession`.
+
+Threads: the protocol runs on the shared asyncio loop; every engine call runs in one bounded
+thread pool (``POOL_SIZE`` threads), so idle connections cost a socket and a SQLite handle, not a
+thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import secrets
+import ssl
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from changefeed.engine.auth import ROOT
+from changefeed.server import EndpointConfig
+from changefeed.server.pg import protocol as p
+from changefeed.server.pg.scram import MECHANISM, ScramError, ScramExchange
+from changefeed.server.pg.session import PgSession, Registry
+
+log = logging.getLogger(__name__)
+
+#: Threads that run engine calls for all connections together.
+POOL_SIZE = 8
+#: Seconds to wait for a client that stopped reading before its connection is closed.
+WRITE_TIMEOUT = 30.0
+#: Seconds a client has for the startup phase (startup packet and authentication).
+STARTUP_TIMEOUT = 30.0
+
+#: The server_version reported to clients (CockroachDB reports a PostgreSQL 13 server).
+SERVER_VERSION = "13.0.0"
+
+
+class AuthFailed(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _is_loopback(peer: object) -> bool:
+    if isinstance(peer, tuple) and peer:
+        with contextlib.suppress(ValueError):
+            return ipaddress.ip_address(str(peer[0]).split("%")[0]).is_loopback
+    return False
+
+
+def load_tls(certs_dir: Path | None) -> ssl.SSLContext | None:
+    """A server TLS context from CockroachDB's layout (``node.crt``, ``node.key``), or None."""
+    if certs_dir is None:
+        return None
+    crt, key = certs_dir / "node.crt", certs_dir / "node.key"
+    if not crt.exists() or not key.exists():
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(crt), str(key))
+    return ctx
+
+
+class PgEndpoint:
+    """``changefeed serve --pg``: the PostgreSQL wire protocol over one database directory."""
+
+    name = "pg"
+
+    def __init__(self, config: EndpointConfig) -> None:
+        self.config = config
+        self.tls = load_tls(config.certs_dir)
+        self.pool = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="pg")
+        self.registry = Registry()
+        self.server: asyncio.Server | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.trust_root_on_loopback = True
+
+    async def start(self) -> tuple[str, int]:
+        self.server = await asyncio.start_server(
+            self._accept, self.config.host, self.config.port, limit=p.MAX_MESSAGE + 16
+        )
+        host, port = self.server.sockets[0].getsockname()[:2]
+        return str(host), int(port)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for session in list(self.registry.sessions.values()):
+            session.terminate()
+        if self.tasks:
+            _, pending = await asyncio.wait(set(self.tasks), timeout=5)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2)
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), 2)
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.tasks.add(task)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
+            pass
+        except Exception:  # one broken connection must never take the server down
+            log.exception("pg connection failed")
+        finally:
+            self.tasks.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            startup = await asyncio.wait_for(self._startup(reader, writer), STARTUP_TIMEOUT)
+        except p.ProtocolViolation as exc:
+            writer.write(p.error_response(exc.code, str(exc), severity="FATAL"))
+            return
+        if startup is None:
+            return
+        params, writer = startup
+        user = params.get("user", "")
+        try:
+            await asyncio.wait_for(self._authenticate(reader, writer, user, peer), STARTUP_TIMEOUT)
+        except AuthFailed as exc:
+            writer.write(p.error_response(exc.code, str(exc), severity="FATAL"))
+            return
+        session = PgSession(self, reader, writer, user, params, peer)
+        try:
+            await session.open()
+        except Exception as exc:
+            code = getattr(exc, "code", "XX000")
+            writer.write(p.error_response(str(code), str(exc), severity="FATAL"))
+            return
+        try:
+            await session.run()
+        finally:
+            await session.close()
+
+    async def _startup(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[dict[str, str], asyncio.StreamWriter] | None:
+        tls_done = False
+        while True:
+            code, body = await p.read_startup(reader)
+            if code == p.SSL_REQUEST and not tls_done:
+                if self.tls is None:
+                    writer.write(b"N")
+                    await writer.drain()
+                    continue
+                writer.write(b"S")
+                await writer.drain()
+                await writer.start_tls(self.tls)
+                tls_done = True
+                continue
+            if code == p.GSSENC_REQUEST:
+                writer.write(b"N")
+                await writer.drain()
+                continue
+            if code == p.CANCEL_REQUEST:
+                pid, key = body.int32(), body.uint32()
+                self.registry.cancel_by_key(pid, key)
+                return None
+            major, minor = code >> 16, code & 0xFFFF
+            if major != 3:
+                writer.write(
+                    p.error_response(
+                        "0A000",
+                        f"unsupported frontend protocol {major}.{minor}: server supports 3.0 to 3.0",
+                        severity="FATAL",
+                    )
+                )
+                return None
+            params: dict[str, str] = {}
+            unknown: list[str] = []
+            while True:
+                name = body.cstr()
+                if not name:
+                    break
+                value = body.cstr()
+                if name.startswith("_pq_."):
+                    unknown.append(name)
+                else:
+                    params[name] = value
+            if minor > 0 or unknown:
+                writer.write(p.negotiate_protocol_version(0, unknown))
+            if "user" not in params or not params["user"]:
+                raise p.ProtocolViolation("no PostgreSQL user name specified in startup packet")
+            return params, writer
+
+    async def _authenticate(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, user: str, peer: object
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        if user == ROOT and self.trust_root_on_loopback and _is_loopback(peer):
+            return
+        secret = await loop.run_in_executor(self.pool, self.registry.secret_of, self.config.db, user)
+        exchange = ScramExchange.for_secret(secret, user)
+        failed = AuthFailed("28P01", f'password authentication failed for user "{user}"')
+        writer.write(p.auth_sasl([MECHANISM]))
+        await writer.drain()
+        kind, msg = await p.read_message(reader)
+        if kind != b"p":
+            raise AuthFailed("08P01", f"expected SASL response, got message type {kind!r}")
+        try:
+            mechanism = msg.cstr()
+            if mechanism != MECHANISM:
+                raise AuthFailed(
+                    "28000", f"client selected an invalid SASL authentication mechanism {mechanism!r}"
+                )
+            length = msg.int32()
+            first = msg.bytes_(length).decode() if length >= 0 else ""
+            writer.write(p.auth_sasl_continue(exchange.first(first).encode()))
+            await writer.drain()
+            kind, msg = await p.read_message(reader)
+            if kind != b"p":
+                raise AuthFailed("08P01", f"expected SASL response, got message type {kind!r}")
+            final = exchange.final(msg.rest().decode())
+        except (ScramError, UnicodeDecodeError) as exc:
+            raise AuthFailed("08P01", str(exc)) from None
+        if final is None:
+            raise failed
+        writer.write(p.auth_sasl_final(final.encode()))
+
+
+def new_backend_key() -> tuple[int, int]:
+    """A (process id, secret) pair for BackendKeyData: the id is unique per server run."""
+    pid = struct.unpack("!i", os.urandom(4))[0] & 0x7FFFFFFF
+    return pid, secrets.randbits(32)

@@ -1,0 +1,824 @@
+"""One client connection after authentication: its engine session, session variables, prepared
+statements and portals, and the simple and extended query protocols.
+
+Where a statement goes (decided once per query text, cached):
+- session statements (SET, SHOW <variable>, RESET, CANCEL QUERY, SHOW QUERIES ...) are answered here;
+- statements naming ``pg_catalog``, ``information_schema`` or ``pg_*`` functions go to
+  :mod:`changefeed.server.pg.catalog`;
+- a core changefeed (``EXPERIMENTAL CHANGEFEED FOR``, ``CREATE CHANGEFEED`` without ``INTO``)
+  streams rows from ``Connection.stream`` as they are produced;
+- everything else runs on the engine session, ``$n`` parameters as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import sqlite3
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from changefeed.connection import Connection, Result
+from changefeed.engine import auth
+from changefeed.engine.auth import ScramSecret
+from changefeed.exceptions import ChangefeedError, TransactionError
+from changefeed.server.pg import catalog
+from changefeed.server.pg import protocol as p
+from changefeed.server.pg import types as t
+from changefeed.server.pg.commands import Command, parse_command, split_statements
+from changefeed.server.pg.values import column_oids, encoders, fmt_of
+from changefeed.sql import ast
+from changefeed.sql.parser import parse
+
+if TYPE_CHECKING:
+    from changefeed.server.pg.server import PgEndpoint
+
+T = TypeVar("T")
+
+#: Bytes of DataRows buffered before waiting for the client to take them.
+FLUSH_BYTES = 256 * 1024
+#: Parsed query texts kept per connection.
+PARSE_CACHE = 256
+
+#: Session variables: name (lower case) -> (display name, default). ``None``: from the session.
+_REPORTED = (
+    "server_version", "server_encoding", "client_encoding", "application_name", "DateStyle",
+    "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings", "is_superuser",
+    "session_authorization",
+)  # fmt: skip
+
+
+def _defaults(user: str, version: str) -> dict[str, str]:
+    return {
+        "server_version": version,
+        "server_version_num": "".join(f"{int(x):02d}" for x in version.split(".")[:3]).lstrip("0")
+        if version.count(".") >= 2
+        else "130000",
+        "server_encoding": "UTF8",
+        "client_encoding": "UTF8",
+        "application_name": "",
+        "DateStyle": "ISO, MDY",
+        "IntervalStyle": "postgres",
+        "TimeZone": "UTC",
+        "integer_datetimes": "on",
+        "standard_conforming_strings": "on",
+        "is_superuser": "on" if user == auth.ROOT else "off",
+        "session_authorization": user,
+        "extra_float_digits": "1",
+        "search_path": '"$user", public',
+        "transaction_isolation": "serializable",
+        "default_transaction_isolation": "serializable",
+        "transaction_read_only": "off",
+        "default_transaction_read_only": "off",
+        "max_identifier_length": "63",
+        "lc_messages": "C",
+        "lc_monetary": "C",
+        "lc_numeric": "C",
+        "lc_time": "C",
+        "statement_timeout": "0",
+        "lock_timeout": "0",
+        "idle_in_transaction_session_timeout": "0",
+        "bytea_output": "hex",
+        "database": "defaultdb",
+        "node_id": "1",
+    }
+
+
+class CancelledQuery(ChangefeedError):
+    code = "57014"
+
+
+class AbortedTransaction(TransactionError):
+    code = "25P02"
+
+
+class AdminShutdown(ChangefeedError):
+    code = "57P01"
+
+
+@dataclass
+class Prepared:
+    sql: str
+    kind: str  # empty | command | catalog | engine | stream
+    stmts: list[ast.Statement] = field(default_factory=list)
+    command: Command | None = None
+    param_oids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Portal:
+    prepared: Prepared
+    params: list[Any]
+    formats: list[int]
+    result: Result | None = None
+    pos: int = 0
+    described: bool = False
+
+
+@dataclass
+class Running:
+    query_id: str
+    sql: str
+    start: dt.datetime
+    phase: str = "executing"
+
+
+class Registry:
+    """Every open session of one endpoint: for CancelRequest, CANCEL QUERY and SHOW QUERIES."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[int, PgSession] = {}
+        self._auth_conn: Connection | None = None
+        self._auth_lock = threading.Lock()
+
+    def cancel_by_key(self, pid: int, key: int) -> None:
+        s = self.sessions.get(pid)
+        if s is not None and s.secret == key:
+            s.cancel()
+
+    def cancel_by_query_id(self, query_id: str) -> bool:
+        for s in list(self.sessions.values()):
+            if s.running is not None and s.running.query_id == query_id:
+                s.cancel()
+                return True
+        return False
+
+    def secret_of(self, db: Path, user: str) -> ScramSecret | None:
+        with self._auth_lock:
+            if self._auth_conn is None:
+                self._auth_conn = Connection(db, user=auth.ROOT)
+            c = self._auth_conn.db.conn
+            if not auth.user_exists(c, user):
+                return None
+            return auth.scram_secret(c, user)
+
+    def close(self) -> None:
+        with self._auth_lock:
+            if self._auth_conn is not None:
+                self._auth_conn.close()
+                self._auth_conn = None
+
+
+def normalise_tag(res: Result, stmt: ast.Statement | None) -> str:
+    status = res.status or ""
+    words = status.split()
+    if words and words[0] in ("INSERT", "UPSERT") and len(words) == 2:
+        return f"INSERT 0 {words[1]}"
+    if words and words[0] == "SHOW":
+        return f"SELECT {len(res.rows)}" if res.columns else "SHOW"
+    if status:
+        return status
+    if res.columns:
+        return f"SELECT {len(res.rows)}"
+    if stmt is not None:
+        name = type(stmt).__name__
+        return "".join(" " + c if c.isupper() else c for c in name).strip().upper()
+    return "OK"
+
+
+class PgSession:
+    def __init__(
+        self,
+        endpoint: PgEndpoint,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        user: str,
+        params: dict[str, str],
+        peer: object,
+    ) -> None:
+        from changefeed.server.pg.server import SERVER_VERSION, new_backend_key
+
+        self.endpoint = endpoint
+        self.reader = reader
+        self.writer = writer
+        self.user = user
+        self.peer = peer
+        self.startup = params
+        self.vars = _defaults(user, SERVER_VERSION)
+        self.pid, self.secret = new_backend_key()
+        self.conn: Connection | None = None
+        self.prepared: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}
+        self.cache: OrderedDict[str, Prepared] = OrderedDict()
+        self.running: Running | None = None
+        self.cancelled = threading.Event()
+        self.closing = False
+        self.session_id = uuid.uuid4().hex
+        self.loop = asyncio.get_running_loop()
+        self.pending = 0  # bytes written since the last drain
+
+    # ------------------------------------------------------------------ lifecycle
+    async def open(self) -> None:
+        self.conn = await self.call(Connection, self.endpoint.config.db, user=self.user)
+        for name, value in self.startup.items():
+            if name in ("user", "database", "replication"):
+                continue
+            if name == "options":
+                continue
+            key = self._var_name(name)
+            self.vars[key] = value
+        self.vars["database"] = self.startup.get("database", "defaultdb") or "defaultdb"
+        self.vars["client_encoding"] = "UTF8"
+        out = [p.auth_ok()]
+        out += [p.parameter_status(n, self.vars[n]) for n in _REPORTED]
+        out.append(p.backend_key_data(self.pid, self.secret))
+        out.append(p.ready_for_query(b"I"))
+        self.writer.write(b"".join(out))
+        await self.writer.drain()
+        self.endpoint.registry.sessions[self.pid] = self
+
+    async def close(self) -> None:
+        self.endpoint.registry.sessions.pop(self.pid, None)
+        self.cancel()
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await self.call(conn.close)
+
+    def terminate(self) -> None:
+        """Server shutdown: end this connection; its open transaction is rolled back on close."""
+        self.closing = True
+        self.cancel()
+        with contextlib.suppress(Exception):
+            self.writer.write(
+                p.error_response(
+                    "57P01", "terminating connection due to administrator command", severity="FATAL"
+                )
+            )
+        self.writer.close()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        conn = self.conn
+        if conn is not None and self.running is not None:
+            with contextlib.suppress(Exception):
+                conn.db.conn.interrupt()
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.loop.run_in_executor(self.endpoint.pool, lambda: fn(*args, **kwargs))
+
+    @property
+    def txn_status(self) -> bytes:
+        s = self.conn.session if self.conn is not None else None
+        if s is None or not s.in_transaction:
+            return b"I"
+        return b"E" if s.aborted else b"T"
+
+    # ------------------------------------------------------------------ output
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        self.pending += len(data)
+
+    async def flush(self, force: bool = False) -> None:
+        if force or self.pending >= FLUSH_BYTES:
+            self.pending = 0
+            from changefeed.server.pg.server import WRITE_TIMEOUT
+
+            await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
+
+    def send_error(self, exc: BaseException) -> None:
+        code, message = self.error_of(exc)
+        self.send(p.error_response(code, message))
+        if self.conn is not None and self.conn.session.in_transaction:
+            self.conn.session.aborted = True
+
+    def error_of(self, exc: BaseException) -> tuple[str, str]:
+        if isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc):
+            return "57014", "canceling statement due to user request"
+        if isinstance(exc, ChangefeedError):
+            if self.cancelled.is_set() and "interrupt" in str(exc):
+                return "57014", "canceling statement due to user request"
+            return exc.code, str(exc)
+        if isinstance(exc, sqlite3.Error):
+            text = str(exc)
+            if "interrupt" in text:
+                return "57014", "canceling statement due to user request"
+            if "locked" in text or "busy" in text:
+                return "40001", f"restart transaction: {text}"
+            return "XX000", text
+        return "XX000", f"internal error: {type(exc).__name__}: {exc}"
+
+    # ------------------------------------------------------------------ main loop
+    async def run(self) -> None:
+        skipping = False  # after an error in the extended protocol: until Sync
+        while not self.closing:
+            try:
+                kind, msg = await p.read_message(self.reader)
+            except p.ProtocolViolation as exc:
+                self.send(p.error_response(exc.code, str(exc), severity="FATAL"))
+                await self.flush(True)
+                return
+            if kind == b"X":
+                return
+            if skipping and kind not in (b"S",):
+                continue
+            try:
+                if kind == b"Q":
+                    await self.simple_query(msg.cstr())
+                    await self.flush(True)
+                elif kind == b"P":
+                    await self.on_parse(msg)
+                elif kind == b"B":
+                    await self.on_bind(msg)
+                elif kind == b"D":
+                    await self.on_describe(msg)
+                elif kind == b"E":
+                    await self.on_execute(msg)
+                elif kind == b"C":
+                    self.on_close(msg)
+                elif kind == b"H":
+                    await self.flush(True)
+                elif kind == b"S":
+                    skipping = False
+                    self.portals.pop("", None)
+                    self.send(p.ready_for_query(self.txn_status))
+                    await self.flush(True)
+                elif kind in (b"d", b"c", b"f"):
+                    pass  # COPY data outside COPY: ignored, as PostgreSQL does
+                else:
+                    raise p.ProtocolViolation(f"invalid frontend message type {kind[0]}")
+            except p.ProtocolViolation as exc:
+                self.send(p.error_response(exc.code, str(exc), severity="FATAL"))
+                await self.flush(True)
+                return
+            except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+                self.send_error(exc)
+                if kind == b"Q":
+                    self.send(p.ready_for_query(self.txn_status))
+                    await self.flush(True)
+                else:
+                    skipping = True
+
+    # ------------------------------------------------------------------ classification
+    def _var_name(self, name: str) -> str:
+        low = name.lower()
+        for k in self.vars:
+            if k.lower() == low:
+                return k
+        return low
+
+    def classify(self, sql: str) -> Prepared:
+        hit = self.cache.get(sql)
+        if hit is not None:
+            self.cache.move_to_end(sql)
+            return hit
+        prep = self._classify(sql)
+        if prep.kind != "command":
+            self.cache[sql] = prep
+            if len(self.cache) > PARSE_CACHE:
+                self.cache.popitem(last=False)
+        return prep
+
+    def _classify(self, sql: str) -> Prepared:
+        pieces = split_statements(sql)
+        if not pieces:
+            return Prepared(sql, "empty")
+        if len(pieces) == 1:
+            cmd = parse_command(pieces[0])
+            if cmd is not None:
+                return Prepared(sql, "command", command=cmd)
+            if catalog.wants(pieces[0]):
+                return Prepared(sql, "catalog")
+        stmts = parse(sql, "sql")
+        if len(stmts) == 1 and isinstance(stmts[0], ast.CreateChangefeed) and stmts[0].sink is None:
+            return Prepared(sql, "stream", stmts=stmts)
+        return Prepared(sql, "engine", stmts=stmts)
+
+    # ------------------------------------------------------------------ simple query
+    async def simple_query(self, sql: str) -> None:
+        pieces = split_statements(sql)
+        if not pieces:
+            self.send(p.EMPTY_QUERY)
+        for piece in pieces:
+            prep = await self.call(self.classify, piece) if piece not in self.cache else self.cache[piece]
+            res = await self.execute(prep, [])
+            if res is not None:
+                await self.send_result(res, prep, [], describe=True, limit=0)
+        self.send(p.ready_for_query(self.txn_status))
+
+    # ------------------------------------------------------------------ execution
+    async def execute(self, prep: Prepared, params: list[Any]) -> Result | None:
+        """Run a prepared statement; None when it already sent its own output (a stream)."""
+        assert self.conn is not None
+        session = self.conn.session
+        if prep.kind == "empty":
+            return Result(status="")
+        first = prep.stmts[0] if prep.stmts else None
+        if session.aborted and not isinstance(first, ast.Commit | ast.Rollback):
+            raise AbortedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        if isinstance(first, ast.Commit) and session.aborted:
+            await self.call(session.rollback)
+            return Result(status="ROLLBACK")
+        if prep.kind == "command":
+            assert prep.command is not None
+            return self.run_command(prep.command)
+        if prep.kind == "stream":
+            await self.run_stream(prep)
+            return None
+        self.cancelled.clear()
+        self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
+        try:
+            if prep.kind == "catalog":
+                return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
+            return await self.call(self._run_engine, prep.stmts, params)
+        finally:
+            self.running = None
+
+    def _run_engine(self, stmts: list[ast.Statement], params: Sequence[Any]) -> Result:
+        assert self.conn is not None
+        res = Result()
+        for stmt in stmts:
+            res = self.conn.session.execute(stmt, params)
+            res.status = normalise_tag(res, stmt)
+        return res
+
+    async def send_result(
+        self,
+        res: Result,
+        prep: Prepared,
+        formats: list[int],
+        *,
+        describe: bool,
+        limit: int,
+        portal: Portal | None = None,
+    ) -> None:
+        if res.columns:
+            oids = column_oids(res.types, res.rows, len(res.columns))
+            encs, fmts = encoders(oids, formats)
+            if describe:
+                self.send(p.row_description(list(zip(res.columns, oids, fmts, strict=True))))
+            start = portal.pos if portal is not None else 0
+            end = len(res.rows) if limit <= 0 else min(len(res.rows), start + limit)
+            rows = res.rows
+            data_row = p.data_row
+            for i in range(start, end):
+                row = rows[i]
+                self.send(
+                    data_row([None if v is None else enc(v) for enc, v in zip(encs, row, strict=False)])
+                )
+                if self.pending >= FLUSH_BYTES:
+                    await self.flush()
+            if portal is not None:
+                portal.pos = end
+                if end < len(res.rows):
+                    self.send(p.PORTAL_SUSPENDED)
+                    return
+        if prep.kind == "empty":
+            self.send(p.EMPTY_QUERY)
+            return
+        self.send(p.command_complete(res.status or normalise_tag(res, prep.stmts[0] if prep.stmts else None)))
+
+    # ------------------------------------------------------------------ session statements
+    def run_command(self, cmd: Command) -> Result:
+        if cmd.kind == "set":
+            name = self._var_name(cmd.name)
+            if name in ("server_version", "server_encoding", "is_superuser", "session_authorization"):
+                raise ChangefeedError(f'parameter "{cmd.name}" cannot be changed')
+            value = (
+                cmd.value
+                if cmd.value is not None
+                else _defaults(self.user, self.vars["server_version"]).get(name, "")
+            )
+            if name == "client_encoding" and value.upper().replace("-", "") not in ("UTF8", "UNICODE"):
+                raise _InvalidValue(f'invalid value for parameter "client_encoding": "{value}"')
+            if name == "client_encoding":
+                value = "UTF8"
+            if name == "TimeZone" and value.lower() in ("utc", "etc/utc", "z", "0", "+00", "gmt"):
+                value = "UTC"
+            self.vars[name] = value
+            if name in _REPORTED:
+                self.send(p.parameter_status(name, value))
+            return Result(status="SET")
+        if cmd.kind == "reset":
+            base = _defaults(self.user, self.vars["server_version"])
+            names = list(base) if cmd.name == "all" else [self._var_name(cmd.name)]
+            for n in names:
+                if (n in base and n not in ("application_name",)) or cmd.name != "all":
+                    self.vars[n] = base.get(n, "")
+            return Result(status="RESET")
+        if cmd.kind == "show":
+            name = self._var_name(cmd.name)
+            if name not in self.vars:
+                raise _UndefinedVar(f'unrecognized configuration parameter "{cmd.name}"')
+            return Result(columns=[cmd.name], rows=[(self.vars[name],)], types=[None], status="SHOW")
+        if cmd.kind == "show_all":
+            rows = [(k, v, "") for k, v in sorted(self.vars.items(), key=lambda kv: kv[0].lower())]
+            return Result(
+                columns=["name", "setting", "description"], rows=rows, types=[None] * 3, status="SHOW"
+            )
+        if cmd.kind == "show_queries":
+            return self.show_queries()
+        if cmd.kind == "cancel":
+            assert cmd.value is not None
+            if not self.endpoint.registry.cancel_by_query_id(cmd.value):
+                raise _UndefinedQuery(f"query ID {cmd.value} not found")
+            return Result(status="CANCEL QUERIES 1")
+        if cmd.kind == "discard":
+            self.prepared.clear()
+            self.portals.clear()
+            return Result(status="DISCARD ALL")
+        if cmd.kind == "deallocate":
+            if cmd.name == "all":
+                self.prepared.clear()
+            else:
+                self.prepared.pop(cmd.name, None)
+            return Result(status="DEALLOCATE")
+        return Result(status=cmd.name or "SET")
+
+    def show_queries(self) -> Result:
+        rows = []
+        for s in list(self.endpoint.registry.sessions.values()):
+            r = s.running
+            if r is None:
+                continue
+            peer = s.peer
+            addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else ""
+            rows.append(
+                (
+                    r.query_id,
+                    1,
+                    s.session_id,
+                    s.user,
+                    r.start,
+                    r.sql,
+                    addr,
+                    s.vars.get("application_name", ""),
+                    False,
+                    r.phase,
+                )
+            )
+        cols = [
+            "query_id",
+            "node_id",
+            "session_id",
+            "user_name",
+            "start",
+            "query",
+            "client_address",
+            "application_name",
+            "distributed",
+            "phase",
+        ]
+        return Result(columns=cols, rows=rows, types=[None] * len(cols), status=f"SELECT {len(rows)}")
+
+    # ------------------------------------------------------------------ core changefeeds
+    async def run_stream(self, prep: Prepared, formats: Sequence[int] = (), describe: bool = True) -> None:
+        """Send a core changefeed's rows as they are produced; ends on cancel or disconnect."""
+        assert self.conn is not None
+        stream = getattr(self.conn, "stream", None)
+        if stream is None:
+            raise ChangefeedError("core changefeeds need Connection.stream, which this build does not have")
+        oids = [t.TEXT, t.BYTEA, t.BYTEA]
+        fmts = [fmt_of(list(formats), i) for i in range(3)]
+        if describe:
+            self.send(p.row_description(list(zip(["table", "key", "value"], oids, fmts, strict=True))))
+        await self.flush(True)
+        self.cancelled.clear()
+        self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
+        done: asyncio.Future[int] = self.loop.create_future()
+        sent = 0
+
+        def encode(i: int, v: Any) -> bytes | None:
+            if v is None:
+                return None
+            if fmts[i] == 1 or i == 0:
+                return v if isinstance(v, bytes) else str(v).encode()
+            return b"\\x" + bytes(v).hex().encode()
+
+        async def emit(row: tuple[Any, ...]) -> None:
+            self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
+            await self.flush(True)
+
+        def produce() -> None:
+            nonlocal sent
+            it: Iterator[tuple[Any, ...]] | None = None
+            error: BaseException | None = None
+            try:
+                it = iter(stream(prep.sql))
+                for row in it:
+                    if self.cancelled.is_set() or self.closing:
+                        break
+                    asyncio.run_coroutine_threadsafe(emit(tuple(row)), self.loop).result()
+                    sent += 1
+            except BaseException as exc:
+                error = exc
+            finally:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        close()
+            if error is not None:
+                self.loop.call_soon_threadsafe(done.set_exception, error)
+            else:
+                self.loop.call_soon_threadsafe(done.set_result, sent)
+
+        thread = threading.Thread(target=produce, name=f"pg-changefeed-{self.pid}", daemon=True)
+        thread.start()
+        try:
+            await done
+        finally:
+            self.running = None
+        if self.cancelled.is_set():
+            raise CancelledQuery("query execution canceled")
+        self.send(p.command_complete(f"SELECT {sent}"))
+
+    # ------------------------------------------------------------------ extended protocol
+    async def on_parse(self, msg: p.Reader) -> None:
+        name = msg.cstr()
+        sql = msg.cstr()
+        n = msg.int16()
+        oids = [msg.uint32() for _ in range(max(n, 0))]
+        msg.done()
+        if name and name in self.prepared:
+            raise _DuplicateStatement(f'prepared statement "{name}" already exists')
+        prep = self.cache.get(sql)
+        if prep is None:
+            prep = await self.call(self.classify, sql)
+        if prep.param_oids != oids:
+            prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids)
+        self.prepared[name] = prep
+        self.send(p.PARSE_COMPLETE)
+
+    async def on_bind(self, msg: p.Reader) -> None:
+        portal_name = msg.cstr()
+        stmt_name = msg.cstr()
+        pf = [msg.int16() for _ in range(max(msg.int16(), 0))]
+        nparams = msg.int16()
+        raw: list[bytes | None] = []
+        for _ in range(max(nparams, 0)):
+            length = msg.int32()
+            raw.append(None if length < 0 else msg.bytes_(length))
+        rf = [msg.int16() for _ in range(max(msg.int16(), 0))]
+        msg.done()
+        prep = self.prepared.get(stmt_name)
+        if prep is None:
+            raise _UndefinedStatement(f'prepared statement "{stmt_name}" does not exist')
+        oids = prep.param_oids
+        params = [
+            t.decode_param(v, oids[i] if i < len(oids) else 0, fmt_of(pf, i) == 1) for i, v in enumerate(raw)
+        ]
+        if portal_name and portal_name in self.portals:
+            raise _DuplicateCursor(f'portal "{portal_name}" already exists')
+        self.portals[portal_name] = Portal(prep, params, rf)
+        self.send(p.BIND_COMPLETE)
+
+    async def on_describe(self, msg: p.Reader) -> None:
+        what = msg.byte()
+        name = msg.cstr()
+        msg.done()
+        if what == b"S":
+            prep = self.prepared.get(name)
+            if prep is None:
+                raise _UndefinedStatement(f'prepared statement "{name}" does not exist')
+            n = max(_param_count(prep), len(prep.param_oids))
+            oids = [
+                (prep.param_oids[i] if i < len(prep.param_oids) and prep.param_oids[i] else t.TEXT)
+                for i in range(n)
+            ]
+            self.send(p.parameter_description(oids))
+            cols = await self.describe_columns(prep)
+            self.send(p.row_description([(c, o, 0) for c, o in cols]) if cols else p.NO_DATA)
+            return
+        if what != b"P":
+            raise p.ProtocolViolation(f"invalid DESCRIBE message subtype {what!r}")
+        portal = self.portals.get(name)
+        if portal is None:
+            raise _UndefinedCursor(f'portal "{name}" does not exist')
+        prep = portal.prepared
+        if prep.kind == "stream":
+            fmts = [fmt_of(portal.formats, i) for i in range(3)]
+            self.send(
+                p.row_description(
+                    list(zip(["table", "key", "value"], [t.TEXT, t.BYTEA, t.BYTEA], fmts, strict=True))
+                )
+            )
+            portal.described = True
+            return
+        if portal.result is None:
+            portal.result = await self.execute(prep, portal.params)
+        described = portal.result
+        if described is not None and described.columns:
+            oids = column_oids(described.types, described.rows, len(described.columns))
+            _, fmts = encoders(oids, portal.formats)
+            self.send(p.row_description(list(zip(described.columns, oids, fmts, strict=True))))
+        else:
+            self.send(p.NO_DATA)
+        portal.described = True
+
+    async def describe_columns(self, prep: Prepared) -> list[tuple[str, int]]:
+        """Columns of a statement's result without running it: SELECTs (and catalog queries, which
+        only read) are run with NULL parameters in a read-only way; others return no rows."""
+        if prep.kind == "stream":
+            return [("table", t.TEXT), ("key", t.BYTEA), ("value", t.BYTEA)]
+        if prep.kind == "command" and prep.command is not None and prep.command.kind.startswith("show"):
+            shown = self.run_command(prep.command)
+            return [(c, t.TEXT) for c in shown.columns]
+        if prep.kind == "catalog" or (
+            prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Select | ast.Show)
+        ):
+            params = [None] * max(_param_count(prep), len(prep.param_oids))
+            assert self.conn is not None
+            aborted = self.conn.session.aborted
+            try:
+                res = await self.execute(prep, params)
+            except (ChangefeedError, sqlite3.Error, ValueError, TypeError):
+                return []
+            finally:
+                self.conn.session.aborted = aborted
+            if res is None:
+                return []
+            oids = column_oids(res.types, res.rows, len(res.columns))
+            return list(zip(res.columns, oids, strict=True))
+        return []
+
+    async def on_execute(self, msg: p.Reader) -> None:
+        name = msg.cstr()
+        limit = msg.int32()
+        msg.done()
+        portal = self.portals.get(name)
+        if portal is None:
+            raise _UndefinedCursor(f'portal "{name}" does not exist')
+        prep = portal.prepared
+        if prep.kind == "stream":
+            await self.run_stream(prep, portal.formats, describe=False)
+            return
+        if portal.result is None:
+            portal.result = await self.execute(prep, portal.params)
+        res = portal.result
+        if res is None:
+            return
+        await self.send_result(res, prep, portal.formats, describe=False, limit=limit, portal=portal)
+
+    def on_close(self, msg: p.Reader) -> None:
+        what = msg.byte()
+        name = msg.cstr()
+        msg.done()
+        if what == b"S":
+            self.prepared.pop(name, None)
+        elif what == b"P":
+            self.portals.pop(name, None)
+        else:
+            raise p.ProtocolViolation(f"invalid CLOSE message subtype {what!r}")
+        self.send(p.CLOSE_COMPLETE)
+
+
+def _param_count(prep: Prepared) -> int:
+    """Highest ``$n`` in the statement text (outside quotes)."""
+    best = 0
+    sql = prep.sql
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            j = sql.find("'", i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if c == "$" and i + 1 < n and sql[i + 1].isdigit():
+            j = i + 1
+            while j < n and sql[j].isdigit():
+                j += 1
+            best = max(best, int(sql[i + 1 : j]))
+            i = j
+            continue
+        i += 1
+    return best
+
+
+class _InvalidValue(ChangefeedError):
+    code = "22023"
+
+
+class _UndefinedVar(ChangefeedError):
+    code = "42704"
+
+
+class _UndefinedQuery(ChangefeedError):
+    code = "42704"
+
+
+class _DuplicateStatement(ChangefeedError):
+    code = "42P05"
+
+
+class _UndefinedStatement(ChangefeedError):
+    code = "26000"
+
+
+class _DuplicateCursor(ChangefeedError):
+    code = "42P03"
+
+
+class _UndefinedCursor(ChangefeedError):
+    code = "34000"
+
+
+_ = time

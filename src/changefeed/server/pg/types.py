@@ -1,0 +1,430 @@
+"""PostgreSQL type OIDs and the text and binary wire formats of the engine's Python values.
+
+Results: each column gets the OID of its engine type (or, for expressions the engine leaves
+untyped, of the first non-NULL value's Python type); values are encoded in the format the client
+asked for. Parameters: decoded by the OID the client declared in Parse (0 = unspecified: the text
+is passed on and the engine converts it to the column's type, as PostgreSQL's ``unknown`` does).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from changefeed.engine.types import Kind, SqlType
+from changefeed.exceptions import TypeMismatch
+
+# ------------------------------------------------------------------------------------------ OIDs
+BOOL = 16
+BYTEA = 17
+CHAR = 18
+NAME = 19
+INT8 = 20
+INT2 = 21
+INT4 = 23
+TEXT = 25
+OID = 26
+JSON = 114
+FLOAT4 = 700
+FLOAT8 = 701
+UNKNOWN = 705
+INET = 869
+BPCHAR = 1042
+VARCHAR = 1043
+DATE = 1082
+TIME = 1083
+TIMESTAMP = 1114
+TIMESTAMPTZ = 1184
+INTERVAL = 1186
+BIT = 1560
+VARBIT = 1562
+NUMERIC = 1700
+UUID = 2950
+JSONB = 3802
+
+#: name, OID, array OID, typlen, typcategory: what pg_type shows for the types we speak.
+TYPES: tuple[tuple[str, int, int, int, str], ...] = (
+    ("bool", BOOL, 1000, 1, "B"),
+    ("bytea", BYTEA, 1001, -1, "U"),
+    ("char", CHAR, 1002, 1, "S"),
+    ("name", NAME, 1003, 64, "S"),
+    ("int8", INT8, 1016, 8, "N"),
+    ("int2", INT2, 1005, 2, "N"),
+    ("int4", INT4, 1007, 4, "N"),
+    ("text", TEXT, 1009, -1, "S"),
+    ("oid", OID, 1028, 4, "N"),
+    ("json", JSON, 199, -1, "U"),
+    ("float4", FLOAT4, 1021, 4, "N"),
+    ("float8", FLOAT8, 1022, 8, "N"),
+    ("unknown", UNKNOWN, 0, -2, "X"),
+    ("inet", INET, 1041, -1, "I"),
+    ("bpchar", BPCHAR, 1014, -1, "S"),
+    ("varchar", VARCHAR, 1015, -1, "S"),
+    ("date", DATE, 1182, 4, "D"),
+    ("time", TIME, 1183, 8, "D"),
+    ("timestamp", TIMESTAMP, 1115, 8, "D"),
+    ("timestamptz", TIMESTAMPTZ, 1185, 8, "D"),
+    ("interval", INTERVAL, 1187, 16, "T"),
+    ("bit", BIT, 1561, -1, "V"),
+    ("varbit", VARBIT, 1563, -1, "V"),
+    ("numeric", NUMERIC, 1231, -1, "N"),
+    ("uuid", UUID, 2951, 16, "U"),
+    ("jsonb", JSONB, 3807, -1, "U"),
+)
+TYPE_NAMES = {oid: name for name, oid, _, _, _ in TYPES}
+TYPE_LENGTHS = {oid: length for _, oid, _, length, _ in TYPES}
+
+
+def oid_of(t: SqlType | None, sample: Any = None) -> int:
+    """The OID a column of engine type ``t`` is described with (``sample``: a value, when untyped)."""
+    if t is None:
+        return _oid_of_value(sample)
+    k = t.kind
+    if k is Kind.INT:
+        return INT2 if t.bits <= 16 else INT4 if t.bits <= 32 else INT8
+    if k is Kind.UINT:
+        return INT4 if t.bits <= 16 else INT8 if t.bits <= 32 else NUMERIC
+    if k is Kind.FLOAT:
+        return FLOAT4 if t.bits <= 32 else FLOAT8
+    if k is Kind.TIMESTAMP:
+        return TIMESTAMPTZ if t.zoned else TIMESTAMP
+    return _KIND_OIDS.get(k, TEXT)
+
+
+_KIND_OIDS = {
+    Kind.BOOL: BOOL,
+    Kind.VARINT: NUMERIC,
+    Kind.DECIMAL: NUMERIC,
+    Kind.TEXT: TEXT,
+    Kind.BYTES: BYTEA,
+    Kind.DATE: DATE,
+    Kind.DATETIME: TIMESTAMPTZ,
+    Kind.TIME: TIME,
+    Kind.INTERVAL: INTERVAL,
+    Kind.JSON: JSONB,
+    Kind.UUID: UUID,
+    Kind.TIMEUUID: UUID,
+    Kind.INET: INET,
+}
+
+
+def _oid_of_value(v: Any) -> int:
+    if isinstance(v, bool):
+        return BOOL
+    if isinstance(v, int):
+        return INT8
+    if isinstance(v, float):
+        return FLOAT8
+    if isinstance(v, Decimal):
+        return NUMERIC
+    if isinstance(v, bytes | bytearray | memoryview):
+        return BYTEA
+    if isinstance(v, dt.datetime):
+        return TIMESTAMPTZ if v.tzinfo is not None else TIMESTAMP
+    if isinstance(v, dt.date):
+        return DATE
+    if isinstance(v, dt.time):
+        return TIME
+    if isinstance(v, dt.timedelta):
+        return INTERVAL
+    if isinstance(v, uuid.UUID):
+        return UUID
+    if isinstance(v, dict | list):
+        return JSONB
+    return TEXT
+
+
+# ------------------------------------------------------------------------------------- text out
+def _text_float(v: float) -> str:
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    s = repr(v)
+    return s[:-2] if s.endswith(".0") else s
+
+
+def _text_tz(v: dt.datetime) -> str:
+    s = v.isoformat(sep=" ")
+    if v.tzinfo is None:
+        return s
+    off = v.utcoffset() or dt.timedelta(0)
+    body = s[:-6]
+    sign = "-" if off < dt.timedelta(0) else "+"
+    secs = abs(int(off.total_seconds()))
+    h, m = divmod(secs // 60, 60)
+    return f"{body}{sign}{h:02d}" + (f":{m:02d}" if m else "")
+
+
+def _text_interval(v: dt.timedelta) -> str:
+    days, secs, us = v.days, v.seconds, v.microseconds
+    neg = days < 0
+    if neg:  # PostgreSQL prints -1 days +23:00:00 as "-01:00:00"
+        total = -(days * 86_400_000_000 + secs * 1_000_000 + us)
+        d, rest = divmod(total, 86_400_000_000)
+        parts = [f"-{d} days"] if d else []
+        clock = _clock(rest)
+        return " ".join([*parts, f"-{clock}" if rest else ""]).strip() or "00:00:00"
+    parts = [f"{days} day" + ("s" if days != 1 else "")] if days else []
+    rest = secs * 1_000_000 + us
+    if rest or not parts:
+        parts.append(_clock(rest))
+    return " ".join(parts)
+
+
+def _clock(us: int) -> str:
+    s, frac = divmod(us, 1_000_000)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    out = f"{h:02d}:{m:02d}:{s:02d}"
+    return out + (f".{frac:06d}".rstrip("0") if frac else "")
+
+
+def text_value(v: Any) -> str:
+    """PostgreSQL's text output of a value (``bytea`` in hex, ``timestamptz`` with ``+00``)."""
+    if isinstance(v, bool):
+        return "t" if v else "f"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return _text_float(v)
+    if isinstance(v, Decimal):
+        return "NaN" if v.is_nan() else format(v, "f")
+    if isinstance(v, bytes | bytearray | memoryview):
+        return "\\x" + bytes(v).hex()
+    if isinstance(v, dt.datetime):
+        return _text_tz(v)
+    if isinstance(v, dt.date | dt.time | uuid.UUID):
+        return v.isoformat() if not isinstance(v, uuid.UUID) else str(v)
+    if isinstance(v, dt.timedelta):
+        return _text_interval(v)
+    if isinstance(v, dict | list):
+        return orjson.dumps(v).decode() if not v else _json_text(v)
+    if isinstance(v, tuple | set | frozenset):
+        return "{" + ",".join(_array_item(x) for x in v) + "}"
+    return str(v)
+
+
+def _json_text(v: Any) -> str:
+    import json
+
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _array_item(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    s = text_value(v)
+    if s == "" or any(c in s for c in ' ,{}"\\') or s.upper() == "NULL":
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return s
+
+
+# ----------------------------------------------------------------------------------- binary out
+PG_EPOCH = dt.date(2000, 1, 1)
+PG_EPOCH_DT = dt.datetime(2000, 1, 1)
+PG_EPOCH_TZ = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+_NUMERIC_NAN = 0xC000
+
+
+def _numeric_binary(v: Decimal) -> bytes:
+    if v.is_nan():
+        return struct.pack("!hhhh", 0, 0, _NUMERIC_NAN, 0)
+    sign, digits, exp = v.as_tuple()
+    assert isinstance(exp, int)
+    dscale = max(0, -exp)
+    # split the integer of all digits into base-10000 groups aligned on the decimal point
+    ds = "".join(map(str, digits))
+    if exp > 0:
+        ds += "0" * exp
+        exp = 0
+    int_part, frac_part = (ds[: len(ds) + exp], ds[len(ds) + exp :]) if exp < 0 else (ds, "")
+    int_part = int_part.lstrip("0")
+    int_part = "0" * (-len(int_part) % 4) + int_part
+    frac_part = frac_part + "0" * (-len(frac_part) % 4)
+    groups = [int(int_part[i : i + 4]) for i in range(0, len(int_part), 4)]
+    weight = len(groups) - 1
+    groups += [int(frac_part[i : i + 4]) for i in range(0, len(frac_part), 4)]
+    while groups and groups[-1] == 0:
+        groups.pop()
+    while groups and groups[0] == 0:
+        groups.pop(0)
+        weight -= 1
+    if not groups:
+        weight = 0
+    return struct.pack(f"!hhhh{len(groups)}h", len(groups), weight, 0x4000 if sign else 0, dscale, *groups)
+
+
+def binary_value(v: Any, oid: int) -> bytes:
+    """The binary wire format of ``v`` for a column of type ``oid``."""
+    if oid == BOOL:
+        return b"\x01" if v else b"\x00"
+    if oid == INT8:
+        return struct.pack("!q", v)
+    if oid == INT4:
+        return struct.pack("!i", v)
+    if oid == INT2:
+        return struct.pack("!h", v)
+    if oid == FLOAT8:
+        return struct.pack("!d", v)
+    if oid == FLOAT4:
+        return struct.pack("!f", v)
+    if oid == NUMERIC:
+        return _numeric_binary(v if isinstance(v, Decimal) else Decimal(v))
+    if oid == BYTEA:
+        return bytes(v) if not isinstance(v, str) else v.encode()
+    if oid == UUID:
+        return v.bytes if isinstance(v, uuid.UUID) else uuid.UUID(str(v)).bytes
+    if oid == DATE:
+        return struct.pack("!i", (v - PG_EPOCH).days)
+    if oid in (TIMESTAMP, TIMESTAMPTZ):
+        base = PG_EPOCH_TZ if v.tzinfo is not None else PG_EPOCH_DT
+        d = v - base
+        return struct.pack("!q", (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds)
+    if oid == TIME:
+        return struct.pack("!q", ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond)
+    if oid == INTERVAL:
+        return struct.pack("!qii", v.seconds * 1_000_000 + v.microseconds, v.days, 0)
+    if oid == JSONB:
+        return b"\x01" + text_value(v).encode()
+    return text_value(v).encode()
+
+
+#: OIDs whose binary format we write; others are sent as text even when binary was asked.
+BINARY_OUT = frozenset(
+    {BOOL, INT8, INT4, INT2, FLOAT8, FLOAT4, NUMERIC, BYTEA, UUID, DATE, TIMESTAMP, TIMESTAMPTZ, TIME}
+    | {INTERVAL, JSONB, JSON, TEXT, VARCHAR, NAME, BPCHAR, CHAR}
+)
+
+
+# ------------------------------------------------------------------------------------ params in
+def _parse_ts(s: str) -> dt.datetime:
+    s = s.strip()
+    if s.endswith(("+00", "-00")) or (len(s) > 3 and s[-3] in "+-" and s[-2:].isdigit()):
+        s += ":00"
+    if s.endswith(" BC"):
+        raise TypeMismatch(f"timestamp {s!r} before year 1 is not supported")
+    return dt.datetime.fromisoformat(s)
+
+
+def _parse_bool(s: str) -> bool:
+    t = s.strip().lower()
+    if t in ("t", "true", "yes", "on", "1", "y"):
+        return True
+    if t in ("f", "false", "no", "off", "0", "n"):
+        return False
+    raise TypeMismatch(f'invalid input syntax for type boolean: "{s}"')
+
+
+def _parse_bytea(s: str) -> bytes:
+    if s.startswith("\\x"):
+        return bytes.fromhex(s[2:])
+    out = bytearray()
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and s[i + 1 : i + 2] == "\\":
+            out.append(92)
+            i += 2
+        elif c == "\\":
+            out.append(int(s[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            out += c.encode()
+            i += 1
+    return bytes(out)
+
+
+_TEXT_IN: dict[int, Callable[[str], Any]] = {
+    BOOL: _parse_bool,
+    INT8: int,
+    INT4: int,
+    INT2: int,
+    OID: int,
+    FLOAT8: float,
+    FLOAT4: float,
+    NUMERIC: Decimal,
+    BYTEA: _parse_bytea,
+    UUID: uuid.UUID,
+    DATE: dt.date.fromisoformat,
+    TIMESTAMP: _parse_ts,
+    TIMESTAMPTZ: _parse_ts,
+    TIME: dt.time.fromisoformat,
+    JSON: orjson.loads,
+    JSONB: orjson.loads,
+}
+
+
+def _numeric_from_binary(b: bytes) -> Decimal:
+    ndigits, weight, sign, dscale = struct.unpack_from("!hhhh", b)
+    if sign == _NUMERIC_NAN:
+        return Decimal("NaN")
+    digits = struct.unpack_from(f"!{ndigits}h", b, 8)
+    value = Decimal(0)
+    for i, d in enumerate(digits):
+        value += Decimal(d).scaleb(4 * (weight - i))
+    if sign == 0x4000:
+        value = -value
+    return value.quantize(Decimal(1).scaleb(-dscale)) if dscale else value.quantize(Decimal(1))
+
+
+def _from_binary(b: bytes, oid: int) -> Any:
+    if oid == BOOL:
+        return b != b"\x00"
+    if oid in (INT8, INT4, INT2, OID):
+        return int.from_bytes(b, "big", signed=oid != OID)
+    if oid == FLOAT8:
+        return struct.unpack("!d", b)[0]
+    if oid == FLOAT4:
+        return struct.unpack("!f", b)[0]
+    if oid == NUMERIC:
+        return _numeric_from_binary(b)
+    if oid == BYTEA:
+        return b
+    if oid == UUID:
+        return uuid.UUID(bytes=b)
+    if oid == DATE:
+        return PG_EPOCH + dt.timedelta(days=struct.unpack("!i", b)[0])
+    if oid == TIMESTAMP:
+        return PG_EPOCH_DT + dt.timedelta(microseconds=struct.unpack("!q", b)[0])
+    if oid == TIMESTAMPTZ:
+        return PG_EPOCH_TZ + dt.timedelta(microseconds=struct.unpack("!q", b)[0])
+    if oid == TIME:
+        us = struct.unpack("!q", b)[0]
+        s, us = divmod(us, 1_000_000)
+        return dt.time(s // 3600, s // 60 % 60, s % 60, us)
+    if oid == INTERVAL:
+        us, days, months = struct.unpack("!qii", b)
+        return dt.timedelta(days=days + 30 * months, microseconds=us)
+    if oid == JSONB:
+        return orjson.loads(b[1:])
+    if oid == JSON:
+        return orjson.loads(b)
+    return b.decode()
+
+
+def decode_param(data: bytes | None, oid: int, binary: bool) -> Any:
+    """A bound parameter's Python value: by its declared OID; unspecified text stays a string."""
+    if data is None:
+        return None
+    try:
+        if binary:
+            return _from_binary(data, oid)
+        text = data.decode()
+        fn = _TEXT_IN.get(oid)
+        return fn(text) if fn is not None else text
+    except TypeMismatch:
+        raise
+    except (ValueError, struct.error, UnicodeDecodeError, IndexError, orjson.JSONDecodeError) as exc:
+        name = TYPE_NAMES.get(oid, str(oid))
+        raise TypeMismatch(
+            f"invalid {'binary' if binary else 'text'} value for a parameter of type {name}: {exc}"
+        ) from None

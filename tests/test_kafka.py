@@ -1,0 +1,560 @@
+"""The Kafka endpoint against real clients: confluent-kafka (librdkafka) and kafka-python.
+
+One endpoint per module on a loopback port 0, its asyncio loop in a background thread. A YDB
+feed's topic is filled by the plain-Python baseline pipeline (no Spark here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import changefeed
+from changefeed.server import EndpointConfig
+from changefeed.server.kafka import KafkaEndpoint, create
+from changefeed.topics import TopicStore
+
+ck = pytest.importorskip("confluent_kafka")
+kp = pytest.importorskip("kafka")
+ck_admin = pytest.importorskip("confluent_kafka.admin")
+kp_admin = pytest.importorskip("kafka.admin")
+
+ROWS = 120
+FEED_TOPIC = "t/f"
+
+
+class LoopThread:
+    """An asyncio loop in a daemon thread; endpoints start and stop on it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def call(self, coro: Any, timeout: float = 30) -> Any:
+        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return fut.result(timeout)
+
+    def start(self, ep: KafkaEndpoint) -> int:
+        return int(self.call(ep.start())[1])
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def loop_thread() -> Iterator[LoopThread]:
+    lt = LoopThread()
+    yield lt
+    lt.close()
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("kafka") / "db"
+    conn = changefeed.connect(str(path))
+    conn.execute("CREATE TABLE t (id Uint64, v Utf8, PRIMARY KEY (id))")
+    conn.execute(
+        "ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT='DEBEZIUM_JSON', MODE='NEW_AND_OLD_IMAGES', "
+        "TOPIC_MIN_ACTIVE_PARTITIONS=3)"
+    )
+    for start in range(0, ROWS, 40):
+        conn.execute(
+            "UPSERT INTO t (id, v) VALUES "
+            + ", ".join(f"({i}, 'value {i}')" for i in range(start, start + 40))
+        )
+    conn.execute("DELETE FROM t WHERE id = 7")
+    conn.execute("CREATE USER alice WITH PASSWORD 'wonderland'")
+    conn.close()
+    env = {**os.environ, "PYTHONPATH": str(Path(changefeed.__file__).parents[1])}
+    subprocess.run(
+        [sys.executable, "-m", "changefeed.pipeline.baseline", "--db", str(path)],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def port(db: Path, loop_thread: LoopThread) -> Iterator[int]:
+    ep = create(EndpointConfig(db=db))
+    p = loop_thread.start(ep)
+    yield p
+    loop_thread.call(ep.stop())
+
+
+def stored(db: Path, topic: str) -> dict[tuple[int, int], tuple[bytes | None, bytes, int]]:
+    st = TopicStore(db)
+    out = {}
+    for p in range(st.topic(topic).partitions):
+        for r in st.read(topic, p, 0, 1_000_000):
+            out[(p, r.offset)] = (r.key, r.value, r.ts // 1_000_000)
+    return out
+
+
+def confluent_consumer(port: int, group: str, **extra: Any) -> Any:
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        **extra,
+    }
+    return ck.Consumer(conf)
+
+
+def drain(consumer: Any, want: int, timeout: float = 20) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        for m in consumer.consume(500, 0.5):
+            assert m.error() is None, m.error()
+            got.append(m)
+    return got
+
+
+# -- reading a YDB feed ------------------------------------------------------------------------
+
+
+def test_confluent_reads_feed_from_beginning_and_by_group_offsets(db: Path, port: int) -> None:
+    expected = stored(db, FEED_TOPIC)
+    assert len(expected) >= ROWS + 1
+    c = confluent_consumer(port, "conf-readers")
+    c.subscribe([FEED_TOPIC])
+    msgs = drain(c, len(expected))
+    got = {(m.partition(), m.offset()): (m.key(), m.value(), m.timestamp()[1]) for m in msgs}
+    assert got == expected
+    assert len(msgs) == len(expected)
+    assert {m.topic() for m in msgs} == {FEED_TOPIC}
+    # Debezium records keyed by the primary key, as YDB's Kafka API presents them.
+    key, _value, _ = expected[min(expected)]
+    assert key is not None and key.startswith(b'{"payload":{"id":')
+    c.commit(asynchronous=False)
+    c.close()
+    st = TopicStore(db)
+    ends = {p: nxt for p, (_, nxt) in st.offsets(FEED_TOPIC).items()}
+    assert st.committed_offsets("conf-readers", FEED_TOPIC) == ends
+    # Same group again: starts at the committed offsets, sees only what was appended since.
+    st.append(FEED_TOPIC, 1, "test-writer", 1, pa.table({"key": [b"k"], "value": [b"later"], "ts": [1]}))
+    c = confluent_consumer(port, "conf-readers")
+    c.subscribe([FEED_TOPIC])
+    later = drain(c, 1)
+    assert [(m.partition(), m.offset(), m.value()) for m in later] == [(1, ends[1], b"later")]
+    assert drain(c, 1, timeout=1.5) == []
+    c.close()
+
+
+def test_kafka_python_reads_feed(db: Path, port: int) -> None:
+    expected = stored(db, FEED_TOPIC)
+    # kafka-python refuses '/' in topic names: the endpoint resolves "t.f" to "t/f".
+    tps = [kp.TopicPartition("t.f", p) for p in range(3)]
+    c = kp.KafkaConsumer(
+        bootstrap_servers=f"127.0.0.1:{port}",
+        group_id="kp-readers",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    c.assign(tps)
+    got: dict[tuple[int, int], tuple[bytes | None, bytes, int]] = {}
+    deadline = time.monotonic() + 20
+    while len(got) < len(expected) and time.monotonic() < deadline:
+        for batch in c.poll(500).values():
+            for m in batch:
+                got[(m.partition, m.offset)] = (m.key, m.value, m.timestamp)
+    assert got == expected
+    # Commit only partition 0's position, then a new consumer of the group resumes there.
+    c.commit({tps[0]: kp.OffsetAndMetadata(2, "", -1)})
+    c.close()
+    assert TopicStore(db).committed_offsets("kp-readers", FEED_TOPIC)[0] == 2
+    c = kp.KafkaConsumer(
+        bootstrap_servers=f"127.0.0.1:{port}", group_id="kp-readers", enable_auto_commit=False
+    )
+    c.assign([tps[0]])
+    first = []
+    deadline = time.monotonic() + 10
+    while not first and time.monotonic() < deadline:
+        first = [m for batch in c.poll(500).values() for m in batch]
+    assert first[0].offset == 2
+    c.close()
+
+
+def test_list_offsets_and_watermarks(db: Path, port: int) -> None:
+    c = confluent_consumer(port, "watermarks")
+    st = TopicStore(db)
+    for p, (earliest, nxt) in st.offsets(FEED_TOPIC).items():
+        assert c.get_watermark_offsets(ck.TopicPartition(FEED_TOPIC, p), timeout=10) == (earliest, nxt)
+    recs = st.read(FEED_TOPIC, 0, 0, 10)
+    tp = ck.TopicPartition(FEED_TOPIC, 0, recs[3].ts // 1_000_000)
+    (found,) = c.offsets_for_times([tp], timeout=10)
+    assert found.offset <= recs[3].offset and found.error is None
+    c.close()
+
+
+# -- consumer groups ---------------------------------------------------------------------------
+
+
+def test_group_splits_partitions_and_takes_over_on_close(db: Path, port: int) -> None:
+    st = TopicStore(db)
+    st.ensure_topic("split", 6)
+    for p in range(6):
+        st.append(
+            "split",
+            p,
+            "w",
+            1,
+            pa.table(
+                {
+                    "key": [b"%d" % i for i in range(50)],
+                    "value": [b"p%d-%d" % (p, i) for i in range(50)],
+                    "ts": [time.time_ns()] * 50,
+                }
+            ),
+        )
+    consumers = [confluent_consumer(port, "split-group", **{"session.timeout.ms": 6000}) for _ in range(3)]
+    try:
+        _split_and_take_over(consumers)
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def _split_and_take_over(consumers: list[Any]) -> None:
+    uncommitted: set[tuple[int, int]] = set()
+
+    def commit(c: Any, m: Any) -> None:
+        try:
+            c.commit(message=m, asynchronous=False)
+        except ck.KafkaException as exc:  # a commit racing a rebalance: the record may come again
+            assert exc.args[0].code() in (
+                ck.KafkaError.REBALANCE_IN_PROGRESS,
+                ck.KafkaError.ILLEGAL_GENERATION,
+            )
+            uncommitted.add((m.partition(), m.offset()))
+
+    assigned: dict[int, set[int]] = {i: set() for i in range(3)}
+
+    def on_assign(i: int) -> Any:
+        def cb(consumer: Any, parts: list[Any]) -> None:
+            assigned[i] = {tp.partition for tp in parts}
+
+        return cb
+
+    for i, c in enumerate(consumers):
+        c.subscribe(["split"], on_assign=on_assign(i))
+    seen: list[tuple[int, int]] = []
+    # Phase 1: everyone joined one generation and reads a little, committing what it processed.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+        sum(len(a) for a in assigned.values()) < 6 or any(len(a) != 2 for a in assigned.values())
+    ):
+        for c in consumers:
+            for m in c.consume(5, 0.1):
+                assert m.error() is None
+                seen.append((m.partition(), m.offset()))
+                commit(c, m)
+    assert sorted(p for a in assigned.values() for p in a) == list(range(6))
+    assert all(len(a) == 2 for a in assigned.values())
+    # The third consumer leaves; its partitions go to the other two, from committed offsets.
+    consumers.pop().close()
+    survivors = consumers
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and len(set(seen)) < 300:
+        for c in survivors:
+            for m in c.consume(100, 0.1):
+                assert m.error() is None
+                seen.append((m.partition(), m.offset()))
+                commit(c, m)
+    assert set(seen) == {(p, o) for p in range(6) for o in range(50)}
+    # Every processed message was committed, so none is read twice (except after a commit
+    # that lost a race with the rebalance).
+    assert len(seen) - 300 <= len(uncommitted)
+    assert sorted(assigned[0] | assigned[1]) == list(range(6))
+
+
+# -- producing ---------------------------------------------------------------------------------
+
+
+def test_idempotent_producer_exactly_once_across_restart(db: Path, loop_thread: LoopThread) -> None:
+    ep = create(EndpointConfig(db=db))
+    port = loop_thread.start(ep)
+    admin = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    admin.create_topics([ck_admin.NewTopic("produced", 3, 1)])["produced"].result(10)
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.num.messages": 200,
+            "message.timeout.ms": 60000,
+        }
+    )
+    errors: list[Any] = []
+    n = 3000
+    for i in range(n):
+        if i == n // 2:
+            producer.flush(0.05)
+            loop_thread.call(ep.stop())  # connections drop with requests in flight
+            ep = create(EndpointConfig(db=db, port=port))
+            loop_thread.start(ep)
+        producer.produce(
+            "produced",
+            key=b"%d" % (i % 17),
+            value=b"m%06d" % i,
+            on_delivery=lambda err, msg: errors.append(err) if err else None,
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert errors == []
+    values = [v for (_, v, _) in stored(db, "produced").values()]
+    assert len(values) == n
+    assert sorted(values) == [b"m%06d" % i for i in range(n)]
+    loop_thread.call(ep.stop())
+
+
+def test_kafka_python_producer_and_admin(db: Path, port: int) -> None:
+    admin = kp.KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+    admin.create_topics([kp_admin.NewTopic("kp-produced", 2, 1)])
+    assert "kp-produced" in admin.list_topics()
+    producer = kp.KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", enable_idempotence=True)
+    for i in range(200):
+        producer.send("kp-produced", key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
+    producer.flush()
+    producer.close()
+    got = stored(db, "kp-produced")
+    assert sorted(v for _, v, _ in got.values()) == sorted(b"v%d" % i for i in range(200))
+    admin.delete_topics(["kp-produced"])
+    assert "kp-produced" not in admin.list_topics()
+    admin.close()
+
+
+# -- authentication ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def auth_port(db: Path, loop_thread: LoopThread) -> Iterator[int]:
+    ep = create(EndpointConfig(db=db), allow_anonymous=False)
+    p = loop_thread.start(ep)
+    yield p
+    loop_thread.call(ep.stop())
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_sasl_good_and_bad_credentials(auth_port: int, mechanism: str) -> None:
+    def meta(password: str) -> Any:
+        admin = ck_admin.AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{auth_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": mechanism,
+                "sasl.username": "alice",
+                "sasl.password": password,
+            }
+        )
+        return admin.list_topics(timeout=5)
+
+    assert meta("wonderland").brokers
+    with pytest.raises(ck.KafkaException):
+        meta("looking-glass")
+
+
+def test_topic_privileges_follow_the_feed_table(db: Path, auth_port: int) -> None:
+    def consumer() -> Any:
+        return confluent_consumer(
+            auth_port,
+            "alice-group",
+            **{
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "wonderland",
+            },
+        )
+
+    c = consumer()
+    md = c.list_topics(FEED_TOPIC, timeout=5)
+    assert md.topics[FEED_TOPIC].error.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    c.close()
+    conn = changefeed.connect(str(db))
+    conn.execute("GRANT SELECT ON t TO alice")
+    conn.close()
+    time.sleep(1.1)  # cached answers live a second
+    c = consumer()
+    c.assign([ck.TopicPartition(FEED_TOPIC, 0, 0)])
+    msgs = drain(c, 1)
+    assert msgs and msgs[0].offset() == 0
+    c.close()
+
+
+def test_anonymous_refused_when_not_allowed(auth_port: int) -> None:
+    c = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{auth_port}"})
+    with pytest.raises(ck.KafkaException):
+        c.list_topics(timeout=3)
+
+
+def test_kafka_python_scram(auth_port: int) -> None:
+    c = kp.KafkaConsumer(
+        bootstrap_servers=f"127.0.0.1:{auth_port}",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username="alice",
+        sasl_plain_password="wonderland",
+    )
+    assert isinstance(c.topics(), set)
+    c.close()
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def _request(api_key: int, version: int, body: bytes, corr: int = 7) -> bytes:
+    head = struct.pack(">hhih", api_key, version, corr, 4) + b"test"
+    return struct.pack(">i", len(head) + len(body)) + head + body
+
+
+def _exchange(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(data)
+        chunks = []
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                chunks.append(b)
+                buf = b"".join(chunks)
+                if len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
+                    break
+        except TimeoutError:
+            pass
+        return b"".join(chunks)
+
+
+def test_unsupported_api_versions_version_is_answered_like_kafka(port: int) -> None:
+    resp = _exchange(port, _request(18, 9, b""))
+    _size, corr, error, n, key, lo, hi = struct.unpack(">iihihhh", resp[:20])
+    assert (corr, error, n, key, lo) == (7, 35, 1, 18, 0)
+    assert hi >= 0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _request(3, 99, b""),  # unsupported Metadata version
+        _request(3, 1, b"\x00\x00\x00\x05\x00"),  # array longer than the request
+        _request(99, 0, b""),  # unknown API
+        struct.pack(">i", 2) + b"\x00",  # truncated frame
+        struct.pack(">i", -5),  # negative size
+    ],
+)
+def test_bad_requests_close_only_that_connection(port: int, data: bytes) -> None:
+    assert _exchange(port, data) == b""
+    # The endpoint still serves others.
+    c = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    assert FEED_TOPIC in c.list_topics(timeout=5).topics
+
+
+def test_unknown_topic(port: int) -> None:
+    c = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    md = c.list_topics("no-such-topic", timeout=5)
+    assert md.topics["no-such-topic"].error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+    p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "message.timeout.ms": 1500})
+    errs: list[Any] = []
+    p.produce("no-such-topic", b"x", on_delivery=lambda err, msg: errs.append(err))
+    p.flush(5)
+    assert errs and errs[0] is not None
+
+
+def test_corrupt_record_batch_is_refused(db: Path, port: int) -> None:
+    before = TopicStore(db).partition_offsets(FEED_TOPIC, 0)
+    topic = FEED_TOPIC.encode()
+    batch = struct.pack(">qiibI", 0, 49, 0, 2, 12345) + b"\x00" * 45  # CRC does not match
+    body = (
+        struct.pack(">hhi", -1, 1, 1000)
+        + struct.pack(">ih", 1, len(topic))
+        + topic
+        + struct.pack(">iii", 1, 0, len(batch))
+        + batch
+    )
+    resp = _exchange(port, _request(0, 7, body))
+    # correlation id, one topic, its name, one partition: index, error CORRUPT_MESSAGE
+    at = 4 + 4 + 4 + 2 + len(topic) + 4
+    assert struct.unpack(">ih", resp[at : at + 6]) == (0, 2)
+    assert TopicStore(db).partition_offsets(FEED_TOPIC, 0) == before
+
+
+# -- the serve command -------------------------------------------------------------------------
+
+
+def test_serve_command_serves_kafka_until_sigterm(db: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(changefeed.__file__).parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--kafka", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("kafka: listening on 127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        c = confluent_consumer(port, "serve-cmd")
+        c.assign([ck.TopicPartition(FEED_TOPIC, 0, 0)])
+        assert drain(c, 1)
+        c.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
+
+
+# -- group membership expiry -------------------------------------------------------------------
+
+
+def test_member_without_heartbeats_is_removed_and_group_rebalances() -> None:
+    from changefeed.server.kafka.groups import Coordinator
+
+    async def scenario() -> None:
+        co = Coordinator()
+        co.start()
+        proto = [("range", b"meta")]
+        a, b = await asyncio.gather(
+            co.join("g", "", "a", "h", 1000, 5000, "consumer", proto),
+            co.join("g", "", "b", "h", 1000, 5000, "consumer", proto),
+        )
+        assert a.generation == b.generation == 1
+        leader = a if a.members else b
+        other = b if leader is a else a
+        assigned = {leader.member_id: b"L", other.member_id: b"O"}
+        res = await asyncio.gather(
+            co.sync("g", 1, leader.member_id, list(assigned.items())), co.sync("g", 1, other.member_id, [])
+        )
+        assert [r[1] for r in res] == [b"L", b"O"]
+        # Only the leader keeps heartbeating; the other one's session (1 s) expires.
+        for _ in range(8):
+            await asyncio.sleep(0.25)
+            err = co.heartbeat("g", 1, leader.member_id)
+            if err:
+                break
+        assert err == 27  # REBALANCE_IN_PROGRESS: rejoin
+        again = await co.join("g", leader.member_id, "a", "h", 1000, 5000, "consumer", proto)
+        assert again.generation == 2 and [m for m, _ in again.members] == [leader.member_id]
+        assert co.heartbeat("g", 1, other.member_id) == 25  # UNKNOWN_MEMBER_ID
+        await co.stop()
+
+    asyncio.run(scenario())
