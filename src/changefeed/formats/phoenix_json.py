@@ -442,43 +442,32 @@ class EventEncoder:
         want_pre = "PRE" in scopes
         want_change = event == UPSERT and "CHANGE" in scopes
         want_post = event == UPSERT and "POST" in scopes
+        old = row.old
         pre_idx: tuple[int, ...] = ()
-        old_t: list[str] = [""] * n
         if row.existed and (want_pre or want_post):
-            old = row.old
-            pre_idx = tuple(i for i in range(n) if old[i] is not None)
+            pre_idx = tuple([i for i in range(n) if old[i] is not None])
+        if want_pre:
+            old_t = [""] * n
             for i in pre_idx:
                 old_t[i] = render[i](old[i])
-        if want_pre:
             parts[PRE_IMAGE] = self._image(self._order(pre_idx), old_t)
         if want_change or want_post:
             new, written = row.new, row.written
             immutable = self.immutable
-            change_idx = tuple(i for i in range(n) if written[i] and not (immutable and new[i] is None))
-            new_t: list[str] = [""] * n
-            for i in range(n):
-                v = new[i]
-                if v is not None:
-                    new_t[i] = render[i](v)
-                elif written[i]:
-                    new_t[i] = "null"
+            change_idx = tuple([i for i in range(n) if written[i] and not (immutable and new[i] is None)])
+            new_t = ["null" if v is None else render[i](v) for i, v in enumerate(new)]
             if want_change:
                 parts[CHANGE_IMAGE] = self._image(self._order(change_idx), new_t)
             if want_post:
                 merged = self._post_order(pre_idx, change_idx)
-                texts = [new_t[i] if from_change else old_t[i] for i, from_change in merged]
-                post_set = {i for i in range(n) if new[i] is not None or (written[i] and not immutable)}
-                if row.existed and (
-                    post_set != {i for i, _ in merged}
-                    or any(not fc and new_t[i] != old_t[i] for i, fc in merged)
-                ):
-                    # Deleted and re-written in one transaction: the row as it is afterwards.
-                    parts[POST_IMAGE] = self._image(self._order(tuple(sorted(post_set))), new_t)
+                # A column taken from the pre-image has the same value afterwards unless the
+                # transaction deleted and re-wrote the row: then the post image is the row as it is.
+                if row.existed and any(not from_change and new[i] != old[i] for i, from_change in merged):
+                    post_idx = [i for i in range(n) if new[i] is not None or (written[i] and not immutable)]
+                    parts[POST_IMAGE] = self._image(self._order(tuple(post_idx)), new_t)
                 else:
                     keys = self.keys
-                    parts[POST_IMAGE] = (
-                        "{" + ",".join([keys[i] + t for (i, _), t in zip(merged, texts, strict=True)]) + "}"
-                    )
+                    parts[POST_IMAGE] = "{" + ",".join([keys[i] + new_t[i] for i, _ in merged]) + "}"
         return "{" + ",".join(['"' + k + '":' + parts[k] for k in self._top_order(event)]) + "}"
 
 
