@@ -280,3 +280,22 @@ def test_ttl_expiry_gives_ttl_delete_events(tmp_path: Path, clock: Clock) -> Non
     post = orjson.loads(c.execute('SELECT "CDC JSON" FROM EC WHERE K = 1').rows[0][0])["post_image"]
     assert post == ttl[0][1]["pre_image"]
     c.close()
+
+
+def test_edge_cases_from_the_reference(conn: Connection) -> None:
+    conn.execute("UPSERT INTO T (k) VALUES (5)")  # only key columns: no event
+    conn.execute("DELETE FROM T WHERE k = 6")  # a row that never existed: no event
+    conn.execute("UPSERT INTO T VALUES (1, 1, 'a')")
+    conn.execute("UPSERT INTO T VALUES (1, 1, 'a')")  # the same values again: an event, pre == post
+    with conn.transaction():  # several writes of one row in one commit: one event
+        conn.execute("UPSERT INTO T (k, v1) VALUES (2, 1)")
+        conn.execute("UPSERT INTO T (k, v2) VALUES (2, 'b')")
+    with pytest.raises(ChangefeedError), conn.transaction():  # a failed commit: no event
+        conn.execute("UPSERT INTO T VALUES (3, 3, 'c')")
+        conn.execute("UPSERT INTO T VALUES (3, 'not a number', 'c')")
+    rows = [(k, orjson.loads(j)) for k, j in conn.execute('SELECT K, "CDC JSON" FROM C').rows]
+    assert rows == [
+        (1, {"post_image": {"V1": 1, "V2": "a"}, "event_type": "upsert", "pre_image": {}}),
+        (1, {"post_image": {"V1": 1, "V2": "a"}, "event_type": "upsert", "pre_image": {"V1": 1, "V2": "a"}}),
+        (2, {"post_image": {"V1": 1, "V2": "b"}, "event_type": "upsert", "pre_image": {}}),
+    ]
