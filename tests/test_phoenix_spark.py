@@ -155,3 +155,17 @@ def _kill_and_check(spark: SparkSession, tmp_path: Path, kills: int) -> None:
     want = _expected(db)
     assert len(want) > 100
     assert got == want  # every change once: none lost, none twice
+
+
+def test_a_range_splits_into_bucket_and_time_slices() -> None:
+    from types import SimpleNamespace
+
+    from changefeed.pipeline.phoenix_source import _partitions
+
+    opts: Any = SimpleNamespace(buckets=2)
+    parts = _partitions(opts, 1000, 4500)
+    assert [(p.bucket, p.lo, p.hi) for p in parts] == [
+        (0, 1000, 2167), (0, 2167, 3334), (0, 3334, 4500), (1, 1000, 2167), (1, 2167, 3334), (1, 3334, 4500),
+    ]  # fmt: skip
+    assert [(p.lo, p.hi) for p in _partitions(opts, 0, 10)] == [(0, 10), (0, 10)]
+    assert _partitions(opts, 5, 5) == []

@@ -21,7 +21,7 @@ Options:
 
 Rows: ``phoenix_row_timestamp timestamp, <key columns>, cdc_json string`` (Phoenix's
 ``PHOENIX_ROW_TIMESTAMP()`` and ``"CDC JSON"`` under names every Spark sink accepts). One input
-partition per time-index bucket; rows come as Arrow record batches.
+partition per time-index bucket and time slice; rows come as Arrow record batches.
 """
 
 from __future__ import annotations
@@ -174,10 +174,20 @@ def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]
         conn.close()
 
 
+#: A range is cut into up to this many time slices per bucket (read in parallel), none shorter
+#: than MIN_SLICE_MS.
+MAX_SLICES = 4
+MIN_SLICE_MS = 1000
+
+
 def _partitions(opts: _Options, lo: int, hi: int) -> list[RangePartition]:
+    """One input partition per bucket and time slice of ``[lo, hi)``."""
     if hi <= lo:
         return []
-    return [RangePartition(b, lo, hi) for b in range(opts.buckets)]
+    slices = max(1, min(MAX_SLICES, (hi - lo) // MIN_SLICE_MS))
+    step = -(-(hi - lo) // slices)
+    cuts = [(a, min(a + step, hi)) for a in range(lo, hi, step)]
+    return [RangePartition(b, a, z) for b in range(opts.buckets) for a, z in cuts]
 
 
 class PhoenixBatchReader(DataSourceReader):
