@@ -142,6 +142,48 @@ class SchemaRegistryError(SinkError):
     code = "58P04"
 
 
+# ---------------------------------------------------------------------------- access (users, roles)
+
+
+class UndefinedRole(UndefinedObject):
+    """A user or role that does not exist."""
+
+    code = "42704"
+
+
+class InvalidAuthorization(ChangefeedError):
+    """Connecting as a user that does not exist or may not log in."""
+
+    code = "28000"
+
+
+# ---------------------------------------------------------------- CockroachDB changefeed jobs
+class JobNotFound(UndefinedObject):
+    """``PAUSE JOB``/``SHOW CHANGEFEED JOB``/``ALTER CHANGEFEED`` of a job id that does not exist."""
+
+    code = "42704"
+
+
+class JobStateError(ChangefeedError):
+    """A job statement that the job's status does not allow (e.g. ALTER of a running changefeed)."""
+
+    code = "55000"
+
+
+class GcThresholdError(ChangefeedError):
+    """History a changefeed needs was garbage-collected (a ``cursor`` older than the GC threshold)."""
+
+    code = "XXUUU"
+
+
+# ---------------------------------------------------------------------------- CockroachDB changefeeds
+class ChangefeedFailed(ChangefeedError):
+    """A running changefeed stopped on purpose, e.g. ``schema_change_policy='stop'`` at a schema
+    change (``shut down due to schema change ...: schema change occurred at <hlc>``)."""
+
+    code = "XXC01"
+
+
 # --------------------------------------------------------------------------------------------------
 # Apache Phoenix (issue 11): errors with Phoenix's own codes (``SQLExceptionCode``). ``code`` is
 # Phoenix's SQLState; ``vendor_code`` its error number; the message reads as Phoenix prints it,

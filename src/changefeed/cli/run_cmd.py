@@ -139,9 +139,43 @@ def feeds_report(db: Path) -> list[dict[str, Any]]:
                     "updated_ns": updated,
                 }
             )
+        out.extend(_job_rows(conn, now))
     finally:
         conn.close()
     return out
+
+
+def _job_rows(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
+    """One row per CockroachDB changefeed job: its status, high water (the minimum over its feeds)
+    and lag behind the clock."""
+    from changefeed.feeds.jobs import all_jobs
+
+    rows = []
+    for j in all_jobs(conn):
+        hw = j.high_water or j.start
+        lag = max(0.0, (now - hw.wall) / 1e9) if j.status in ("running", "paused") else 0.0
+        rows.append(
+            {
+                "id": j.id,
+                "table": ",".join(t.name for t in j.targets),
+                "name": f"job {j.id}",
+                "kind": "crdb job",
+                "format": j.format,
+                "mode": "",
+                "topic": ",".join(j.topics),
+                "partitions": "",
+                "state": j.status,
+                "high_water": {"wall": hw.wall, "logical": hw.logical},
+                "high_water_ydb": "",
+                "high_water_crdb": hw.crdb(),
+                "lag_s": round(lag, 3),
+                "scan": None,
+                "error": j.error,
+                "feed_ids": list(j.feed_ids),
+                "updated_ns": j.modified,
+            }
+        )
+    return rows
 
 
 @click.command("feeds")

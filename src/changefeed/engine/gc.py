@@ -3,10 +3,15 @@
 * ScyllaDB CDC log rows (``j<id>``) expire ``cdc.ttl`` seconds after their commit, like
   ScyllaDB's log TTL (0 keeps them forever).
 * Change-stream rows (``x<id>``) are protected while any changefeed on the table has not yet
-  delivered them: a feed's protected position is its durably delivered sequence in
-  ``_progress`` (or its creation position before its first delivery). Unprotected rows older
-  than the minimum age (``CHANGEFEED_GC_MIN_AGE_S``, default 60 s) are deleted; a table whose
+  delivered them: a feed's protected position (its protected timestamp) is its durably
+  delivered sequence in ``_progress`` (or its creation position before its first delivery).
+  Paused CockroachDB jobs keep protecting; canceled, failed and finished feeds do not
+  (:data:`RELEASED_STATES`). Unprotected rows older than the table's ``gc.ttlseconds``
+  (``ALTER TABLE t CONFIGURE ZONE USING gc.ttlseconds = n``), else than the minimum age
+  (``CHANGEFEED_GC_MIN_AGE_S``, default 60 s) when feeds exist, are deleted; a table whose
   change stream was turned on without a feed keeps rows for ``DEFAULT_CHANGES_RETENTION_NS``.
+* Each table's GC threshold (the newest commit timestamp whose change rows may be gone) is kept
+  in ``_meta``; a changefeed ``cursor`` older than it is refused (:func:`gc_threshold`).
 
 Deletes run in chunks of ``DELETE_CHUNK`` rows, each its own short write transaction, so writers
 never wait long behind a GC pass; the protection floor is re-read inside every chunk's
@@ -22,12 +27,24 @@ from dataclasses import dataclass
 
 from changefeed.engine import phoenix
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
+from changefeed.exceptions import InvalidOption
 
 NS = 1_000_000_000
 DEFAULT_MIN_AGE_S = 60.0
 DEFAULT_CHANGES_RETENTION_NS = 24 * 3600 * NS
 DELETE_CHUNK = 50_000
+#: Feed states that no longer protect change rows (CockroachDB releases a job's protected
+#: timestamp when it is canceled, fails or finishes).
+RELEASED_STATES = ("canceled", "failed", "succeeded")
+#: The table setting (a CockroachDB zone configuration variable) giving the GC TTL in seconds.
+GC_TTL = "gc.ttlseconds"
+#: Zone configuration variables CockroachDB accepts; only gc.ttlseconds has an effect here.
+ZONE_VARIABLES = (
+    "range_min_bytes", "range_max_bytes", "global_reads", "num_replicas", "num_voters", "constraints",
+    "voter_constraints", "lease_preferences", GC_TTL,
+)  # fmt: skip
 
 Bounds = Callable[[sqlite3.Connection], tuple[int, ...]]
 
@@ -63,17 +80,90 @@ def collect_garbage(db: Database, now_ns: int | None = None, *, min_age: int | N
                 _constant((cutoff,)),
             )
         if schema.changes:
-            change_rows += _chunked(
-                db,
-                f"x{schema.id}",
-                f"DELETE FROM x{schema.id} WHERE seq IN (SELECT seq FROM x{schema.id} WHERE seq <= ? AND ts < ? ORDER BY seq LIMIT ?)",
-                _floor_of(schema, now, age),
-            )
+            change_rows += _gc_changes(db, schema, now, age)
         if phoenix.row_ttl_s(schema) is not None:
             ttl_rows += _expire_phoenix_ttl(db, schema, now)
         if phoenix.cdc_of(schema) is not None:
             _expire_phoenix_index(db, schema, now)
     return GcReport(log_rows, change_rows, ttl_rows)
+
+
+def gc_ttl_ns(schema: TableSchema) -> int | None:
+    ttl = schema.options.get(GC_TTL)
+    return None if ttl is None else int(ttl) * NS
+
+
+def configure_zone(schema: TableSchema, options: list[tuple[str, object]]) -> dict[str, object]:
+    """Validate ``CONFIGURE ZONE USING`` variables; returns the table options to merge."""
+    out: dict[str, object] = {}
+    for key, value in options:
+        if key not in ZONE_VARIABLES:
+            raise InvalidOption(f'unsupported zone config parameter: "{key}"')
+        if key in out:
+            raise InvalidOption(f'duplicate zone config parameter: "{key}"')
+        if key == GC_TTL:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidOption(f"{GC_TTL} must be an integer number of seconds, got {value!r}")
+            if value < 1:
+                raise InvalidOption(f"GC.TTLSeconds {value} less than minimum allowed 1")
+        out[key] = value
+    return out
+
+
+def _threshold_key(table_id: int) -> str:
+    return f"gc_threshold:{table_id}"
+
+
+def gc_threshold(conn: sqlite3.Connection, schema: TableSchema) -> CommitTs | None:
+    """The newest commit timestamp whose change rows GC may have removed (None: nothing removed)."""
+    row = conn.execute("SELECT value FROM _meta WHERE key = ?", (_threshold_key(schema.id),)).fetchone()
+    return None if row is None else CommitTs.parse_crdb(str(row[0]))
+
+
+def set_gc_threshold(conn: sqlite3.Connection, schema: TableSchema, ts: CommitTs) -> None:
+    conn.execute(
+        "INSERT INTO _meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (_threshold_key(schema.id), ts.crdb()),
+    )
+
+
+def _gc_changes(db: Database, schema: TableSchema, now: int, age: int) -> int:
+    """Delete unprotected change rows in chunks (seq order), recording the GC threshold with each."""
+    x = f"x{schema.id}"
+    total = 0
+    while True:
+        with db.lock:
+            db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                exists = db.conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (x,)
+                ).fetchone()
+                if exists is None:  # dropped meanwhile
+                    db.conn.execute("ROLLBACK")
+                    return total
+                floor, cutoff = _phoenix_floor(db.conn, schema, now, _change_floor(db.conn, schema, now, age))
+                bound = f"FROM {x} WHERE seq <= ? AND ts < ? ORDER BY seq"
+                last = (
+                    db.conn.execute(
+                        f"SELECT seq, ts, lg {bound} LIMIT 1 OFFSET ?", (floor, cutoff, DELETE_CHUNK - 1)
+                    ).fetchone()
+                    or db.conn.execute(
+                        f"SELECT seq, ts, lg FROM {x} WHERE seq <= ? AND ts < ? ORDER BY seq DESC LIMIT 1",
+                        (floor, cutoff),
+                    ).fetchone()
+                )
+                n = 0
+                if last is not None:
+                    n = db.conn.execute(f"DELETE FROM {x} WHERE seq <= ?", (int(last[0]),)).rowcount
+                    set_gc_threshold(db.conn, schema, CommitTs(int(last[1]), int(last[2])))
+                db.conn.execute("COMMIT")
+            except BaseException:
+                if db.conn.in_transaction:
+                    db.conn.execute("ROLLBACK")
+                raise
+        total += n
+        if n < DELETE_CHUNK:
+            return total
 
 
 def _constant(bounds: tuple[int, ...]) -> Bounds:
@@ -83,18 +173,17 @@ def _constant(bounds: tuple[int, ...]) -> Bounds:
     return bound
 
 
-def _floor_of(schema: TableSchema, now: int, age: int) -> Bounds:
-    def bound(conn: sqlite3.Connection) -> tuple[int, ...]:
-        seq, ts = _change_floor(conn, schema.id, now, age)
-        # Apache Phoenix (issue 11): a table with a CDC object keeps its change rows for its max
-        # lookback, whatever its feeds allow (and feeds keep theirs, whatever the lookback).
-        lookback = phoenix.history_floor_ns(conn, schema, now)
-        if lookback is not None:
-            has_feeds = conn.execute("SELECT 1 FROM _feeds WHERE table_id = ?", (schema.id,)).fetchone()
-            ts = min(ts, lookback) if has_feeds else lookback
-        return seq, ts
-
-    return bound
+def _phoenix_floor(
+    conn: sqlite3.Connection, schema: TableSchema, now: int, bounds: tuple[int, int]
+) -> tuple[int, int]:
+    """Apache Phoenix (issue 11): a table with a CDC object keeps its change rows for its max
+    lookback, whatever its feeds allow (and feeds keep theirs, whatever the lookback)."""
+    floor, cutoff = bounds
+    lookback = phoenix.history_floor_ns(conn, schema, now)
+    if lookback is None:
+        return floor, cutoff
+    has_feeds = conn.execute("SELECT 1 FROM _feeds WHERE table_id = ?", (schema.id,)).fetchone()
+    return floor, (min(cutoff, lookback) if has_feeds else lookback)
 
 
 def _expire_phoenix_ttl(db: Database, schema: TableSchema, now: int) -> int:
@@ -148,15 +237,22 @@ def _expire_phoenix_index(db: Database, schema: TableSchema, now: int) -> None:
             raise
 
 
-def _change_floor(conn: sqlite3.Connection, table_id: int, now: int, age: int) -> tuple[int, int]:
-    """(highest seq that may go, newest commit time that may go) for one table's change stream."""
+def _change_floor(conn: sqlite3.Connection, schema: TableSchema, now: int, age: int) -> tuple[int, int]:
+    """(highest seq that may go, newest commit time that may go) for one table's change stream:
+    nothing a protecting feed has not delivered, nothing younger than the table's GC TTL."""
     feeds = conn.execute(
-        "SELECT f.created_seq, p.seq FROM _feeds f LEFT JOIN _progress p ON p.feed_id = f.id WHERE f.table_id = ?",
-        (table_id,),
+        "SELECT f.created_seq, p.seq, f.state FROM _feeds f LEFT JOIN _progress p ON p.feed_id = f.id"
+        " WHERE f.table_id = ?",
+        (schema.id,),
     ).fetchall()
+    ttl = gc_ttl_ns(schema)
+    protecting = [
+        seq if seq is not None else created for created, seq, state in feeds if state not in RELEASED_STATES
+    ]
     if feeds:
-        return min(seq if seq is not None else created for created, seq in feeds), now - age
-    return (1 << 62), now - DEFAULT_CHANGES_RETENTION_NS
+        floor = min(protecting) if protecting else (1 << 62)
+        return floor, now - (ttl if ttl is not None else age)
+    return (1 << 62), now - (ttl if ttl is not None else DEFAULT_CHANGES_RETENTION_NS)
 
 
 def _chunked(db: Database, table: str, sql: str, params: Bounds) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from changefeed.engine import phoenix
+from changefeed.engine import phoenix, privileges
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
@@ -135,6 +135,7 @@ class Transaction:
         #: The kind of Phoenix CDC event this transaction's changes index as (a TTL expiry pass
         #: sets ``phoenix.EV_TTL_DELETE``).
         self.phoenix_event = 0
+        self._after_commit: list[Callable[[], None]] = []
         self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         self.active = True
         try:
@@ -166,15 +167,30 @@ class Transaction:
         except BaseException:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+            if self.db.catalog_changed:
+                privileges.forget(self.conn)
             raise
         finally:
             self.active = False
+            self.db.catalog_changed = False
+        after, self._after_commit = self._after_commit, []
+        for fn in after:
+            fn()
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once this transaction has committed (never if it rolls back): for effects
+        outside the database file, e.g. dropping a dropped feed's topic."""
+        self._after_commit.append(fn)
 
     def rollback(self) -> None:
         if self.active:
             self.active = False
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+            if self.db.catalog_changed:
+                # Privileges cached at a catalog version this rollback takes back.
+                self.db.catalog_changed = False
+                privileges.forget(self.conn)
 
     # ------------------------------------------------------------------ catalog access
     def table(self, name: str) -> TableSchema:

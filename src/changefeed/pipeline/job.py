@@ -344,8 +344,10 @@ def start_feed_query(
     trigger: str = DEFAULT_TRIGGER,
     max_rows: int = DEFAULT_MAX_ROWS,
     encoder: Encoder | None = None,
+    end: CommitTs | None = None,
 ) -> StreamingQuery:
-    """Start the streaming query of one feed (its topic must exist)."""
+    """Start the streaming query of one feed (its topic must exist). ``end``: deliver nothing
+    committed after it (a CockroachDB job's ``end_time``)."""
     from changefeed.formats.base import get_encoder
 
     dbp = Path(db).absolute()
@@ -373,6 +375,8 @@ def start_feed_query(
     )
     if feed.resolved_ns:
         reader = reader.option("resolved_ns", str(feed.resolved_ns))
+    if end is not None:
+        reader = reader.option("end_wall", str(end.wall)).option("end_logical", str(end.logical))
     df = reader.load()
     writer = (
         df.writeStream.foreachBatch(ctx.deliver)

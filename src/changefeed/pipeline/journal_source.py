@@ -121,6 +121,9 @@ class _Options:
         if self.max_rows <= 0:
             raise InvalidOption("option maxRowsPerBatch must be positive")
         self.resolved_ns = _int_opt(options, "resolved_ns", None)
+        # A CockroachDB job's end_time: nothing committed after (end_wall, end_logical) is read.
+        self.end_wall = _int_opt(options, "end_wall", None)
+        self.end_logical = _int_opt(options, "end_logical", 0) or 0
         self.table = load_table(self.path, tid)
 
     @property
@@ -200,6 +203,23 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._conn: Any = None
 
     # -- helpers -----------------------------------------------------------------------------
+    def _top(self) -> int:
+        """The newest journal position this stream may read (capped at ``end_wall``)."""
+        top = _max_seq(self._c(), self.opts.table_id)
+        if self.opts.end_wall is None:
+            return top
+        w, lg = self.opts.end_wall, self.opts.end_logical
+        row = (
+            self._c()
+            .execute(
+                f"SELECT seq FROM x{self.opts.table_id} WHERE seq <= ? AND (ts < ? OR (ts = ? AND lg <= ?))"
+                " ORDER BY seq DESC LIMIT 1",
+                (top, w, w, lg),
+            )
+            .fetchone()
+        )
+        return 0 if row is None else int(row[0])
+
     def _c(self) -> Any:
         if self._conn is None:
             self._conn = self.opts.connect()
@@ -213,6 +233,11 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ts, tx = db.close_timestamp()
         finally:
             db.close()
+        if self.opts.end_wall is not None and (ts.wall, ts.logical) > (
+            self.opts.end_wall,
+            self.opts.end_logical,
+        ):
+            return [self.opts.end_wall, self.opts.end_logical, tx]  # never resolve past end_time
         return [ts.wall, ts.logical, tx]
 
     def _cut(self, start: int, top: int, max_rows: int) -> int:
@@ -246,10 +271,10 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         if self.opts.resolved_ns:
             self._target_closed = self._close_ts()
-        self._target = _max_seq(self._c(), self.opts.table_id)
+        self._target = self._top()
 
     def reportLatestOffset(self) -> dict[str, Any]:
-        return {"seq": _max_seq(self._c(), self.opts.table_id)}
+        return {"seq": self._top()}
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         s = int(start.get("seq", self.opts.start_seq))
@@ -258,12 +283,12 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             top = self._target
         else:
-            top = _max_seq(self._c(), self.opts.table_id)
+            top = self._top()
             if self.opts.resolved_ns:
                 now = time.time_ns()
                 if closed is None or now - int(closed[0]) >= self.opts.resolved_ns:
                     fresh = self._close_ts()
-                    top = _max_seq(self._c(), self.opts.table_id)  # after the close: covers it
+                    top = self._top()  # after the close: covers it
                     end = top if max_rows is None else self._cut(s, top, max_rows)
                     if end == top:
                         return {"seq": top, "closed": fresh, "new": True}

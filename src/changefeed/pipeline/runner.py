@@ -14,7 +14,7 @@ from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import DatabaseError, PipelineError
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
-from changefeed.pipeline import job
+from changefeed.pipeline import crdb_jobs, job
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 FEED_POLL_S = 3.0
 RETENTION_EVERY_S = 60.0
 GC_EVERY_S = 60.0
+#: Consecutive failures of a CockroachDB job's feed query before the job fails (or pauses).
+JOB_RETRIES = 3
 
 ScanProgress = Callable[[FeedSpec, int, int], None]
 
@@ -54,6 +56,12 @@ def sync_topics(db: Path, feeds: list[tuple[FeedSpec, str]]) -> None:
     for info in store.topics():
         if info.name not in wanted:
             store.drop_topic(info.name, missing_ok=True)
+
+
+def _start(spark: SparkSession, db: Path, f: FeedSpec, jobs: dict[int, Any], **kw: Any) -> StreamingQuery:
+    """A feed's streaming query; a CockroachDB job's feed stops at the job's end_time."""
+    job_ = jobs.get(f.id)
+    return job.start_feed_query(spark, db, f, end=None if job_ is None else job_.end, **kw)
 
 
 def _scan_all(
@@ -95,17 +103,19 @@ def run_until_idle(
     feeds = feed_specs(dbp)
     sync_topics(dbp, feeds)
     _scan_all(spark, dbp, feeds, on_progress)
+    jobs = crdb_jobs.job_of_feeds(dbp)
     queries = [
-        (f, job.start_feed_query(spark, dbp, f, available_now=True, **kw))
+        (f, _start(spark, dbp, f, jobs, available_now=True, **kw))
         for f, s in feeds
-        if s in job.ACTIVE_STATES
+        if s in job.ACTIVE_STATES and crdb_jobs.streams(jobs.get(f.id))
     ]
     errors = []
     for f, q in queries:
         try:
             job.await_query(q, f, job.checkpoint_dir(dbp, f.id))
         except PipelineError as exc:
-            errors.append(exc)
+            errors.append(exc)  # a job's feed too: the job stays running, the next run retries
+    crdb_jobs.advance(dbp)
     if errors:
         raise errors[0]
     if gc:
@@ -124,6 +134,11 @@ def _gc(db: Path) -> None:
             database.close()
     except Exception as exc:  # GC is best effort
         log.warning("change stream GC failed: %s", exc)
+
+
+def _batches_done(q: StreamingQuery) -> int:
+    progress: dict[str, Any] | None = q.lastProgress
+    return int(progress.get("batchId", -1)) if progress else -1
 
 
 def _stop_between_batches(q: StreamingQuery, timeout_s: float = 60.0) -> None:
@@ -168,11 +183,13 @@ def run_forever(
     if signals:
         on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
+    failures: dict[int, int] = {}
     last_retention = last_gc = 0.0
     try:
         while not stop.is_set():
             feeds = feed_specs(dbp)
             sync_topics(dbp, feeds)
+            jobs = crdb_jobs.job_of_feeds(dbp)
             live = {f.id: (f, s) for f, s in feeds if s in job.ACTIVE_STATES}
             for fid in [i for i in running if i not in live]:
                 _stop_between_batches(running.pop(fid)[1])
@@ -181,7 +198,19 @@ def run_forever(
                     exc = q.exception()
                     running.pop(fid)
                     if exc is not None:
-                        raise PipelineError(job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
+                        message = job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id))
+                        if fid not in jobs:
+                            raise PipelineError(message)
+                        # A job's feed is retried (restarted at the next poll, from its checkpoint);
+                        # after JOB_RETRIES failures in a row its job fails (or pauses: on_error).
+                        failures[fid] = failures.get(fid, 0) + 1
+                        if failures[fid] >= JOB_RETRIES:
+                            failures.pop(fid)
+                            crdb_jobs.record_failure(dbp, fid, message)
+                        else:
+                            log.warning("%s; retrying (%d of %d)", message, failures[fid], JOB_RETRIES)
+                elif fid in failures and _batches_done(q) >= 1:
+                    failures.pop(fid)  # delivering again
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
@@ -189,7 +218,10 @@ def run_forever(
                     from changefeed.pipeline.scan import run_initial_scan
 
                     run_initial_scan(spark, dbp, f, on_progress=on_progress)
-                running[fid] = (f, job.start_feed_query(spark, dbp, f, available_now=False, **kw))
+                if not crdb_jobs.streams(jobs.get(fid)):
+                    continue  # initial_scan='only': advance() finishes it
+                running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
+            crdb_jobs.advance(dbp)
             now = time.monotonic()
             if now - last_retention >= RETENTION_EVERY_S:
                 TopicStore(dbp).apply_retention()

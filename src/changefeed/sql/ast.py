@@ -273,13 +273,29 @@ class DropChangefeed:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigureZone:
+    """CockroachDB ``ALTER TABLE t CONFIGURE ZONE USING gc.ttlseconds = n[, ...]`` (variable names
+    lower-cased, dotted)."""
+
+    options: tuple[Option, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PhoenixSetProperties:
     """Apache Phoenix ``ALTER TABLE t SET "phoenix.max.lookback.age.seconds" = 50, TTL = 100``."""
 
     properties: tuple[PhoenixProperty, ...]
 
 
-AlterAction = AddColumn | DropColumn | SetOptions | AddChangefeed | DropChangefeed | PhoenixSetProperties
+AlterAction = (
+    AddColumn
+    | DropColumn
+    | SetOptions
+    | AddChangefeed
+    | DropChangefeed
+    | ConfigureZone
+    | PhoenixSetProperties
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,6 +486,87 @@ class Show:
     pos: Pos = field(default=Pos(), compare=False)
 
 
+# ---------------------------------------------------------------------------- access (users, roles)
+
+
+@dataclass(frozen=True, slots=True)
+class DropUser:
+    """``DROP USER|ROLE [IF EXISTS] a, b``."""
+
+    names: tuple[Ident, ...]
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterUser:
+    """``ALTER USER|ROLE [IF EXISTS] name [WITH] opt ...`` (``PASSWORD 'x'``, ``PASSWORD NULL``,
+    ``CONTROLCHANGEFEED``, ``NOCONTROLCHANGEFEED``, ...)."""
+
+    name: Ident
+    options: tuple[Option, ...] = ()
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRole:
+    """``GRANT role, .. TO member, .. [WITH ADMIN OPTION]`` / ``REVOKE [ADMIN OPTION FOR] role, .. FROM ..``."""
+
+    roles: tuple[Ident, ...]
+    members: tuple[Ident, ...]
+    revoke: bool = False
+    admin_option: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShowGrants:
+    """``SHOW GRANTS [ON [TABLE] t, ..] [FOR user, ..]``."""
+
+    tables: tuple[QName, ...] = ()
+    grantees: tuple[Ident, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+# ------------------------------------------------------------------ CockroachDB changefeed jobs
+@dataclass(frozen=True, slots=True)
+class JobControl:
+    """``PAUSE JOB id``, ``RESUME JOB id``, ``CANCEL JOB id`` (``action``: pause|resume|cancel)."""
+
+    action: str
+    job_id: Expr
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShowChangefeedJob:
+    """``SHOW CHANGEFEED JOB id``."""
+
+    job_id: Expr
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterChangefeedCmd:
+    """One command of ``ALTER CHANGEFEED``: ``add``/``drop`` targets (``options``: the scan
+    options of ADD), ``set`` options, ``unset`` option names (in ``names``)."""
+
+    kind: str
+    targets: tuple[ChangefeedTarget, ...] = ()
+    options: tuple[Option, ...] = ()
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AlterChangefeed:
+    """``ALTER CHANGEFEED id ADD t | DROP t | SET opt = v | UNSET opt ...``."""
+
+    job_id: Expr
+    commands: tuple[AlterChangefeedCmd, ...]
+    pos: Pos = field(default=Pos(), compare=False)
+
+
 # --------------------------------------------------------------------------------------------------
 # Apache Phoenix (issue 11)
 
@@ -566,6 +663,13 @@ Statement = (
     | CreateUser
     | CreateChangefeed
     | Show
+    | DropUser
+    | AlterUser
+    | GrantRole
+    | ShowGrants
+    | JobControl
+    | ShowChangefeedJob
+    | AlterChangefeed
     # Apache Phoenix (issue 11)
     | PhoenixCreateTable
     | CreateCdc

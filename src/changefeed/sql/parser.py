@@ -1049,6 +1049,48 @@ class _Builder(Transformer[Token, Any]):
     def _show(self, meta: Any, what: str, c: list[Any]) -> ast.Show:
         return ast.Show(what, _first(c, ast.QName), pos=_pos(meta))
 
+    # ---- CockroachDB changefeed jobs and zone configurations (jobs) ----------------------------
+    @v_args(meta=True)
+    def pause_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.JobControl("pause", c[0], pos=_pos(meta))
+
+    @v_args(meta=True)
+    def resume_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.JobControl("resume", c[0], pos=_pos(meta))
+
+    @v_args(meta=True)
+    def cancel_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.JobControl("cancel", c[0], pos=_pos(meta))
+
+    @v_args(meta=True)
+    def show_changefeed_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.ShowChangefeedJob(c[0], pos=_pos(meta))
+
+    @v_args(meta=True)
+    def alter_changefeed(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.AlterChangefeed(c[0], tuple(c[1:]), pos=_pos(meta))
+
+    def alter_cf_add(self, c: list[Any]) -> ast.AlterChangefeedCmd:
+        targets = tuple(x for x in c if isinstance(x, ast.ChangefeedTarget))
+        return ast.AlterChangefeedCmd("add", targets, _clauses(c).get("options", ()))
+
+    def alter_cf_drop(self, c: list[Any]) -> ast.AlterChangefeedCmd:
+        return ast.AlterChangefeedCmd("drop", tuple(c))
+
+    def alter_cf_set(self, c: list[ast.Option]) -> ast.AlterChangefeedCmd:
+        return ast.AlterChangefeedCmd("set", options=tuple(c))
+
+    def alter_cf_unset(self, c: list[ast.Ident]) -> ast.AlterChangefeedCmd:
+        return ast.AlterChangefeedCmd("unset", names=tuple(i.name.lower() for i in c))
+
+    def configure_zone(self, c: list[ast.Option]) -> ast.AlterAction:
+        return ast.ConfigureZone(tuple(c))
+
+    def zone_kv(self, c: list[Any]) -> ast.Option:
+        return (".".join(i.name.lower() for i in c[:-1]), c[-1])
+
+    # ---- end of jobs block
+
     @v_args(meta=True)
     def show_tables(self, meta: Any, c: list[Any]) -> ast.Statement:
         return self._show(meta, "tables", c)
@@ -1083,6 +1125,55 @@ class _Builder(Transformer[Token, Any]):
     @v_args(meta=True)
     def describe_keyspaces(self, meta: Any, c: list[Any]) -> ast.Statement:
         return self._show(meta, "keyspaces", c)
+
+    # -- access: users, roles, SHOW GRANTS ------------------------------------------------------
+    @v_args(meta=True)
+    def drop_user(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.DropUser(_first(c, tuple), _clauses(c).get("if_exists", False), pos=_pos(meta))
+
+    @v_args(meta=True)
+    def alter_user(self, meta: Any, c: list[Any]) -> ast.Statement:
+        options = tuple(x for x in c if isinstance(x, tuple) and not isinstance(x, _C))
+        return ast.AlterUser(
+            _first(c, ast.Ident), options, _clauses(c).get("if_exists", False), pos=_pos(meta)
+        )
+
+    def with_admin_option(self, c: list[Any]) -> _C:
+        return _C("admin_option", True)
+
+    def _grant_role(self, meta: Any, c: list[Any], revoke: bool) -> ast.GrantRole:
+        roles = tuple(ast.Ident(p.lower(), False) for p in next(x for x in c if isinstance(x, tuple)))
+        members: tuple[ast.Ident, ...] = [x for x in c if isinstance(x, tuple)][-1]
+        admin = _clauses(c).get("admin_option", False)
+        return ast.GrantRole(roles, members, revoke=revoke, admin_option=admin, pos=_pos(meta))
+
+    @v_args(meta=True)
+    def revoke_admin_option(self, meta: Any, c: list[Any]) -> ast.Statement:
+        if c[0] != "ADMIN":
+            raise StatementSyntaxError(
+                f"expected ADMIN OPTION FOR, found {c[0]} OPTION FOR", line=meta.line, column=meta.column
+            )
+        g = self._grant_role(meta, c[1:], revoke=True)
+        return ast.GrantRole(g.roles, g.members, revoke=True, admin_option=True, pos=g.pos)
+
+    @v_args(meta=True)
+    def grant_role(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return self._grant_role(meta, c, revoke=False)
+
+    @v_args(meta=True)
+    def revoke_role(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return self._grant_role(meta, c, revoke=True)
+
+    def grants_on(self, c: list[Any]) -> _C:
+        return _C("tables", tuple(c))
+
+    def grants_for(self, c: list[Any]) -> _C:
+        return _C("grantees", c[0])
+
+    @v_args(meta=True)
+    def show_grants(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        return ast.ShowGrants(cl.get("tables", ()), cl.get("grantees", ()), pos=_pos(meta))
 
     # -- Apache Phoenix (issue 11) -----------------------------------------------------------------
 

@@ -15,15 +15,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
+import re
+import secrets
 import sqlite3
+import struct
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from changefeed.connection import Connection, Result
 from changefeed.engine import auth
@@ -33,14 +38,24 @@ from changefeed.server.pg import catalog
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.commands import Command, parse_command, split_statements
+from changefeed.server.pg.params import param_types
 from changefeed.server.pg.values import column_oids, encoders, fmt_of
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 
-if TYPE_CHECKING:
-    from changefeed.server.pg.server import PgEndpoint
-
 T = TypeVar("T")
+
+#: The server_version reported to clients (CockroachDB reports a PostgreSQL 13 server).
+SERVER_VERSION = "13.0.0"
+#: Seconds to wait for a client that stopped reading before its connection is closed.
+WRITE_TIMEOUT = 30.0
+
+
+def new_backend_key() -> tuple[int, int]:
+    """A (process id, secret) pair for BackendKeyData."""
+    pid = struct.unpack("!i", os.urandom(4))[0] & 0x7FFFFFFF
+    return pid, secrets.randbits(32)
+
 
 #: Bytes of DataRows buffered before waiting for the client to take them.
 FLUSH_BYTES = 256 * 1024
@@ -101,6 +116,15 @@ class AbortedTransaction(TransactionError):
 
 class AdminShutdown(ChangefeedError):
     code = "57P01"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What a session needs of its endpoint: the database, the engine thread pool, the registry."""
+
+    db: Path
+    pool: Executor
+    registry: Registry
 
 
 @dataclass
@@ -186,15 +210,13 @@ def normalise_tag(res: Result, stmt: ast.Statement | None) -> str:
 class PgSession:
     def __init__(
         self,
-        endpoint: PgEndpoint,
+        endpoint: Backend,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         user: str,
         params: dict[str, str],
         peer: object,
     ) -> None:
-        from changefeed.server.pg.server import SERVER_VERSION, new_backend_key
-
         self.endpoint = endpoint
         self.reader = reader
         self.writer = writer
@@ -216,7 +238,7 @@ class PgSession:
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
-        self.conn = await self.call(Connection, self.endpoint.config.db, user=self.user)
+        self.conn = await self.call(Connection, self.endpoint.db, user=self.user)
         for name, value in self.startup.items():
             if name in ("user", "database", "replication"):
                 continue
@@ -279,8 +301,6 @@ class PgSession:
     async def flush(self, force: bool = False) -> None:
         if force or self.pending >= FLUSH_BYTES:
             self.pending = 0
-            from changefeed.server.pg.server import WRITE_TIMEOUT
-
             await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
 
     def send_error(self, exc: BaseException) -> None:
@@ -295,7 +315,10 @@ class PgSession:
         if isinstance(exc, ChangefeedError):
             if self.cancelled.is_set() and "interrupt" in str(exc):
                 return "57014", "canceling statement due to user request"
-            return exc.code, str(exc)
+            text = str(exc)
+            if exc.code == "42P01":  # PostgreSQL's words for a missing table
+                text = re.sub(r'^table ("[^"]*") does not exist', r"relation \1 does not exist", text)
+            return exc.code, text
         if isinstance(exc, sqlite3.Error):
             text = str(exc)
             if "interrupt" in text:
@@ -418,15 +441,15 @@ class PgSession:
         if isinstance(first, ast.Commit) and session.aborted:
             await self.call(session.rollback)
             return Result(status="ROLLBACK")
-        if prep.kind == "command":
-            assert prep.command is not None
-            return self.run_command(prep.command)
         if prep.kind == "stream":
             await self.run_stream(prep)
             return None
         self.cancelled.clear()
         self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
         try:
+            if prep.kind == "command":
+                assert prep.command is not None
+                return self.run_command(prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
             return await self.call(self._run_engine, prep.stmts, params)
@@ -571,12 +594,17 @@ class PgSession:
         return Result(columns=cols, rows=rows, types=[None] * len(cols), status=f"SELECT {len(rows)}")
 
     # ------------------------------------------------------------------ core changefeeds
-    async def run_stream(self, prep: Prepared, formats: Sequence[int] = (), describe: bool = True) -> None:
-        """Send a core changefeed's rows as they are produced; ends on cancel or disconnect."""
-        assert self.conn is not None
-        stream = getattr(self.conn, "stream", None)
-        if stream is None:
-            raise ChangefeedError("core changefeeds need Connection.stream, which this build does not have")
+    async def run_stream(
+        self, prep: Prepared, formats: Sequence[int] = (), describe: bool = True, params: Sequence[Any] = ()
+    ) -> None:
+        """Send a core changefeed's rows as they are produced; ends on cancel or disconnect.
+
+        The feed runs on a thread of its own with a connection of its own: the thread hands each
+        group of messages to the loop and waits until it is written, so nothing is buffered here.
+        On cancel, disconnect or shutdown the client is answered at once; the thread notices at its
+        next message and closes the feed and its connection."""
+        if not hasattr(Connection, "stream"):
+            raise _Unsupported("core changefeeds need Connection.stream, which this build does not have")
         oids = [t.TEXT, t.BYTEA, t.BYTEA]
         fmts = [fmt_of(list(formats), i) for i in range(3)]
         if describe:
@@ -585,6 +613,7 @@ class PgSession:
         self.cancelled.clear()
         self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
         done: asyncio.Future[int] = self.loop.create_future()
+        stop = threading.Event()
         sent = 0
 
         def encode(i: int, v: Any) -> bytes | None:
@@ -594,41 +623,56 @@ class PgSession:
                 return v if isinstance(v, bytes) else str(v).encode()
             return b"\\x" + bytes(v).hex().encode()
 
-        async def emit(row: tuple[Any, ...]) -> None:
-            self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
+        async def emit(rows: list[tuple[Any, ...]]) -> None:
+            nonlocal sent
+            if stop.is_set():
+                return
+            for row in rows:
+                self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
+            sent += len(rows)
             await self.flush(True)
 
+        def finish(fn: Callable[[Any], None], value: Any) -> None:
+            if not done.done():
+                fn(value)
+
         def produce() -> None:
-            nonlocal sent
-            it: Iterator[tuple[Any, ...]] | None = None
-            error: BaseException | None = None
+            feed: Any = None
+            own: Connection | None = None
             try:
-                it = iter(stream(prep.sql))
-                for row in it:
-                    if self.cancelled.is_set() or self.closing:
+                own = Connection(self.endpoint.db, user=self.user)
+                feed = getattr(own, "stream")(prep.sql, list(params))  # noqa: B009 (crdb branch)
+                groups = feed.batches() if hasattr(feed, "batches") else ([m] for m in feed)
+                for group in groups:
+                    if stop.is_set():
                         break
-                    asyncio.run_coroutine_threadsafe(emit(tuple(row)), self.loop).result()
-                    sent += 1
+                    rows = [tuple(m) for m in (group.messages() if hasattr(group, "messages") else group)]
+                    asyncio.run_coroutine_threadsafe(emit(rows), self.loop).result()
+                self.loop.call_soon_threadsafe(finish, done.set_result, sent)
             except BaseException as exc:
-                error = exc
+                self.loop.call_soon_threadsafe(finish, done.set_exception, exc)
             finally:
-                close = getattr(it, "close", None)
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        close()
-            if error is not None:
-                self.loop.call_soon_threadsafe(done.set_exception, error)
-            else:
-                self.loop.call_soon_threadsafe(done.set_result, sent)
+                with contextlib.suppress(Exception):
+                    if feed is not None:
+                        feed.close()
+                with contextlib.suppress(Exception):
+                    if own is not None:
+                        own.close()
 
         thread = threading.Thread(target=produce, name=f"pg-changefeed-{self.pid}", daemon=True)
         thread.start()
         try:
-            await done
+            while not done.done():
+                await asyncio.wait([done], timeout=0.2)
+                if self.cancelled.is_set() or self.closing or self.reader.at_eof():
+                    break
         finally:
+            stop.set()
             self.running = None
-        if self.cancelled.is_set():
-            raise CancelledQuery("query execution canceled")
+        if not done.done():
+            done.cancel()
+            raise CancelledQuery("canceling statement due to user request")
+        done.result()
         self.send(p.command_complete(f"SELECT {sent}"))
 
     # ------------------------------------------------------------------ extended protocol
@@ -680,10 +724,14 @@ class PgSession:
             if prep is None:
                 raise _UndefinedStatement(f'prepared statement "{name}" does not exist')
             n = max(_param_count(prep), len(prep.param_oids))
+            inferred = await self.call(self._param_types, prep, n)
             oids = [
-                (prep.param_oids[i] if i < len(prep.param_oids) and prep.param_oids[i] else t.TEXT)
+                (prep.param_oids[i] if i < len(prep.param_oids) and prep.param_oids[i] else inferred[i])
                 for i in range(n)
             ]
+            if oids != prep.param_oids:  # Bind decodes by what was described
+                prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids)
+                self.prepared[name] = prep
             self.send(p.parameter_description(oids))
             cols = await self.describe_columns(prep)
             self.send(p.row_description([(c, o, 0) for c, o in cols]) if cols else p.NO_DATA)
@@ -713,6 +761,12 @@ class PgSession:
         else:
             self.send(p.NO_DATA)
         portal.described = True
+
+    def _param_types(self, prep: Prepared, n: int) -> list[int]:
+        if prep.kind != "engine" or len(prep.stmts) != 1 or self.conn is None or n == 0:
+            return [t.TEXT] * n
+        self.conn.db.refresh_catalog()
+        return param_types(prep.stmts[0], self.conn.db.tables(), n)
 
     async def describe_columns(self, prep: Prepared) -> list[tuple[str, int]]:
         """Columns of a statement's result without running it: SELECTs (and catalog queries, which
@@ -749,7 +803,7 @@ class PgSession:
             raise _UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
         if prep.kind == "stream":
-            await self.run_stream(prep, portal.formats, describe=False)
+            await self.run_stream(prep, portal.formats, describe=False, params=portal.params)
             return
         if portal.result is None:
             portal.result = await self.execute(prep, portal.params)
@@ -791,6 +845,10 @@ def _param_count(prep: Prepared) -> int:
             continue
         i += 1
     return best
+
+
+class _Unsupported(ChangefeedError):
+    code = "0A000"
 
 
 class _InvalidValue(ChangefeedError):

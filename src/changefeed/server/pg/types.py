@@ -9,6 +9,7 @@ is passed on and the engine converts it to the column's type, as PostgreSQL's ``
 from __future__ import annotations
 
 import datetime as dt
+import json
 import struct
 import uuid
 from collections.abc import Callable
@@ -228,6 +229,16 @@ def _array_item(v: Any) -> str:
     return s
 
 
+def text_json(v: Any) -> bytes:
+    """jsonb text output as PostgreSQL prints it: ``{"a": [1, 2]}``."""
+    if isinstance(v, str | bytes):
+        try:
+            v = orjson.loads(v)
+        except orjson.JSONDecodeError:
+            return v.encode() if isinstance(v, str) else v
+    return json.dumps(v, ensure_ascii=False).encode()
+
+
 # ----------------------------------------------------------------------------------- binary out
 PG_EPOCH = dt.date(2000, 1, 1)
 PG_EPOCH_DT = dt.datetime(2000, 1, 1)
@@ -294,7 +305,7 @@ def binary_value(v: Any, oid: int) -> bytes:
     if oid == INTERVAL:
         return struct.pack("!qii", v.seconds * 1_000_000 + v.microseconds, v.days, 0)
     if oid == JSONB:
-        return b"\x01" + text_value(v).encode()
+        return b"\x01" + text_json(v)
     return text_value(v).encode()
 
 

@@ -43,6 +43,8 @@ def encoders(oids: Sequence[int], formats: Sequence[int]) -> tuple[list[Encoder]
     for oid, f in zip(oids, fmts, strict=True):
         if f == 1:
             encs.append(lambda v, oid=oid: t.binary_value(v, oid))  # type: ignore[misc]
+        elif oid in (t.JSONB, t.JSON):
+            encs.append(t.text_json)
         elif oid in (t.TEXT, t.VARCHAR, t.NAME):
             encs.append(_text_str)
         elif oid in (t.INT8, t.INT4, t.INT2, t.OID):

@@ -8,6 +8,7 @@ from typing import Any
 
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
+from changefeed.engine.privileges import Privilege, check_any_table_privilege
 from changefeed.engine.storage import TableStore, stream_id, token, tokens
 from changefeed.engine.txn import Transaction
 from changefeed.engine.types import SqlType, resolve_type
@@ -47,8 +48,11 @@ def relation(session: Session, txn: Transaction, q: ast.QName) -> Relation:
             raise UndefinedTable(f'table "{name}" does not exist') from None
         if not base.cdc.enabled:
             raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
+        session.require(txn, base, Privilege.SELECT)  # a CDC log is read with its table's SELECT
         return _log_relation(session, txn, base)
-    return _table_relation(session, txn, session.resolve_table(txn, q))
+    schema = session.resolve_table(txn, q)
+    session.require(txn, schema, Privilege.SELECT)
+    return _table_relation(session, txn, schema)
 
 
 def _table_relation(session: Session, txn: Transaction, schema: TableSchema) -> Relation:
@@ -299,7 +303,9 @@ def show_create_table(session: Session, txn: Transaction, s: ast.Show) -> Result
 def _shown_table(session: Session, txn: Transaction, s: ast.Show) -> TableSchema:
     if s.name is None:
         raise UnsupportedFeature(f"SHOW {s.what.upper()} needs a table name")
-    return session.resolve_table(txn, s.name)
+    schema = session.resolve_table(txn, s.name)
+    check_any_table_privilege(session.privileges(txn), schema)
+    return schema
 
 
 def describe(schema: TableSchema) -> str:

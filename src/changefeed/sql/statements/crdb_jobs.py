@@ -1,0 +1,678 @@
+"""The CockroachDB job statements: ``CREATE CHANGEFEED .. INTO``, ``SHOW CHANGEFEED JOB(S)``,
+``PAUSE/RESUME/CANCEL JOB``, ``ALTER CHANGEFEED``.
+
+Each runs inside the statement's transaction: a job row in ``_jobs`` and one ``crdb`` feed per
+target table in ``_feeds`` are created (or changed) together with the statement, or not at all.
+Validation happens before anything is written, with CockroachDB's error texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from changefeed.engine import privileges
+from changefeed.engine.clock import CommitTs
+from changefeed.engine.txn import Transaction
+from changefeed.exceptions import (
+    GcThresholdError,
+    InvalidOption,
+    InvalidStatement,
+    JobNotFound,
+    JobStateError,
+    UndefinedTable,
+    UnsupportedFeature,
+)
+from changefeed.feeds import jobs as J
+from changefeed.feeds.sinks import SinkSpec, parse_sink_uri
+from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
+from changefeed.sql import ast
+from changefeed.sql.evaluator import Params
+from changefeed.sql.result import Result
+from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements.common import enable_changes
+from changefeed.topics import TopicStore
+
+FAMILY = StatementFamily("crdb_jobs")
+
+if TYPE_CHECKING:
+    from changefeed.engine.catalog import TableSchema
+
+#: Options ``ALTER CHANGEFEED .. SET/UNSET`` may not change.
+UNALTERABLE = ("initial_scan", "initial_scan_only", "no_initial_scan", "end_time", "cursor")
+#: Options of ``ALTER CHANGEFEED .. ADD t WITH ..``.
+ADD_OPTIONS = ("initial_scan", "no_initial_scan")
+
+#: Every option name CockroachDB's CREATE CHANGEFEED knows (``changefeedbase/options.go``).
+KNOWN_OPTIONS = (
+    "avro_schema_prefix", "confluent_schema_registry", "cursor", "end_time", "envelope", "format",
+    "full_table_name", "key_in_value", "topic_in_value", "resolved", "min_checkpoint_frequency",
+    "updated", "mvcc_timestamp", "diff", "compression", "schema_change_events", "schema_change_policy",
+    "split_column_families", "initial_scan", "no_initial_scan", "initial_scan_only", "key_column",
+    "unordered", "kafka_sink_config", "webhook_sink_config", "pubsub_sink_config", "webhook_auth_header",
+    "webhook_client_timeout", "on_error", "metrics_label", "virtual_columns", "execution_locality",
+    "gc_protect_expires_after", "protect_data_from_gc_on_pause", "lagging_ranges_threshold",
+    "lagging_ranges_polling_interval", "ignore_disable_changefeed_replication",
+    "encode_json_value_null_as_object", "enriched_properties", "headers_json_column_name",
+)  # fmt: skip
+FLAG_OPTIONS = (
+    "updated", "diff", "mvcc_timestamp", "key_in_value", "topic_in_value", "full_table_name",
+    "split_column_families", "no_initial_scan", "initial_scan_only", "unordered",
+    "protect_data_from_gc_on_pause", "ignore_disable_changefeed_replication",
+    "encode_json_value_null_as_object",
+)  # fmt: skip
+DEFAULT_MIN_CHECKPOINT_NS = 30 * NS_PER_S
+
+#: CockroachDB format names -> encoder names in changefeed.formats.
+FORMAT_ENCODERS = {
+    "json": "crdb-json",
+    "avro": "crdb-avro",
+    "experimental_avro": "crdb-avro",
+    "csv": "crdb-csv",
+}
+
+
+# ==================================================================================== helpers
+def _result(columns: list[str], rows: list[tuple[Any, ...]]) -> Result:
+    return Result(columns=columns, rows=rows, types=[None] * len(columns))
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def raw_options(session: Session, options: Sequence[ast.Option], ev: Any) -> dict[str, str | None]:
+    """Option name -> text value (``None`` for a bare flag), names lower-cased, last one wins."""
+    out: dict[str, str | None] = {}
+    for name, expr in options:
+        out[name.lower()] = None if expr is None else _text(session.option_value(expr, ev))
+    return out
+
+
+def _check_control(session: Session, txn: Transaction, job: J.Job) -> None:
+    """Job control: the job's owner (or its role), an admin, CONTROLJOB, or CHANGEFEED on its tables."""
+    live = {t.id: t for t in session.db.tables()}
+    tables = [live[x.table_id] for x in job.targets if x.table_id in live]
+    privileges.check_job_control(txn.conn, session.user, job.user_name, job.id, tables)
+
+
+def _target_text(t: ast.ChangefeedTarget, session: Session) -> str:
+    name = ".".join(p.name for p in t.table.parts)
+    return f"TABLE {name}" + (f" FAMILY {session.ident(t.family)}" if t.family else "")
+
+
+def _resolve_targets(
+    session: Session, txn: Transaction, targets: Sequence[ast.ChangefeedTarget]
+) -> list[J.Target]:
+    seen: dict[tuple[int, str | None], str] = {}
+    out = []
+    for t in targets:
+        try:
+            schema = session.resolve_table(txn, t.table)
+        except UndefinedTable:
+            name = ".".join(p.name for p in t.table.parts)
+            raise UndefinedTable(
+                f'failed to resolve targets in the CHANGEFEED stmt: table "{name}" does not exist'
+            ) from None
+        family = session.ident(t.family) if t.family else None
+        text = _target_text(t, session)
+        key = (schema.id, family)
+        if key in seen:
+            raise InvalidStatement(f"CHANGEFEED targets {seen[key]} and {text} are duplicates")
+        seen[key] = text
+        if family is not None:
+            raise UnsupportedFeature("CHANGEFEED .. FAMILY targets are not available yet")
+        out.append(J.Target(schema.id, schema.short_name, family))
+    return out
+
+
+def description(targets: Sequence[str], sink: SinkSpec, options: Mapping[str, str | None]) -> str:
+    return f"CREATE CHANGEFEED FOR {', '.join(targets)} INTO '{sink.redacted}'" + J.render_options(options)
+
+
+def _go_duration_ns(text: str | None, option: str) -> int:
+    """A Go duration (``10s``, ``1m30s``, ``500ms``); empty means 0."""
+    import re
+
+    if text is None or text == "":
+        return 0
+    s = text.strip()
+    units = {
+        "ns": 1,
+        "us": 1_000,
+        "µs": 1_000,
+        "ms": 1_000_000,
+        "s": NS_PER_S,
+        "m": 60 * NS_PER_S,
+        "h": 3600 * NS_PER_S,
+    }
+    neg = s.startswith("-")
+    body = s.lstrip("+-")
+    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", body)
+    if not parts or "".join(a + b for a, b in parts) != body:
+        raise InvalidOption(f'time: invalid duration "{s}"')
+    total = sum(int(float(a) * units[b]) for a, b in parts)
+    if neg and total:
+        raise InvalidOption(f"negative durations are not accepted: {option}='{s}'")
+    return total
+
+
+# ==================================================================================== options
+class JobOptions:
+    """The job-level options (what the job, not the encoder, does with them), validated.
+
+    With ``feeds/crdb_options.py`` present, every option is validated there (CockroachDB's texts)
+    and the job reads its parsed :class:`CrdbOptions`; without it, the job's own options are
+    checked here."""
+
+    def __init__(self, raw: Mapping[str, str | None], statement_time: CommitTs, crdb: Any = None) -> None:
+        if crdb is not None:
+            self._from_crdb(raw, crdb)
+            return
+        for name in raw:
+            if name not in KNOWN_OPTIONS:
+                raise InvalidOption(f'invalid option "{name}"')
+        for name in ("on_error",):
+            if name in raw and raw[name] is None:
+                raise InvalidOption(f'option "{name}" requires a value')
+        on_error = (raw.get("on_error") or "fail").lower()
+        if on_error not in ("pause", "fail"):
+            raise InvalidOption(
+                f"unknown on_error: {raw.get('on_error')}, valid values are 'pause' and 'fail'"
+            )
+        self.on_error = on_error
+        scan = raw.get("initial_scan", "") if "initial_scan" in raw else None
+        scan_mode = None
+        if scan is not None:
+            scan_mode = (scan or "yes").lower()
+            if scan_mode not in ("yes", "no", "only"):
+                raise InvalidOption(f"unknown initial_scan: {scan}")
+        if "no_initial_scan" in raw and "initial_scan" in raw:
+            raise InvalidOption(
+                "cannot specify both initial_scan='only' and no_initial_scan"
+                if scan_mode == "only"
+                else "cannot specify both initial_scan and no_initial_scan"
+            )
+        if "initial_scan_only" in raw and "initial_scan" in raw and scan_mode != "only":
+            raise InvalidOption("cannot specify both initial_scan and initial_scan_only")
+        if "initial_scan_only" in raw and "no_initial_scan" in raw:
+            raise InvalidOption("cannot specify both initial_scan='only' and no_initial_scan")
+        if "initial_scan_only" in raw:
+            scan_mode = "only"
+        if "no_initial_scan" in raw:
+            scan_mode = "no"
+        self.cursor: CommitTs | None = None
+        if "cursor" in raw:
+            if not raw["cursor"]:
+                raise InvalidOption('option "cursor" requires a value')
+            self.cursor = J.parse_crdb_time(raw["cursor"], statement_time, option="cursor")
+            if self.cursor > statement_time:
+                raise InvalidOption(f"cursor {raw['cursor']} is in the future")
+        if scan_mode is None:
+            scan_mode = "no" if self.cursor is not None else "yes"
+        self.scan_mode = scan_mode
+        self.end: CommitTs | None = None
+        if "end_time" in raw:
+            if not raw["end_time"]:
+                raise InvalidOption('option "end_time" requires a value')
+            self.end = J.parse_crdb_time(raw["end_time"], statement_time, option="end_time")
+            if self.end < statement_time:
+                raise InvalidOption(
+                    f"specified end time {self.end.crdb()} cannot be less than statement time {statement_time.crdb()}"
+                )
+        if scan_mode == "only":
+            for other in ("end_time", "resolved", "diff", "mvcc_timestamp", "updated"):
+                if other in raw:
+                    raise InvalidOption(f"cannot specify both initial_scan='only' and {other}")
+        self.resolved_ns: int | None = None
+        min_ckpt = DEFAULT_MIN_CHECKPOINT_NS
+        if "min_checkpoint_frequency" in raw:
+            min_ckpt = _go_duration_ns(raw["min_checkpoint_frequency"], "min_checkpoint_frequency")
+        if "resolved" in raw:
+            # Resolved messages never go out more often than min_checkpoint_frequency.
+            self.resolved_ns = max(_go_duration_ns(raw["resolved"], "resolved"), min_ckpt, 1)
+        fmt = (raw.get("format") or "json").lower()
+        if fmt not in FORMAT_ENCODERS and fmt != "parquet":
+            raise InvalidOption(f"unknown format: {raw.get('format')}")
+        self.format = fmt
+        self.encoder = FORMAT_ENCODERS.get(fmt, fmt)
+        # What the messages carry, in the terms of the feed spec: ``before`` only with diff.
+        self.mode = Mode.NEW_AND_OLD_IMAGES if "diff" in raw else Mode.NEW_IMAGE
+
+    def _from_crdb(self, raw: Mapping[str, str | None], crdb: Any) -> None:
+        self.on_error = str(crdb.on_error)
+        self.cursor = crdb.cursor
+        self.end = crdb.end_time
+        self.scan_mode = str(crdb.initial_scan)
+        self.resolved_ns = crdb.resolved_interval_ns(core=False) or 1 if crdb.resolved else None
+        fmt = "avro" if crdb.format == "experimental_avro" else str(crdb.format)
+        self.format = fmt
+        self.encoder = FORMAT_ENCODERS.get(fmt, fmt)
+        self.mode = Mode.NEW_AND_OLD_IMAGES if crdb.diff else Mode.NEW_IMAGE
+
+
+def _crdb_options(raw: Mapping[str, str | None], sink: SinkSpec, statement_time: CommitTs | None) -> Any:
+    """The options parsed by ``feeds/crdb_options.py`` (another part of issue 7), when present."""
+    try:
+        from changefeed.feeds import crdb_options  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    return crdb_options.parse_crdb_options(dict(raw), sink_scheme=sink.scheme, statement_time=statement_time)
+
+
+def job_options(
+    raw: Mapping[str, str | None], sink: SinkSpec, statement_time: CommitTs, *, check_times: bool = True
+) -> tuple[JobOptions, Any]:
+    crdb = _crdb_options(raw, sink, statement_time if check_times else None)
+    return JobOptions(raw, statement_time, crdb), crdb
+
+
+# ==================================================================================== CREATE
+def _gc_threshold(txn: Transaction, schema: TableSchema) -> CommitTs | None:
+    from changefeed.engine.gc import gc_threshold
+
+    return gc_threshold(txn.conn, schema)
+
+
+def _start_seq(txn: Transaction, schema: TableSchema, at: CommitTs | None) -> int:
+    """The change-stream position a feed starts after: the last row committed at or before ``at``
+    (everything so far when ``at`` is None)."""
+    if at is None:
+        row = txn.conn.execute(f"SELECT COALESCE(MAX(seq), 0) FROM x{schema.id}").fetchone()
+    else:
+        row = txn.conn.execute(
+            f"SELECT COALESCE(MAX(seq), 0) FROM x{schema.id} WHERE ts < ? OR (ts = ? AND lg <= ?)",
+            (at.wall, at.wall, at.logical),
+        ).fetchone()
+    return int(row[0])
+
+
+def _make_feed(
+    session: Session,
+    txn: Transaction,
+    job_id: int,
+    target: J.Target,
+    sink: SinkSpec,
+    opts: JobOptions,
+    crdb: Any,
+    *,
+    initial_scan: bool,
+    cursor: CommitTs | None,
+) -> FeedSpec:
+    """Create (in ``txn``) the ``crdb`` feed of one target; returns its spec."""
+    assert txn.ts is not None
+    schema = session.db.table_by_id(target.table_id)
+    threshold = _gc_threshold(txn, schema)
+    if cursor is not None:
+        if not schema.changes:
+            threshold = txn.ts  # no history kept for this table before now
+        if threshold is not None and cursor < threshold:
+            raise GcThresholdError(
+                f"could not create changefeed: cursor {cursor.crdb()} is older than the GC threshold "
+                f"{threshold.crdb()}: batch timestamp {J.hlc_string(cursor)} must be after replica GC "
+                f"threshold {J.hlc_string(threshold)} (hint: use a more recent cursor)"
+            )
+    if not schema.changes:
+        schema = enable_changes(session, txn, schema, True)
+        if threshold is None:  # no history before now
+            from changefeed.engine.gc import set_gc_threshold
+
+            set_gc_threshold(txn.conn, schema, txn.ts)
+    seq = _start_seq(txn, schema, cursor)
+    start = cursor or txn.ts
+    kw: dict[str, Any] = {}
+    if crdb is not None and "crdb" in FeedSpec.__dataclass_fields__:
+        kw["crdb"] = crdb
+    spec = FeedSpec(
+        id=0,
+        table_id=schema.id,
+        name=f"job {job_id}" + (f" {target.family}" if target.family else ""),
+        kind="crdb",
+        topic=sink.topic_for(target.name, target.family),
+        partitions=schema.partitions,
+        format=opts.encoder,
+        mode=opts.mode,
+        resolved_ns=opts.resolved_ns,
+        initial_scan=initial_scan,
+        created_seq=seq,
+        created_wall=start.wall,
+        created_logical=start.logical,
+        created_tx=txn.txid,
+        **kw,
+    )
+    cur = txn.conn.execute(
+        "INSERT INTO _feeds (table_id, name, kind, spec, state, created_wall, created_logical, created_seq)"
+        " VALUES (?, ?, ?, '{}', ?, ?, ?, ?)",
+        (
+            schema.id,
+            spec.name,
+            spec.kind,
+            "scanning" if initial_scan else "running",
+            start.wall,
+            start.logical,
+            seq,
+        ),
+    )
+    spec = spec.with_ids(id=int(cur.lastrowid or 0))
+    _save_spec(txn, spec)
+    TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
+    return spec
+
+
+def _save_spec(txn: Transaction, spec: FeedSpec) -> None:
+    txn.conn.execute(
+        "UPDATE _feeds SET spec = ? WHERE id = ?", (orjson.dumps(spec.to_json()).decode(), spec.id)
+    )
+
+
+def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, ev: Params) -> Result:
+    """``CREATE CHANGEFEED .. INTO``: called by the ``crdb_feeds`` family for statements with a sink."""
+    assert stmt.sink is not None and txn.ts is not None
+    uri = session.option_value(stmt.sink, ev)
+    if not isinstance(uri, str):
+        raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
+    sink = parse_sink_uri(uri)
+    raw = raw_options(session, stmt.options, ev)
+    opts, crdb = job_options(raw, sink, txn.ts)
+    targets = _resolve_targets(session, txn, stmt.targets)
+    privileges.check_changefeed_privileges(
+        txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
+    )
+    J.ensure_table(txn.conn)
+    job_id = J.new_job_id(txn.conn, txn.ts)
+    specs = [
+        _make_feed(
+            session,
+            txn,
+            job_id,
+            t,
+            sink,
+            opts,
+            crdb,
+            initial_scan=opts.scan_mode in ("yes", "only"),
+            cursor=opts.cursor,
+        )
+        for t in targets
+    ]
+    now = txn.ts.wall
+    job = J.Job(
+        id=job_id,
+        description=description([_target_text(t, session) for t in stmt.targets], sink, raw),
+        user_name=session.user,
+        status=J.RUNNING,
+        running_status=None,
+        created=now,
+        started=now,
+        finished=None,
+        modified=now,
+        high_water=None,
+        error=None,
+        sink_uri=sink.redacted,
+        full_table_names=tuple(f"defaultdb.public.{t.name}" for t in targets),
+        topics=tuple(dict.fromkeys(s.topic for s in specs)),
+        format=opts.format,
+        options=raw,
+        targets=tuple(targets),
+        feed_ids=tuple(s.id for s in specs),
+        start=opts.cursor or txn.ts,
+        end=opts.end,
+        scan_only=opts.scan_mode == "only",
+        on_error=opts.on_error,
+        sink=uri,
+    )
+    J.insert_job(txn.conn, job)
+    return _result(["job_id"], [(job_id,)])
+
+
+# ==================================================================================== SHOW
+SHOW_COLUMNS = [
+    "job_id", "description", "user_name", "status", "running_status", "created", "started", "finished",
+    "modified", "high_water_timestamp", "readable_high_water_timestamptz", "error", "sink_uri",
+    "full_table_names", "topics", "format",
+]  # fmt: skip
+SHOW_RECENT_NS = 12 * 3600 * NS_PER_S
+
+
+def _naive(ns: int | None) -> Any:
+    d = J.as_datetime(ns)
+    return None if d is None else d.replace(tzinfo=None)
+
+
+def show_row(job: J.Job) -> tuple[Any, ...]:
+    hw = job.high_water
+    return (
+        job.id,
+        job.description,
+        job.user_name,
+        job.status,
+        job.running_status,
+        _naive(job.created),
+        _naive(job.started),
+        _naive(job.finished),
+        _naive(job.modified),
+        None if hw is None else Decimal(hw.crdb()),
+        None if hw is None else J.as_datetime(hw.wall),
+        job.error or "",
+        job.sink_uri,
+        list(job.full_table_names),
+        ",".join(job.topics),
+        job.format,
+    )
+
+
+@FAMILY.show("changefeed jobs")
+def show_jobs(session: Session, txn: Transaction, s: ast.Show | None = None) -> Result:
+    now = session.db.clock.now_ns()
+    admin = privileges.is_admin(txn.conn, session.user)
+    jobs = [
+        j
+        for j in J.all_jobs(txn.conn)
+        if (j.finished is None or now - j.finished <= SHOW_RECENT_NS)
+        and (admin or j.user_name == session.user)
+    ]
+    jobs.sort(key=lambda j: (-(j.finished or now), -(j.started or 0)))
+    return _result(list(SHOW_COLUMNS), [show_row(j) for j in jobs])
+
+
+SHOW_JOBS_COLUMNS = [
+    "job_id", "job_type", "description", "statement", "user_name", "status", "running_status", "created",
+    "started", "finished", "modified", "fraction_completed", "error", "coordinator_id",
+]  # fmt: skip
+
+
+@FAMILY.show("jobs")
+def show_all_jobs(session: Session, txn: Transaction, s: ast.Show | None = None) -> Result:
+    """``SHOW JOBS``: CockroachDB's general job listing (here every job is a changefeed)."""
+    rows = []
+    for r in show_jobs(session, txn).rows:
+        d = dict(zip(SHOW_COLUMNS, r, strict=True))
+        done = 1.0 if d["status"] == J.SUCCEEDED else 0.0
+        rows.append(
+            (d["job_id"], J.JOB_TYPE, d["description"], "", d["user_name"], d["status"], d["running_status"],
+             d["created"], d["started"], d["finished"], d["modified"], done, d["error"], None)
+        )  # fmt: skip
+    return _result(list(SHOW_JOBS_COLUMNS), rows)
+
+
+@FAMILY.statement(ast.ShowChangefeedJob, write=False)
+def show_job(session: Session, txn: Transaction, stmt: ast.ShowChangefeedJob, ev: Params) -> Result:
+    job_id = J.parse_job_id(session.option_value(stmt.job_id, ev))
+    job = J.get_job(txn.conn, job_id)
+    if job is None or not (privileges.is_admin(txn.conn, session.user) or job.user_name == session.user):
+        return _result(list(SHOW_COLUMNS), [])
+    return _result(list(SHOW_COLUMNS), [show_row(job)])
+
+
+# ==================================================================================== control
+@FAMILY.statement(ast.JobControl)
+def job_control(session: Session, txn: Transaction, stmt: ast.JobControl, ev: Params) -> Result:
+    job_id = J.parse_job_id(session.option_value(stmt.job_id, ev))
+    job = J.load_job(txn.conn, job_id)
+    _check_control(session, txn, job)
+    now = session.db.clock.now_ns()
+    if stmt.action == "pause":
+        J.pause(txn.conn, job, now)
+    elif stmt.action == "resume":
+        J.resume(txn.conn, job, now)
+    else:
+        J.cancel(txn.conn, job, now)
+    return Result(status=f"{stmt.action.upper()} JOB")
+
+
+# ==================================================================================== ALTER
+@FAMILY.statement(ast.AlterChangefeed)
+def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev: Params) -> Result:
+    assert txn.ts is not None
+    raw_id = session.option_value(stmt.job_id, ev)
+    job_id = J.parse_job_id(raw_id, what="changefeed ID")
+    job = J.get_job(txn.conn, job_id)
+    if job is None:
+        raise JobNotFound(f"could not load job with job id {job_id}")
+    _check_control(session, txn, job)
+    if job.status != J.PAUSED:
+        raise JobStateError(f"job {job_id} is not paused")
+    options = dict(job.options)
+    sink_uri = job.sink
+    adds: list[tuple[ast.ChangefeedTarget, bool]] = []
+    drops: list[ast.ChangefeedTarget] = []
+    for cmd in stmt.commands:
+        if cmd.kind == "set":
+            for name, value in raw_options(session, cmd.options, ev).items():
+                if name == "sink":
+                    if value is None:
+                        raise InvalidOption('option "sink" requires a value')
+                    sink_uri = value
+                    continue
+                if name in UNALTERABLE:
+                    raise InvalidOption(f'cannot alter option "{name}"')
+                if name not in KNOWN_OPTIONS:
+                    raise InvalidOption(f'invalid option "{name}"')
+                options[name] = value
+        elif cmd.kind == "unset":
+            for name in cmd.names:
+                if name == "sink":
+                    raise InvalidOption('cannot unset option "sink"')
+                if name in UNALTERABLE:
+                    raise InvalidOption(f'cannot alter option "{name}"')
+                if name not in KNOWN_OPTIONS:
+                    raise InvalidOption(f'invalid option "{name}"')
+                options.pop(name, None)
+        elif cmd.kind == "add":
+            scan_opts = raw_options(session, cmd.options, ev)
+            for name in scan_opts:
+                if name not in ADD_OPTIONS:
+                    raise InvalidOption(f'invalid option "{name}"')
+            if "initial_scan" in scan_opts and "no_initial_scan" in scan_opts:
+                raise InvalidOption('cannot specify both "initial_scan" and "no_initial_scan"')
+            given = scan_opts.get("initial_scan")
+            mode = (given or "yes").lower() if "initial_scan" in scan_opts else "no"
+            if mode not in ("yes", "no"):
+                raise InvalidOption(f"unknown initial_scan: {given}")
+            adds.extend((t, mode == "yes") for t in cmd.targets)
+        else:
+            drops.extend(cmd.targets)
+    old_sink = parse_sink_uri(job.sink)
+    sink = parse_sink_uri(sink_uri)
+    if sink.scheme != old_sink.scheme:
+        raise InvalidOption(
+            f'New sink type "{sink.scheme}" does not match original sink type "{old_sink.scheme}". Altering the '
+            "sink type of a changefeed is disallowed, consider creating a new changefeed instead."
+        )
+    opts, crdb = job_options(options, sink, job.start, check_times=False)
+    targets = list(job.targets)
+    feed_ids = list(job.feed_ids)
+    texts = {t.table_id: f"TABLE {t.name}" for t in targets}
+    for d in drops:
+        name = ".".join(p.name for p in d.table.parts)
+        schema = session.db.find_table(session.table_name(d.table))
+        idx = next((i for i, t in enumerate(targets) if schema is not None and t.table_id == schema.id), None)
+        if idx is None:
+            raise InvalidStatement(f'target "TABLE {name}" already not watched by changefeed')
+        targets.pop(idx)
+        fid = feed_ids.pop(idx)
+        txn.conn.execute(
+            "UPDATE _feeds SET state = ?, name = ? WHERE id = ?",
+            (J.CANCELED, f"job {job.id} dropped {fid}", fid),
+        )
+    new_targets = []
+    for a, with_scan in adds:
+        name = ".".join(p.name for p in a.table.parts)
+        schema = session.db.find_table(session.table_name(a.table))
+        if schema is None:
+            raise UndefinedTable(f'target "TABLE {name}" does not exist')
+        if any(t.table_id == schema.id for t in targets):
+            raise InvalidStatement(f'target "TABLE {name}" already watched by changefeed')
+        t = J.Target(schema.id, schema.short_name)
+        targets.append(t)
+        new_targets.append((t, with_scan))
+        texts[schema.id] = f"TABLE {name}"
+    if not targets:
+        raise InvalidStatement("cannot drop all targets")
+    # Existing feeds take the new options and sink; added ones start now.
+    specs = []
+    for fid, t in zip(feed_ids, targets, strict=False):
+        row = txn.conn.execute("SELECT spec FROM _feeds WHERE id = ?", (fid,)).fetchone()
+        spec = FeedSpec.from_json(orjson.loads(row[0]))
+        kw: dict[str, Any] = {}
+        if crdb is not None and "crdb" in FeedSpec.__dataclass_fields__:
+            kw["crdb"] = crdb
+        spec = replace(
+            spec,
+            topic=sink.topic_for(t.name, t.family),
+            format=opts.encoder,
+            resolved_ns=opts.resolved_ns,
+            mode=opts.mode,
+            **kw,
+        )
+        _save_spec(txn, spec)
+        TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
+        specs.append(spec)
+    for t, with_scan in new_targets:
+        spec = _make_feed(session, txn, job.id, t, sink, opts, crdb, initial_scan=with_scan, cursor=None)
+        txn.conn.execute("UPDATE _feeds SET state = ? WHERE id = ?", (J.FEED_PAUSED, spec.id))
+        feed_ids.append(spec.id)
+        specs.append(spec)
+    now = session.db.clock.now_ns()
+    new = replace(
+        job,
+        description=description([texts[t.table_id] for t in targets], sink, options),
+        options=options,
+        sink=sink_uri,
+        sink_uri=sink.redacted,
+        targets=tuple(targets),
+        feed_ids=tuple(feed_ids),
+        full_table_names=tuple(f"defaultdb.public.{t.name}" for t in targets),
+        topics=tuple(dict.fromkeys(s.topic for s in specs)),
+        format=opts.format,
+        on_error=opts.on_error,
+        modified=now,
+    )
+    J.save_job(txn.conn, new)
+    return Result(status="ALTER CHANGEFEED")
+
+
+# ==================================================================================== tables
+@FAMILY.alter_action(ast.ConfigureZone)
+def configure_zone(
+    session: Session, txn: Transaction, schema: TableSchema, action: ast.ConfigureZone, ev: Params
+) -> TableSchema:
+    """``ALTER TABLE t CONFIGURE ZONE USING gc.ttlseconds = n``: the table's GC TTL."""
+    from changefeed.engine.gc import configure_zone as zone_options
+
+    zone = zone_options(schema, [(k, session.option_value(v, ev)) for k, v in action.options])
+    new = replace(schema, options={**schema.options, **zone}, version=schema.version + 1)
+    session.db.save_table(new)
+    session.db.refresh_catalog()
+    return session.db.table_by_id(new.id)
+
+
+@FAMILY.on_drop_table
+def on_drop_table(session: Session, txn: Transaction, schema: TableSchema) -> None:
+    """A watched table is dropped: its jobs fail (CockroachDB: ``"t" was dropped``)."""
+    J.on_table_dropped(txn.conn, schema.id, schema.short_name, session.db.clock.now_ns())
