@@ -299,3 +299,21 @@ def test_edge_cases_from_the_reference(conn: Connection) -> None:
         (1, {"post_image": {"V1": 1, "V2": "a"}, "event_type": "upsert", "pre_image": {"V1": 1, "V2": "a"}}),
         (2, {"post_image": {"V1": 1, "V2": "b"}, "event_type": "upsert", "pre_image": {}}),
     ]
+
+
+def test_privileges(tmp_path: Path) -> None:
+    root = changefeed.connect(tmp_path / "db")
+    root.execute("CREATE TABLE T (k INTEGER PRIMARY KEY, v INTEGER) COLUMN_ENCODED_BYTES=0")
+    root.execute("CREATE USER bob")
+    bob = changefeed.connect(tmp_path / "db", user="bob")
+    with pytest.raises(ChangefeedError, match="privilege"):
+        bob.execute("CREATE CDC C ON T")
+    root.execute("CREATE CDC C ON T")
+    with pytest.raises(ChangefeedError, match="privilege"):
+        bob.execute("SELECT * FROM C")
+    root.execute("GRANT SELECT ON T TO bob")
+    assert bob.execute("SELECT * FROM C").rows == []
+    bob.execute("CREATE TABLE B (k INTEGER PRIMARY KEY, v INTEGER) SALT_BUCKETS=0")  # its creator holds ALL
+    bob.execute("CREATE CDC BC ON B")
+    bob.close()
+    root.close()

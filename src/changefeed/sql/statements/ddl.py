@@ -170,11 +170,11 @@ def create_table(session: Session, txn: Transaction, s: ast.CreateTable, ev: Par
     for stmt in TableStore(schema).create_sql():
         txn.conn.execute(stmt)
     session.db.save_table(schema)
-    _initial_grants(session, txn, schema)
+    initial_grants(session, txn, schema)
     return Result(status="CREATE TABLE")
 
 
-def _initial_grants(session: Session, txn: Transaction, schema: TableSchema) -> None:
+def initial_grants(session: Session, txn: Transaction, schema: TableSchema) -> None:
     """A new table starts with the default privileges (ALTER DEFAULT PRIVILEGES), and its creator,
     unless an admin, holds ALL on it (CockroachDB: the owner)."""
     admin = session.privileges(txn).admin

@@ -25,6 +25,7 @@ from changefeed.engine import phoenix
 from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
 from changefeed.engine.phoenix import CdcObject, PhoenixTable
 from changefeed.engine.phoenix_types import resolve_phoenix_type
+from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
 from changefeed.engine.types import SqlType
@@ -46,7 +47,7 @@ from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts, has_ag
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import dml, select
+from changefeed.sql.statements import ddl, dml, select
 
 FAMILY = StatementFamily("phoenix")
 
@@ -203,6 +204,7 @@ def create_table(session: Session, txn: Transaction, s: ast.PhoenixCreateTable, 
     for stmt in TableStore(schema).create_sql():
         txn.conn.execute(stmt)
     session.db.save_table(schema)
+    ddl.initial_grants(session, txn, schema)
     return Result(status="CREATE TABLE")
 
 
@@ -210,6 +212,7 @@ def create_table(session: Session, txn: Transaction, s: ast.PhoenixCreateTable, 
 def set_properties(
     session: Session, txn: Transaction, schema: TableSchema, action: ast.PhoenixSetProperties, ev: Params
 ) -> TableSchema:
+    session.require(txn, schema, Privilege.CREATE)
     pt = apply_properties(session, phoenix.phoenix_of(schema), action.properties, ev)
     new = phoenix.with_phoenix(schema, pt)
     session.db.save_table(new)
@@ -261,6 +264,7 @@ def create_cdc(session: Session, txn: Transaction, s: ast.CreateCdc, ev: Params)
         raise PhoenixTableUndefined(f" tableName={_table_name(s.table)}")
     if schema.is_cql:
         raise PhoenixTableUndefined(f" tableName={schema.name} (a CQL table: CDC is ScyllaDB's log there)")
+    session.require(txn, schema, Privilege.CREATE)
     if phoenix.cdc_of(schema) is not None:
         raise CdcAlreadyEnabled(f" tableName={schema.name}")
     prefix = schema.keyspace
@@ -291,6 +295,7 @@ def drop_cdc(session: Session, txn: Transaction, s: ast.DropCdc, ev: Params) -> 
         if s.if_exists:
             return Result(status="DROP CDC")
         raise PhoenixTableUndefined(f" tableName={cdc_name}")
+    session.require(txn, schema, Privilege.CREATE)
     txn.conn.execute(phoenix.index_drop_sql(schema))
     pt = phoenix.phoenix_of(schema)
     has_feeds = txn.conn.execute("SELECT 1 FROM _feeds WHERE table_id = ?", (schema.id,)).fetchone()
@@ -483,6 +488,7 @@ def cdc_query(
     hinted: frozenset[str] | None,
 ) -> Result:
     """A SELECT over a CDC object: one row per change in the time range, in change order."""
+    session.require(txn, schema, Privilege.SELECT)
     scopes = hinted if hinted is not None else frozenset(cdc.include)
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
