@@ -147,14 +147,8 @@ def test_every_unit_has_a_layer() -> None:
     assert not units - RANK.keys(), f"add these packages to LAYERS: {sorted(units - RANK.keys())}"
 
 
-#: Module cycles known when this test was written, to be removed (each fails the test once fixed,
-#: so the list only shrinks): ``server.pg.session`` imports ``server.pg.server`` lazily for
-#: SERVER_VERSION, new_backend_key and WRITE_TIMEOUT, which could move to a module of their own.
-KNOWN_MODULE_CYCLES = [["changefeed.server.pg.server", "changefeed.server.pg.session"]]
-
-
 def test_no_module_import_cycle() -> None:
-    assert _cycles(_graph(type_checking=False)) == KNOWN_MODULE_CYCLES
+    assert _cycles(_graph(type_checking=False)) == []
 
 
 def test_no_package_import_cycle() -> None:

@@ -397,8 +397,8 @@ def test_core_changefeed_avro_example(tmp_path: Path) -> None:
     """The spec's Avro core changefeed, through ``conn.stream`` once core changefeeds exist."""
     import importlib.util
 
-    if importlib.util.find_spec("changefeed.feeds.core") is None:
-        pytest.skip("core changefeeds (changefeed.feeds.core) are not in this tree yet")
+    if importlib.util.find_spec("changefeed.pipeline.core_feed") is None:
+        pytest.skip("core changefeeds (changefeed.pipeline.core_feed) are not in this tree yet")
     from tests.test_avro import octal
 
     expected = (Path(__file__).parent / "golden" / "avro" / "core_changefeed.txt").read_text().splitlines()

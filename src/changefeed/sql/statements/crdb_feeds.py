@@ -5,7 +5,7 @@ Core changefeeds (``EXPERIMENTAL CHANGEFEED FOR t[, ..]``, or ``CREATE CHANGEFEE
 ``INTO``) run in one write transaction: it resolves the targets, checks privileges, validates the
 options against the statement's timestamp, turns the tables' change streams on where they are
 off, and records where each stream stands at the start point. The rows then stream from
-:class:`changefeed.feeds.core.CoreChangefeed`, outside any transaction (``Connection.stream``,
+:class:`changefeed.pipeline.core_feed.CoreChangefeed`, outside any transaction (``Connection.stream``,
 ``changefeed sql``); ``execute()`` of one returns its rows only when it ends by itself.
 """
 
@@ -18,8 +18,8 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.privileges import check_changefeed_privileges
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import GcThresholdError, InvalidStatement, UnsupportedFeature
-from changefeed.feeds.core import CoreChangefeed, CorePlan
 from changefeed.feeds.crdb_options import VIRTUAL_COLUMNS_OMITTED, CrdbOptions, parse_crdb_options
+from changefeed.pipeline.core_feed import CoreChangefeed, CorePlan
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
