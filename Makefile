@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup run test test-fast lint bench clean
+.PHONY: setup pg-clients run test test-fast lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,7 +12,12 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed pg-clients
+
+# PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
+pg-clients:
+	@command -v psql >/dev/null || (apt-get update -q && apt-get install -y -q postgresql-client) || echo "WARNING: could not install postgresql-client; psql tests will be skipped"
+	@test -e /usr/share/java/postgresql.jar || apt-get install -y -q libpostgresql-jdbc-java || echo "WARNING: could not install libpostgresql-jdbc-java; JDBC tests will be skipped"
 
 # The main job on the embedded default: a fresh database with tables and a YDB changefeed,
 # changes written in both dialects, the Spark pipeline run until idle, and the topic read back.
@@ -36,6 +41,8 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/engine_bench.py
 	$(BIN)/python benchmarks/pipeline_bench.py
+	# avro: encoding (loop / Python / Spark) and schema registry lookups
+	$(BIN)/python benchmarks/avro_bench.py
 
 clean:
 	rm -rf $(VENV) $(DB) build dist src/*.egg-info

@@ -9,8 +9,9 @@
 (c) the Spark face (``encode_spark``: ``mapInArrow`` on the executors) over the same rows read from
     Parquet, written to Spark's ``noop`` sink; rows/s over the job only (session start and the
     Parquet write excluded) and the ratio against (a);
-(d) schema registry: ``GET /subjects/<s>/versions/latest`` and ``GET /schemas/ids/<id>`` over
-    keep-alive connections (1 and 4 client threads), lookups/s.
+(d) schema registry: ``changefeed serve --registry`` in its own process;
+    ``GET /subjects/<s>/versions/latest`` and ``GET /schemas/ids/<id>`` alternately over keep-alive
+    connections from 1 and 4 client threads here, lookups/s.
 
 Rows: ``t (k INT8 PRIMARY KEY, a STRING, b INT8, c FLOAT8)``, wrapped envelope with ``updated``,
 one change row per key (UPSERTs), 4 topic partitions.
@@ -23,7 +24,9 @@ import http.client
 import io
 import os
 import shutil
+import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -46,7 +49,6 @@ from changefeed.formats import avro_schema as S  # noqa: E402
 from changefeed.formats.base import partition_of  # noqa: E402
 from changefeed.formats.crdb_avro import CrdbAvroEncoder  # noqa: E402
 from changefeed.formats.schema_registry import MemoryResolver  # noqa: E402
-from changefeed.server.registry import BackgroundRegistry  # noqa: E402
 
 PARTITIONS = 4
 
@@ -150,33 +152,57 @@ def spark_face(batch: pa.RecordBatch, t: TableSchema) -> float:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def lookups(n: int, threads: int) -> float:
+    """Lookups/s against ``changefeed serve --registry`` in its own process (clients here)."""
     tmp = Path(tempfile.mkdtemp(prefix="avro-bench-reg-"))
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "changefeed.cli.main",
+        "serve",
+        "--db",
+        str(tmp),
+        "--registry",
+        f"127.0.0.1:{port}",
+    ]
+    server = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
     try:
-        with BackgroundRegistry(tmp) as url:
-            host, port = url.removeprefix("http://").split(":")
-            c = http.client.HTTPConnection(host, int(port))
-            body = b'{"schema": "{\\"type\\":\\"record\\",\\"name\\":\\"t\\",\\"fields\\":[]}"}'
-            c.request("POST", "/subjects/t-value/versions", body, {"Content-Type": "application/json"})
-            c.getresponse().read()
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        c = http.client.HTTPConnection("127.0.0.1", port)
+        body = b'{"schema": "{\\"type\\":\\"record\\",\\"name\\":\\"t\\",\\"fields\\":[]}"}'
+        c.request("POST", "/subjects/t-value/versions", body, {"Content-Type": "application/json"})
+        assert c.getresponse().read() == b'{"id":1}'
 
-            def work(count: int) -> None:
-                conn = http.client.HTTPConnection(host, int(port))
-                for i in range(count):
-                    path = "/subjects/t-value/versions/latest" if i % 2 else "/schemas/ids/1"
-                    conn.request("GET", path)
-                    resp = conn.getresponse()
-                    resp.read()
-                    assert resp.status == 200
+        def work(count: int) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port)
+            for i in range(count):
+                conn.request("GET", "/subjects/t-value/versions/latest" if i % 2 else "/schemas/ids/1")
+                resp = conn.getresponse()
+                resp.read()
+                assert resp.status == 200
 
-            ts = [threading.Thread(target=work, args=(n // threads,)) for _ in range(threads)]
-            start = time.perf_counter()
-            for th in ts:
-                th.start()
-            for th in ts:
-                th.join()
-            return (n // threads) * threads / (time.perf_counter() - start)
+        ts = [threading.Thread(target=work, args=(n // threads,)) for _ in range(threads)]
+        start = time.perf_counter()
+        for th in ts:
+            th.start()
+        for th in ts:
+            th.join()
+        return (n // threads) * threads / (time.perf_counter() - start)
     finally:
+        server.terminate()
+        server.wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

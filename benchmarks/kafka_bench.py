@@ -46,6 +46,12 @@ def start_server(db: Path) -> tuple[subprocess.Popen[str], int]:
     return proc, int(m.group(1))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc): robust to a busy machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def fill(db: Path, topic: str, n: int, size: int, partitions: int) -> None:
     st = TopicStore(db)
     st.ensure_topic(topic, partitions, 0)
@@ -76,8 +82,6 @@ def consume(port: int, topic: str, n: int) -> float:
             "group.id": "bench",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "fetch.max.bytes": 52428800,
-            "max.partition.fetch.bytes": 4194304,
         }
     )
     c.subscribe([topic])
@@ -133,10 +137,20 @@ def main() -> None:
         TopicStore(db).ensure_topic("bench-out", args.partitions, 0)
         proc, port = start_server(db)
         try:
-            c = consume(port, "bench-in", args.messages)
-            print(f"consume: {c:,.0f} msg/s  ({c / CONSUME_TARGET:.2f} x target {CONSUME_TARGET:,})")
-            p = produce(port, "bench-out", args.messages, args.value_bytes)
-            print(f"produce: {p:,.0f} msg/s  ({p / PRODUCE_TARGET:.2f} x target {PRODUCE_TARGET:,})")
+            n = args.messages
+            t0 = cpu_seconds(proc.pid)
+            c = consume(port, "bench-in", n)
+            t1 = cpu_seconds(proc.pid)
+            print(
+                f"consume: {c:,.0f} msg/s  ({c / CONSUME_TARGET:.2f} x target {CONSUME_TARGET:,}); "
+                f"server CPU {(t1 - t0) / n * 1e6:.1f} us/msg"
+            )
+            p = produce(port, "bench-out", n, args.value_bytes)
+            t2 = cpu_seconds(proc.pid)
+            print(
+                f"produce: {p:,.0f} msg/s  ({p / PRODUCE_TARGET:.2f} x target {PRODUCE_TARGET:,}); "
+                f"server CPU {(t2 - t1) / n * 1e6:.1f} us/msg"
+            )
             offsets = TopicStore(db).offsets("bench-out")
             assert sum(nxt for _, nxt in offsets.values()) == args.messages
         finally:

@@ -486,3 +486,77 @@ def test_field_bytes_equal_fastavro(union: list[Any], values: list[Any]) -> None
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed, v)
         assert got == buf.getvalue(), v
+
+
+def test_reads_crdb_options(tmp_path: Path) -> None:
+    """AvroOptions from a FeedSpec carrying the crdb feeds' own CrdbOptions, once they exist."""
+    import importlib.util
+
+    if importlib.util.find_spec("changefeed.feeds.crdb_options") is None:
+        pytest.skip("changefeed.feeds.crdb_options is not in this tree yet")
+    from changefeed.feeds import crdb_options as C
+
+    opts = C.parse_crdb_options(
+        {
+            "format": "avro",
+            "confluent_schema_registry": "http://127.0.0.1:8081",
+            "avro_schema_prefix": "super",
+            "updated": None,
+            "diff": None,
+            "mvcc_timestamp": None,
+            "envelope": "wrapped",
+        },
+        sink_scheme=None,
+    )
+    feed = type("Feed", (), {"crdb": opts})()
+    assert S.AvroOptions.from_feed(feed) == S.AvroOptions(
+        envelope="wrapped",
+        updated=True,
+        diff=True,
+        mvcc_timestamp=True,
+        prefix="super",
+        registry="http://127.0.0.1:8081",
+    )
+
+
+def test_virtual_columns(tmp_path: Path) -> None:
+    """Virtual computed columns are left out, or null fields with virtual_columns='null'."""
+    table = make_table(tmp_path, "CREATE TABLE vc (a INT PRIMARY KEY, b INT, c INT AS (b + 1) VIRTUAL)")
+    assert [c.name for c in table.columns if c.virtual] == ["c"]
+    batch = rows_to_batch(table, [change_row(table, 1, {"a": 1, "b": 2})])
+    for virtual, fields, after in (
+        ("omitted", ["a", "b"], {"a": 1, "b": 2}),
+        ("null", ["a", "b", "c"], {"a": 1, "b": 2, "c": None}),
+    ):
+        resolver = MemoryResolver()
+        feed = feed_of(table, diff=True)
+        feed.crdb.virtual_columns = virtual
+        [(_, _, value, _)] = CrdbAvroEncoder(resolver).encode_python(batch, table, feed)
+        schema = json.loads(next(t for t, i in resolver._ids.items() if i == 2))
+        assert [f["name"] for f in schema["fields"][1]["type"][1]["fields"]] == fields
+        assert decode(value, resolver_schemas(resolver))[1] == {"before": None, "after": after}
+
+
+def test_column_dropped_and_added_again(tmp_path: Path) -> None:
+    """Same schema text, new storage column: the encoder reads the new column."""
+    conn = changefeed.connect(str(tmp_path / "db"), dialect="sql")
+    try:
+        conn.execute("CREATE TABLE re (a INT PRIMARY KEY, b STRING)")
+        conn.db.refresh_catalog()
+        t1 = conn.db.find_table("re")
+        conn.execute("ALTER TABLE re DROP COLUMN b")
+        conn.execute("ALTER TABLE re ADD COLUMN b STRING")
+        conn.db.refresh_catalog()
+        t2 = conn.db.find_table("re")
+    finally:
+        conn.close()
+    assert t1 is not None and t2 is not None
+    assert t1.column("b").db != t2.column("b").db
+    resolver = MemoryResolver()
+    enc = CrdbAvroEncoder(resolver)
+    enc.encode_python(rows_to_batch(t1, [change_row(t1, 1, {"a": 1, "b": "old"})]), t1, feed_of(t1))
+    [(_, _, value, _)] = enc.encode_python(
+        rows_to_batch(t2, [change_row(t2, 2, {"a": 1, "b": "new"})]), t2, feed_of(t2)
+    )
+    assert decode(value, resolver_schemas(resolver))[1] == {"after": {"a": 1, "b": "new"}}
+    assert resolver.subjects == {"re-key": [1], "re-value": [2]}  # one schema: same id

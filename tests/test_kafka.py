@@ -31,6 +31,7 @@ ck = pytest.importorskip("confluent_kafka")
 kp = pytest.importorskip("kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")
 kp_admin = pytest.importorskip("kafka.admin")
+kp_errors = pytest.importorskip("kafka.errors")
 
 ROWS = 120
 FEED_TOPIC = "t/f"
@@ -70,7 +71,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     conn.execute("CREATE TABLE t (id Uint64, v Utf8, PRIMARY KEY (id))")
     conn.execute(
         "ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT='DEBEZIUM_JSON', MODE='NEW_AND_OLD_IMAGES', "
-        "TOPIC_MIN_ACTIVE_PARTITIONS=3)"
+        "RESOLVED_TIMESTAMPS=Interval('PT1S'), TOPIC_MIN_ACTIVE_PARTITIONS=3)"
     )
     for start in range(0, ROWS, 40):
         conn.execute(
@@ -145,6 +146,10 @@ def test_confluent_reads_feed_from_beginning_and_by_group_offsets(db: Path, port
     # Debezium records keyed by the primary key, as YDB's Kafka API presents them.
     key, _value, _ = expected[min(expected)]
     assert key is not None and key.startswith(b'{"payload":{"id":')
+    # Resolved messages, as the feed emits them: no key, in every partition.
+    resolved = [m for m in msgs if m.key() is None]
+    assert {m.partition() for m in resolved} == {0, 1, 2}
+    assert all(m.value().startswith(b'{"payload":{"resolved":') for m in resolved)
     c.commit(asynchronous=False)
     c.close()
     st = TopicStore(db)
@@ -204,6 +209,72 @@ def test_list_offsets_and_watermarks(db: Path, port: int) -> None:
     (found,) = c.offsets_for_times([tp], timeout=10)
     assert found.offset <= recs[3].offset and found.error is None
     c.close()
+
+
+def test_aiokafka_reads_feed_and_produces(db: Path, port: int) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    expected = stored(db, FEED_TOPIC)
+
+    async def scenario() -> dict[tuple[int, int], tuple[bytes | None, bytes, int]]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            FEED_TOPIC,
+            bootstrap_servers=f"127.0.0.1:{port}",
+            group_id="aio-readers",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        got = {}
+        try:
+            while len(got) < len(expected):
+                batches = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)
+                for batch in batches.values():
+                    for m in batch:
+                        got[(m.partition, m.offset)] = (m.key, m.value, m.timestamp)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", enable_idempotence=True)
+        await producer.start()
+        try:
+            meta = await producer.send_and_wait("split-aio", b"hello", key=b"k", partition=0)
+            assert meta.offset == 0
+        finally:
+            await producer.stop()
+        return got
+
+    TopicStore(db).ensure_topic("split-aio", 1)
+    assert asyncio.run(scenario()) == expected
+    assert TopicStore(db).read("split-aio", 0, 0)[0].value == b"hello"
+
+
+def test_offsets_removed_by_retention_are_out_of_range(db: Path, port: int) -> None:
+    now = [1_000]
+    st = TopicStore(db, clock=lambda: now[0])
+    st.ensure_topic("retained", 1, retention_ns=1_000_000_000)
+    rows = pa.table({"key": [b"k"] * 10, "value": [b"old"] * 10, "ts": [time.time_ns()] * 10})
+    st.append("retained", 0, "w", 1, rows)
+    now[0] = 10**12
+    st.append("retained", 0, "w", 2, rows.set_column(1, "value", pa.array([b"new"] * 10)))
+    assert st.apply_retention(now[0]) == 10  # the first ten, read or not
+    st.commit_offsets("retention-group", "retained", {0: 3})  # a position retention removed
+    for reset, first in (("earliest", 10), ("latest", None)):
+        c = confluent_consumer(port, "retention-group", **{"auto.offset.reset": reset})
+        c.subscribe(["retained"])
+        msgs = drain(c, 1, timeout=4 if first is not None else 2)
+        c.close()
+        assert [m.offset() for m in msgs[:1]] == ([first] if first is not None else [])
+    # kafka-python sees the same: OFFSET_OUT_OF_RANGE, then its reset policy.
+    c = kp.KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", auto_offset_reset="earliest")
+    tp = kp.TopicPartition("retained", 0)
+    c.assign([tp])
+    c.seek(tp, 3)
+    got = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        got = [m.offset for batch in c.poll(500).values() for m in batch]
+    c.close()
+    assert got[0] == 10
 
 
 # -- consumer groups ---------------------------------------------------------------------------
@@ -287,44 +358,113 @@ def _split_and_take_over(consumers: list[Any]) -> None:
     assert sorted(assigned[0] | assigned[1]) == list(range(6))
 
 
+_VICTIM = """
+import sys, time
+from confluent_kafka import Consumer
+port, per = int(sys.argv[1]), int(sys.argv[2])
+c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "kill-group",
+              "auto.offset.reset": "earliest", "enable.auto.commit": False,
+              "session.timeout.ms": 2000, "heartbeat.interval.ms": 300})
+c.subscribe(["kill"])
+done = {}
+while len(done) < 4 or any(n < per for n in done.values()):
+    for m in c.consume(1, 0.2):
+        assert m.error() is None, m.error()
+        if done.get(m.partition(), 0) < per:
+            done[m.partition()] = done.get(m.partition(), 0) + 1
+            c.commit(message=m, asynchronous=False)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_killed_member_partitions_resume_from_committed_offsets(db: Path, port: int) -> None:
+    st = TopicStore(db)
+    st.ensure_topic("kill", 4)
+    for p in range(4):
+        st.append(
+            "kill",
+            p,
+            "w",
+            1,
+            pa.table(
+                {"key": [b"k"] * 30, "value": [b"%d" % i for i in range(30)], "ts": [time.time_ns()] * 30}
+            ),
+        )
+    env = {**os.environ, "PYTHONPATH": str(Path(changefeed.__file__).parents[1])}
+    victim = subprocess.Popen(
+        [sys.executable, "-c", _VICTIM, str(port), "5"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert victim.stdout is not None
+        assert victim.stdout.readline().strip() == "ready"
+    finally:
+        victim.kill()  # no LeaveGroup: its session has to time out
+        victim.wait(10)
+    committed = st.committed_offsets("kill-group", "kill")
+    assert committed == {p: 5 for p in range(4)}
+    survivors = [confluent_consumer(port, "kill-group") for _ in range(2)]
+    try:
+        for c in survivors:
+            c.subscribe(["kill"])
+        seen: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(seen) < 100:
+            for c in survivors:
+                seen += [(m.partition(), m.offset()) for m in c.consume(100, 0.1) if m.error() is None]
+        assert sorted(seen) == [(p, o) for p in range(4) for o in range(5, 30)]
+    finally:
+        for c in survivors:
+            c.close()
+
+
 # -- producing ---------------------------------------------------------------------------------
 
 
-def test_idempotent_producer_exactly_once_across_restart(db: Path, loop_thread: LoopThread) -> None:
+@pytest.mark.parametrize("n", [3000, pytest.param(100_000, marks=pytest.mark.slow)])
+def test_idempotent_producer_exactly_once_across_restart(db: Path, loop_thread: LoopThread, n: int) -> None:
+    topic = f"produced-{n}"
     ep = create(EndpointConfig(db=db))
     port = loop_thread.start(ep)
     admin = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-    admin.create_topics([ck_admin.NewTopic("produced", 3, 1)])["produced"].result(10)
+    admin.create_topics([ck_admin.NewTopic(topic, 3, 1)])[topic].result(10)
     producer = ck.Producer(
         {
             "bootstrap.servers": f"127.0.0.1:{port}",
             "enable.idempotence": True,
             "linger.ms": 5,
             "batch.num.messages": 200,
-            "message.timeout.ms": 60000,
+            "message.timeout.ms": 120000,
         }
     )
     errors: list[Any] = []
-    n = 3000
-    for i in range(n):
-        if i == n // 2:
-            producer.flush(0.05)
-            loop_thread.call(ep.stop())  # connections drop with requests in flight
-            ep = create(EndpointConfig(db=db, port=port))
-            loop_thread.start(ep)
-        producer.produce(
-            "produced",
-            key=b"%d" % (i % 17),
-            value=b"m%06d" % i,
-            on_delivery=lambda err, msg: errors.append(err) if err else None,
-        )
-        producer.poll(0)
-    assert producer.flush(60) == 0
+    restarts = {n // 3, n // 2, 2 * n // 3} if n > 10_000 else {n // 2}
+    try:
+        for i in range(n):
+            if i in restarts:
+                producer.flush(0.05)
+                loop_thread.call(ep.stop())  # connections drop with requests in flight
+                ep = create(EndpointConfig(db=db, port=port))
+                loop_thread.start(ep)
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        key=b"%d" % (i % 17),
+                        value=b"m%06d" % i,
+                        on_delivery=lambda err, msg: errors.append(err) if err else None,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        assert producer.flush(120) == 0
+    finally:
+        loop_thread.call(ep.stop())
     assert errors == []
-    values = [v for (_, v, _) in stored(db, "produced").values()]
+    values = [v for (_, v, _) in stored(db, topic).values()]
     assert len(values) == n
     assert sorted(values) == [b"m%06d" % i for i in range(n)]
-    loop_thread.call(ep.stop())
 
 
 def test_kafka_python_producer_and_admin(db: Path, port: int) -> None:
@@ -340,7 +480,39 @@ def test_kafka_python_producer_and_admin(db: Path, port: int) -> None:
     assert sorted(v for _, v, _ in got.values()) == sorted(b"v%d" % i for i in range(200))
     admin.delete_topics(["kp-produced"])
     assert "kp-produced" not in admin.list_topics()
+    # A feed's topic belongs to the feed: DROP CHANGEFEED removes it, DeleteTopics may not.
+    with pytest.raises(kp_errors.PolicyViolationError):
+        admin.delete_topics(["t.f"])
+    assert FEED_TOPIC in [t.name for t in TopicStore(db).topics()]
     admin.close()
+
+
+def test_acks_compression_and_configs(db: Path, port: int) -> None:
+    TopicStore(db).ensure_topic("codecs", 1)
+    sent = {"none-acks0": {"acks": 0}, "gzip": {"compression.codec": "gzip"}}
+    for label, conf in sent.items():
+        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", **conf})
+        for i in range(50):
+            p.produce("codecs", b"%s-%d" % (label.encode(), i), partition=0)
+        assert p.flush(10) == 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and TopicStore(db).partition_offsets("codecs", 0)[1] < 100:
+        time.sleep(0.05)  # acks=0: nothing to wait for but the log itself
+    values = sorted(v for _, v, _ in stored(db, "codecs").values())
+    assert values == sorted(b"%s-%d" % (label.encode(), i) for label in sent for i in range(50))
+    # A codec this endpoint cannot read is refused, not stored.
+    errs: list[Any] = []
+    p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "compression.codec": "lz4", "retries": 0})
+    p.produce("codecs", b"x" * 100, partition=0, on_delivery=lambda err, msg: errs.append(err))
+    p.flush(10)
+    assert errs and errs[0] is not None and errs[0].code() == ck.KafkaError.UNSUPPORTED_COMPRESSION_TYPE
+    assert TopicStore(db).partition_offsets("codecs", 0)[1] == 100
+    # DescribeConfigs, as admin clients ask it.
+    admin = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    res = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, "codecs")
+    configs = admin.describe_configs([res])[res].result(10)
+    assert configs["retention.ms"].value == str(24 * 3600 * 1000)
+    assert configs["cleanup.policy"].value == "delete"
 
 
 # -- authentication ----------------------------------------------------------------------------
@@ -356,7 +528,7 @@ def auth_port(db: Path, loop_thread: LoopThread) -> Iterator[int]:
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
 def test_sasl_good_and_bad_credentials(auth_port: int, mechanism: str) -> None:
-    def meta(password: str) -> Any:
+    def meta(password: str, timeout: float = 5) -> Any:
         admin = ck_admin.AdminClient(
             {
                 "bootstrap.servers": f"127.0.0.1:{auth_port}",
@@ -366,11 +538,11 @@ def test_sasl_good_and_bad_credentials(auth_port: int, mechanism: str) -> None:
                 "sasl.password": password,
             }
         )
-        return admin.list_topics(timeout=5)
+        return admin.list_topics(timeout=timeout)
 
     assert meta("wonderland").brokers
     with pytest.raises(ck.KafkaException):
-        meta("looking-glass")
+        meta("looking-glass", timeout=1.5)
 
 
 def test_topic_privileges_follow_the_feed_table(db: Path, auth_port: int) -> None:
@@ -399,6 +571,32 @@ def test_topic_privileges_follow_the_feed_table(db: Path, auth_port: int) -> Non
     msgs = drain(c, 1)
     assert msgs and msgs[0].offset() == 0
     c.close()
+
+
+def test_nologin_users_and_non_admins(db: Path, auth_port: int) -> None:
+    conn = changefeed.connect(str(db))
+    conn.execute("CREATE USER bob WITH PASSWORD 'builder' NOLOGIN")
+    conn.close()
+
+    def admin(user: str, password: str) -> Any:
+        return ck_admin.AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{auth_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": user,
+                "sasl.password": password,
+            }
+        )
+
+    with pytest.raises(ck.KafkaException):
+        admin("bob", "builder").list_topics(timeout=1.5)
+    alice = admin("alice", "wonderland")
+    fut = alice.create_topics([ck_admin.NewTopic("alices", 1, 1)])["alices"]
+    with pytest.raises(ck.KafkaException) as exc:
+        fut.result(10)
+    assert exc.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "alices" not in [t.name for t in TopicStore(db).topics()]
 
 
 def test_anonymous_refused_when_not_allowed(auth_port: int) -> None:
@@ -430,6 +628,7 @@ def _request(api_key: int, version: int, body: bytes, corr: int = 7) -> bytes:
 def _exchange(port: int, data: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(data)
+        s.shutdown(socket.SHUT_WR)  # a truncated request ends here
         chunks = []
         try:
             while True:
@@ -558,3 +757,88 @@ def test_member_without_heartbeats_is_removed_and_group_rebalances() -> None:
         await co.stop()
 
     asyncio.run(scenario())
+
+
+# -- record batches ----------------------------------------------------------------------------
+
+
+def test_record_batch_round_trip_and_crc() -> None:
+    from changefeed.server.kafka.records import encode_batch, parse_batches
+    from changefeed.server.kafka.wire import MalformedRequest
+
+    keys = [None, b"", b"k" * 9000, b"key"]
+    values = [b"", b"v" * 70_000, b"x", b"\x00\xff"]
+    ts = [1_700_000_000_000, 1_699_999_000_000, 1_700_000_900_000, 1_700_000_000_001]
+    data = encode_batch(41, [41, 42, 9000, 9001], keys, values, ts)
+    (batch,) = parse_batches(data)
+    assert (batch.keys, batch.values, batch.timestamps_ms) == (keys, values, ts)
+    assert struct.unpack(">q", data[:8])[0] == 41
+    assert struct.unpack(">i", data[23:27])[0] == 9001 - 41  # last offset delta
+    damaged = bytearray(data)
+    damaged[-1] ^= 1
+    with pytest.raises(MalformedRequest, match="CRC"):
+        parse_batches(bytes(damaged))
+    with pytest.raises(MalformedRequest):
+        parse_batches(data[:-3])
+
+
+def test_sasl_handshake_v0_raw_plain_tokens(auth_port: int) -> None:
+    def frame(sock: socket.socket) -> bytes:
+        head = b""
+        while len(head) < 4:
+            head += sock.recv(4 - len(head))
+        (size,) = struct.unpack(">i", head)
+        body = b""
+        while len(body) < size:
+            body += sock.recv(size - len(body))
+        return body
+
+    with socket.create_connection(("127.0.0.1", auth_port), timeout=5) as s:
+        s.sendall(_request(17, 0, struct.pack(">h", 5) + b"PLAIN"))
+        assert struct.unpack(">ih", frame(s)[:6]) == (7, 0)
+        token = b"\x00alice\x00wonderland"
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert frame(s) == b""  # authenticated: an empty server token
+        s.sendall(_request(3, 0, struct.pack(">i", 0), corr=8))
+        assert struct.unpack(">i", frame(s)[:4]) == (8,)
+    with socket.create_connection(("127.0.0.1", auth_port), timeout=5) as s:
+        s.sendall(_request(17, 0, struct.pack(">h", 5) + b"PLAIN"))
+        frame(s)
+        token = b"\x00alice\x00wrong"
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert s.recv(10) == b""  # closed
+
+
+def test_fetch_long_polls_until_data_or_max_wait(db: Path, port: int) -> None:
+    st = TopicStore(db)
+    st.ensure_topic("poll", 1)
+    st.ensure_topic("poll-warm-up", 1)  # the first append in a process pays pyarrow's start-up
+    st.append("poll-warm-up", 0, "w", 1, pa.table({"key": [b"k"], "value": [b"v"], "ts": [1]}))
+    name = b"poll"
+
+    def fetch(offset: int, max_wait_ms: int) -> tuple[float, int, int, bytes]:
+        body = (
+            struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
+            + struct.pack(">ih", 1, len(name))
+            + name
+            + struct.pack(">iiqi", 1, 0, offset, 1 << 20)
+        )
+        t0 = time.monotonic()
+        resp = _exchange(port, _request(1, 4, body))
+        took = time.monotonic() - t0
+        at = 4 + 4 + 4 + 4 + 2 + len(name) + 4 + 4
+        error, hw = struct.unpack(">hq", resp[at : at + 10])
+        records = resp[at + 10 + 8 + 4 + 4 :]
+        return took, error, hw, records
+
+    took, error, hw, records = fetch(0, 400)
+    assert (error, hw, records) == (0, 0, b"") and took >= 0.35  # waited max.wait.ms for nothing
+    timer = threading.Timer(
+        0.15, lambda: st.append("poll", 0, "w", 1, pa.table({"key": [b"k"], "value": [b"v"], "ts": [1]}))
+    )
+    timer.start()
+    took, error, hw, records = fetch(0, 5000)
+    timer.join()
+    assert error == 0 and hw == 1 and len(records) > 61 and took < 2.0  # answered when data came
+    took, error, _, _ = fetch(7, 100)
+    assert error == 1  # OFFSET_OUT_OF_RANGE: past the end

@@ -293,8 +293,11 @@ def test_client_errors(tmp_path: Path) -> None:
     client = RegistryClient(f"http://127.0.0.1:{port}", timeout=2)
     with pytest.raises(SchemaRegistryError, match="contacting confluent schema registry"):
         client.register("x-value", '"long"')
+    with pytest.raises(SchemaRegistryError, match="contacting confluent schema registry"):
+        client.ping()
     with BackgroundRegistry(tmp_path) as url:
         client = RegistryClient(url)
+        client.ping()
         with pytest.raises(SchemaRegistryError, match=rf"registering schema to {url} 422"):
             client.register("x-value", '{"type":"nope"}')
         assert client.register("x-value", '"long"') == 1
@@ -314,3 +317,137 @@ def test_lookups_per_second_smoke(registry: str) -> None:
         conn.request("GET", "/subjects/speed-value/versions/latest")
         conn.getresponse().read()
     assert n / (time.perf_counter() - start) > 200
+
+
+def test_confluent_serializer_registers(registry: str) -> None:
+    """A producer's AvroSerializer auto-registers (and, with use.latest.version, looks up) here."""
+    client = sr.SchemaRegistryClient({"url": registry})
+    schema = '{"type":"record","name":"u","fields":[{"name":"x","type":"long"}]}'
+    ctx = serialization.SerializationContext("produced", serialization.MessageField.VALUE)
+    framed = avro_sr.AvroSerializer(client, schema)({"x": 5}, ctx)
+    sid = int.from_bytes(framed[1:5], "big")
+    assert framed[5:] == b"\n" and client.get_latest_version("produced-value").schema_id == sid
+    latest = avro_sr.AvroSerializer(
+        client, schema, conf={"auto.register.schemas": False, "use.latest.version": True}
+    )
+    assert latest({"x": 6}, ctx)[:5] == framed[:5]
+    assert avro_sr.AvroDeserializer(client)(framed, ctx) == {"x": 5}
+
+
+def _register_many(args: tuple[str, int]) -> list[int]:
+    db, _worker = args
+    from changefeed.server.registry.compat import canonical
+    from changefeed.server.registry.store import RegistryStore
+
+    store = RegistryStore(Path(db))
+    try:
+        out = []
+        for i in range(30):
+            text = f'{{"type":"fixed","name":"f{i}","size":{i + 1}}}'
+            out.append(store.register(f"s{i % 3}", canonical(json.loads(text)), text, "AVRO")[0])
+        return out
+    finally:
+        store.close()
+
+
+def test_concurrent_processes_share_ids(tmp_path: Path) -> None:
+    """Two processes registering the same schemas into one directory agree on every id."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        a, b = pool.map(_register_many, [(str(tmp_path), 0), (str(tmp_path), 1)])
+    assert a == b
+    assert sorted(set(a)) == list(range(1, 31))
+
+
+def test_serve_command(tmp_path: Path) -> None:
+    """``changefeed serve --registry`` answers, and SIGTERM ends it with exit 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    cmd = [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(tmp_path / "db")]
+    proc = subprocess.Popen([*cmd, "--registry", f"127.0.0.1:{port}"], env=env, stderr=subprocess.PIPE)
+    try:
+        for _ in range(300):
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/mode", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert r.json() == {"mode": "READWRITE"}
+        assert register(httpx.Client(base_url=f"http://127.0.0.1:{port}"), "cli-key", '"long"').json() == {
+            "id": 1
+        }
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    assert (tmp_path / "db" / "schema_registry.sqlite").exists()
+
+
+def test_core_changefeed_avro_example(tmp_path: Path) -> None:
+    """The spec's Avro core changefeed, through ``conn.stream``."""
+    from tests.test_avro import octal
+
+    expected = (Path(__file__).parent / "golden" / "avro" / "core_changefeed.txt").read_text().splitlines()
+    with BackgroundRegistry(tmp_path / "registry") as url:
+        conn = changefeed.connect(str(tmp_path / "db"), dialect="sql")
+        try:
+            conn.execute("CREATE TABLE cdc_test (a INT PRIMARY KEY)")
+            conn.execute("INSERT INTO cdc_test VALUES (0)")
+            stmt = f"EXPERIMENTAL CHANGEFEED FOR cdc_test WITH format = avro, confluent_schema_registry = '{url}'"
+            stream = iter(conn.stream(stmt))
+            try:
+                table, key, value = next(stream)
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            conn.close()
+    assert key is not None
+    assert ["table,key,value", f"{table},{octal(key)},{octal(value)}"] == expected
+
+
+@pytest.mark.spark
+def test_avro_job_on_spark(tmp_path: Path, spark: Any) -> None:
+    """CREATE CHANGEFEED .. INTO 'topics://' WITH format = avro: the Spark job encodes on the
+    executors, registers through our registry, and Confluent's deserializer reads every record."""
+    from changefeed.pipeline.runner import run_until_idle
+    from changefeed.testing.validators import read_topic
+
+    db = tmp_path / "db"
+    with BackgroundRegistry(tmp_path / "registry") as url:
+        conn = changefeed.connect(db)
+        try:
+            conn.execute("CREATE TABLE t (a INT PRIMARY KEY, b STRING)")
+            conn.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y')")
+            conn.execute(
+                f"CREATE CHANGEFEED FOR t INTO 'topics://' WITH format = avro, "
+                f"confluent_schema_registry = '{url}', diff"
+            )
+            conn.execute("UPDATE t SET b = 'z' WHERE a = 1")
+            conn.execute("DELETE FROM t WHERE a = 2")
+        finally:
+            conn.close()
+        run_until_idle(db, spark=spark, gc=False)
+        records = read_topic(db, "t")
+        got = sorted(
+            (confluent_decode(url, "t", k, v) for _, _, k, v, _ in records if k is not None),
+            key=lambda kv: (kv[0]["a"], kv[1]["after"] is None, str(kv[1]["after"])),
+        )
+        assert httpx.get(f"{url}/subjects").json() == ["t-key", "t-value"]
+    assert got == [
+        ({"a": 1}, {"before": None, "after": {"a": 1, "b": "x"}}),
+        ({"a": 1}, {"before": {"a": 1, "b": "x"}, "after": {"a": 1, "b": "z"}}),
+        ({"a": 2}, {"before": None, "after": {"a": 2, "b": "y"}}),
+        ({"a": 2}, {"before": {"a": 2, "b": "y"}, "after": None}),
+    ]

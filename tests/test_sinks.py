@@ -123,13 +123,13 @@ BAD = [
     ("webhook-https://127.0.0.1:1/x", "WITH webhook_sink_config = '{\"Retry\": {\"Max\": \"lots\"}}'",
      "Retry.Max must be either a positive int or 'inf' for infinite retries."),
     ("webhook-https://127.0.0.1:1/x", "WITH envelope = 'row'", "this sink is incompatible with envelope=row"),
-    ("webhook-https://127.0.0.1:1/x", "WITH compression = 'lz4'", 'unsupported compression codec "lz4"'),
+    ("webhook-https://127.0.0.1:1/x", "WITH compression = 'lz4'", "unknown compression: lz4, valid values are 'gzip' and 'zstd'"),
     ("nodelocal://1/out?partition_format=weekly", "", "invalid partition_format of weekly"),
     ("nodelocal://1/out?file_size=lots", "", "parsing lots"),
     ("nodelocal://1/out?bucket=x", "", "unknown sink query parameters: bucket"),
     ("nodelocal://1/out", "WITH webhook_auth_header = 'Basic x'", "this sink is incompatible with option webhook_auth_header"),
     ("nodelocal://1/out", "WITH format = csv", "format=csv is only usable with initial_scan_only"),
-    ("nodelocal://1/out", "WITH compression = 'snappy'", 'unsupported compression codec "snappy"'),
+    ("nodelocal://1/out", "WITH compression = 'snappy'", "unknown compression: snappy, valid values are 'gzip' and 'zstd'"),
     ("topics://", "WITH compression = 'gzip'", "this sink is incompatible with option compression"),
 ]  # fmt: skip
 

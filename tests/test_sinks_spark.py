@@ -13,7 +13,6 @@ import pytest
 
 import changefeed
 from changefeed.exceptions import PipelineError
-from tests.crdb_standin import ensure_crdb_json
 from tests.sink_servers import make_ca, serve
 
 pytestmark = pytest.mark.spark
@@ -27,7 +26,6 @@ def _after(value: bytes | str) -> str:
 def test_jobs_into_webhook_and_cloud_storage(tmp_path: Path, spark: Any) -> None:
     from changefeed.pipeline.runner import run_until_idle
 
-    ensure_crdb_json()
     ca = make_ca()
     srv, ep = serve(ca, tmp_path)
     ep.fail_share, ep.stall_s = 1 / 3, 0.5
@@ -157,10 +155,7 @@ def test_kill_9_of_run_mid_webhook_batch_loses_nothing(tmp_path: Path) -> None:
     import time
 
     root = Path(__file__).parents[1]
-    runner = (
-        "import sys; sys.path.insert(0, sys.argv.pop(1)); from tests.crdb_standin import ensure_crdb_json; "
-        "ensure_crdb_json(); from changefeed.cli.main import main; main()"
-    )
+    runner = "import sys; sys.path.insert(0, sys.argv.pop(1)); from changefeed.cli.main import main; main()"
     env = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",

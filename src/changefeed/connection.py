@@ -6,14 +6,18 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changefeed.engine.clock import WallClock
 from changefeed.engine.database import Database
-from changefeed.exceptions import TransactionError
+from changefeed.engine.privileges import check_login
+from changefeed.exceptions import InvalidStatement, TransactionError
 from changefeed.sql.parser import parse
 from changefeed.sql.result import Result
 from changefeed.sql.statements import open_session
+
+if TYPE_CHECKING:
+    from changefeed.pipeline.core import CoreChangefeed
 
 __all__ = ["Connection", "Result", "connect"]
 
@@ -32,6 +36,7 @@ class Connection:
         self.path = Path(path)
         self.db = Database(self.path, clock=clock)
         try:
+            check_login(self.db.conn, user)
             self.session = open_session(self.db, user=user, dialect=dialect)
         except BaseException:
             self.db.close()
@@ -59,9 +64,29 @@ class Connection:
 
     def execute_script(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[Result]:
         """Run each statement of ``sql`` in turn, yielding its result; stops at the first error."""
+        from changefeed.sql.statements.crdb_feeds import is_core_changefeed, run_bounded
+
         self._check()
         for stmt in parse(sql, self.session.dialect):  # type: ignore[arg-type]
+            if is_core_changefeed(stmt):  # CockroachDB core changefeed: only when it ends by itself
+                yield run_bounded(self.session, stmt, params or ())
+                continue
             yield self.session.execute(stmt, params or ())
+
+    def stream(self, sql: str, params: Sequence[Any] | None = None) -> CoreChangefeed:
+        """Run a CockroachDB core changefeed (``EXPERIMENTAL CHANGEFEED FOR t ..``, or ``CREATE
+        CHANGEFEED FOR t ..`` without ``INTO``) and iterate its messages ``(table, key, value)``
+        as they commit; closing the iterator (``close()``, or leaving a ``with`` block) cancels it."""
+        from changefeed.sql.statements.crdb_feeds import is_core_changefeed, start_core
+
+        self._check()
+        stmts = parse(sql, self.session.dialect)  # type: ignore[arg-type]
+        if len(stmts) != 1 or not is_core_changefeed(stmt := stmts[0]):
+            raise InvalidStatement(
+                "stream() takes one core changefeed statement: EXPERIMENTAL CHANGEFEED FOR t [WITH ..] "
+                "or CREATE CHANGEFEED FOR t [WITH ..] without INTO"
+            )
+        return start_core(self.session, stmt, params or ())
 
     def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> Result:
         """Run one statement once per parameter tuple, all in one transaction."""

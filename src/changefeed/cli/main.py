@@ -86,6 +86,10 @@ def _register_optional() -> None:
     from changefeed.cli.serve_cmd import serve_cmd
 
     cli.add_command(serve_cmd, "serve")
+    # Apache Phoenix CDC (issue 11): the design's polling loop.
+    from changefeed.cli.phoenix_cmd import cdc_poll
+
+    cli.add_command(cdc_poll, "cdc-poll")
 
 
 _register_optional()

@@ -15,11 +15,15 @@ import sys
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import click
 
+from changefeed.engine.database import Database
+from changefeed.engine.privileges import ROOT, check_login, check_topic_read
 from changefeed.exceptions import ChangefeedError
+from changefeed.feeds.store import all_feeds
 from changefeed.topics.consumer import Consumer
 from changefeed.topics.store import Record, TopicStore
 
@@ -111,6 +115,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     "are the message parsed as JSON when it is UTF-8 JSON, else base64.",
 )
 @click.option("--max", "max_records", type=click.IntRange(min=1), metavar="N", help="Stop after N records.")
+@click.option(
+    "--user",
+    default="root",
+    show_default=True,
+    help="Read as this user: it needs SELECT or CHANGEFEED on the tables of the feed writing TOPIC.",
+)
 def read(
     db_dir: str,
     topic: str,
@@ -120,10 +130,12 @@ def read(
     follow: bool,
     as_json: bool,
     max_records: int | None,
+    user: str,
 ) -> None:
     """Print the records of TOPIC, one line each: PARTITION:OFFSET KEY VALUE (UTF-8 text, or base64
     when not UTF-8; a missing key prints as null)."""
     try:
+        check_reader(db_dir, topic, user)
         _run(db_dir, topic, from_beginning, list(partitions) or None, group, follow, as_json, max_records)
     except ChangefeedError as exc:
         click.echo(f"ERROR: {exc}", err=True)
@@ -134,6 +146,20 @@ def read(
         with suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+
+
+def check_reader(db_dir: str, topic: str, user: str) -> None:
+    """Raise PermissionDenied unless ``user`` may read ``topic`` (root always may)."""
+    if user == ROOT:
+        return
+    db = Database(Path(db_dir))
+    try:
+        check_login(db.conn, user)
+        db.refresh_catalog()
+        tables = [db.table_by_id(f.spec.table_id) for f in all_feeds(db.conn) if f.spec.topic == topic]
+        check_topic_read(db.conn, user, topic, tables)
+    finally:
+        db.close()
 
 
 def _run(

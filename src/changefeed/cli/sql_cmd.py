@@ -1,22 +1,38 @@
-"""``changefeed sql``: run statements and print results like cqlsh or psql."""
+"""``changefeed sql``: run statements and print results like cqlsh or psql.
+
+A CockroachDB core changefeed (``EXPERIMENTAL CHANGEFEED FOR ..``, ``CREATE CHANGEFEED FOR ..``
+without ``INTO``) prints CSV as it commits (:mod:`changefeed.cli.crdb_csv`) until ``end_time``,
+the end of an ``initial_scan_only`` scan, or Ctrl-C/SIGTERM (exit 0).
+"""
 
 from __future__ import annotations
 
+import signal
+import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 
 from changefeed.cli.render import render_cql, render_json_rows, render_sql
-from changefeed.connection import connect
+from changefeed.connection import Connection, connect
 from changefeed.exceptions import ChangefeedError
+from changefeed.sql import ast
+from changefeed.sql.parser import parse
 
 
 def run_sql(db: Path, text: str, *, user: str, dialect: str, as_json: bool) -> int:
     """Run a script; print each result. Returns the exit code (1 after an error)."""
+    from changefeed.sql.statements.crdb_feeds import is_core_changefeed
+
     conn = connect(db, user=user, dialect=dialect)
     first = True
     try:
-        for res in conn.execute_script(text):
+        for stmt in parse(text, dialect):  # type: ignore[arg-type]
+            if is_core_changefeed(stmt):
+                _stream_core(conn, stmt)
+                continue
+            res = conn.session.execute(stmt)
             if res.columns:
                 if as_json:
                     for line in render_json_rows(res):
@@ -31,6 +47,31 @@ def run_sql(db: Path, text: str, *, user: str, dialect: str, as_json: bool) -> i
     except ChangefeedError as exc:
         click.echo(f"ERROR: {exc}", err=True)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while a core changefeed streams: a clean end
+        return 0
     finally:
         conn.close()
     return 0
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, to end a streaming changefeed cleanly."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated()
+
+
+def _stream_core(conn: Connection, stmt: ast.CreateChangefeed) -> None:
+    from changefeed.cli.crdb_csv import write_csv
+    from changefeed.sql.statements.crdb_feeds import start_core
+
+    feed = start_core(conn.session, stmt)
+    for notice in feed.plan.notices:
+        click.echo(f"NOTICE: {notice}", err=True)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        with feed:
+            write_csv(feed.batches(), sys.stdout)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

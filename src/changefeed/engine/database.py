@@ -107,6 +107,7 @@ class Database:
             self.conn.close()
             raise CorruptFile(f"{self.file}: not a readable changefeed database file ({exc})") from None
         self._catalog_version = -1
+        self.catalog_changed = False
         self._tables: dict[int, TableSchema] = {}
         self._by_name: dict[str, int] = {}
         self._stores: dict[tuple[int, int], TableStore] = {}
@@ -235,6 +236,8 @@ class Database:
     def bump_catalog(self) -> None:
         self.conn.execute("UPDATE _meta SET value = value + 1 WHERE key = 'catalog_version'")
         self._catalog_version = -1
+        #: Set until the transaction ends: a rollback must drop what was cached at the new version.
+        self.catalog_changed = True
 
     def tables(self) -> list[TableSchema]:
         return sorted(self._tables.values(), key=lambda s: s.name)

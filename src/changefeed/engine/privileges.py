@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import orjson
 
 from changefeed.engine.catalog import TableSchema
-from changefeed.exceptions import InvalidStatement, PermissionDenied
+from changefeed.exceptions import InvalidAuthorization, InvalidStatement, PermissionDenied
 
 ROOT = "root"
 ADMIN = "admin"
@@ -218,14 +218,8 @@ def has_table_privilege(
     return effective(conn, user).has(privilege, table.id)
 
 
-def relation_name(table: TableSchema) -> str:
-    return table.name
-
-
 def denied(user: str, privilege: Privilege, table: TableSchema) -> PermissionDenied:
-    return PermissionDenied(
-        f"user {user} does not have {privilege.value} privilege on relation {relation_name(table)}"
-    )
+    return PermissionDenied(f"user {user} does not have {privilege.value} privilege on relation {table.name}")
 
 
 def check_table_privilege(
@@ -245,15 +239,16 @@ def check_table_privileges(privs: UserPrivileges, table: TableSchema, needed: It
     """Every privilege of ``needed``, in order: the first one missing is the error."""
     if privs.admin:
         return
+    held = privs.tables.get(table.id, frozenset())
     for p in needed:
-        if not privs.has(p, table.id):
+        if p not in held:
             raise denied(privs.user, p, table)
 
 
 def check_any_table_privilege(privs: UserPrivileges, table: TableSchema) -> None:
     """Some privilege on the table (to see its definition)."""
     if not privs.admin and not privs.on(table.id):
-        raise PermissionDenied(f"user {privs.user} has no privileges on relation {relation_name(table)}")
+        raise PermissionDenied(f"user {privs.user} has no privileges on relation {table.name}")
 
 
 def check_changefeed_privileges(
@@ -306,8 +301,36 @@ def check_job_control(
     raise PermissionDenied(f"user {user} does not have privileges for job {job_id}")
 
 
-def check_role_option(privs: UserPrivileges, option: str, message: str | None = None) -> None:
+def check_role_option(privs: UserPrivileges, option: str) -> None:
     """Admins, or holders of the role option (e.g. ``CREATEROLE``)."""
     if privs.admin or option in privs.options:
         return
-    raise PermissionDenied(message or f"user {privs.user} does not have {option} privilege")
+    raise PermissionDenied(f"user {privs.user} does not have {option} privilege")
+
+
+def check_login(conn: sqlite3.Connection, user: str) -> None:
+    """May ``user`` open a session? It must exist and not be ``NOLOGIN`` (PostgreSQL's texts)."""
+    opts = role_options(conn, user)
+    if opts is None:
+        raise InvalidAuthorization(f'role "{user}" does not exist')
+    if opts.get("login") is False or user in (ADMIN, PUBLIC):
+        raise InvalidAuthorization(f"{user} does not have login privilege")
+
+
+def check_topic_read(conn: sqlite3.Connection, user: str, topic: str, tables: Sequence[TableSchema]) -> None:
+    """May ``user`` read ``topic``, the output of changefeeds on ``tables``? Admins always; others
+    need SELECT or CHANGEFEED on every table (whoever may create the feed may read what it
+    emits); a topic no changefeed writes is for admins only."""
+    privs = effective(conn, user)
+    if privs.admin:
+        return
+    if not tables:
+        raise PermissionDenied(
+            f"user {user} may not read topic {topic}: no changefeed writes it (admins only)"
+        )
+    for t in tables:
+        if not (privs.has(Privilege.SELECT, t.id) or privs.has(Privilege.CHANGEFEED, t.id)):
+            raise PermissionDenied(
+                f"user {user} does not have SELECT or CHANGEFEED privilege on relation {t.name}"
+                f" (needed to read topic {topic})"
+            )

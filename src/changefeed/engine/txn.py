@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine import phoenix, privileges
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
@@ -131,6 +132,10 @@ class Transaction:
         self.txid = 0
         self._captures: dict[int, _Capture] = {}
         self._bsn: dict[int, _SeqNos] = {}  # per table id
+        #: The kind of Phoenix CDC event this transaction's changes index as (a TTL expiry pass
+        #: sets ``phoenix.EV_TTL_DELETE``).
+        self.phoenix_event = 0
+        self._after_commit: list[Callable[[], None]] = []
         self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         self.active = True
         try:
@@ -149,20 +154,43 @@ class Transaction:
             raise TransactionError("there is no transaction in progress")
         try:
             for cap in self._captures.values():
+                # Apache Phoenix (issue 11): a table with a CDC object indexes its change rows by
+                # time, in this same transaction.
+                cdc = phoenix.cdc_of(cap.store.schema) is not None
+                before = phoenix.last_change_seq(self.conn, cap.store.schema) if cdc else 0
                 self._flush_capture(cap)
+                if cdc:
+                    phoenix.index_changes(
+                        self.conn, cap.store.schema, before, self._require_write().wall, self.phoenix_event
+                    )
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+            if self.db.catalog_changed:
+                privileges.forget(self.conn)
             raise
         finally:
             self.active = False
+            self.db.catalog_changed = False
+        after, self._after_commit = self._after_commit, []
+        for fn in after:
+            fn()
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once this transaction has committed (never if it rolls back): for effects
+        outside the database file, e.g. dropping a dropped feed's topic."""
+        self._after_commit.append(fn)
 
     def rollback(self) -> None:
         if self.active:
             self.active = False
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+            if self.db.catalog_changed:
+                # Privileges cached at a catalog version this rollback takes back.
+                self.db.catalog_changed = False
+                privileges.forget(self.conn)
 
     # ------------------------------------------------------------------ catalog access
     def table(self, name: str) -> TableSchema:
@@ -301,6 +329,8 @@ class Transaction:
         n = len(keys)
         if n == 0:
             return
+        if ttl is None and marker:
+            ttl = phoenix.row_ttl_s(schema)  # Apache Phoenix's table TTL: rows expire after it
         st = self.store(schema)
         cdc = schema.cdc
         ids = tuple(cells)

@@ -353,7 +353,9 @@ def _compression(options: Mapping[str, str | None]) -> str | None:
         return None
     v = (options["compression"] or "").lower()
     if v not in COMPRESSIONS:
-        raise InvalidOption(f'unsupported compression codec "{options["compression"]}"')
+        raise InvalidOption(
+            f"unknown compression: {options['compression']}, valid values are 'gzip' and 'zstd'"
+        )
     return v
 
 

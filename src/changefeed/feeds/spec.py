@@ -15,6 +15,7 @@ from typing import Any
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.types import Kind, parse_interval
 from changefeed.exceptions import InvalidOption
+from changefeed.feeds.crdb_options import CrdbOptions
 
 NS_PER_S = 1_000_000_000
 
@@ -77,15 +78,24 @@ class FeedSpec:
     created_wall: int = 0  # commit timestamp of the creating transaction (the scan snapshot)
     created_logical: int = 0
     created_tx: int = 0
+    crdb: CrdbOptions | None = None  # kind "crdb": the CockroachDB changefeed's WITH options
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["mode"] = self.mode.value
+        d["crdb"] = None if self.crdb is None else self.crdb.to_json()
         return d
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> FeedSpec:
-        return FeedSpec(**{**d, "mode": Mode(d["mode"])})
+        crdb = d.get("crdb")
+        return FeedSpec(
+            **{
+                **d,
+                "mode": Mode(d["mode"]),
+                "crdb": None if crdb is None else CrdbOptions.from_json(crdb),
+            }
+        )
 
     def with_ids(self, **kw: Any) -> FeedSpec:
         return replace(self, **kw)

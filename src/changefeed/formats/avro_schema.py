@@ -55,6 +55,7 @@ class AvroOptions:
     mvcc_timestamp: bool = False
     prefix: str = ""  # avro_schema_prefix
     registry: str = ""  # confluent_schema_registry
+    virtual_null: bool = False  # virtual_columns='null': virtual computed columns as null fields
 
     def __post_init__(self) -> None:
         if self.envelope == ENVELOPE_ROW:
@@ -82,6 +83,7 @@ class AvroOptions:
             mvcc_timestamp=bool(getattr(crdb, "mvcc_timestamp", False)),
             prefix=text("avro_schema_prefix", ""),
             registry=text("confluent_schema_registry", ""),
+            virtual_null=text("virtual_columns", "omitted").lower() == "null",
         )
 
 
@@ -206,13 +208,16 @@ def table_name(table: TableSchema) -> str:
     return table.short_name
 
 
-def row_columns(table: TableSchema) -> tuple[ColumnSchema, ...]:
-    """The columns of a row record: every stored column, in table order."""
-    return table.stored
+def row_columns(table: TableSchema, opts: AvroOptions) -> tuple[ColumnSchema, ...]:
+    """The columns of a row record, in table order: every stored column, and the virtual computed
+    columns too with ``virtual_columns='null'`` (always null)."""
+    return tuple(c for c in table.columns if not c.virtual or opts.virtual_null)
 
 
 def row_schema(table: TableSchema, opts: AvroOptions, *, suffix: str = "") -> dict[str, Any]:
-    return _record(avro_name(table_name(table)) + suffix, _column_fields(row_columns(table)), opts.prefix)
+    return _record(
+        avro_name(table_name(table)) + suffix, _column_fields(row_columns(table, opts)), opts.prefix
+    )
 
 
 def key_schema(table: TableSchema, opts: AvroOptions) -> dict[str, Any]:
@@ -254,9 +259,9 @@ def schema_json(schema: dict[str, Any]) -> str:
     return orjson.dumps(schema).decode()
 
 
-def check_table(table: TableSchema) -> None:
+def check_table(table: TableSchema, opts: AvroOptions | None = None) -> None:
     """Raise the CockroachDB error for the first column Avro cannot carry."""
-    for c in row_columns(table):
+    for c in row_columns(table, opts or AvroOptions()):
         field_type(c)
 
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-    from changefeed.engine.catalog import TableSchema
+    from changefeed.engine.catalog import ColumnSchema, TableSchema
     from changefeed.engine.clock import CommitTs
     from changefeed.feeds.spec import FeedSpec
     from changefeed.formats.schema_registry import SchemaResolver
@@ -265,13 +265,16 @@ def encode_arrays(
     key_cols = table.key
     converted: dict[str, list[Any]] = {}
 
-    def values_of(column: str, t: SqlType) -> list[Any]:
+    def values_of(c: ColumnSchema, old: bool = False) -> list[Any]:
+        if c.virtual:  # virtual_columns='null'
+            return [None] * n
+        column = f"o{c.id}" if old and not c.is_key else c.db
         if column not in converted:
-            converted[column] = column_values(batch.column(column), t)
+            converted[column] = column_values(batch.column(column), c.type)
         return converted[column]
 
     key_prefix = frame(plan.key_id)
-    key_rows = _rows([field_bytes(values_of(c.db, c.type), S.field_type(c)) for c in key_cols], n)
+    key_rows = _rows([field_bytes(values_of(c), S.field_type(c)) for c in key_cols], n)
     keys = [key_prefix + k for k in key_rows]
     ts: list[int] = batch.column("ts").to_pylist()
     partitions = [partition_of(k, plan.partitions) for k in keys]
@@ -279,13 +282,13 @@ def encode_arrays(
         return partitions, keys, [b""] * n, ts
     ops: list[int] = batch.column("op").to_pylist()
     erased = [op == CHANGE_ERASE for op in ops]
-    cols = S.row_columns(table)
+    cols = S.row_columns(table, opts)
     parts: list[list[bytes]] = []
     if opts.envelope == S.ENVELOPE_BARE:
         # a delete's record carries only the key columns
         fields = []
         for c in cols:
-            vals = values_of(c.db, c.type)
+            vals = values_of(c)
             if not c.is_key:
                 vals = [None if e else v for v, e in zip(vals, erased, strict=True)]
             fields.append(field_bytes(vals, S.field_type(c)))
@@ -294,10 +297,7 @@ def encode_arrays(
         if opts.diff:
             oxs: list[bool] = batch.column("ox").to_pylist()
             old = _rows(
-                [
-                    field_bytes(values_of(c.db if c.is_key else f"o{c.id}", c.type), S.field_type(c))
-                    for c in cols
-                ],
+                [field_bytes(values_of(c, old=True), S.field_type(c)) for c in cols],
                 n,
             )
             parts.append(
@@ -306,7 +306,7 @@ def encode_arrays(
                     for r, ox, op in zip(old, oxs, ops, strict=True)
                 ]
             )
-        new = _rows([field_bytes(values_of(c.db, c.type), S.field_type(c)) for c in cols], n)
+        new = _rows([field_bytes(values_of(c), S.field_type(c)) for c in cols], n)
         parts.append([_NULL if e else _SOME + r for r, e in zip(new, erased, strict=True)])
     if opts.updated or opts.mvcc_timestamp:
         lgs: list[int] = batch.column("lg").to_pylist()
@@ -318,6 +318,18 @@ def encode_arrays(
     value_prefix = frame(plan.value_id)
     values = [value_prefix + v for v in _rows(parts, n)]
     return partitions, keys, values, ts
+
+
+def input_columns(plan: AvroPlan) -> list[str]:
+    """The change-row columns :func:`encode_arrays` reads under a plan."""
+    table, opts = plan.table, plan.opts
+    names = ["ts", "lg", "op", "ox"] + [c.db for c in table.key]
+    if plan.value_schema is not None:
+        cols = S.row_columns(table, opts)
+        names += [c.db for c in cols if not c.is_key and not c.virtual]
+        if opts.diff and opts.envelope == S.ENVELOPE_WRAPPED:
+            names += [f"o{c.id}" for c in cols if not c.is_key and not c.virtual]
+    return names
 
 
 def encode_arrow(batch: pa.RecordBatch, plan: AvroPlan) -> pa.RecordBatch:
@@ -347,7 +359,7 @@ class CrdbAvroEncoder(Encoder):
 
     def __init__(self, resolver: SchemaResolver | None = None) -> None:
         self._resolver = resolver
-        self._plans: dict[tuple[str, int, str], AvroPlan] = {}
+        self._plans: dict[tuple[Any, ...], AvroPlan] = {}
 
     def resolver(self, opts: S.AvroOptions) -> SchemaResolver:
         if self._resolver is not None:
@@ -362,13 +374,20 @@ class CrdbAvroEncoder(Encoder):
     def plan(self, table: TableSchema, feed: FeedSpec, opts: S.AvroOptions | None = None) -> AvroPlan:
         """Schemas and registry ids for a table version (registered on first use)."""
         opts = opts or S.AvroOptions.from_feed(feed)
-        S.check_table(table)
+        S.check_table(table, opts)
         key = S.key_schema(table, opts)
         value = S.value_schema(table, opts)
+        # the schemas alone do not say which storage columns hold the values (a column dropped
+        # and added again under its old name has a new id), so the table's version is in the key
         cache_key = (
             feed.topic,
             feed.partitions,
-            S.schema_json(key) + "|" + S.schema_json(value or {}) + repr(opts),
+            opts,
+            table.id,
+            table.version,
+            tuple(c.id for c in table.columns),
+            S.schema_json(key),
+            S.schema_json(value or {}),
         )
         cached = self._plans.get(cache_key)
         if cached is not None:
@@ -389,7 +408,8 @@ class CrdbAvroEncoder(Encoder):
             for b in batches:
                 yield encode_arrow(b, plan)
 
-        return df.mapInArrow(encode, OUTPUT_DDL)
+        # only the columns the encoder reads cross to the Python workers
+        return df.select(*input_columns(plan)).mapInArrow(encode, OUTPUT_DDL)
 
     # ------------------------------------------------------------------ Python
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:

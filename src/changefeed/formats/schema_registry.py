@@ -59,7 +59,7 @@ def parse_registry_url(url: str) -> str:
     except ValueError as exc:
         raise InvalidOption(f"invalid confluent_schema_registry URL {url!r}: {exc}") from None
     if parts.scheme not in ("http", "https"):
-        raise InvalidOption(f"unsupported scheme: {parts.scheme!r}".replace("'", '"'))
+        raise InvalidOption(f'unsupported scheme: "{parts.scheme}"')
     if not parts.hostname:
         raise InvalidOption(f"invalid confluent_schema_registry URL {url!r}: no host")
     if parts.query:

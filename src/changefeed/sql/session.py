@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from changefeed.engine.catalog import ColumnSchema, TableSchema
 from changefeed.engine.database import Database
+from changefeed.engine.privileges import Privilege, UserPrivileges, check_table_privileges, effective
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import (
     ChangefeedError,
@@ -233,6 +234,17 @@ class Session:
         for params in rows:
             total += self.execute(stmt, params).rowcount
         return total
+
+    # ------------------------------------------------------------------ privileges
+    def privileges(self, txn: Transaction) -> UserPrivileges:
+        """The session user's effective privileges (cached per catalog version)."""
+        return effective(txn.conn, self.user, version=self.db.catalog_version)
+
+    def require(self, txn: Transaction, table: TableSchema, *needed: Privilege) -> None:
+        """Raise PermissionDenied, naming the first privilege of ``needed`` the user lacks on ``table``."""
+        privs = effective(txn.conn, self.user, version=self.db.catalog_version)
+        if not privs.admin:
+            check_table_privileges(privs, table, needed)
 
     # ------------------------------------------------------------------ names
     def ident(self, i: ast.Ident) -> str:

@@ -459,19 +459,33 @@ class TopicStore:
         if isinstance(batch_id, bool) or not isinstance(batch_id, int):
             raise TopicError(f"batch id must be an integer, got {batch_id!r}")
         info = self.topic(topic)
-        c, path = self._partition(info, partition)
-        n = int(records.num_rows)
         keys = _column_pylist(records, "key", binary=True)
         values = _column_pylist(records, "value", binary=True)
         tss = _column_pylist(records, "ts", binary=False)
+        return self.append_lists(info, partition, writer, batch_id, keys, values, tss)[1]
+
+    def append_lists(
+        self,
+        info: TopicInfo,
+        partition: int,
+        writer: str,
+        batch_id: int,
+        keys: list[bytes | None],
+        values: list[bytes],
+        tss: list[int],
+    ) -> tuple[int, int]:
+        """:meth:`append` from Python lists (the Kafka endpoint's produce path); returns
+        (first offset written, number written)."""
+        c, path = self._partition(info, partition)
+        n = len(values)
         if n and (None in values or None in tss):
-            raise TopicError(f"topic {topic!r}: record value and ts must not be null")
+            raise TopicError(f"topic {info.name!r}: record value and ts must not be null")
         now = self._clock()
         with _guard(path), _write_txn(c) as conn:
+            start = conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0]
             row = conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
             if row is not None and row[0] >= batch_id:
-                return 0
-            start = conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0]
+                return int(start), 0
             if n:
                 _insert_rows(conn, start, keys, values, tss, now)
                 conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
@@ -480,7 +494,7 @@ class TopicStore:
                 "ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch",
                 (writer, batch_id),
             )
-        return n
+        return int(start), n
 
     def committed_batch(self, topic: str, partition: int, writer: str) -> int | None:
         c, path = self._partition(self.topic(topic), partition)

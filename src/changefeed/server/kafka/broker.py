@@ -9,18 +9,18 @@ append are one step.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pyarrow as pa
-
-from changefeed.exceptions import TopicError
+from changefeed.exceptions import ChangefeedError, TopicError
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.authz import Authorizer
 from changefeed.server.kafka.groups import Coordinator
@@ -31,7 +31,6 @@ __all__ = ["Broker", "FetchResult", "ProduceResult"]
 
 T = TypeVar("T")
 
-_ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("ts", pa.int64())])
 #: Rows fetched per partition are bounded by bytes; this caps one query's rows.
 _MAX_ROWS_PER_FETCH = 50_000
 _RECORD_OVERHEAD = 12  # framing bytes per record, about
@@ -43,6 +42,7 @@ class FetchResult:
     high_watermark: int
     log_start: int
     records: bytes | None
+    more_at: int | None = None  #: the offset after the records when more were left unread
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +88,15 @@ class Broker:
         self._changed = asyncio.Event()
         self._avg_size: dict[tuple[str, int], int] = {}
         self._last_batch_id = 0
+        # Read-ahead: when a fetch stopped at max_bytes with more records left, the next window
+        # of that partition is read and encoded while the client processes this one.
+        self._ahead: dict[tuple[str, int], tuple[int, int, concurrent.futures.Future[FetchResult]]] = {}
+        self._ahead_lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="kafka-read-ahead")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.authz.close()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args))
@@ -136,6 +145,27 @@ class Broker:
         if not 0 <= partition < info.partitions:
             return FetchResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None)
         key = (info.name, partition)
+        with self._ahead_lock:
+            ahead = self._ahead.pop(key, None)
+        res: FetchResult | None = None
+        if ahead is not None and ahead[0] == offset and ahead[1] == max_bytes:
+            try:
+                res = ahead[2].result()
+            except (concurrent.futures.CancelledError, ChangefeedError):
+                res = None
+        if res is None:
+            res = self._fetch(info, partition, offset, max_bytes)
+        if res.more_at is not None and max_bytes > 0:
+            try:
+                fut = self._pool.submit(self._fetch, info, partition, res.more_at, max_bytes)
+            except RuntimeError:  # shutting down
+                return res
+            with self._ahead_lock:
+                self._ahead[key] = (res.more_at, max_bytes, fut)
+        return res
+
+    def _fetch(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> FetchResult:
+        key = (info.name, partition)
         avg = self._avg_size.get(key, 256)
         limit = max(1, min(_MAX_ROWS_PER_FETCH, max_bytes // avg + 1))
         earliest, nxt, rows = self.store.read_rows(info, partition, max(offset, 0), limit)
@@ -155,7 +185,8 @@ class Broker:
         self._avg_size[key] = max(16, total // n)
         ts_ms = [t // 1_000_000 for t in tss[:n]]
         data = encode_batch(offsets[0], offsets[:n], keys[:n], values[:n], ts_ms)
-        return FetchResult(E.NONE, nxt, earliest, data)
+        more_at = offsets[n - 1] + 1 if offsets[n - 1] + 1 < nxt else None
+        return FetchResult(E.NONE, nxt, earliest, data, more_at)
 
     def list_offset(self, info: TopicInfo, partition: int, timestamp: int) -> tuple[int, int, int]:
         """(error, timestamp, offset) for ListOffsets: -1 latest, -2 earliest, else the first
@@ -193,14 +224,8 @@ class Broker:
             if b.transactional:
                 return ProduceResult(E.INVALID_REQUEST, -1, -1, "transactional producers are not supported")
             now_ms = time.time_ns() // 1_000_000
-            table = pa.Table.from_arrays(
-                [
-                    pa.array(b.keys, pa.binary()),
-                    pa.array([v if v is not None else b"" for v in b.values], pa.binary()),
-                    pa.array([(t if t >= 0 else now_ms) * 1_000_000 for t in b.timestamps_ms], pa.int64()),
-                ],
-                schema=_ARROW_SCHEMA,
-            )
+            values = [v if v is not None else b"" for v in b.values]
+            tss = [(t if t >= 0 else now_ms) * 1_000_000 for t in b.timestamps_ms]
             if b.producer_id >= 0:
                 writer = f"kafka-producer-{b.producer_id}"
                 last_seq = b.base_sequence + b.count - 1
@@ -215,11 +240,11 @@ class Broker:
                             -1,
                             f"sequence {b.base_sequence} after {done} for producer {b.producer_id}",
                         )
-                _, start = store.partition_offsets(info.name, partition)
-                store.append(info.name, partition, writer, last_seq, table)
+                start, _ = store.append_lists(info, partition, writer, last_seq, b.keys, values, tss)
             else:
-                _, start = store.partition_offsets(info.name, partition)
-                store.append(info.name, partition, "kafka-producer", self._next_batch_id(), table)
+                start, _ = store.append_lists(
+                    info, partition, "kafka-producer", self._next_batch_id(), b.keys, values, tss
+                )
             if base < 0:
                 base = start
         earliest, _ = store.partition_offsets(info.name, partition)

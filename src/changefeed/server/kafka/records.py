@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import crc32c
 
+from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.wire import MalformedRequest
 
 __all__ = ["ProducedBatch", "encode_batch", "parse_batches"]
@@ -65,41 +66,25 @@ def encode_batch(
     base_ts = timestamps_ms[0]
     max_ts = max(timestamps_ms)
     parts: list[bytes] = []
-    append = parts.append
+    extend = parts.extend
     for off, key, value, ts in zip(offsets, keys, values, timestamps_ms, strict=True):
-        d = off - base_offset
+        d = (off - base_offset) << 1
         t = ts - base_ts
         tu = (t << 1) ^ (t >> 63)
-        vl = len(value)
+        tv = table[tu] if tu < 16384 else _varint_slow(tu)
+        dv = table[d] if d < 16384 else _varint_slow(d)
+        vl = len(value) << 1
+        vv = table[vl] if vl < 16384 else _varint_slow(vl)
         if key is None:
-            body = b"".join(
-                (
-                    b"\x00",
-                    table[tu] if tu < 16384 else _varint_slow(tu),
-                    table[d << 1] if d < 8192 else _varint_slow(d << 1),
-                    _NEG_ONE,
-                    table[vl << 1] if vl < 8192 else _varint_slow(vl << 1),
-                    value,
-                    b"\x00",
-                )
-            )
+            kv = _NEG_ONE
+            key = b""
         else:
-            kl = len(key)
-            body = b"".join(
-                (
-                    b"\x00",
-                    table[tu] if tu < 16384 else _varint_slow(tu),
-                    table[d << 1] if d < 8192 else _varint_slow(d << 1),
-                    table[kl << 1] if kl < 8192 else _varint_slow(kl << 1),
-                    key,
-                    table[vl << 1] if vl < 8192 else _varint_slow(vl << 1),
-                    value,
-                    b"\x00",
-                )
-            )
-        bl = len(body)
-        append(table[bl << 1] if bl < 8192 else _varint_slow(bl << 1))
-        append(body)
+            kl = len(key) << 1
+            kv = table[kl] if kl < 16384 else _varint_slow(kl)
+        # body: attributes, timestamp delta, offset delta, key length, key, value length, value,
+        # header count (0)
+        bl = (2 + len(tv) + len(dv) + len(kv) + len(key) + len(vv) + len(value)) << 1
+        extend((table[bl] if bl < 16384 else _varint_slow(bl), b"\x00", tv, dv, kv, key, vv, value, b"\x00"))
     records = b"".join(parts)
     tail = _AFTER_CRC.pack(0, offsets[-1] - base_offset, base_ts, max_ts, -1, -1, -1, len(offsets)) + records
     crc = crc32c.crc32c(tail)
@@ -139,17 +124,13 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     return (u >> 1) ^ -(u & 1), pos
 
 
-def _read_len_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    n, pos = _read_varint(data, pos)
-    if n < 0:
-        return None, pos
-    if pos + n > len(data):
-        raise MalformedRequest("record field runs past its batch")
-    return data[pos : pos + n], pos + n
-
-
 class UnsupportedBatch(Exception):
-    """A well-formed batch this endpoint does not accept (old magic, compression codec)."""
+    """A well-formed batch this endpoint does not accept: ``code`` is the Kafka error
+    (UNSUPPORTED_FOR_MESSAGE_FORMAT for an old magic, UNSUPPORTED_COMPRESSION_TYPE for a codec)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _decompress(codec: int, data: bytes) -> bytes:
@@ -157,7 +138,71 @@ def _decompress(codec: int, data: bytes) -> bytes:
         import gzip
 
         return gzip.decompress(data)
-    raise UnsupportedBatch(f"compression codec {codec} is not supported (use none or gzip)")
+    raise UnsupportedBatch(
+        f"compression codec {codec} is not supported (use none or gzip)", E.UNSUPPORTED_COMPRESSION_TYPE
+    )
+
+
+def _parse_records(
+    body: bytes,
+    count: int,
+    base_ts: int,
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    tss: list[int],
+) -> int:
+    """Parse ``count`` records; returns the end position. One-byte varints (the common case
+    for deltas and small lengths) are decoded inline."""
+    p = 0
+    size = len(body)
+    for _ in range(count):
+        b = body[p]
+        if b < 0x80:
+            rlen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            rlen, p = _read_varint(body, p)
+        rend = p + rlen
+        if rlen < 0 or rend > size:
+            raise MalformedRequest("record runs past its batch")
+        b = body[p + 1]  # after the attributes byte
+        if b < 0x80:
+            tdelta = (b >> 1) ^ -(b & 1)
+            p += 2
+        else:
+            tdelta, p = _read_varint(body, p + 1)
+        b = body[p]  # offset delta (unused: offsets are assigned here)
+        if b < 0x80:
+            p += 1
+        else:
+            _, p = _read_varint(body, p)
+        b = body[p]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            n, p = _read_varint(body, p)
+        if n < 0:
+            keys.append(None)
+        else:
+            keys.append(body[p : p + n])
+            p += n
+        b = body[p]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            n, p = _read_varint(body, p)
+        if n < 0:
+            values.append(None)
+        else:
+            values.append(body[p : p + n])
+            p += n
+        if p > rend:
+            raise MalformedRequest("record fields run past the record")
+        tss.append(base_ts + tdelta)
+        p = rend  # headers are skipped (the topic log keeps key, value and timestamp)
+    return p
 
 
 def parse_batches(data: bytes) -> list[ProducedBatch]:
@@ -172,7 +217,9 @@ def parse_batches(data: bytes) -> list[ProducedBatch]:
             _HEAD.unpack_from(data, pos)
         )
         if magic != 2:
-            raise UnsupportedBatch(f"record batch magic {magic} (only magic 2 is supported)")
+            raise UnsupportedBatch(
+                f"record batch magic {magic} (only magic 2 is supported)", E.UNSUPPORTED_FOR_MESSAGE_FORMAT
+            )
         stop = pos + 12 + length
         if length < _HEAD.size - 12 or stop > end:
             raise MalformedRequest("record batch length runs past the request")
@@ -185,21 +232,10 @@ def parse_batches(data: bytes) -> list[ProducedBatch]:
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
         tss: list[int] = []
-        p = 0
-        for _ in range(count):
-            rlen, p = _read_varint(body, p)
-            rend = p + rlen
-            if rlen < 0 or rend > len(body):
-                raise MalformedRequest("record runs past its batch")
-            p += 1  # attributes
-            tdelta, p = _read_varint(body, p)
-            _odelta, p = _read_varint(body, p)
-            k, p = _read_len_bytes(body, p)
-            v, p = _read_len_bytes(body, p)
-            keys.append(k)
-            values.append(v)
-            tss.append(base_ts + tdelta)
-            p = rend  # headers are skipped (the topic log keeps key, value and timestamp)
+        try:
+            p = _parse_records(body, count, base_ts, keys, values, tss)
+        except IndexError:
+            raise MalformedRequest("record runs past its batch") from None
         if p != len(body):
             raise MalformedRequest("record batch holds more bytes than its records")
         if not attrs & _CONTROL:

@@ -15,8 +15,8 @@ import ipaddress
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
+from changefeed.engine.privileges import ROOT
 from changefeed.server import EndpointConfig
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka import versions as V
@@ -24,6 +24,7 @@ from changefeed.server.kafka.broker import Broker
 from changefeed.server.kafka.group_apis import GroupApis
 from changefeed.server.kafka.records import UnsupportedBatch
 from changefeed.server.kafka.sasl import MECHANISMS, AuthFailed, PlainAuth, ScramAuth
+from changefeed.server.kafka.session import Session
 from changefeed.server.kafka.topic_apis import TopicApis
 from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
 
@@ -35,27 +36,13 @@ log = logging.getLogger("changefeed.server.kafka")
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
 NODE_ID = 1
 CLUSTER_ID = "changefeed-embedded"
-ROOT = "root"
+
 _SIZE = struct.Struct(">i")
 _PRE_AUTH = {V.API_VERSIONS, V.SASL_HANDSHAKE, V.SASL_AUTHENTICATE}
 
 
 class CloseConnection(Exception):
     pass
-
-
-@dataclass
-class Session:
-    """One client connection's state."""
-
-    client_id: str
-    client_host: str
-    host: str  # the address this endpoint advertises to this client
-    port: int
-    user: str | None = None
-    mechanism: PlainAuth | ScramAuth | None = None
-    raw_sasl: bool = False  # SaslHandshake v0: raw tokens follow
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 Handler = Callable[[Session, int, Reader], Awaitable[bytes | None]]
@@ -122,6 +109,7 @@ class KafkaEndpoint:
             await self._server.wait_closed()
         if self.broker is not None:
             await self.broker.coordinator.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.broker.close)
 
     # -- connections -------------------------------------------------------------------------
 
@@ -152,7 +140,9 @@ class KafkaEndpoint:
                     log.warning("kafka: closing connection from %s: %s", peer, exc)
                     return
                 if response is not None:
-                    writer.write(_SIZE.pack(len(response)) + response)
+                    header, body = response
+                    writer.write(_SIZE.pack(len(header) + len(body)) + header)
+                    writer.write(body)  # record data is not copied again
                     await writer.drain()
                 if session.extra.get("close_after"):
                     return
@@ -168,7 +158,7 @@ class KafkaEndpoint:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _handle(self, session: Session, frame: bytes) -> bytes | None:
+    async def _handle(self, session: Session, frame: bytes) -> tuple[bytes, bytes] | None:
         if session.raw_sasl:
             return await self._raw_sasl(session, frame)
         r = Reader(frame)
@@ -184,7 +174,7 @@ class KafkaEndpoint:
             # and the ApiVersions range it supports, so the client retries with one of those.
             _, lo, hi = V.SUPPORTED[V.API_VERSIONS]
             w = Writer().int16(E.UNSUPPORTED_VERSION).int32(1).int16(V.API_VERSIONS).int16(lo).int16(hi)
-            return header + w.getvalue()
+            return header, w.getvalue()
         client_id = r.nullable_string()
         session.client_id = client_id or ""
         spec = V.SUPPORTED.get(api_key)
@@ -197,7 +187,7 @@ class KafkaEndpoint:
         body = await self.handlers[api_key](session, version, r)
         if body is None:
             return None
-        return header + body
+        return header, body
 
     # -- ApiVersions and SASL ----------------------------------------------------------------
 
@@ -238,6 +228,9 @@ class KafkaEndpoint:
         except AuthFailed as exc:
             return E.SASL_AUTHENTICATION_FAILED, str(exc), b""
         if done:
+            assert mech.user is not None
+            if not await self.broker.run(self.broker.authz.may_login, mech.user):
+                return E.SASL_AUTHENTICATION_FAILED, f"Authentication failed: {mech.user} may not log in", b""
             session.user = mech.user
             session.mechanism = None
         return E.NONE, None, out
@@ -252,10 +245,10 @@ class KafkaEndpoint:
             session.extra["close_after"] = True
         return w.getvalue()
 
-    async def _raw_sasl(self, session: Session, frame: bytes) -> bytes:
+    async def _raw_sasl(self, session: Session, frame: bytes) -> tuple[bytes, bytes]:
         error, message, out = await self._sasl_step(session, frame)
         if error != E.NONE:
             raise CloseConnection(message or "authentication failed")
         if session.mechanism is None:
             session.raw_sasl = False
-        return out
+        return b"", out  # raw tokens have no header

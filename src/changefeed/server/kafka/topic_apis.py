@@ -5,19 +5,16 @@ the response body (without the correlation id header)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from changefeed.engine.auth import ROOT
 from changefeed.exceptions import ChangefeedError
 from changefeed.server.kafka import errors as E
-from changefeed.server.kafka.authz import READ, WRITE
+from changefeed.server.kafka.authz import ADMIN, READ, WRITE
 from changefeed.server.kafka.broker import Broker, FetchResult, ProduceResult
 from changefeed.server.kafka.records import UnsupportedBatch, parse_batches
+from changefeed.server.kafka.session import Session
 from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
 from changefeed.topics.store import DEFAULT_RETENTION_NS, MAX_PARTITIONS, TopicInfo
-
-if TYPE_CHECKING:
-    from changefeed.server.kafka.server import Session
 
 __all__ = ["TopicApis"]
 
@@ -194,7 +191,7 @@ class TopicApis:
                 w.int32(-1)  # aborted transactions: none
                 if version >= 11:
                     w.int32(-1)
-                w.bytes_(res.records)
+                w.bytes_(res.records or b"")  # Kafka sends empty records, never null
         return w.getvalue()
 
     # -- Produce -----------------------------------------------------------------------------
@@ -243,7 +240,7 @@ class TopicApis:
         except MalformedRequest as exc:
             return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
         except UnsupportedBatch as exc:
-            return ProduceResult(E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, str(exc))
+            return ProduceResult(exc.code, -1, -1, str(exc))
         async with self.broker.lock(info.name, p):
             return await self.broker.run(self.broker.append_batches, info, p, batches)
 
@@ -275,8 +272,8 @@ class TopicApis:
         def create(
             name: str, n: int, rf: int, configs: list[tuple[str, str | None]]
         ) -> tuple[int, str | None]:
-            if session.user != ROOT:
-                return E.TOPIC_AUTHORIZATION_FAILED, "Only root may create topics."
+            if not b.authz.allowed(session.user or ROOT, name, ADMIN):
+                return E.TOPIC_AUTHORIZATION_FAILED, "Only admins may create topics."
             if b.topic_or_none(name) is not None:
                 return E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
             if n == -1:
@@ -320,11 +317,14 @@ class TopicApis:
         b = self.broker
 
         def delete(name: str) -> int:
-            if session.user != ROOT:
+            if not b.authz.allowed(session.user or ROOT, name, ADMIN):
                 return E.TOPIC_AUTHORIZATION_FAILED
-            if b.topic_or_none(name) is None:
+            info = b.topic_or_none(name)
+            if info is None:
                 return E.UNKNOWN_TOPIC_OR_PARTITION
-            b.store.drop_topic(name, missing_ok=True)
+            if b.authz.written_by_feed(info.name):
+                return E.POLICY_VIOLATION  # drop the changefeed instead: it owns its topic
+            b.store.drop_topic(info.name, missing_ok=True)
             return E.NONE
 
         results = [(n, await b.run(delete, n)) for n in names]

@@ -105,10 +105,14 @@ class Reader:
 
 
 class Writer:
-    __slots__ = ("buf",)
+    __slots__ = ("buf", "parts")
+
+    #: Byte strings at least this long are kept by reference, not copied into the buffer.
+    BIG = 1 << 16
 
     def __init__(self) -> None:
         self.buf = bytearray()
+        self.parts: list[bytes | bytearray | memoryview] = []
 
     def int8(self, v: int) -> Writer:
         self.buf += _I8.pack(v)
@@ -146,7 +150,12 @@ class Writer:
         if b is None:
             return self.int32(-1)
         self.int32(len(b))
-        self.buf += b
+        if len(b) >= self.BIG:
+            self.parts.append(self.buf)
+            self.parts.append(b)
+            self.buf = bytearray()
+        else:
+            self.buf += b
         return self
 
     def raw(self, b: bytes | bytearray | memoryview) -> Writer:
@@ -162,4 +171,6 @@ class Writer:
         return self
 
     def getvalue(self) -> bytes:
-        return bytes(self.buf)
+        if not self.parts:
+            return bytes(self.buf)
+        return b"".join([*self.parts, self.buf])

@@ -33,6 +33,7 @@ from changefeed.server.pg import types as t
 
 PG_CATALOG, PUBLIC, INFORMATION_SCHEMA = 11, 2200, 13183
 TABLE_OID, INDEX_OID = 100_000, 200_000
+KEYSPACE_OID = 20_000
 ROOT_OID = 10
 DATABASE_OID = 1
 CLASS_OID = 1259
@@ -345,23 +346,30 @@ def _materialise(db: sqlite3.Connection, conn: Connection, session_vars: dict[st
         )
         put("pg_catalog.pg_user", (name, oid, _b(superuser), _b(superuser), 0, 0, "********", None, None))
     conn.db.refresh_catalog()
+    namespaces: dict[str, int] = {"public": PUBLIC}
     for schema in conn.db.tables():
-        _put_table(put, schema, session_vars)
+        space = schema.name.rsplit(".", 1)[0] if "." in schema.name else "public"
+        if space not in namespaces:  # a CQL keyspace is a schema of its own
+            namespaces[space] = KEYSPACE_OID + len(namespaces)
+            put("pg_catalog.pg_namespace", (namespaces[space], space, ROOT_OID, None))
+        _put_table(put, schema, session_vars, space, namespaces[space])
     for k, v in session_vars.items():
         put("pg_catalog.pg_settings", (k, v, None, "", "", "string", "session"))
 
 
-def _put_table(put: Callable[..., None], s: TableSchema, session_vars: dict[str, str]) -> None:
+def _put_table(
+    put: Callable[..., None], s: TableSchema, session_vars: dict[str, str], space: str, space_oid: int
+) -> None:
     oid, ind = TABLE_OID + s.id, INDEX_OID + s.id
-    name = s.name
+    name = s.name.rsplit(".", 1)[-1]
     cols = [c for c in s.columns]
     key_nums = [cols.index(k) + 1 for k in s.key]
     dbname = session_vars.get("database", "defaultdb")
     put(
         "pg_catalog.pg_class",
-        (oid, name, PUBLIC, 0, 0, ROOT_OID, 2, oid, 0, 0, -1.0, 0, 0, 1, 0, "p", "r", len(cols), 0, 0, 0, 0,
+        (oid, name, space_oid, 0, 0, ROOT_OID, 2, oid, 0, 0, -1.0, 0, 0, 1, 0, "p", "r", len(cols), 0, 0, 0, 0,
          0, 0, 1, "d", 0, 0, 0, 0, None, None, None, 0),
-        (ind, f"{name}_pkey", PUBLIC, 0, 0, ROOT_OID, 403, ind, 0, 0, 0.0, 0, 0, 0, 0, "p", "i", len(key_nums),
+        (ind, f"{name}_pkey", space_oid, 0, 0, ROOT_OID, 403, ind, 0, 0, 0.0, 0, 0, 0, 0, "p", "i", len(key_nums),
          0, 0, 0, 0, 0, 0, 1, "n", 0, 0, 0, 0, None, None, None, 0),
     )  # fmt: skip
     put(
@@ -371,21 +379,21 @@ def _put_table(put: Callable[..., None], s: TableSchema, session_vars: dict[str,
     )  # fmt: skip
     put(
         "pg_catalog.pg_constraint",
-        (300_000 + s.id, f"{name}_pkey", PUBLIC, "p", 0, 0, 1, oid, 0, ind, 0, 0, " ", " ", " ", 1, 0, 1,
+        (300_000 + s.id, f"{name}_pkey", space_oid, "p", 0, 0, 1, oid, 0, ind, 0, 0, " ", " ", " ", 1, 0, 1,
          "{" + ",".join(map(str, key_nums)) + "}", None, None, None, None, None, None),
     )  # fmt: skip
     put(
         "information_schema.tables",
-        (dbname, "public", name, "BASE TABLE", None, None, None, None, None, "YES", "NO", None),
+        (dbname, space, name, "BASE TABLE", None, None, None, None, None, "YES", "NO", None),
     )
     put(
         "information_schema.table_constraints",
-        (dbname, "public", f"{name}_pkey", dbname, "public", name, "PRIMARY KEY", "NO", "NO"),
+        (dbname, space, f"{name}_pkey", dbname, space, name, "PRIMARY KEY", "NO", "NO"),
     )
     for pos, k in enumerate(s.key, start=1):
         put(
             "information_schema.key_column_usage",
-            (dbname, "public", f"{name}_pkey", dbname, "public", name, k.name, pos, None),
+            (dbname, space, f"{name}_pkey", dbname, space, name, k.name, pos, None),
         )
     for num, c in enumerate(cols, start=1):
         typ, typmod = _type_of(c.type)
@@ -402,7 +410,7 @@ def _put_table(put: Callable[..., None], s: TableSchema, session_vars: dict[str,
             put("pg_catalog.pg_attrdef", (400_000 + s.id * 1000 + num, oid, num, default))
         put(
             "information_schema.columns",
-            (dbname, "public", name, c.name, num, default, "NO" if notnull else "YES", format_type(typ, typmod),
+            (dbname, space, name, c.name, num, default, "NO" if notnull else "YES", format_type(typ, typmod),
              None, None, None, None, None, None, dbname, "pg_catalog", t.TYPE_NAMES.get(typ, "text"), "NO",
              "ALWAYS" if c.computed is not None else "NEVER", None, "YES"),
         )  # fmt: skip
@@ -442,6 +450,11 @@ def _functions(db: sqlite3.Connection, conn: Connection, session_vars: dict[str,
             return None
         row = db.execute("SELECT rolname FROM pg_catalog.pg_roles WHERE oid = ?", (oid,)).fetchone()
         return row[0] if row else f"unknown (OID={oid})"
+
+    def visible(oid: int | None) -> int:
+        """On the search path: pg_catalog and public, not a CQL keyspace's schema."""
+        row = db.execute("SELECT relnamespace FROM pg_catalog.pg_class WHERE oid = ?", (oid,)).fetchone()
+        return 1 if row is None or row[0] in (PUBLIC, PG_CATALOG) else 0
 
     def regclass(v: Any) -> Any:
         if isinstance(v, str):
@@ -504,7 +517,7 @@ def _functions(db: sqlite3.Connection, conn: Connection, session_vars: dict[str,
         "regexp": (2, regexp),
         "pg_iregexp": (2, iregexp),
         "pg_get_userbyid": (1, userbyid),
-        "pg_table_is_visible": (1, lambda oid: 1),
+        "pg_table_is_visible": (1, visible),
         "pg_type_is_visible": (1, lambda oid: 1),
         "pg_function_is_visible": (1, lambda oid: 1),
         "pg_encoding_to_char": (1, lambda n: "UTF8"),

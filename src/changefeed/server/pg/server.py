@@ -12,10 +12,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-import os
-import secrets
 import ssl
-import struct
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,19 +20,15 @@ from changefeed.engine.auth import ROOT
 from changefeed.server import EndpointConfig
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg.scram import MECHANISM, ScramError, ScramExchange
-from changefeed.server.pg.session import PgSession, Registry
+from changefeed.server.pg.session import Backend, PgSession, Registry
 
 log = logging.getLogger(__name__)
 
-#: Threads that run engine calls for all connections together.
-POOL_SIZE = 8
-#: Seconds to wait for a client that stopped reading before its connection is closed.
-WRITE_TIMEOUT = 30.0
+#: Threads that run engine calls for all connections together (created on demand). Writers wait
+#: for the engine's write lock on these threads, so the pool is larger than the core count.
+POOL_SIZE = 32
 #: Seconds a client has for the startup phase (startup packet and authentication).
 STARTUP_TIMEOUT = 30.0
-
-#: The server_version reported to clients (CockroachDB reports a PostgreSQL 13 server).
-SERVER_VERSION = "13.0.0"
 
 
 class AuthFailed(Exception):
@@ -99,6 +92,7 @@ class PgEndpoint:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 2)
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.registry.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -132,7 +126,9 @@ class PgEndpoint:
         except AuthFailed as exc:
             writer.write(p.error_response(exc.code, str(exc), severity="FATAL"))
             return
-        session = PgSession(self, reader, writer, user, params, peer)
+        session = PgSession(
+            Backend(self.config.db, self.pool, self.registry), reader, writer, user, params, peer
+        )
         try:
             await session.open()
         except Exception as exc:
@@ -228,9 +224,3 @@ class PgEndpoint:
         if final is None:
             raise failed
         writer.write(p.auth_sasl_final(final.encode()))
-
-
-def new_backend_key() -> tuple[int, int]:
-    """A (process id, secret) pair for BackendKeyData: the id is unique per server run."""
-    pid = struct.unpack("!i", os.urandom(4))[0] & 0x7FFFFFFF
-    return pid, secrets.randbits(32)

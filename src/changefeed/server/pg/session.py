@@ -15,12 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
+import re
+import secrets
 import sqlite3
+import struct
 import threading
-import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,79 +32,58 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from changefeed.connection import Connection, Result
 from changefeed.engine import auth
 from changefeed.engine.auth import ScramSecret
-from changefeed.exceptions import ChangefeedError, TransactionError
+from changefeed.exceptions import ChangefeedError
 from changefeed.server.pg import catalog
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.commands import Command, parse_command, split_statements
-from changefeed.server.pg.values import column_oids, encoders, fmt_of
+from changefeed.server.pg.errors import (
+    AbortedTransaction,
+    CancelledQuery,
+    DuplicateCursor,
+    DuplicateStatement,
+    InvalidValue,
+    UndefinedCursor,
+    UndefinedQuery,
+    UndefinedStatement,
+    UndefinedVariable,
+)
+from changefeed.server.pg.params import param_count, param_types, returning_columns
+from changefeed.server.pg.values import column_oids, encoders, fmt_of, normalise_tag
+from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 
 if TYPE_CHECKING:
-    from changefeed.server.pg.server import PgEndpoint
+    from changefeed.pipeline.core import CoreChangefeed
 
 T = TypeVar("T")
 
+#: Seconds to wait for a client that stopped reading before its connection is closed.
+WRITE_TIMEOUT = 30.0
+
+
+def new_backend_key() -> tuple[int, int]:
+    """A (process id, secret) pair for BackendKeyData."""
+    pid = struct.unpack("!i", os.urandom(4))[0] & 0x7FFFFFFF
+    return pid, secrets.randbits(32)
+
+
 #: Bytes of DataRows buffered before waiting for the client to take them.
 FLUSH_BYTES = 256 * 1024
+#: Rows encoded at a time; results larger than this are encoded on the pool, chunk by chunk.
+ENCODE_CHUNK = 2000
 #: Parsed query texts kept per connection.
 PARSE_CACHE = 256
 
-#: Session variables: name (lower case) -> (display name, default). ``None``: from the session.
-_REPORTED = (
-    "server_version", "server_encoding", "client_encoding", "application_name", "DateStyle",
-    "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings", "is_superuser",
-    "session_authorization",
-)  # fmt: skip
 
+@dataclass(frozen=True)
+class Backend:
+    """What a session needs of its endpoint: the database, the engine thread pool, the registry."""
 
-def _defaults(user: str, version: str) -> dict[str, str]:
-    return {
-        "server_version": version,
-        "server_version_num": "".join(f"{int(x):02d}" for x in version.split(".")[:3]).lstrip("0")
-        if version.count(".") >= 2
-        else "130000",
-        "server_encoding": "UTF8",
-        "client_encoding": "UTF8",
-        "application_name": "",
-        "DateStyle": "ISO, MDY",
-        "IntervalStyle": "postgres",
-        "TimeZone": "UTC",
-        "integer_datetimes": "on",
-        "standard_conforming_strings": "on",
-        "is_superuser": "on" if user == auth.ROOT else "off",
-        "session_authorization": user,
-        "extra_float_digits": "1",
-        "search_path": '"$user", public',
-        "transaction_isolation": "serializable",
-        "default_transaction_isolation": "serializable",
-        "transaction_read_only": "off",
-        "default_transaction_read_only": "off",
-        "max_identifier_length": "63",
-        "lc_messages": "C",
-        "lc_monetary": "C",
-        "lc_numeric": "C",
-        "lc_time": "C",
-        "statement_timeout": "0",
-        "lock_timeout": "0",
-        "idle_in_transaction_session_timeout": "0",
-        "bytea_output": "hex",
-        "database": "defaultdb",
-        "node_id": "1",
-    }
-
-
-class CancelledQuery(ChangefeedError):
-    code = "57014"
-
-
-class AbortedTransaction(TransactionError):
-    code = "25P02"
-
-
-class AdminShutdown(ChangefeedError):
-    code = "57P01"
+    db: Path
+    pool: Executor
+    registry: Registry
 
 
 @dataclass
@@ -166,42 +149,23 @@ class Registry:
                 self._auth_conn = None
 
 
-def normalise_tag(res: Result, stmt: ast.Statement | None) -> str:
-    status = res.status or ""
-    words = status.split()
-    if words and words[0] in ("INSERT", "UPSERT") and len(words) == 2:
-        return f"INSERT 0 {words[1]}"
-    if words and words[0] == "SHOW":
-        return f"SELECT {len(res.rows)}" if res.columns else "SHOW"
-    if status:
-        return status
-    if res.columns:
-        return f"SELECT {len(res.rows)}"
-    if stmt is not None:
-        name = type(stmt).__name__
-        return "".join(" " + c if c.isupper() else c for c in name).strip().upper()
-    return "OK"
-
-
 class PgSession:
     def __init__(
         self,
-        endpoint: PgEndpoint,
+        endpoint: Backend,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         user: str,
         params: dict[str, str],
         peer: object,
     ) -> None:
-        from changefeed.server.pg.server import SERVER_VERSION, new_backend_key
-
         self.endpoint = endpoint
         self.reader = reader
         self.writer = writer
         self.user = user
         self.peer = peer
         self.startup = params
-        self.vars = _defaults(user, SERVER_VERSION)
+        self.vars = defaults(user, SERVER_VERSION)
         self.pid, self.secret = new_backend_key()
         self.conn: Connection | None = None
         self.prepared: dict[str, Prepared] = {}
@@ -216,7 +180,7 @@ class PgSession:
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
-        self.conn = await self.call(Connection, self.endpoint.config.db, user=self.user)
+        self.conn = await self.call(Connection, self.endpoint.db, user=self.user)
         for name, value in self.startup.items():
             if name in ("user", "database", "replication"):
                 continue
@@ -227,7 +191,7 @@ class PgSession:
         self.vars["database"] = self.startup.get("database", "defaultdb") or "defaultdb"
         self.vars["client_encoding"] = "UTF8"
         out = [p.auth_ok()]
-        out += [p.parameter_status(n, self.vars[n]) for n in _REPORTED]
+        out += [p.parameter_status(n, self.vars[n]) for n in REPORTED]
         out.append(p.backend_key_data(self.pid, self.secret))
         out.append(p.ready_for_query(b"I"))
         self.writer.write(b"".join(out))
@@ -279,8 +243,6 @@ class PgSession:
     async def flush(self, force: bool = False) -> None:
         if force or self.pending >= FLUSH_BYTES:
             self.pending = 0
-            from changefeed.server.pg.server import WRITE_TIMEOUT
-
             await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
 
     def send_error(self, exc: BaseException) -> None:
@@ -295,7 +257,10 @@ class PgSession:
         if isinstance(exc, ChangefeedError):
             if self.cancelled.is_set() and "interrupt" in str(exc):
                 return "57014", "canceling statement due to user request"
-            return exc.code, str(exc)
+            text = str(exc)
+            if exc.code == "42P01":  # PostgreSQL's words for a missing table
+                text = re.sub(r'^table ("[^"]*") does not exist', r"relation \1 does not exist", text)
+            return exc.code, text
         if isinstance(exc, sqlite3.Error):
             text = str(exc)
             if "interrupt" in text:
@@ -418,15 +383,15 @@ class PgSession:
         if isinstance(first, ast.Commit) and session.aborted:
             await self.call(session.rollback)
             return Result(status="ROLLBACK")
-        if prep.kind == "command":
-            assert prep.command is not None
-            return self.run_command(prep.command)
         if prep.kind == "stream":
             await self.run_stream(prep)
             return None
         self.cancelled.clear()
         self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
         try:
+            if prep.kind == "command":
+                assert prep.command is not None
+                return self.run_command(prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
             return await self.call(self._run_engine, prep.stmts, params)
@@ -460,12 +425,18 @@ class PgSession:
             end = len(res.rows) if limit <= 0 else min(len(res.rows), start + limit)
             rows = res.rows
             data_row = p.data_row
-            for i in range(start, end):
-                row = rows[i]
-                self.send(
-                    data_row([None if v is None else enc(v) for enc, v in zip(encs, row, strict=False)])
+
+            def encode(lo: int, hi: int) -> bytes:
+                return b"".join(
+                    data_row([None if v is None else enc(v) for enc, v in zip(encs, rows[i], strict=False)])
+                    for i in range(lo, hi)
                 )
-                if self.pending >= FLUSH_BYTES:
+
+            if end - start <= ENCODE_CHUNK:
+                self.send(encode(start, end))
+            else:  # large results: encoded chunk by chunk on the pool, so the loop serves others meanwhile
+                for lo in range(start, end, ENCODE_CHUNK):
+                    self.send(await self.call(encode, lo, min(end, lo + ENCODE_CHUNK)))
                     await self.flush()
             if portal is not None:
                 portal.pos = end
@@ -486,20 +457,20 @@ class PgSession:
             value = (
                 cmd.value
                 if cmd.value is not None
-                else _defaults(self.user, self.vars["server_version"]).get(name, "")
+                else defaults(self.user, self.vars["server_version"]).get(name, "")
             )
             if name == "client_encoding" and value.upper().replace("-", "") not in ("UTF8", "UNICODE"):
-                raise _InvalidValue(f'invalid value for parameter "client_encoding": "{value}"')
+                raise InvalidValue(f'invalid value for parameter "client_encoding": "{value}"')
             if name == "client_encoding":
                 value = "UTF8"
             if name == "TimeZone" and value.lower() in ("utc", "etc/utc", "z", "0", "+00", "gmt"):
                 value = "UTC"
             self.vars[name] = value
-            if name in _REPORTED:
+            if name in REPORTED:
                 self.send(p.parameter_status(name, value))
             return Result(status="SET")
         if cmd.kind == "reset":
-            base = _defaults(self.user, self.vars["server_version"])
+            base = defaults(self.user, self.vars["server_version"])
             names = list(base) if cmd.name == "all" else [self._var_name(cmd.name)]
             for n in names:
                 if (n in base and n not in ("application_name",)) or cmd.name != "all":
@@ -508,7 +479,7 @@ class PgSession:
         if cmd.kind == "show":
             name = self._var_name(cmd.name)
             if name not in self.vars:
-                raise _UndefinedVar(f'unrecognized configuration parameter "{cmd.name}"')
+                raise UndefinedVariable(f'unrecognized configuration parameter "{cmd.name}"')
             return Result(columns=[cmd.name], rows=[(self.vars[name],)], types=[None], status="SHOW")
         if cmd.kind == "show_all":
             rows = [(k, v, "") for k, v in sorted(self.vars.items(), key=lambda kv: kv[0].lower())]
@@ -520,7 +491,7 @@ class PgSession:
         if cmd.kind == "cancel":
             assert cmd.value is not None
             if not self.endpoint.registry.cancel_by_query_id(cmd.value):
-                raise _UndefinedQuery(f"query ID {cmd.value} not found")
+                raise UndefinedQuery(f"query ID {cmd.value} not found")
             return Result(status="CANCEL QUERIES 1")
         if cmd.kind == "discard":
             self.prepared.clear()
@@ -571,12 +542,15 @@ class PgSession:
         return Result(columns=cols, rows=rows, types=[None] * len(cols), status=f"SELECT {len(rows)}")
 
     # ------------------------------------------------------------------ core changefeeds
-    async def run_stream(self, prep: Prepared, formats: Sequence[int] = (), describe: bool = True) -> None:
-        """Send a core changefeed's rows as they are produced; ends on cancel or disconnect."""
-        assert self.conn is not None
-        stream = getattr(self.conn, "stream", None)
-        if stream is None:
-            raise ChangefeedError("core changefeeds need Connection.stream, which this build does not have")
+    async def run_stream(
+        self, prep: Prepared, formats: Sequence[int] = (), describe: bool = True, params: Sequence[Any] = ()
+    ) -> None:
+        """Send a core changefeed's rows as they are produced; ends on cancel or disconnect.
+
+        The feed runs on a thread of its own with a connection of its own: the thread hands each
+        group of messages to the loop and waits until it is written, so nothing is buffered here.
+        On cancel, disconnect or shutdown the client is answered at once and the feed is cancelled:
+        its thread ends within one poll interval, even on an idle table, closing its connection."""
         oids = [t.TEXT, t.BYTEA, t.BYTEA]
         fmts = [fmt_of(list(formats), i) for i in range(3)]
         if describe:
@@ -585,6 +559,8 @@ class PgSession:
         self.cancelled.clear()
         self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
         done: asyncio.Future[int] = self.loop.create_future()
+        stop = threading.Event()
+        feeds: list[CoreChangefeed] = []
         sent = 0
 
         def encode(i: int, v: Any) -> bytes | None:
@@ -594,41 +570,60 @@ class PgSession:
                 return v if isinstance(v, bytes) else str(v).encode()
             return b"\\x" + bytes(v).hex().encode()
 
-        async def emit(row: tuple[Any, ...]) -> None:
-            self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
+        async def emit(rows: list[tuple[Any, ...]]) -> None:
+            nonlocal sent
+            if stop.is_set():
+                return
+            for row in rows:
+                self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
+            sent += len(rows)
             await self.flush(True)
 
+        def finish(fn: Callable[[Any], None], value: Any) -> None:
+            if not done.done():
+                fn(value)
+
         def produce() -> None:
-            nonlocal sent
-            it: Iterator[tuple[Any, ...]] | None = None
-            error: BaseException | None = None
+            feed: CoreChangefeed | None = None
+            own: Connection | None = None
             try:
-                it = iter(stream(prep.sql))
-                for row in it:
-                    if self.cancelled.is_set() or self.closing:
+                own = Connection(self.endpoint.db, user=self.user)
+                feed = own.stream(prep.sql, list(params))
+                feeds.append(feed)
+                if stop.is_set():  # cancelled before the feed existed
+                    feed.cancel()
+                for group in feed.batches():
+                    if stop.is_set():
                         break
-                    asyncio.run_coroutine_threadsafe(emit(tuple(row)), self.loop).result()
-                    sent += 1
+                    rows = [tuple(m) for m in group.messages()]
+                    asyncio.run_coroutine_threadsafe(emit(rows), self.loop).result()
+                self.loop.call_soon_threadsafe(finish, done.set_result, sent)
             except BaseException as exc:
-                error = exc
+                self.loop.call_soon_threadsafe(finish, done.set_exception, exc)
             finally:
-                close = getattr(it, "close", None)
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        close()
-            if error is not None:
-                self.loop.call_soon_threadsafe(done.set_exception, error)
-            else:
-                self.loop.call_soon_threadsafe(done.set_result, sent)
+                with contextlib.suppress(Exception):
+                    if feed is not None:
+                        feed.close()
+                with contextlib.suppress(Exception):
+                    if own is not None:
+                        own.close()
 
         thread = threading.Thread(target=produce, name=f"pg-changefeed-{self.pid}", daemon=True)
         thread.start()
         try:
-            await done
+            while not done.done():
+                await asyncio.wait([done], timeout=0.2)
+                if self.cancelled.is_set() or self.closing or self.reader.at_eof():
+                    break
         finally:
+            stop.set()
+            for feed in feeds:
+                feed.cancel()
             self.running = None
-        if self.cancelled.is_set():
-            raise CancelledQuery("query execution canceled")
+        if not done.done():
+            done.cancel()
+            raise CancelledQuery("canceling statement due to user request")
+        done.result()
         self.send(p.command_complete(f"SELECT {sent}"))
 
     # ------------------------------------------------------------------ extended protocol
@@ -639,7 +634,7 @@ class PgSession:
         oids = [msg.uint32() for _ in range(max(n, 0))]
         msg.done()
         if name and name in self.prepared:
-            raise _DuplicateStatement(f'prepared statement "{name}" already exists')
+            raise DuplicateStatement(f'prepared statement "{name}" already exists')
         prep = self.cache.get(sql)
         if prep is None:
             prep = await self.call(self.classify, sql)
@@ -661,13 +656,13 @@ class PgSession:
         msg.done()
         prep = self.prepared.get(stmt_name)
         if prep is None:
-            raise _UndefinedStatement(f'prepared statement "{stmt_name}" does not exist')
+            raise UndefinedStatement(f'prepared statement "{stmt_name}" does not exist')
         oids = prep.param_oids
         params = [
             t.decode_param(v, oids[i] if i < len(oids) else 0, fmt_of(pf, i) == 1) for i, v in enumerate(raw)
         ]
         if portal_name and portal_name in self.portals:
-            raise _DuplicateCursor(f'portal "{portal_name}" already exists')
+            raise DuplicateCursor(f'portal "{portal_name}" already exists')
         self.portals[portal_name] = Portal(prep, params, rf)
         self.send(p.BIND_COMPLETE)
 
@@ -678,12 +673,16 @@ class PgSession:
         if what == b"S":
             prep = self.prepared.get(name)
             if prep is None:
-                raise _UndefinedStatement(f'prepared statement "{name}" does not exist')
-            n = max(_param_count(prep), len(prep.param_oids))
+                raise UndefinedStatement(f'prepared statement "{name}" does not exist')
+            n = max(param_count(prep.sql), len(prep.param_oids))
+            inferred = await self.call(self._param_types, prep, n)
             oids = [
-                (prep.param_oids[i] if i < len(prep.param_oids) and prep.param_oids[i] else t.TEXT)
+                (prep.param_oids[i] if i < len(prep.param_oids) and prep.param_oids[i] else inferred[i])
                 for i in range(n)
             ]
+            if oids != prep.param_oids:  # Bind decodes by what was described
+                prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids)
+                self.prepared[name] = prep
             self.send(p.parameter_description(oids))
             cols = await self.describe_columns(prep)
             self.send(p.row_description([(c, o, 0) for c, o in cols]) if cols else p.NO_DATA)
@@ -692,7 +691,7 @@ class PgSession:
             raise p.ProtocolViolation(f"invalid DESCRIBE message subtype {what!r}")
         portal = self.portals.get(name)
         if portal is None:
-            raise _UndefinedCursor(f'portal "{name}" does not exist')
+            raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
         if prep.kind == "stream":
             fmts = [fmt_of(portal.formats, i) for i in range(3)]
@@ -714,6 +713,12 @@ class PgSession:
             self.send(p.NO_DATA)
         portal.described = True
 
+    def _param_types(self, prep: Prepared, n: int) -> list[int]:
+        if prep.kind != "engine" or len(prep.stmts) != 1 or self.conn is None or n == 0:
+            return [t.TEXT] * n
+        self.conn.db.refresh_catalog()
+        return param_types(prep.stmts[0], self.conn.db.tables(), n)
+
     async def describe_columns(self, prep: Prepared) -> list[tuple[str, int]]:
         """Columns of a statement's result without running it: SELECTs (and catalog queries, which
         only read) are run with NULL parameters in a read-only way; others return no rows."""
@@ -722,10 +727,20 @@ class PgSession:
         if prep.kind == "command" and prep.command is not None and prep.command.kind.startswith("show"):
             shown = self.run_command(prep.command)
             return [(c, t.TEXT) for c in shown.columns]
+        if prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Insert | ast.Update | ast.Delete):
+            conn = self.conn
+            assert conn is not None
+            stmt = prep.stmts[-1]
+
+            def describe_returning() -> list[tuple[str, int]]:
+                conn.db.refresh_catalog()
+                return returning_columns(stmt, conn.db.tables()) or []
+
+            return await self.call(describe_returning)
         if prep.kind == "catalog" or (
             prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Select | ast.Show)
         ):
-            params = [None] * max(_param_count(prep), len(prep.param_oids))
+            params = [None] * max(param_count(prep.sql), len(prep.param_oids))
             assert self.conn is not None
             aborted = self.conn.session.aborted
             try:
@@ -746,10 +761,10 @@ class PgSession:
         msg.done()
         portal = self.portals.get(name)
         if portal is None:
-            raise _UndefinedCursor(f'portal "{name}" does not exist')
+            raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
         if prep.kind == "stream":
-            await self.run_stream(prep, portal.formats, describe=False)
+            await self.run_stream(prep, portal.formats, describe=False, params=portal.params)
             return
         if portal.result is None:
             portal.result = await self.execute(prep, portal.params)
@@ -769,56 +784,3 @@ class PgSession:
         else:
             raise p.ProtocolViolation(f"invalid CLOSE message subtype {what!r}")
         self.send(p.CLOSE_COMPLETE)
-
-
-def _param_count(prep: Prepared) -> int:
-    """Highest ``$n`` in the statement text (outside quotes)."""
-    best = 0
-    sql = prep.sql
-    i, n = 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c == "'":
-            j = sql.find("'", i + 1)
-            i = n if j < 0 else j + 1
-            continue
-        if c == "$" and i + 1 < n and sql[i + 1].isdigit():
-            j = i + 1
-            while j < n and sql[j].isdigit():
-                j += 1
-            best = max(best, int(sql[i + 1 : j]))
-            i = j
-            continue
-        i += 1
-    return best
-
-
-class _InvalidValue(ChangefeedError):
-    code = "22023"
-
-
-class _UndefinedVar(ChangefeedError):
-    code = "42704"
-
-
-class _UndefinedQuery(ChangefeedError):
-    code = "42704"
-
-
-class _DuplicateStatement(ChangefeedError):
-    code = "42P05"
-
-
-class _UndefinedStatement(ChangefeedError):
-    code = "26000"
-
-
-class _DuplicateCursor(ChangefeedError):
-    code = "42P03"
-
-
-class _UndefinedCursor(ChangefeedError):
-    code = "34000"
-
-
-_ = time

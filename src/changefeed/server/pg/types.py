@@ -9,6 +9,8 @@ is passed on and the engine converts it to the column's type, as PostgreSQL's ``
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 import struct
 import uuid
 from collections.abc import Callable
@@ -228,6 +230,16 @@ def _array_item(v: Any) -> str:
     return s
 
 
+def text_json(v: Any) -> bytes:
+    """jsonb text output as PostgreSQL prints it: ``{"a": [1, 2]}``."""
+    if isinstance(v, str | bytes):
+        try:
+            v = orjson.loads(v)
+        except orjson.JSONDecodeError:
+            return v.encode() if isinstance(v, str) else v
+    return json.dumps(v, ensure_ascii=False).encode()
+
+
 # ----------------------------------------------------------------------------------- binary out
 PG_EPOCH = dt.date(2000, 1, 1)
 PG_EPOCH_DT = dt.datetime(2000, 1, 1)
@@ -294,7 +306,7 @@ def binary_value(v: Any, oid: int) -> bytes:
     if oid == INTERVAL:
         return struct.pack("!qii", v.seconds * 1_000_000 + v.microseconds, v.days, 0)
     if oid == JSONB:
-        return b"\x01" + text_value(v).encode()
+        return b"\x01" + text_json(v)
     return text_value(v).encode()
 
 
@@ -313,6 +325,30 @@ def _parse_ts(s: str) -> dt.datetime:
     if s.endswith(" BC"):
         raise TypeMismatch(f"timestamp {s!r} before year 1 is not supported")
     return dt.datetime.fromisoformat(s)
+
+
+_INTERVAL_UNIT = re.compile(r"([+-]?\d+)\s*(years?|mons?|months?|days?|weeks?)\b", re.IGNORECASE)
+_INTERVAL_CLOCK = re.compile(r"([+-]?)(\d+):(\d{1,2})(?::(\d{1,2}(?:\.\d{1,6})?))?")
+_UNIT_DAYS = {"y": 365, "m": 30, "d": 1, "w": 7}
+
+
+def _parse_interval(s: str) -> dt.timedelta:
+    """PostgreSQL's interval text (``1 day 02:03:04.5``, ``-00:00:01``, ``2 mons``, what psycopg
+    sends for a timedelta); months count as 30 days and years as 365, as the engine keeps no months."""
+    text = s.strip().replace(",", " ")
+    days = 0
+    for num, unit in _INTERVAL_UNIT.findall(text):
+        days += int(num) * _UNIT_DAYS[unit[0].lower()]
+    total = dt.timedelta(days=days)
+    clock = _INTERVAL_CLOCK.search(_INTERVAL_UNIT.sub("", text))
+    if clock:
+        sign = -1 if clock.group(1) == "-" else 1
+        secs = float(clock.group(4) or 0)
+        part = dt.timedelta(hours=int(clock.group(2)), minutes=int(clock.group(3)), seconds=secs)
+        total += sign * part
+    elif not _INTERVAL_UNIT.search(text):
+        raise ValueError(f"invalid input syntax for type interval: {s!r}")
+    return total
 
 
 def _parse_bool(s: str) -> bool:
@@ -358,6 +394,7 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     TIMESTAMP: _parse_ts,
     TIMESTAMPTZ: _parse_ts,
     TIME: dt.time.fromisoformat,
+    INTERVAL: _parse_interval,
     JSON: orjson.loads,
     JSONB: orjson.loads,
 }

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from changefeed.connection import Result
 from changefeed.engine.types import SqlType
 from changefeed.server.pg import types as t
+from changefeed.sql import ast
 
 Encoder = Callable[[Any], bytes]
 
@@ -43,6 +45,8 @@ def encoders(oids: Sequence[int], formats: Sequence[int]) -> tuple[list[Encoder]
     for oid, f in zip(oids, fmts, strict=True):
         if f == 1:
             encs.append(lambda v, oid=oid: t.binary_value(v, oid))  # type: ignore[misc]
+        elif oid in (t.JSONB, t.JSON):
+            encs.append(t.text_json)
         elif oid in (t.TEXT, t.VARCHAR, t.NAME):
             encs.append(_text_str)
         elif oid in (t.INT8, t.INT4, t.INT2, t.OID):
@@ -59,3 +63,20 @@ def fmt_of(formats: Sequence[int], i: int) -> int:
     if len(formats) == 1:
         return formats[0]
     return formats[i] if i < len(formats) else 0
+
+
+def normalise_tag(res: Result, stmt: ast.Statement | None) -> str:
+    status = res.status or ""
+    words = status.split()
+    if words and words[0] in ("INSERT", "UPSERT") and len(words) == 2:
+        return f"INSERT 0 {words[1]}"
+    if words and words[0] == "SHOW":
+        return f"SELECT {len(res.rows)}" if res.columns else "SHOW"
+    if status:
+        return status
+    if res.columns:
+        return f"SELECT {len(res.rows)}"
+    if stmt is not None:
+        name = type(stmt).__name__
+        return "".join(" " + c if c.isupper() else c for c in name).strip().upper()
+    return "OK"

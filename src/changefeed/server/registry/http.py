@@ -50,7 +50,10 @@ class _BadRequest(Exception):
 
 
 def _encode(resp: Response, keep_alive: bool) -> bytes:
-    reason = HTTPStatus(resp.status).phrase if resp.status in HTTPStatus._value2member_map_ else ""
+    try:
+        reason = HTTPStatus(resp.status).phrase
+    except ValueError:
+        reason = ""
     lines = [
         f"HTTP/1.1 {resp.status} {reason}",
         f"Content-Type: {resp.content_type}",
@@ -62,7 +65,9 @@ def _encode(resp: Response, keep_alive: bool) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + resp.body
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[Request, bool] | None:
+async def _read_request(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> tuple[Request, bool] | None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
@@ -94,6 +99,9 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[Request, bool] | 
     length = int(length_text)
     if length > MAX_BODY_BYTES:
         raise _BadRequest(413, "request body too large")
+    if length and headers.get("expect", "").lower() == "100-continue":
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits for this before a large body
+        await writer.drain()
     body = await reader.readexactly(length) if length else b""
     url = urlsplit(target)
     segments = [unquote(s) for s in url.path.split("/") if s]
@@ -129,7 +137,7 @@ class HttpServer:
         try:
             while True:
                 try:
-                    got = await _read_request(reader)
+                    got = await _read_request(reader, writer)
                 except _BadRequest as exc:
                     writer.write(_encode(self._error(exc.status, str(exc)), keep_alive=False))
                     await writer.drain()

@@ -10,6 +10,9 @@ from typing import Any
 import orjson
 
 from changefeed.engine.catalog import CdcOptions, ColumnSchema, Role, TableSchema
+from changefeed.engine.phoenix import phoenix_of
+from changefeed.engine.phoenix_types import resolve_phoenix_type
+from changefeed.engine.privileges import CREATEDB, DEFAULT_PRIVILEGES_TABLE, Privilege, check_role_option
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
 from changefeed.engine.types import Kind, SqlType, resolve_type
@@ -167,7 +170,23 @@ def create_table(session: Session, txn: Transaction, s: ast.CreateTable, ev: Par
     for stmt in TableStore(schema).create_sql():
         txn.conn.execute(stmt)
     session.db.save_table(schema)
+    initial_grants(session, txn, schema)
     return Result(status="CREATE TABLE")
+
+
+def initial_grants(session: Session, txn: Transaction, schema: TableSchema) -> None:
+    """A new table starts with the default privileges (ALTER DEFAULT PRIVILEGES), and its creator,
+    unless an admin, holds ALL on it (CockroachDB: the owner)."""
+    admin = session.privileges(txn).admin
+    txn.conn.execute(
+        "INSERT OR IGNORE INTO _grants SELECT grantee, ?, privilege FROM _grants WHERE table_id = ?",
+        (schema.id, DEFAULT_PRIVILEGES_TABLE),
+    )
+    if not admin:
+        txn.conn.execute(
+            "INSERT OR IGNORE INTO _grants VALUES (?, ?, ?)", (session.user, schema.id, Privilege.ALL.value)
+        )
+    session.db.bump_catalog()  # after the grants: privileges cached at the version before are stale
 
 
 def _check_default(session: Session, e: ast.Expr, t: SqlType, cname: str) -> None:
@@ -197,6 +216,7 @@ def drop_table(session: Session, txn: Transaction, s: ast.DropTable, ev: Params)
         if s.if_exists:
             return Result(status="DROP TABLE")
         raise
+    session.require(txn, schema, Privilege.DROP)
     for hook in session.statements.drop_table_hooks:
         hook(session, txn, schema)
     for stmt in TableStore(schema).drop_sql():
@@ -217,9 +237,17 @@ def _alter_one(
     session: Session, txn: Transaction, schema: TableSchema, action: ast.AlterAction, ev: Params
 ) -> TableSchema:
     st = TableStore(schema)
+    if isinstance(action, ast.AddColumn | ast.DropColumn | ast.SetOptions):
+        session.require(txn, schema, Privilege.CREATE)
     if isinstance(action, ast.AddColumn):
         cd = action.column
-        cname = session.ident(cd.name)
+        # Apache Phoenix tables take Phoenix's names (upper-cased) and types (issue 11).
+        phoenix_ddl = phoenix_of(schema).ddl
+        cname = (
+            (cd.name.name if cd.name.quoted else cd.name.name.upper())
+            if phoenix_ddl
+            else session.ident(cd.name)
+        )
         existing = schema.find_column(cname)
         if existing is not None and existing.name.lower() == cname.lower():
             if action.if_not_exists:
@@ -229,8 +257,12 @@ def _alter_one(
             raise InvalidStatement("cannot add a primary key column to an existing table")
         if cd.static and not schema.clustering_key:
             raise InvalidStatement("static columns are only allowed in tables with clustering columns")
-        t = resolve_type(
-            cd.type.name, cd.type.params, cd.type.array, dialect=session.dialect, enums=session.db.enums
+        t = (
+            resolve_phoenix_type(cd.type.name, cd.type.params, cd.type.array)
+            if phoenix_ddl
+            else resolve_type(
+                cd.type.name, cd.type.params, cd.type.array, dialect=session.dialect, enums=session.db.enums
+            )
         )
         if cd.default is not None:
             _check_default(session, cd.default, t, cname)
@@ -324,6 +356,7 @@ def create_keyspace(session: Session, txn: Transaction, s: ast.CreateKeyspace, e
         if s.if_not_exists:
             return Result(status="CREATE KEYSPACE")
         raise DuplicateObject(f"keyspace {name} already exists")
+    check_role_option(session.privileges(txn), CREATEDB)
     txn.conn.execute("INSERT OR IGNORE INTO _keyspaces VALUES (?, '{}')", (name,))
     session.db.bump_catalog()
     return Result(status="CREATE KEYSPACE" if session.dialect == "cql" else "CREATE DATABASE")
@@ -337,6 +370,7 @@ def drop_keyspace(session: Session, txn: Transaction, s: ast.DropKeyspace, ev: P
         if s.if_exists:
             return Result(status="DROP KEYSPACE")
         raise UndefinedObject(f"keyspace {name} does not exist")
+    check_role_option(session.privileges(txn), CREATEDB)
     for t in tables:
         drop_table(
             session, txn, ast.DropTable(ast.QName(tuple(ast.Ident(p, True) for p in t.name.split(".")))), ev

@@ -18,6 +18,7 @@ from operator import itemgetter
 from typing import Any
 
 from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
+from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import OP_INSERT, OP_UPDATE
 from changefeed.engine.txn import Bound, Transaction
 from changefeed.exceptions import (
@@ -48,6 +49,27 @@ class CqlTarget:
     upper: Bound | None
 
 
+# ------------------------------------------------------------------ privileges
+def _insert_privileges(session: Session, s: ast.Insert) -> tuple[Privilege, ...]:
+    """CockroachDB: INSERT; ON CONFLICT and RETURNING also SELECT; UPSERT (and YQL REPLACE)
+    INSERT, SELECT and UPDATE. CQL: INSERT, and SELECT for IF NOT EXISTS (a read)."""
+    if session.dialect == "cql":
+        return (Privilege.INSERT, Privilege.SELECT) if s.if_not_exists else (Privilege.INSERT,)
+    if s.mode != "insert":
+        return (Privilege.INSERT, Privilege.SELECT, Privilege.UPDATE)
+    if s.on_conflict_do_nothing or s.returning:
+        return (Privilege.INSERT, Privilege.SELECT)
+    return (Privilege.INSERT,)
+
+
+def _reading(session: Session, s: ast.Update | ast.Delete, write: Privilege) -> tuple[Privilege, ...]:
+    """CockroachDB's UPDATE and DELETE read the rows they change: SELECT too. CQL writes blind,
+    except with IF EXISTS."""
+    if session.dialect == "cql" and not s.if_exists:
+        return (write,)
+    return (write, Privilege.SELECT)
+
+
 def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter | None:
     """Compile a single-row INSERT of parameters/literals into a bulk writer, or None."""
     if len(s.rows) != 1 or s.if_not_exists or s.returning:
@@ -57,6 +79,7 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
     if s.ttl is not None and not isinstance(s.ttl, ast.Literal):
         return None
     schema = session.resolve_table(txn, s.table)
+    session.require(txn, schema, *_insert_privileges(session, s))
     cols = (
         [session.column(schema, i) for i in s.columns]
         if s.columns
@@ -175,6 +198,7 @@ def _default(session: Session, col: ColumnSchema, ev: Params, ctx: EvalContext) 
 @FAMILY.statement(ast.Insert, plan_many=insert_plan)
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
     schema = session.resolve_table(txn, s.table)
+    session.require(txn, schema, *_insert_privileges(session, s))
     if s.columns:
         cols = [session.column(schema, i) for i in s.columns]
     else:
@@ -336,6 +360,7 @@ def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int |
 @FAMILY.statement(ast.Update)
 def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Result:
     schema = session.resolve_table(txn, s.table)
+    session.require(txn, schema, *_reading(session, s, Privilege.UPDATE))
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
     assigns = [(session.column(schema, i), e) for i, e in s.assignments]
@@ -407,6 +432,7 @@ def _cql_update(
 @FAMILY.statement(ast.Delete)
 def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Result:
     schema = session.resolve_table(txn, s.table)
+    session.require(txn, schema, *_reading(session, s, Privilege.DELETE))
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
     if session.dialect == "cql":

@@ -8,6 +8,7 @@ from typing import Any
 
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
+from changefeed.engine.privileges import Privilege, check_any_table_privilege
 from changefeed.engine.storage import TableStore, stream_id, token, tokens
 from changefeed.engine.txn import Transaction
 from changefeed.engine.types import SqlType, resolve_type
@@ -47,8 +48,11 @@ def relation(session: Session, txn: Transaction, q: ast.QName) -> Relation:
             raise UndefinedTable(f'table "{name}" does not exist') from None
         if not base.cdc.enabled:
             raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
+        session.require(txn, base, Privilege.SELECT)  # a CDC log is read with its table's SELECT
         return _log_relation(session, txn, base)
-    return _table_relation(session, txn, session.resolve_table(txn, q))
+    schema = session.resolve_table(txn, q)
+    session.require(txn, schema, Privilege.SELECT)
+    return _table_relation(session, txn, schema)
 
 
 def _table_relation(session: Session, txn: Transaction, schema: TableSchema) -> Relation:
@@ -159,8 +163,19 @@ def _log_relation(session: Session, txn: Transaction, base: TableSchema) -> Rela
     return Relation(base.name + LOG_SUFFIX, names, types, rows, [])
 
 
+#: Other families' claims on a SELECT whose FROM names something that is not a table (Apache
+#: Phoenix's CDC objects): each returns the result, or None to leave the statement to this family.
+SelectHook = Callable[[Session, Transaction, ast.Select, Params], Result | None]
+SELECT_HOOKS: list[SelectHook] = []
+
+
 @FAMILY.statement(ast.Select, write=False)
 def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Result:
+    if s.table is not None:
+        for hook in SELECT_HOOKS:
+            claimed = hook(session, txn, s, ev)
+            if claimed is not None:
+                return claimed
     if s.as_of is not None:
         raise UnsupportedFeature(
             "AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables"
@@ -288,7 +303,9 @@ def show_create_table(session: Session, txn: Transaction, s: ast.Show) -> Result
 def _shown_table(session: Session, txn: Transaction, s: ast.Show) -> TableSchema:
     if s.name is None:
         raise UnsupportedFeature(f"SHOW {s.what.upper()} needs a table name")
-    return session.resolve_table(txn, s.name)
+    schema = session.resolve_table(txn, s.name)
+    check_any_table_privilege(session.privileges(txn), schema)
+    return schema
 
 
 def describe(schema: TableSchema) -> str:

@@ -3,12 +3,15 @@
 The statements run inside the ALTER TABLE's transaction, so a feed is created or dropped
 atomically with it. Topics are created/dropped in the topic store right after the catalog change
 (the topic store is its own set of files; ``changefeed run`` re-ensures topics of every feed and
-removes orphans). Options are parsed and validated by ``changefeed.feeds.spec``.
+removes orphans); a dropped feed's topic goes only once the transaction commits. Options are
+parsed and validated by ``changefeed.feeds.spec``.
 """
 
 from __future__ import annotations
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.phoenix import cdc_of
+from changefeed.engine.privileges import Privilege
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import DuplicateObject, UndefinedObject
 from changefeed.feeds.spec import FeedSpec, parse_ydb_options
@@ -26,6 +29,7 @@ FAMILY = StatementFamily("ydb_feeds")
 def add_changefeed(
     session: Session, txn: Transaction, schema: TableSchema, action: ast.AddChangefeed, ev: Params
 ) -> TableSchema:
+    session.require(txn, schema, Privilege.CHANGEFEED)
     name = session.ident(action.name)
     if any(f.name == name for f in feeds_of_table(txn.conn, schema.id)):
         raise DuplicateObject(f"changefeed {name!r} already exists on table {schema.name}")
@@ -47,30 +51,39 @@ def add_changefeed(
 def drop_changefeed(
     session: Session, txn: Transaction, schema: TableSchema, action: ast.DropChangefeed, ev: Params
 ) -> TableSchema:
+    session.require(txn, schema, Privilege.CHANGEFEED)
     name = session.ident(action.name)
     existing = {f.name: f for f in feeds_of_table(txn.conn, schema.id)}
     feed = existing.get(name)
     if feed is None:
         raise UndefinedObject(f"changefeed {name!r} does not exist on table {schema.name}")
     delete_feed(txn.conn, feed.id)
-    if len(existing) == 1 and not schema.options.get("changes"):
+    # The change stream stays while an Apache Phoenix CDC object reads it (issue 11).
+    if len(existing) == 1 and not schema.options.get("changes") and cdc_of(schema) is None:
         txn.conn.execute(f"DROP TABLE IF EXISTS x{schema.id}")
         schema = enable_changes(session, txn, schema, False)
-    _drop_topics(session, [feed.topic])
+    _drop_topics(session, txn, [feed.topic])
     return schema
 
 
 @FAMILY.on_drop_table
 def on_drop_table(session: Session, txn: Transaction, schema: TableSchema) -> None:
     """Dropping a table drops its changefeeds and their topics."""
-    _drop_topics(session, [f.topic for f in delete_table_feeds(txn.conn, schema.id)])
+    _drop_topics(session, txn, [f.topic for f in delete_table_feeds(txn.conn, schema.id)])
 
 
 def _ensure_topic(session: Session, spec: FeedSpec) -> None:
     TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
 
 
-def _drop_topics(session: Session, topics: list[str]) -> None:
-    store = TopicStore(session.db.path)
-    for t in topics:
-        store.drop_topic(t, missing_ok=True)
+def _drop_topics(session: Session, txn: Transaction, topics: list[str]) -> None:
+    """Topics go once the statement's transaction commits (a rollback keeps them and their records)."""
+    path = session.db.path
+
+    def drop() -> None:
+        store = TopicStore(path)
+        for t in topics:
+            store.drop_topic(t, missing_ok=True)
+
+    if topics:
+        txn.after_commit(drop)

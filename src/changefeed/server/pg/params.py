@@ -1,0 +1,121 @@
+"""Types of a statement's ``$n`` parameters, for ParameterDescription (asyncpg and JDBC encode
+their arguments by what the server says here).
+
+A parameter takes the type of the column it is compared with (``col = $1``, ``col IN ($1, $2)``,
+``col BETWEEN $1 AND $2``), assigned to (``SET col = $1``) or inserted into (``VALUES ($1, ..)``);
+LIMIT takes ``int8``; anything else is ``text``, which the engine converts as PostgreSQL's
+``unknown`` would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.server.pg import types as t
+from changefeed.sql import ast
+
+_COMPARE = frozenset({"=", "==", "<>", "!=", "<", "<=", ">", ">=", "LIKE", "like"})
+
+
+def _children(node: Any) -> Iterator[Any]:
+    if isinstance(node, tuple | list):
+        for x in node:
+            yield from _children(x)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        yield node
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    yield node
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            for child in _children(getattr(node, f.name)):
+                yield from _walk(child)
+
+
+def param_types(stmt: ast.Statement, tables: list[TableSchema], count: int) -> list[int]:
+    """OIDs for parameters ``$1..$count`` of ``stmt``."""
+    out = [t.TEXT] * count
+    table_name = getattr(stmt, "table", None)
+    schema = None
+    if isinstance(table_name, ast.QName):
+        wanted = ".".join(p.name for p in table_name.parts)
+        schema = next((s for s in tables if s.name == wanted or s.name.split(".")[-1] == wanted), None)
+    cols = {c.name: c for c in schema.columns} if schema is not None else {}
+
+    def set_param(p: Any, col_name: str | None) -> None:
+        if isinstance(p, ast.Param) and 0 <= p.index < count and col_name in cols:
+            out[p.index] = t.oid_of(cols[col_name].type)
+
+    if isinstance(stmt, ast.Insert) and schema is not None:
+        names = [c.name for c in stmt.columns] or [c.name for c in schema.columns if c.computed is None]
+        for row in stmt.rows:
+            for name, value in zip(names, row, strict=False):
+                set_param(value, name)
+    if isinstance(stmt, ast.Update):
+        for ident, value in stmt.assignments:
+            set_param(value, ident.name)
+    for node in _walk(stmt):
+        if isinstance(node, ast.BinaryOp) and str(node.op) in _COMPARE:
+            if isinstance(node.left, ast.Column):
+                set_param(node.right, node.left.name.name)
+            if isinstance(node.right, ast.Column):
+                set_param(node.left, node.right.name.name)
+        elif isinstance(node, ast.InList) and isinstance(node.expr, ast.Column):
+            for item in node.items:
+                set_param(item, node.expr.name.name)
+        elif isinstance(node, ast.Between) and isinstance(node.expr, ast.Column):
+            set_param(node.low, node.expr.name.name)
+            set_param(node.high, node.expr.name.name)
+    limit = getattr(stmt, "limit", None)
+    if isinstance(limit, ast.Param) and 0 <= limit.index < count:
+        out[limit.index] = t.INT8
+    return out
+
+
+def returning_columns(stmt: ast.Statement, tables: list[TableSchema]) -> list[tuple[str, int]] | None:
+    """Columns of an INSERT/UPDATE/DELETE .. RETURNING, from the table's schema (writes cannot be
+    run to describe them); None when the statement returns no rows."""
+    items = getattr(stmt, "returning", ())
+    table_name = getattr(stmt, "table", None)
+    if not items or not isinstance(table_name, ast.QName):
+        return None
+    wanted = ".".join(p.name for p in table_name.parts)
+    schema = next((s for s in tables if s.name == wanted or s.name.split(".")[-1] == wanted), None)
+    cols = {c.name: c for c in schema.columns} if schema is not None else {}
+    out: list[tuple[str, int]] = []
+    for item in items:
+        if isinstance(item.expr, ast.Star):
+            out += [(c.name, t.oid_of(c.type)) for c in (schema.columns if schema is not None else ())]
+            continue
+        name = item.alias.name if item.alias is not None else None
+        if isinstance(item.expr, ast.Column):
+            col = cols.get(item.expr.name.name)
+            out.append((name or item.expr.name.name, t.oid_of(col.type) if col is not None else t.TEXT))
+        else:
+            out.append((name or "?column?", t.TEXT))
+    return out
+
+
+def param_count(sql: str) -> int:
+    """Highest ``$n`` in the statement text (outside quotes)."""
+    best = 0
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            j = sql.find("'", i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if c == "$" and i + 1 < n and sql[i + 1].isdigit():
+            j = i + 1
+            while j < n and sql[j].isdigit():
+                j += 1
+            best = max(best, int(sql[i + 1 : j]))
+            i = j
+            continue
+        i += 1
+    return best

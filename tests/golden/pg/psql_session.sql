@@ -1,0 +1,17 @@
+-- psql against `changefeed serve --pg`: what PostgreSQL prints for the same statements and data
+CREATE TABLE accounts (id BIGINT PRIMARY KEY, owner TEXT NOT NULL, balance DECIMAL(12,2), opened DATE, active BOOL);
+INSERT INTO accounts VALUES (1, 'ada', 100.50, '2024-01-02', true), (2, 'bob', -3.25, '2024-02-03', false);
+INSERT INTO accounts (id, owner) VALUES (3, 'cy');
+UPDATE accounts SET balance = balance + 1 WHERE id = 1;
+SELECT * FROM accounts ORDER BY id;
+SELECT owner, balance FROM accounts WHERE balance > 0;
+DELETE FROM accounts WHERE id = 2;
+SELECT count(*) FROM accounts;
+BEGIN;
+INSERT INTO accounts VALUES (4, 'dee', 0, NULL, NULL);
+ROLLBACK;
+SELECT id, owner FROM accounts ORDER BY id;
+SELECT * FROM missing;
+\d accounts
+\dt acc*
+\du
