@@ -327,3 +327,12 @@ def test_cloud_storage_crash_leaves_no_partial_file(tmp_path: Path) -> None:
     assert proc.returncode == -9
     visible = [p for p in (tmp_path / "extern").rglob("*") if p.is_file() and not p.name.startswith(".")]
     assert visible == []
+
+
+def test_core_changefeed_csv_as_the_document_shows(tmp_path: Path) -> None:
+    """``foo: ->1,désolée``: CSV through a core changefeed (the same encoder)."""
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE foo (a INT PRIMARY KEY, b STRING)")
+    conn.execute("INSERT INTO foo VALUES (1, 'désolée'), (2, 'a,b')")
+    got = list(conn.stream("EXPERIMENTAL CHANGEFEED FOR foo WITH format = csv, initial_scan_only"))
+    assert got == [("foo", b"", "1,désolée".encode()), ("foo", b"", b'2,"a,b"')]
