@@ -91,6 +91,11 @@ def test_jobs_into_webhook_and_cloud_storage(tmp_path: Path, spark: Any) -> None
         assert not [n for n in names if n.startswith(".")]
         rows = spark.read.json(str(root), primitivesAsString=False).toJSON().collect()
         got = Counter(_after(r) if "after" in json.loads(r) else "null" for r in rows)
+        # cloud storage forces key_in_value (not topic_in_value)
+        for line in (root / names[0]).read_text().splitlines():
+            doc = json.loads(line)
+            assert "topic" not in doc and isinstance(doc["key"], list)
+            assert line.startswith('{"after": ')
         assert got == ref
 
         # webhook: every message at least once, under failures and time-outs
@@ -101,6 +106,8 @@ def test_jobs_into_webhook_and_cloud_storage(tmp_path: Path, spark: Any) -> None
             if "payload" in doc:
                 assert doc["length"] == len(doc["payload"]) <= 10
                 seen.update(json.dumps(m.get("after"), sort_keys=True) for m in doc["payload"])
+                # the webhook forces key_in_value and topic_in_value
+                assert all(m["topic"] == "foo" and len(m["key"]) == 1 for m in doc["payload"])
         assert set(seen) == set(ref) and all(seen[k] >= n for k, n in ref.items())
 
         # CSV export of the scan: one record per row, no key, CockroachDB quoting
