@@ -19,8 +19,9 @@ def fail(exc: BaseException) -> None:
 @click.version_option(package_name="changefeed")
 def cli() -> None:
     """Change data capture for tables: a transactional store whose committed changes land in a
-    ScyllaDB-shaped CDC journal, and a Spark pipeline that delivers YDB JSON and Debezium JSON
-    changefeeds, exactly once, into an embedded topic log."""
+    ScyllaDB-shaped CDC journal; a Spark pipeline that delivers YDB, Debezium and CockroachDB
+    changefeeds exactly once into an embedded topic log; CockroachDB core changefeeds streamed to
+    the client; Apache Phoenix CDC queries; and PostgreSQL, Kafka and schema-registry endpoints."""
 
 
 @cli.command("sql")
