@@ -57,7 +57,15 @@ def csv_lines(chunk: Chunk) -> str:
             for t, k, v in chunk.messages()
         )
     lines = pc.binary_join_element_wise(pa.repeat(pa.scalar(table), n), keys, values, ",")
-    return "\n".join(lines.to_pylist()) + "\n"
+    # each line with its newline, then the whole text straight from the array's data buffer
+    ended = pc.binary_join_element_wise(lines, pa.repeat(pa.scalar(""), n), "\n").cast(pa.large_string())
+    offsets = ended.buffers()[1]
+    data = ended.buffers()[2]
+    if offsets is None or data is None:
+        return "\n".join(lines.to_pylist()) + "\n"
+    bounds = memoryview(offsets).cast("q")
+    start, end = bounds[ended.offset], bounds[ended.offset + n]
+    return str(memoryview(data)[start:end], "utf-8")
 
 
 class _NotPrintable(Exception):

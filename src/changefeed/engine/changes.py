@@ -85,11 +85,15 @@ def storage_to_arrow(col: ColumnSchema, values: Sequence[Any]) -> pa.Array:
         flipped = pc.bit_wise_xor(raw, pa.scalar(-(1 << 63), pa.int64()))
         return pa.Array.from_buffers(pa.uint64(), len(raw), flipped.buffers(), raw.null_count).cast(at)
     if k is Kind.DECIMAL and t.precision is not None:
-        return pa.array([None if v is None else Decimal(v) for v in values], type=at)
+        try:  # column-wise parse of the stored text; anything Arrow refuses goes through Decimal
+            return pa.array(values, type=pa.string()).cast(at)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return pa.array([None if v is None else Decimal(v) for v in values], type=at)
     if k is Kind.DATE:
         return pa.array(values, type=pa.int32()).cast(at)
     if k is Kind.DATETIME:
-        return pa.array([None if v is None else v * 1_000_000 for v in values], type=pa.int64()).cast(at)
+        seconds = pa.array(values, type=pa.int64())
+        return pc.multiply_checked(seconds, pa.scalar(1_000_000, pa.int64())).cast(at)
     if k is Kind.TIMESTAMP:
         return pa.array(values, type=pa.int64()).cast(at)
     if k is Kind.BOOL:
