@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from changefeed.engine.catalog import Role, TableSchema
@@ -181,16 +182,32 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
     def scope(row: tuple[Any, ...]) -> Scope:
         return Scope(RowMap(row, index, lower_index))
 
-    rows = [r for r in rel.rows(pks) if s.where is None or evaluator.eval(s.where, scope(r)) is True]
     # Expand the select list.
     items: list[tuple[str, ast.Expr, SqlType | None]] = []
+    #: Row positions of the select list when it is only ``*`` (no per-row evaluation needed).
+    star_at: list[int] | None = [] if s.items else None
     for it in s.items:
         if isinstance(it.expr, ast.Star):
             for n in rel.star or rel.columns:
                 items.append((n, ast.Column(ast.Ident(n, True)), rel.types[index[n]]))
+                if star_at is not None:
+                    star_at.append(index[n])
         else:
+            star_at = None
             items.append((_label(session, it), it.expr, _expr_type(session, it.expr, rel, index)))
     aggregate = any(has_aggregate(e) for _, e, _ in items)
+    lim: Any = None
+    if s.limit is not None:
+        lim = evaluator.eval(s.limit, None)
+        if not isinstance(lim, int) or lim < 0:
+            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
+    where = s.where
+    scanned: Iterable[tuple[Any, ...]] = rel.rows(pks)
+    if where is not None:
+        scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
+    if lim is not None and not aggregate and not s.order_by and not s.distinct:
+        scanned = islice(scanned, lim)  # rows come in output order: stop the scan early
+    rows = list(scanned)
     if aggregate:
         out_rows = [tuple(evaluator.eval_aggregate(e, [scope(r) for r in rows]) for _, e, _ in items)]
     else:
@@ -201,13 +218,15 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
                     return sort_key(evaluator.eval(expr, scope(r)))
 
                 rows.sort(key=order_key, reverse=o.descending)
-        out_rows = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
+        if star_at is not None and star_at == list(range(len(rel.columns))):
+            out_rows = rows
+        elif star_at is not None:
+            out_rows = [tuple(r[i] for i in star_at) for r in rows]
+        else:
+            out_rows = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
         if s.distinct:
             out_rows = list(dict.fromkeys(out_rows))
-    if s.limit is not None:
-        lim = evaluator.eval(s.limit, None)
-        if not isinstance(lim, int) or lim < 0:
-            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
+    if lim is not None:
         out_rows = out_rows[:lim]
     return Result(
         columns=[n for n, _, _ in items],
