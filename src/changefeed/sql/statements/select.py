@@ -184,7 +184,8 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
 
     # Expand the select list.
     items: list[tuple[str, ast.Expr, SqlType | None]] = []
-    #: Row positions of the select list when it is only ``*`` (no per-row evaluation needed).
+    #: Row positions of the select list when it holds only ``*`` and plain columns (no per-row
+    #: evaluation needed).
     star_at: list[int] | None = [] if s.items else None
     for it in s.items:
         if isinstance(it.expr, ast.Star):
@@ -193,8 +194,12 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
                 if star_at is not None:
                     star_at.append(index[n])
         else:
-            star_at = None
             items.append((_label(session, it), it.expr, _expr_type(session, it.expr, rel, index)))
+            at = _column_at(session, it.expr, index, lower_index)
+            if at is None:
+                star_at = None
+            elif star_at is not None:
+                star_at.append(at)
     aggregate = any(has_aggregate(e) for _, e, _ in items)
     lim: Any = None
     if s.limit is not None:
@@ -235,6 +240,17 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         status=f"SELECT {len(out_rows)}",
         rowcount=len(out_rows),
     )
+
+
+def _column_at(
+    session: Session, e: ast.Expr, index: Mapping[str, int], lower_index: Mapping[str, int]
+) -> int | None:
+    """The row position a plain column reference reads, resolved as the evaluator would."""
+    if not isinstance(e, ast.Column):
+        return None
+    name = session.ident(e.name)
+    at = index.get(name)
+    return lower_index.get(name.lower()) if at is None else at
 
 
 def _label(session: Session, it: ast.SelectItem) -> str:
