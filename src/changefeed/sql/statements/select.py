@@ -69,9 +69,16 @@ def _table_relation(session: Session, txn: Transaction, schema: TableSchema) -> 
     else:
         star = names
 
+    plain = not any(c.virtual for c in cols)  # no computed columns: convert by position
+    convert = [(c.id, c.type.from_db) for c in cols]
+
     def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
         parts: list[tuple[Any, ...] | None] = list(pks) if pks is not None else [None]
         for pk in parts:
+            if plain:
+                for row in _merged_rows(session, txn, schema, st, pk):
+                    yield tuple([f(row.get(i)) for i, f in convert])
+                continue
             for row in _merged_rows(session, txn, schema, st, pk):
                 py = session.py_row(schema, row)
                 yield tuple(py.get(n) for n in names)
