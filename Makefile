@@ -17,7 +17,7 @@ setup: $(VENV)/.installed pg-clients
 # PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
 pg-clients:
 	@command -v psql >/dev/null || (apt-get update -q && apt-get install -y -q postgresql-client) || echo "WARNING: could not install postgresql-client; psql tests will be skipped"
-	@test -e /usr/share/java/postgresql.jar || apt-get install -y -q libpostgresql-jdbc-java || echo "WARNING: could not install libpostgresql-jdbc-java; JDBC tests will be skipped"
+	@test -e /usr/share/java/postgresql.jar || (apt-get update -q && apt-get install -y -q libpostgresql-jdbc-java) || echo "WARNING: could not install libpostgresql-jdbc-java; JDBC tests will be skipped"
 
 # The main job on the embedded default: a fresh database with tables and a YDB changefeed,
 # changes written in both dialects, the Spark pipeline run until idle, and the topic read back.
@@ -26,6 +26,7 @@ run: setup
 	$(BIN)/changefeed run --db $(DB) --until-idle
 	$(BIN)/changefeed feeds --db $(DB)
 	$(BIN)/changefeed read --db $(DB) orders/updates --from-beginning --json
+	$(BIN)/changefeed read --db $(DB) office_dogs --from-beginning --json
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider

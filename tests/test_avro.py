@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import CHANGE_SNAPSHOT, rows_to_batch
 from changefeed.engine.storage import CHANGE_ERASE, CHANGE_UPSERT
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
+from changefeed.feeds.crdb_options import CrdbOptions, parse_crdb_options
 from changefeed.feeds.spec import FeedSpec, Mode
 from changefeed.formats import avro_schema as S
 from changefeed.formats import get_encoder, partition_of
@@ -76,30 +78,9 @@ def change_row(
     return tuple(row)
 
 
-class Options:
-    """Stands in for the ``crdb`` options of a FeedSpec (CrdbOptions)."""
-
-    def __init__(self, **kw: Any) -> None:
-        self.envelope = kw.get("envelope", "wrapped")
-        self.updated = kw.get("updated", False)
-        self.diff = kw.get("diff", False)
-        self.mvcc_timestamp = kw.get("mvcc_timestamp", False)
-        self.avro_schema_prefix = kw.get("avro_schema_prefix", "")
-        self.confluent_schema_registry = kw.get("confluent_schema_registry", "")
-
-
-class CrdbFeed:
-    """A FeedSpec with ``crdb`` options, as the crdb feeds build it."""
-
-    def __init__(self, spec: FeedSpec, crdb: Options) -> None:
-        self._spec, self.crdb = spec, crdb
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._spec, name)
-
-
-def feed_of(table: TableSchema, partitions: int = 1, **opts: Any) -> Any:
-    spec = FeedSpec(
+def feed_of(table: TableSchema, partitions: int = 1, **opts: Any) -> FeedSpec:
+    """A CockroachDB feed with Avro options, as ``CREATE CHANGEFEED`` builds it."""
+    return FeedSpec(
         id=1,
         table_id=table.id,
         name="f",
@@ -108,8 +89,8 @@ def feed_of(table: TableSchema, partitions: int = 1, **opts: Any) -> Any:
         partitions=partitions,
         format="crdb-avro",
         mode=Mode.NEW_AND_OLD_IMAGES,
+        crdb=CrdbOptions(format="avro", **opts),
     )
-    return CrdbFeed(spec, Options(**opts))
 
 
 def decode(framed: bytes, schemas: dict[int, Any]) -> Any:
@@ -489,14 +470,8 @@ def test_field_bytes_equal_fastavro(union: list[Any], values: list[Any]) -> None
 
 
 def test_reads_crdb_options(tmp_path: Path) -> None:
-    """AvroOptions from a FeedSpec carrying the crdb feeds' own CrdbOptions, once they exist."""
-    import importlib.util
-
-    if importlib.util.find_spec("changefeed.feeds.crdb_options") is None:
-        pytest.skip("changefeed.feeds.crdb_options is not in this tree yet")
-    from changefeed.feeds import crdb_options as C
-
-    opts = C.parse_crdb_options(
+    """AvroOptions from a FeedSpec carrying CrdbOptions as CREATE CHANGEFEED parses them."""
+    opts = parse_crdb_options(
         {
             "format": "avro",
             "confluent_schema_registry": "http://127.0.0.1:8081",
@@ -508,7 +483,7 @@ def test_reads_crdb_options(tmp_path: Path) -> None:
         },
         sink_scheme=None,
     )
-    feed = type("Feed", (), {"crdb": opts})()
+    feed = replace(feed_of(make_table(tmp_path, "CREATE TABLE o (a INT PRIMARY KEY)")), crdb=opts)
     assert S.AvroOptions.from_feed(feed) == S.AvroOptions(
         envelope="wrapped",
         updated=True,
@@ -529,8 +504,7 @@ def test_virtual_columns(tmp_path: Path) -> None:
         ("null", ["a", "b", "c"], {"a": 1, "b": 2, "c": None}),
     ):
         resolver = MemoryResolver()
-        feed = feed_of(table, diff=True)
-        feed.crdb.virtual_columns = virtual
+        feed = feed_of(table, diff=True, virtual_columns=virtual)
         [(_, _, value, _)] = CrdbAvroEncoder(resolver).encode_python(batch, table, feed)
         schema = json.loads(next(t for t, i in resolver._ids.items() if i == 2))
         assert [f["name"] for f in schema["fields"][1]["type"][1]["fields"]] == fields

@@ -26,7 +26,7 @@ from changefeed.exceptions import (
     PermissionDenied,
     UndefinedTable,
 )
-from changefeed.feeds.core import CoreChangefeed
+from changefeed.pipeline.core import CoreChangefeed
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -162,6 +162,31 @@ def test_close_releases_and_cancels(db: Connection, tmp_path: Path) -> None:
     with pytest.raises(StopIteration):
         next(feed)
     db.execute("INSERT INTO t VALUES (2)")  # the connection stays usable
+
+
+def test_cancel_from_another_thread_ends_an_idle_feed(db: Connection) -> None:
+    """``cancel()`` (a server's CANCEL QUERY, a client disconnect) ends a feed blocked waiting for
+    changes on an idle table within a poll interval, and the iterating thread sees the end."""
+    import threading
+
+    db.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+    db.execute("INSERT INTO t VALUES (1)")
+    feed = db.stream("EXPERIMENTAL CHANGEFEED FOR t")
+    seen: list[object] = []
+
+    def consume() -> None:
+        seen.extend(feed)  # blocks on the idle table after the scan's one message
+        feed.close()
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    feed.cancel()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert feed.cancelled and [m[1] for m in seen] == [b"[1]"]  # type: ignore[index]
 
 
 def test_statement_errors(db: Connection) -> None:

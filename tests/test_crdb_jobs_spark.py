@@ -13,7 +13,6 @@ import pytest
 import changefeed
 from changefeed.feeds import jobs as J
 from changefeed.testing import validators as v
-from tests.crdb_standin import ensure_crdb_json
 
 pytestmark = pytest.mark.spark
 
@@ -53,7 +52,6 @@ def _topic_size(db: Path, topic: str) -> int:
 
 
 def test_job_delivers_validates_pauses_and_finishes(tmp_path: Path, spark: Any) -> None:
-    ensure_crdb_json()
     db = tmp_path / "db"
     rng = random.Random(7)
     conn = changefeed.connect(db)

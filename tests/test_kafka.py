@@ -807,3 +807,38 @@ def test_sasl_handshake_v0_raw_plain_tokens(auth_port: int) -> None:
         token = b"\x00alice\x00wrong"
         s.sendall(struct.pack(">i", len(token)) + token)
         assert s.recv(10) == b""  # closed
+
+
+def test_fetch_long_polls_until_data_or_max_wait(db: Path, port: int) -> None:
+    st = TopicStore(db)
+    st.ensure_topic("poll", 1)
+    st.ensure_topic("poll-warm-up", 1)  # the first append in a process pays pyarrow's start-up
+    st.append("poll-warm-up", 0, "w", 1, pa.table({"key": [b"k"], "value": [b"v"], "ts": [1]}))
+    name = b"poll"
+
+    def fetch(offset: int, max_wait_ms: int) -> tuple[float, int, int, bytes]:
+        body = (
+            struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
+            + struct.pack(">ih", 1, len(name))
+            + name
+            + struct.pack(">iiqi", 1, 0, offset, 1 << 20)
+        )
+        t0 = time.monotonic()
+        resp = _exchange(port, _request(1, 4, body))
+        took = time.monotonic() - t0
+        at = 4 + 4 + 4 + 4 + 2 + len(name) + 4 + 4
+        error, hw = struct.unpack(">hq", resp[at : at + 10])
+        records = resp[at + 10 + 8 + 4 + 4 :]
+        return took, error, hw, records
+
+    took, error, hw, records = fetch(0, 400)
+    assert (error, hw, records) == (0, 0, b"") and took >= 0.35  # waited max.wait.ms for nothing
+    timer = threading.Timer(
+        0.15, lambda: st.append("poll", 0, "w", 1, pa.table({"key": [b"k"], "value": [b"v"], "ts": [1]}))
+    )
+    timer.start()
+    took, error, hw, records = fetch(0, 5000)
+    timer.join()
+    assert error == 0 and hw == 1 and len(records) > 61 and took < 2.0  # answered when data came
+    took, error, _, _ = fetch(7, 100)
+    assert error == 1  # OFFSET_OUT_OF_RANGE: past the end

@@ -147,13 +147,8 @@ def test_every_unit_has_a_layer() -> None:
     assert not units - RANK.keys(), f"add these packages to LAYERS: {sorted(units - RANK.keys())}"
 
 
-#: Module cycles known when this test was written, to be removed (each fails the test once fixed,
-#: so the list only shrinks). (pg: server/session no longer import each other.)
-KNOWN_MODULE_CYCLES: list[list[str]] = []
-
-
 def test_no_module_import_cycle() -> None:
-    assert _cycles(_graph(type_checking=False)) == KNOWN_MODULE_CYCLES
+    assert _cycles(_graph(type_checking=False)) == []
 
 
 def test_no_package_import_cycle() -> None:

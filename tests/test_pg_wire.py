@@ -500,17 +500,8 @@ def test_create_changefeed_into_returns_job_id(server: RunningServer) -> None:
         assert any(row[0] == job_id for row in jobs)
 
 
-def _core_changefeed_or_skip() -> None:
-    if not hasattr(changefeed.connection.Connection, "stream"):
-        pytest.skip(
-            "SKIPPED LOUDLY: core changefeeds over the wire need Connection.stream (branch crdb), "
-            "not yet merged into main; the pg plumbing (session.run_stream) is in place"
-        )
-
-
 @pytest.mark.parametrize("how", ["cancel-request", "cancel-query"])
 def test_core_changefeed_over_the_wire(server: RunningServer, how: str) -> None:
-    _core_changefeed_or_skip()
     table = f"feed_{how.replace('-', '_')}"
     with psycopg.connect(server.dsn(), autocommit=True) as w:
         w.execute(f"CREATE TABLE {table} (a BIGINT PRIMARY KEY, b TEXT)")
@@ -559,7 +550,6 @@ def test_core_changefeed_over_the_wire(server: RunningServer, how: str) -> None:
 
 
 def test_core_changefeed_ends_when_the_client_disconnects(server: RunningServer) -> None:
-    _core_changefeed_or_skip()
     with psycopg.connect(server.dsn(), autocommit=True) as w:
         w.execute("CREATE TABLE feed_gone (a BIGINT PRIMARY KEY)")
         s = _raw(server)

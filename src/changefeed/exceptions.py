@@ -182,3 +182,73 @@ class ChangefeedFailed(ChangefeedError):
     change (``shut down due to schema change ...: schema change occurred at <hlc>``)."""
 
     code = "XXC01"
+
+
+# --------------------------------------------------------------------------------------------------
+# Apache Phoenix (issue 11): errors with Phoenix's own codes (``SQLExceptionCode``). ``code`` is
+# Phoenix's SQLState; ``vendor_code`` its error number; the message reads as Phoenix prints it,
+# ``ERROR <vendor_code> (<code>): <text>``.
+
+
+class _PhoenixCode:
+    vendor_code: int = 0
+    code: str = "XX000"
+    text: str = ""
+
+    def phoenix_message(self, detail: str) -> str:
+        return f"ERROR {self.vendor_code} ({self.code}): {self.text}{detail}"
+
+
+class PhoenixTableUndefined(_PhoenixCode, UndefinedTable):
+    """``TABLE_UNDEFINED``: a CDC on a missing table, DROP CDC of a missing CDC."""
+
+    vendor_code, code, text = 1012, "42M03", "Table undefined."
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(self.phoenix_message(detail))
+
+
+class PhoenixTableAlreadyExists(_PhoenixCode, DuplicateObject):
+    """``TABLE_ALREADY_EXIST``: a CDC name already taken."""
+
+    vendor_code, code, text = 1013, "42M04", "Table already exists."
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(self.phoenix_message(detail))
+
+
+class CdcAlreadyEnabled(_PhoenixCode, DuplicateObject):
+    """``CDC_ALREADY_ENABLED``: a second CDC on a table."""
+
+    vendor_code, code = 10963, "44A45"
+    text = "CDC on this table is either enabled or is in the process of being enabled."
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(self.phoenix_message(detail))
+
+
+class UnknownChangeScope(_PhoenixCode, InvalidStatement):
+    """``UNKNOWN_INCLUDE_CHANGE_SCOPE``: a bad ``CDC_INCLUDE`` hint (message ends with the scope)."""
+
+    vendor_code, code, text = 10958, "44A40", "Unknown change scope for CDC INCLUDE"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(self.phoenix_message(detail))
+
+
+class PhoenixSyntaxError(_PhoenixCode, InvalidStatement):
+    """Phoenix's parse error (``42P00``), e.g. an unknown scope in ``INCLUDE (..)``."""
+
+    vendor_code, code, text = 601, "42P00", "Syntax error."
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(self.phoenix_message(detail))
+
+
+class PhoenixIllegalData(_PhoenixCode, TypeMismatch):
+    """``ILLEGAL_DATA``: a string ``TO_DATE``/``TO_TIMESTAMP`` cannot parse."""
+
+    vendor_code, code, text = 201, "22000", "Illegal data."
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(self.phoenix_message(detail))

@@ -33,6 +33,26 @@ UPDATE orders SET amount = Decimal("99", 22, 9) WHERE id = 2;
 DELETE FROM orders WHERE id = 1;
 """
 
+# CockroachDB: a table, a core changefeed streamed to the client, and a changefeed job.
+CRDB_SCRIPT = """
+CREATE TABLE office_dogs (id INT PRIMARY KEY, name STRING, likes_treats BOOL DEFAULT true);
+INSERT INTO office_dogs (id, name) VALUES (1, 'Petee'), (2, 'Carl');
+CREATE CHANGEFEED FOR TABLE office_dogs INTO 'topics://' WITH updated, diff, resolved = '1s';
+UPDATE office_dogs SET name = 'Petee H' WHERE id = 1;
+DELETE FROM office_dogs WHERE id = 2;
+"""
+CRDB_CORE = "EXPERIMENTAL CHANGEFEED FOR office_dogs WITH initial_scan_only"
+
+# Apache Phoenix: a CDC object over a table, and a time-range change query.
+PHOENIX_SCRIPT = """
+CREATE TABLE T (K INTEGER NOT NULL, V1 INTEGER, B.VB VARCHAR, CONSTRAINT PK PRIMARY KEY (K)) MAX_LOOKBACK_AGE = 86400000;
+CREATE CDC C ON T INCLUDE (PRE, POST);
+UPSERT INTO T (K, V1, B.VB) VALUES (1, 100, 'a');
+UPSERT INTO T (K, V1) VALUES (1, 101);
+DELETE FROM T WHERE K = 1;
+"""
+PHOENIX_QUERY = "SELECT * FROM C WHERE PHOENIX_ROW_TIMESTAMP() >= TO_DATE('2000-01-01 00:00:00')"
+
 
 def run_demo(db: Path, *, keep: bool = False) -> None:
     if db.exists() and not keep:
@@ -57,11 +77,22 @@ def run_demo(db: Path, *, keep: bool = False) -> None:
         click.echo("\nsql> SELECT * FROM orders;")
         click.echo(render_sql(sql.execute("SELECT * FROM orders")))
     _print_changes(db)
+    with connect(db, dialect="sql") as sql:
+        sql.execute(CRDB_SCRIPT)
+        click.echo(f"\nsql> {CRDB_CORE};  -- a core changefeed, streamed to the client")
+        click.echo("table,key,value")
+        with sql.stream(CRDB_CORE) as feed:
+            for table, key, value in feed:
+                click.echo(f"{table},{(key or b'').decode()},{value.decode()}")
+        sql.execute(PHOENIX_SCRIPT)
+        click.echo(f"\nsql> {PHOENIX_QUERY};  -- Apache Phoenix CDC")
+        click.echo(render_sql(sql.execute(PHOENIX_QUERY)))
     click.echo(
-        "\nchangefeeds: orders/updates (YDB JSON) and orders/debezium (Debezium JSON); deliver them with"
+        "\nchangefeeds: orders/updates (YDB JSON), orders/debezium (Debezium JSON) and the CockroachDB job"
+        " into topic office_dogs; deliver them with"
     )
     click.echo(
-        f"  changefeed run --db {db} --until-idle && changefeed read --db {db} orders/updates --from-beginning --json"
+        f"  changefeed run --db {db} --until-idle && changefeed read --db {db} office_dogs --from-beginning --json"
     )
 
 

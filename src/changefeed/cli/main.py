@@ -19,8 +19,9 @@ def fail(exc: BaseException) -> None:
 @click.version_option(package_name="changefeed")
 def cli() -> None:
     """Change data capture for tables: a transactional store whose committed changes land in a
-    ScyllaDB-shaped CDC journal, and a Spark pipeline that delivers YDB JSON and Debezium JSON
-    changefeeds, exactly once, into an embedded topic log."""
+    ScyllaDB-shaped CDC journal; a Spark pipeline that delivers YDB, Debezium and CockroachDB
+    changefeeds exactly once into an embedded topic log; CockroachDB core changefeeds streamed to
+    the client; Apache Phoenix CDC queries; and PostgreSQL, Kafka and schema-registry endpoints."""
 
 
 @cli.command("sql")
@@ -86,6 +87,10 @@ def _register_optional() -> None:
     from changefeed.cli.serve_cmd import serve_cmd
 
     cli.add_command(serve_cmd, "serve")
+    # Apache Phoenix CDC (issue 11): the design's polling loop.
+    from changefeed.cli.phoenix_cmd import cdc_poll
+
+    cli.add_command(cdc_poll, "cdc-poll")
 
 
 _register_optional()

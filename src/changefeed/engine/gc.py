@@ -25,6 +25,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from changefeed.engine import phoenix
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
@@ -58,6 +59,7 @@ def min_age_ns() -> int:
 class GcReport:
     log_rows: int
     change_rows: int
+    ttl_rows: int = 0  # Apache Phoenix rows deleted by their table TTL
 
 
 def collect_garbage(db: Database, now_ns: int | None = None, *, min_age: int | None = None) -> GcReport:
@@ -67,7 +69,7 @@ def collect_garbage(db: Database, now_ns: int | None = None, *, min_age: int | N
     with db.lock:
         db.refresh_catalog()
         tables = db.tables()
-    log_rows = change_rows = 0
+    log_rows = change_rows = ttl_rows = 0
     for schema in tables:
         if schema.cdc.enabled and schema.cdc.ttl > 0:
             cutoff = now - schema.cdc.ttl * NS
@@ -79,7 +81,11 @@ def collect_garbage(db: Database, now_ns: int | None = None, *, min_age: int | N
             )
         if schema.changes:
             change_rows += _gc_changes(db, schema, now, age)
-    return GcReport(log_rows, change_rows)
+        if phoenix.row_ttl_s(schema) is not None:
+            ttl_rows += _expire_phoenix_ttl(db, schema, now)
+        if phoenix.cdc_of(schema) is not None:
+            _expire_phoenix_index(db, schema, now)
+    return GcReport(log_rows, change_rows, ttl_rows)
 
 
 def gc_ttl_ns(schema: TableSchema) -> int | None:
@@ -135,7 +141,7 @@ def _gc_changes(db: Database, schema: TableSchema, now: int, age: int) -> int:
                 if exists is None:  # dropped meanwhile
                     db.conn.execute("ROLLBACK")
                     return total
-                floor, cutoff = _change_floor(db.conn, schema, now, age)
+                floor, cutoff = _phoenix_floor(db.conn, schema, now, _change_floor(db.conn, schema, now, age))
                 bound = f"FROM {x} WHERE seq <= ? AND ts < ? ORDER BY seq"
                 last = (
                     db.conn.execute(
@@ -165,6 +171,70 @@ def _constant(bounds: tuple[int, ...]) -> Bounds:
         return bounds
 
     return bound
+
+
+def _phoenix_floor(
+    conn: sqlite3.Connection, schema: TableSchema, now: int, bounds: tuple[int, int]
+) -> tuple[int, int]:
+    """Apache Phoenix (issue 11): a table with a CDC object keeps its change rows for its max
+    lookback, whatever its feeds allow (and feeds keep theirs, whatever the lookback)."""
+    floor, cutoff = bounds
+    lookback = phoenix.history_floor_ns(conn, schema, now)
+    if lookback is None:
+        return floor, cutoff
+    has_feeds = conn.execute("SELECT 1 FROM _feeds WHERE table_id = ?", (schema.id,)).fetchone()
+    return floor, (min(cutoff, lookback) if has_feeds else lookback)
+
+
+def _expire_phoenix_ttl(db: Database, schema: TableSchema, now: int) -> int:
+    """Apache Phoenix's TTL at "major compaction": rows whose TTL has passed (already invisible
+    to reads) are deleted, and a table with a CDC object records one ``ttl_delete`` event per
+    row, at this time, with the row's last image as its pre-image."""
+    from changefeed.engine.txn import Transaction
+
+    with db.lock:
+        txn = Transaction(db, write=True)
+        try:
+            current = db.find_table(schema.name)
+            if current is None or current.id != schema.id:
+                txn.rollback()
+                return 0
+            st = txn.store(current)
+            keys = [
+                tuple(r)
+                for r in db.conn.execute(
+                    f"SELECT {', '.join(c.db for c in current.key)} FROM {st.t} WHERE _m > 0 AND _m <= ?",
+                    (now,),
+                )
+            ]
+            if keys:
+                olds = st.get_rows(db.conn, keys, 0)  # as they were before they expired
+                txn.phoenix_event = phoenix.EV_TTL_DELETE
+                txn.delete_rows(current, keys, olds=olds)
+            txn.commit()
+            return len(keys)
+        except BaseException:
+            txn.rollback()
+            raise
+
+
+def _expire_phoenix_index(db: Database, schema: TableSchema, now: int) -> None:
+    """Time-index rows beyond the max lookback go (Phoenix's CDC index TTL is its max lookback)."""
+    with db.lock:
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            floor = phoenix.history_floor_ns(db.conn, schema, now)
+            exists = db.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (phoenix.index_table(schema),),
+            ).fetchone()
+            if floor is not None and exists is not None:
+                phoenix.expire_index(db.conn, schema, floor // phoenix.NS_PER_MS)
+            db.conn.execute("COMMIT")
+        except BaseException:
+            if db.conn.in_transaction:
+                db.conn.execute("ROLLBACK")
+            raise
 
 
 def _change_floor(conn: sqlite3.Connection, schema: TableSchema, now: int, age: int) -> tuple[int, int]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from changefeed.engine import privileges
+from changefeed.engine import phoenix, privileges
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
@@ -132,6 +132,9 @@ class Transaction:
         self.txid = 0
         self._captures: dict[int, _Capture] = {}
         self._bsn: dict[int, _SeqNos] = {}  # per table id
+        #: The kind of Phoenix CDC event this transaction's changes index as (a TTL expiry pass
+        #: sets ``phoenix.EV_TTL_DELETE``).
+        self.phoenix_event = 0
         self._after_commit: list[Callable[[], None]] = []
         self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         self.active = True
@@ -151,7 +154,15 @@ class Transaction:
             raise TransactionError("there is no transaction in progress")
         try:
             for cap in self._captures.values():
+                # Apache Phoenix (issue 11): a table with a CDC object indexes its change rows by
+                # time, in this same transaction.
+                cdc = phoenix.cdc_of(cap.store.schema) is not None
+                before = phoenix.last_change_seq(self.conn, cap.store.schema) if cdc else 0
                 self._flush_capture(cap)
+                if cdc:
+                    phoenix.index_changes(
+                        self.conn, cap.store.schema, before, self._require_write().wall, self.phoenix_event
+                    )
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:
@@ -318,6 +329,8 @@ class Transaction:
         n = len(keys)
         if n == 0:
             return
+        if ttl is None and marker:
+            ttl = phoenix.row_ttl_s(schema)  # Apache Phoenix's table TTL: rows expire after it
         st = self.store(schema)
         cdc = schema.cdc
         ids = tuple(cells)

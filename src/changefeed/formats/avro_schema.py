@@ -65,25 +65,18 @@ class AvroOptions:
 
     @staticmethod
     def from_feed(feed: FeedSpec) -> AvroOptions:
-        """Read the options from ``feed.crdb`` (a ``CrdbOptions``), when the feed has them."""
-        crdb = getattr(feed, "crdb", None)
+        """The options of a CockroachDB feed (``feed.crdb``); defaults for any other feed."""
+        crdb = feed.crdb
         if crdb is None:
             return AvroOptions()
-
-        def text(name: str, default: str) -> str:
-            v = getattr(crdb, name, None)
-            if v is None:
-                return default
-            return str(getattr(v, "value", v))
-
         return AvroOptions(
-            envelope=text("envelope", ENVELOPE_WRAPPED).lower(),
-            updated=bool(getattr(crdb, "updated", False)),
-            diff=bool(getattr(crdb, "diff", False)),
-            mvcc_timestamp=bool(getattr(crdb, "mvcc_timestamp", False)),
-            prefix=text("avro_schema_prefix", ""),
-            registry=text("confluent_schema_registry", ""),
-            virtual_null=text("virtual_columns", "omitted").lower() == "null",
+            envelope=crdb.envelope.lower(),
+            updated=crdb.updated,
+            diff=crdb.diff,
+            mvcc_timestamp=crdb.mvcc_timestamp,
+            prefix=crdb.avro_schema_prefix,
+            registry=crdb.confluent_schema_registry or "",
+            virtual_null=crdb.virtual_columns.lower() == "null",
         )
 
 

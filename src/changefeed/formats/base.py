@@ -75,6 +75,7 @@ def get_encoder(name: str) -> Encoder:
         "changefeed.formats.debezium",
         "changefeed.formats.crdb_avro",  # CockroachDB Avro
         "changefeed.formats.crdb_json",  # CockroachDB changefeeds
+        "changefeed.formats.crdb_csv",  # CockroachDB CSV (sinks)
     ):
         importlib.import_module(module)
 

@@ -86,15 +86,22 @@ class Layout:
     topic: str
 
     @staticmethod
-    def of(table: TableSchema, feed: FeedSpec) -> Layout:
+    def of(table: TableSchema, feed: FeedSpec, family: str | None = None) -> Layout:
+        """The layout of a table's messages; with ``family``, of that column family's messages
+        (``split_column_families``): only its columns, topic ``table.family``."""
         opts = options_of(feed)
-        virtual = tuple(c.name for c in table.columns if c.virtual)
+
+        def mine(c: ColumnSchema) -> bool:
+            return family is None or family_of(c) == family
+
+        virtual = tuple(c.name for c in table.columns if c.virtual and mine(c))
+        topic = topic_of(table, opts)
         return Layout(
             key=table.key,
-            columns=tuple(sorted(table.stored, key=lambda c: _sort_key(c.name))),
+            columns=tuple(sorted((c for c in table.stored if mine(c)), key=lambda c: _sort_key(c.name))),
             virtual_nulls=virtual if opts.virtual_columns == VIRTUAL_COLUMNS_NULL else (),
             opts=opts,
-            topic=topic_of(table, opts),
+            topic=topic if family is None else f"{topic}.{family}",
         )
 
     def members(self) -> list[Member]:
@@ -140,17 +147,18 @@ class CrdbJsonEncoder(Encoder):
         ]
 
     def encode_arrow(
-        self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec
+        self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec, family: str | None = None
     ) -> tuple[pa.Array, pa.Array]:
         """Message keys and values as two Arrow binary arrays, computed column-wise with Arrow
-        string kernels: each column rendered once, then the messages joined."""
+        string kernels: each column rendered once, then the messages joined. With ``family``,
+        the messages of that column family (filter the rows first with :func:`family_rows`)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         n = batch.num_rows
         if n == 0:
             return pa.array([], pa.binary()), pa.array([], pa.binary())
-        lay = Layout.of(table, feed)
+        lay = Layout.of(table, feed, family)
         opts = lay.opts
         join = pc.binary_join_element_wise
         key_texts = [V.arrow_values(batch.column(c.db), c.type) for c in lay.key]
@@ -306,6 +314,48 @@ class CrdbJsonEncoder(Encoder):
         return resolved_message(ts, options_of(feed))
 
 
+# ============================================================================ column families
+
+PRIMARY_FAMILY = "primary"
+
+
+def family_of(c: ColumnSchema) -> str:
+    return c.family or PRIMARY_FAMILY
+
+
+def families(table: TableSchema) -> list[str]:
+    """The table's column families, the primary (first) one first."""
+    out: list[str] = []
+    for c in table.columns:
+        if family_of(c) not in out:
+            out.append(family_of(c))
+    return out
+
+
+def family_rows(batch: pa.RecordBatch, table: TableSchema, family: str) -> pa.Array:
+    """Which change rows give a message for ``family`` (CockroachDB's split_column_families): a
+    delete gives one per family; an insert (or initial-scan row) the primary family, and another
+    family when one of its columns is set; an update the families whose columns it wrote."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = [c for c in table.stored if not c.is_key and family_of(c) == family]
+    op = batch.column("op")
+    erased = pc.equal(op, CHANGE_ERASE)
+    created = pc.or_(pc.equal(op, CHANGE_SNAPSHOT), pc.invert(batch.column("ox")))
+    false = pa.repeat(pa.scalar(False), batch.num_rows)
+    if family == families(table)[0]:
+        on_create: Any = pa.repeat(pa.scalar(True), batch.num_rows)
+    else:
+        on_create = false
+        for c in cols:
+            on_create = pc.or_(on_create, pc.is_valid(batch.column(c.db)))
+    written: Any = false
+    for c in cols:
+        written = pc.or_(written, pc.fill_null(batch.column(f"u{c.id}"), False))
+    return pc.or_(erased, pc.if_else(created, on_create, written))
+
+
 def _joined(parts: list[Any], sep: str) -> Any:
     """Element-wise join of string arrays (or scalars) with ``sep`` between them."""
     import pyarrow.compute as pc
@@ -365,4 +415,16 @@ def _factory() -> Encoder:
     return CrdbJsonEncoder()
 
 
-__all__ = ["CrdbJsonEncoder", "Layout", "Member", "hlc", "options_of", "resolved_message", "topic_of"]
+__all__ = [
+    "PRIMARY_FAMILY",
+    "CrdbJsonEncoder",
+    "Layout",
+    "Member",
+    "families",
+    "family_of",
+    "family_rows",
+    "hlc",
+    "options_of",
+    "resolved_message",
+    "topic_of",
+]

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from changefeed.formats.base import Encoder
+    from changefeed.pipeline.sinks import SinkWriter
 
 #: Rows per micro-batch (admission control of the journal source).
 DEFAULT_MAX_ROWS = int(os.environ.get("CHANGEFEED_MAX_ROWS_PER_BATCH", "200000"))
@@ -197,7 +198,7 @@ def batch_rows(checkpoint: Path, batch_id: int, end: dict[str, Any]) -> int | No
 
 # ------------------------------------------------------------------------------------------- writing
 def _make_writer(
-    store: TopicStore, topic: str, writer: str, batch_id: int, resolved: tuple[bytes, int] | None
+    store: TopicStore | SinkWriter, topic: str, writer: str, batch_id: int, resolved: tuple[bytes, int] | None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow function: rows sorted by (partition, order) -> one append per topic partition."""
 
@@ -252,7 +253,7 @@ def _make_writer(
 
 def write_encoded(
     encoded: DataFrame,
-    store: TopicStore,
+    store: TopicStore | SinkWriter,
     feed: FeedSpec,
     writer: str,
     batch_id: int,
@@ -293,7 +294,7 @@ class FeedContext:
     feed: FeedSpec
     table: TableSchema
     encoder: Encoder
-    store: TopicStore
+    store: TopicStore | SinkWriter  # a job's webhook / cloud-storage sink writer, else the topics
     checkpoint: Path
     shuffle_partitions: int
     writer: str = ""
@@ -309,17 +310,21 @@ class FeedContext:
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
         encoded = self.encoder.encode_spark(df, self.table, feed)
         rows = batch_rows(self.checkpoint, batch_id, end)
+        sink = None if isinstance(self.store, TopicStore) else self.store
         written = write_encoded(
             encoded,
             self.store,
             feed,
             self.writer,
             batch_id,
-            resolved,
+            resolved if sink is None else None,
             self.shuffle_partitions,
-            small=rows is not None and rows <= SMALL_BATCH_ROWS,
+            small=(rows is not None and rows <= SMALL_BATCH_ROWS) or (sink is not None and sink.driver_only),
         )
-        if resolved is not None:
+        if resolved is not None and sink is not None and closed is not None:
+            # sinks: one resolved message, after every partition's data was acknowledged
+            sink.emit_resolved(feed.topic, self.writer, batch_id, resolved[0], CommitTs(closed[0], closed[1]))
+        elif resolved is not None:
             got = set(written)
             rec = pa.table(
                 {"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]},
@@ -349,6 +354,7 @@ def start_feed_query(
     """Start the streaming query of one feed (its topic must exist). ``end``: deliver nothing
     committed after it (a CockroachDB job's ``end_time``)."""
     from changefeed.formats.base import get_encoder
+    from changefeed.pipeline.sinks import open_delivery
 
     dbp = Path(db).absolute()
     table = load_table(dbp, feed.table_id)
@@ -361,7 +367,7 @@ def start_feed_query(
         feed=feed,
         table=table,
         encoder=enc,
-        store=TopicStore(dbp),
+        store=open_delivery(dbp, feed, table),
         checkpoint=ckpt,
         shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
         writer=writer_id(feed, epoch),

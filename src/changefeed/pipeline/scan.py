@@ -52,6 +52,7 @@ from changefeed.engine.storage import TableStore, token
 from changefeed.feeds.spec import FeedSpec
 from changefeed.pipeline import job
 from changefeed.pipeline.journal_source import load_table
+from changefeed.pipeline.sinks import SinkWriter, open_delivery
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -357,7 +358,9 @@ def _collect_encoded(encoded: DataFrame) -> pa.Table:
     return t.take(pc.sort_indices(t, sort_keys=[("partition", "ascending")]))
 
 
-def _append_group(store: TopicStore, topic: str, writer: str, batch_id: int, records: pa.Table) -> None:
+def _append_group(
+    store: TopicStore | SinkWriter, topic: str, writer: str, batch_id: int, records: pa.Table
+) -> None:
     """One append per topic partition of a group's records (sorted by partition), from the driver."""
     for _ in job._make_writer(store, topic, writer, batch_id, None)(iter(records.to_batches())):
         pass
@@ -388,7 +391,7 @@ def run_initial_scan(
     per = int(plan.get("group_chunks") or par)
     ngroups = -(-nchunks // per)
     done = _groups_done(dbp, feed.id)
-    store = TopicStore(dbp)
+    store = open_delivery(dbp, feed, table)  # the topics, or a job's webhook / cloud-storage sink
     writer = f"{job.writer_id(feed)}-scan"
 
     def collect(g: int) -> pa.Table:

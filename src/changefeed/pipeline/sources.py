@@ -20,4 +20,10 @@ def all_sources() -> list[type[Any]]:
         pass
     else:
         found.append(JournalDataSource)
+    try:  # Apache Phoenix CDC (issue 11)
+        from changefeed.pipeline.phoenix_source import PhoenixCdcDataSource
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        found.append(PhoenixCdcDataSource)
     return found

@@ -280,7 +280,22 @@ class ConfigureZone:
     options: tuple[Option, ...]
 
 
-AlterAction = AddColumn | DropColumn | SetOptions | AddChangefeed | DropChangefeed | ConfigureZone
+@dataclass(frozen=True, slots=True)
+class PhoenixSetProperties:
+    """Apache Phoenix ``ALTER TABLE t SET "phoenix.max.lookback.age.seconds" = 50, TTL = 100``."""
+
+    properties: tuple[PhoenixProperty, ...]
+
+
+AlterAction = (
+    AddColumn
+    | DropColumn
+    | SetOptions
+    | AddChangefeed
+    | DropChangefeed
+    | ConfigureZone
+    | PhoenixSetProperties
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,6 +567,82 @@ class AlterChangefeed:
     pos: Pos = field(default=Pos(), compare=False)
 
 
+# --------------------------------------------------------------------------------------------------
+# Apache Phoenix (issue 11)
+
+
+@dataclass(frozen=True, slots=True)
+class PhoenixProperty:
+    """A Phoenix table property ``[family.]NAME = value`` (``TTL = 100``, ``SALT_BUCKETS = 4``,
+    ``"phoenix.max.lookback.age.seconds" = 97200``). ``name`` is as written (quoted names keep
+    their case); ``family`` is the column family prefix, when written."""
+
+    name: Ident
+    value: Expr
+    family: Ident | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyColumnDef(ColumnDef):
+    """A Phoenix column written with its column family: ``B.vb INTEGER`` (``family`` is ``B``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PhoenixCreateTable:
+    """A CREATE TABLE written with Phoenix-only syntax: ``CREATE IMMUTABLE TABLE``, table
+    properties after the column list, column families in column names (``B.vb INTEGER``) or a
+    Phoenix-only type. Such a table is a Phoenix table: its unquoted identifiers fold to upper
+    case and its types are Phoenix's."""
+
+    table: CreateTable
+    properties: tuple[PhoenixProperty, ...] = ()
+    immutable: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateCdc:
+    """``CREATE CDC [IF NOT EXISTS] name ON t [INCLUDE (PRE, POST, CHANGE)] [SALT_BUCKETS = n]``.
+    ``include`` holds the scope words as written (validated by the executor), or None."""
+
+    name: Ident
+    table: QName
+    include: tuple[Ident, ...] | None = None
+    properties: tuple[PhoenixProperty, ...] = ()
+    if_not_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DropCdc:
+    """``DROP CDC [IF EXISTS] name ON t``."""
+
+    name: Ident
+    table: QName
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertSelect:
+    """``UPSERT INTO t [(cols)] SELECT ...`` (Phoenix)."""
+
+    table: QName
+    columns: tuple[Ident, ...]
+    query: Select
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HintedSelect:
+    """A SELECT with a Phoenix hint comment right after SELECT: ``SELECT /*+ CDC_INCLUDE(PRE) */ ..``.
+    ``hint`` is the comment's text between ``/*+`` and ``*/``."""
+
+    select: Select
+    hint: str
+    pos: Pos = field(default=Pos(), compare=False)
+
+
 Statement = (
     CreateTable
     | DropTable
@@ -579,4 +670,10 @@ Statement = (
     | JobControl
     | ShowChangefeedJob
     | AlterChangefeed
+    # Apache Phoenix (issue 11)
+    | PhoenixCreateTable
+    | CreateCdc
+    | DropCdc
+    | UpsertSelect
+    | HintedSelect
 )

@@ -20,6 +20,7 @@ from typing import Any
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.types import UTC, resolve_type
 from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedObject
+from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
 
 _rowid_lock = threading.Lock()
 _rowid_counter = itertools.count()
@@ -87,6 +88,9 @@ _PURE["todate"] = lambda x: (x if isinstance(x, dt.datetime) else _uuid_time(x))
 _PURE["tounixtimestamp"] = lambda x: int(
     ((x if isinstance(x, dt.datetime) else _uuid_time(x)).timestamp()) * 1000
 )
+
+# Apache Phoenix (issue 11): TO_DATE, TO_TIMESTAMP.
+_PURE.update(PHOENIX_FUNCTIONS)
 
 
 def _uuid_time(u: Any) -> dt.datetime:

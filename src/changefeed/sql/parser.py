@@ -358,8 +358,15 @@ class _Builder(Transformer[Token, Any]):
     def ident_list(self, c: list[ast.Ident]) -> tuple[ast.Ident, ...]:
         return tuple(c)
 
-    def column_list(self, c: list[tuple[ast.Ident, ...]]) -> _C:
-        return _C("columns", c[0])
+    def column_list(self, c: list[ast.Ident]) -> _C:
+        return _C("columns", tuple(c))
+
+    def family_item(self, c: list[ast.Ident]) -> ast.Ident:
+        """Apache Phoenix ``B.vb`` in a column list: the column (names are unique across
+        families here), checked against its family by the Phoenix statements."""
+        if self.dialect != "sql":
+            raise ValueError(f"unexpected '.' in column name {c[0].name}.{c[1].name}")
+        return c[1]
 
     # -- clauses ----------------------------------------------------------------------------------
 
@@ -645,7 +652,11 @@ class _Builder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def create_table(self, meta: Any, c: list[Any]) -> ast.Statement:
-        return self._create_table(meta, c, {})
+        phoenix_pk = any(isinstance(x, _ColumnThenKey) for x in c)
+        table = self._create_table(meta, _flatten_column_then_key(c), {})
+        if phoenix_pk or _phoenix_only(table):  # Apache Phoenix (issue 11): a Phoenix table
+            return ast.PhoenixCreateTable(table, pos=table.pos)
+        return table
 
     @v_args(meta=True)
     def cql_create_table(self, meta: Any, c: list[Any]) -> ast.Statement:
@@ -1163,6 +1174,105 @@ class _Builder(Transformer[Token, Any]):
     def show_grants(self, meta: Any, c: list[Any]) -> ast.Statement:
         cl = _clauses(c)
         return ast.ShowGrants(cl.get("tables", ()), cl.get("grantees", ()), pos=_pos(meta))
+
+    # -- Apache Phoenix (issue 11) -----------------------------------------------------------------
+
+    def phoenix_family_column(self, c: list[Any]) -> ast.ColumnDef:
+        col = self.column_def(c[1:])
+        return ast.FamilyColumnDef(
+            name=col.name,
+            type=col.type,
+            primary_key=col.primary_key,
+            not_null=col.not_null,
+            default=col.default,
+            family=c[0],
+        )
+
+    def phoenix_immutable(self, c: list[Any]) -> _C:
+        return _C("immutable", True)
+
+    def phoenix_props(self, c: list[ast.PhoenixProperty]) -> _C:
+        return _C("phoenix_props", tuple(c))
+
+    def phoenix_prop(self, c: list[Any]) -> ast.PhoenixProperty:
+        if c[1] is None:
+            return ast.PhoenixProperty(c[0], c[2])
+        return ast.PhoenixProperty(c[1], c[2], family=c[0])
+
+    def phoenix_column_pk(self, c: list[Any]) -> _ColumnThenKey:
+        return _ColumnThenKey((c[0], ast.PrimaryKey(partition=c[-1])))
+
+    @v_args(meta=True)
+    def phoenix_create_table(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        table = self._create_table(meta, _flatten_column_then_key(c), {})
+        return ast.PhoenixCreateTable(
+            table, cl.get("phoenix_props", ()), bool(cl.get("immutable")), pos=_pos(meta)
+        )
+
+    def phoenix_set(self, c: list[ast.PhoenixProperty]) -> ast.AlterAction:
+        return ast.PhoenixSetProperties(tuple(c))
+
+    def cdc_include(self, c: list[ast.Ident]) -> _C:
+        return _C("include", tuple(c))
+
+    @v_args(meta=True)
+    def create_cdc(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        idents = [x for x in c if isinstance(x, ast.Ident)]
+        return ast.CreateCdc(
+            name=idents[0],
+            table=_first(c, ast.QName),
+            include=cl.get("include"),
+            properties=cl.get("phoenix_props", ()),
+            if_not_exists=cl.get("if_not_exists", False),
+            pos=_pos(meta),
+        )
+
+    @v_args(meta=True)
+    def drop_cdc(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        return ast.DropCdc(
+            _first(c, ast.Ident), _first(c, ast.QName), cl.get("if_exists", False), pos=_pos(meta)
+        )
+
+    @v_args(meta=True)
+    def upsert_select(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        if c[0] != "upsert":
+            raise StatementSyntaxError(
+                f"{c[0].upper()} INTO .. SELECT is not supported; use UPSERT INTO .. SELECT",
+                line=_pos(meta).line,
+                column=_pos(meta).column,
+            )
+        return ast.UpsertSelect(c[1], cl.get("columns", ()), _first(c, ast.Select), pos=_pos(meta))
+
+    @v_args(meta=True)
+    def hinted_select(self, meta: Any, c: list[Any]) -> ast.Statement:
+        hint = str(c[0])[3:-2].strip()
+        return ast.HintedSelect(self._select(meta, c[1:]), hint, pos=_pos(meta))
+
+
+class _ColumnThenKey(tuple[Any, ...]):
+    """Phoenix's ``v BIGINT CONSTRAINT pk PRIMARY KEY (k)``: a column, then the key, no comma."""
+
+
+def _flatten_column_then_key(c: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for x in c:
+        out.extend(x) if isinstance(x, _ColumnThenKey) else out.append(x)
+    return out
+
+
+def _phoenix_only(table: ast.CreateTable) -> bool:
+    """Apache Phoenix (issue 11): whether a CREATE TABLE uses syntax only Phoenix has: a column in
+    a named column family (``B.vb INTEGER``) or a Phoenix-only type (``TINYINT``, ``UNSIGNED_INT``,
+    ``VARBINARY``, ``BINARY(n)``...)."""
+    from changefeed.engine.phoenix_types import is_phoenix_only_type
+
+    return any(
+        isinstance(cd, ast.FamilyColumnDef) or is_phoenix_only_type(cd.type.name) for cd in table.columns
+    )
 
 
 # --------------------------------------------------------------------------------------------------

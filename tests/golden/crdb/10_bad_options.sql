@@ -1,5 +1,6 @@
 -- CockroachDB's option errors (reference §2), each statement on its own.
 CREATE TABLE t (id INT PRIMARY KEY);
+CREATE TABLE fam (a INT PRIMARY KEY, b STRING, c STRING, FAMILY most (a, b), FAMILY only_c (c));
 -- error
 EXPERIMENTAL CHANGEFEED FOR t WITH foo;
 ERROR: invalid option "foo"
@@ -36,3 +37,6 @@ ERROR: unknown on_error: not_valid, valid values are 'pause' and 'fail'
 -- error
 EXPERIMENTAL CHANGEFEED FOR nope;
 ERROR: table "nope" does not exist
+-- error
+EXPERIMENTAL CHANGEFEED FOR fam;
+ERROR: CHANGEFEED targeting a table (fam) with multiple column families requires WITH split_column_families and will emit multiple events per row.

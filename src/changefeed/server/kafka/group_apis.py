@@ -4,17 +4,13 @@ are the embedded topic log's group offsets (what ``changefeed read --group`` use
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from changefeed.engine.auth import ROOT
 from changefeed.exceptions import ChangefeedError
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.authz import READ
 from changefeed.server.kafka.broker import Broker
+from changefeed.server.kafka.session import Session
 from changefeed.server.kafka.wire import Reader, Writer
-
-if TYPE_CHECKING:
-    from changefeed.server.kafka.server import Session
 
 __all__ = ["GroupApis"]
 

@@ -15,7 +15,6 @@ import ipaddress
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 from changefeed.engine.privileges import ROOT
 from changefeed.server import EndpointConfig
@@ -25,6 +24,7 @@ from changefeed.server.kafka.broker import Broker
 from changefeed.server.kafka.group_apis import GroupApis
 from changefeed.server.kafka.records import UnsupportedBatch
 from changefeed.server.kafka.sasl import MECHANISMS, AuthFailed, PlainAuth, ScramAuth
+from changefeed.server.kafka.session import Session
 from changefeed.server.kafka.topic_apis import TopicApis
 from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
 
@@ -43,20 +43,6 @@ _PRE_AUTH = {V.API_VERSIONS, V.SASL_HANDSHAKE, V.SASL_AUTHENTICATE}
 
 class CloseConnection(Exception):
     pass
-
-
-@dataclass
-class Session:
-    """One client connection's state."""
-
-    client_id: str
-    client_host: str
-    host: str  # the address this endpoint advertises to this client
-    port: int
-    user: str | None = None
-    mechanism: PlainAuth | ScramAuth | None = None
-    raw_sasl: bool = False  # SaslHandshake v0: raw tokens follow
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 Handler = Callable[[Session, int, Reader], Awaitable[bytes | None]]

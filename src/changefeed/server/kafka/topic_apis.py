@@ -5,7 +5,6 @@ the response body (without the correlation id header)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from changefeed.engine.auth import ROOT
 from changefeed.exceptions import ChangefeedError
@@ -13,11 +12,9 @@ from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.authz import ADMIN, READ, WRITE
 from changefeed.server.kafka.broker import Broker, FetchResult, ProduceResult
 from changefeed.server.kafka.records import UnsupportedBatch, parse_batches
+from changefeed.server.kafka.session import Session
 from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
 from changefeed.topics.store import DEFAULT_RETENTION_NS, MAX_PARTITIONS, TopicInfo
-
-if TYPE_CHECKING:
-    from changefeed.server.kafka.server import Session
 
 __all__ = ["TopicApis"]
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from changefeed.connection import Connection, Result
 from changefeed.engine import auth
@@ -47,13 +47,15 @@ from changefeed.server.pg.errors import (
     UndefinedQuery,
     UndefinedStatement,
     UndefinedVariable,
-    Unsupported,
 )
 from changefeed.server.pg.params import param_count, param_types, returning_columns
 from changefeed.server.pg.values import column_oids, encoders, fmt_of, normalise_tag
 from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
+
+if TYPE_CHECKING:
+    from changefeed.pipeline.core import CoreChangefeed
 
 T = TypeVar("T")
 
@@ -547,10 +549,8 @@ class PgSession:
 
         The feed runs on a thread of its own with a connection of its own: the thread hands each
         group of messages to the loop and waits until it is written, so nothing is buffered here.
-        On cancel, disconnect or shutdown the client is answered at once; the thread notices at its
-        next message and closes the feed and its connection."""
-        if not hasattr(Connection, "stream"):
-            raise Unsupported("core changefeeds need Connection.stream, which this build does not have")
+        On cancel, disconnect or shutdown the client is answered at once and the feed is cancelled:
+        its thread ends within one poll interval, even on an idle table, closing its connection."""
         oids = [t.TEXT, t.BYTEA, t.BYTEA]
         fmts = [fmt_of(list(formats), i) for i in range(3)]
         if describe:
@@ -560,6 +560,7 @@ class PgSession:
         self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
         done: asyncio.Future[int] = self.loop.create_future()
         stop = threading.Event()
+        feeds: list[CoreChangefeed] = []
         sent = 0
 
         def encode(i: int, v: Any) -> bytes | None:
@@ -583,16 +584,18 @@ class PgSession:
                 fn(value)
 
         def produce() -> None:
-            feed: Any = None
+            feed: CoreChangefeed | None = None
             own: Connection | None = None
             try:
                 own = Connection(self.endpoint.db, user=self.user)
-                feed = getattr(own, "stream")(prep.sql, list(params))  # noqa: B009 (crdb branch)
-                groups = feed.batches() if hasattr(feed, "batches") else ([m] for m in feed)
-                for group in groups:
+                feed = own.stream(prep.sql, list(params))
+                feeds.append(feed)
+                if stop.is_set():  # cancelled before the feed existed
+                    feed.cancel()
+                for group in feed.batches():
                     if stop.is_set():
                         break
-                    rows = [tuple(m) for m in (group.messages() if hasattr(group, "messages") else group)]
+                    rows = [tuple(m) for m in group.messages()]
                     asyncio.run_coroutine_threadsafe(emit(rows), self.loop).result()
                 self.loop.call_soon_threadsafe(finish, done.set_result, sent)
             except BaseException as exc:
@@ -614,6 +617,8 @@ class PgSession:
                     break
         finally:
             stop.set()
+            for feed in feeds:
+                feed.cancel()
             self.running = None
         if not done.done():
             done.cancel()

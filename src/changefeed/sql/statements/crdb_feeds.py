@@ -5,7 +5,7 @@ Core changefeeds (``EXPERIMENTAL CHANGEFEED FOR t[, ..]``, or ``CREATE CHANGEFEE
 ``INTO``) run in one write transaction: it resolves the targets, checks privileges, validates the
 options against the statement's timestamp, turns the tables' change streams on where they are
 off, and records where each stream stands at the start point. The rows then stream from
-:class:`changefeed.feeds.core.CoreChangefeed`, outside any transaction (``Connection.stream``,
+:class:`changefeed.pipeline.core.CoreChangefeed`, outside any transaction (``Connection.stream``,
 ``changefeed sql``); ``execute()`` of one returns its rows only when it ends by itself.
 """
 
@@ -18,8 +18,14 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.privileges import check_changefeed_privileges
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import GcThresholdError, InvalidStatement, UnsupportedFeature
-from changefeed.feeds.core import CoreChangefeed, CorePlan
-from changefeed.feeds.crdb_options import VIRTUAL_COLUMNS_OMITTED, CrdbOptions, parse_crdb_options
+from changefeed.feeds.crdb_options import (
+    FORMAT_JSON,
+    VIRTUAL_COLUMNS_OMITTED,
+    CrdbOptions,
+    parse_crdb_options,
+)
+from changefeed.formats.crdb_json import families
+from changefeed.pipeline.core import CoreChangefeed, CorePlan
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
@@ -94,17 +100,41 @@ def check_privileges(session: Session, txn: Transaction, tables: Sequence[TableS
     check_changefeed_privileges(txn.conn, session.user, tables, core=True)
 
 
-def _targets(session: Session, txn: Transaction, stmt: ast.CreateChangefeed) -> list[TableSchema]:
+def _targets(
+    session: Session, txn: Transaction, stmt: ast.CreateChangefeed
+) -> tuple[list[TableSchema], list[str | None]]:
+    """The target tables, and each one's ``FAMILY`` (None: the whole table)."""
     tables: list[TableSchema] = []
+    chosen: list[str | None] = []
     for target in stmt.targets:
-        if target.family is not None:
-            raise UnsupportedFeature("CHANGEFEED targets with FAMILY are not supported yet")
         schema = session.resolve_table(txn, target.table)
-        if any(t.id == schema.id for t in tables):
-            name = schema.short_name
+        family = None if target.family is None else session.ident(target.family)
+        if any(t.id == schema.id and f == family for t, f in zip(tables, chosen, strict=True)):
+            name = schema.short_name + ("" if family is None else f" FAMILY {family}")
             raise InvalidStatement(f"CHANGEFEED targets TABLE {name} and TABLE {name} are duplicates")
+        if family is not None and family not in families(schema):
+            raise InvalidStatement(
+                f"CHANGEFEED targeting nonexistent or removed column family {family} of table "
+                f"{schema.short_name}"
+            )
         tables.append(schema)
-    return tables
+        chosen.append(family)
+    return tables, chosen
+
+
+def _families(table: TableSchema, family: str | None, opts: CrdbOptions) -> tuple[str, ...]:
+    """The families whose messages a target emits, () for whole rows."""
+    if family is not None:
+        return (family,)
+    names = families(table)
+    if opts.split_column_families:
+        return tuple(names)
+    if len(names) > 1:
+        raise InvalidStatement(
+            f"CHANGEFEED targeting a table ({table.short_name}) with multiple column families requires "
+            "WITH split_column_families and will emit multiple events per row."
+        )
+    return ()
 
 
 def _notices(tables: Sequence[TableSchema], opts: CrdbOptions) -> list[str]:
@@ -128,9 +158,12 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
 
     def run(txn: Transaction) -> Result:
         assert txn.ts is not None
-        tables = _targets(session, txn, stmt)
+        tables, chosen = _targets(session, txn, stmt)
         check_privileges(session, txn, tables)
         opts = parse_crdb_options(raw, sink_scheme=None, statement_time=txn.ts)
+        fams = tuple(_families(t, f, opts) for t, f in zip(tables, chosen, strict=True))
+        if any(fams) and opts.format != FORMAT_JSON:
+            raise UnsupportedFeature("column families are supported with format=json only")
         start = opts.cursor or txn.ts
         ready: list[TableSchema] = []
         for t in tables:
@@ -161,6 +194,7 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
                 start=start,
                 start_seqs=tuple(seqs),
                 notices=tuple(_notices(ready, opts)),
+                families=fams,
             )
         )
         return Result(status="EXPERIMENTAL CHANGEFEED")

@@ -9,7 +9,7 @@ Validation happens before anything is written, with CockroachDB's error texts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +28,10 @@ from changefeed.exceptions import (
     UnsupportedFeature,
 )
 from changefeed.feeds import jobs as J
-from changefeed.feeds.sinks import SinkSpec, parse_sink_uri
+from changefeed.feeds.crdb_options import OPTION_KINDS, CrdbOptions, parse_crdb_options
+from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
+from changefeed.feeds.store import insert_feed
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
@@ -46,26 +48,6 @@ if TYPE_CHECKING:
 UNALTERABLE = ("initial_scan", "initial_scan_only", "no_initial_scan", "end_time", "cursor")
 #: Options of ``ALTER CHANGEFEED .. ADD t WITH ..``.
 ADD_OPTIONS = ("initial_scan", "no_initial_scan")
-
-#: Every option name CockroachDB's CREATE CHANGEFEED knows (``changefeedbase/options.go``).
-KNOWN_OPTIONS = (
-    "avro_schema_prefix", "confluent_schema_registry", "cursor", "end_time", "envelope", "format",
-    "full_table_name", "key_in_value", "topic_in_value", "resolved", "min_checkpoint_frequency",
-    "updated", "mvcc_timestamp", "diff", "compression", "schema_change_events", "schema_change_policy",
-    "split_column_families", "initial_scan", "no_initial_scan", "initial_scan_only", "key_column",
-    "unordered", "kafka_sink_config", "webhook_sink_config", "pubsub_sink_config", "webhook_auth_header",
-    "webhook_client_timeout", "on_error", "metrics_label", "virtual_columns", "execution_locality",
-    "gc_protect_expires_after", "protect_data_from_gc_on_pause", "lagging_ranges_threshold",
-    "lagging_ranges_polling_interval", "ignore_disable_changefeed_replication",
-    "encode_json_value_null_as_object", "enriched_properties", "headers_json_column_name",
-)  # fmt: skip
-FLAG_OPTIONS = (
-    "updated", "diff", "mvcc_timestamp", "key_in_value", "topic_in_value", "full_table_name",
-    "split_column_families", "no_initial_scan", "initial_scan_only", "unordered",
-    "protect_data_from_gc_on_pause", "ignore_disable_changefeed_replication",
-    "encode_json_value_null_as_object",
-)  # fmt: skip
-DEFAULT_MIN_CHECKPOINT_NS = 30 * NS_PER_S
 
 #: CockroachDB format names -> encoder names in changefeed.formats.
 FORMAT_ENCODERS = {
@@ -136,141 +118,58 @@ def description(targets: Sequence[str], sink: SinkSpec, options: Mapping[str, st
     return f"CREATE CHANGEFEED FOR {', '.join(targets)} INTO '{sink.redacted}'" + J.render_options(options)
 
 
-def _go_duration_ns(text: str | None, option: str) -> int:
-    """A Go duration (``10s``, ``1m30s``, ``500ms``); empty means 0."""
-    import re
-
-    if text is None or text == "":
-        return 0
-    s = text.strip()
-    units = {
-        "ns": 1,
-        "us": 1_000,
-        "µs": 1_000,
-        "ms": 1_000_000,
-        "s": NS_PER_S,
-        "m": 60 * NS_PER_S,
-        "h": 3600 * NS_PER_S,
-    }
-    neg = s.startswith("-")
-    body = s.lstrip("+-")
-    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", body)
-    if not parts or "".join(a + b for a, b in parts) != body:
-        raise InvalidOption(f'time: invalid duration "{s}"')
-    total = sum(int(float(a) * units[b]) for a, b in parts)
-    if neg and total:
-        raise InvalidOption(f"negative durations are not accepted: {option}='{s}'")
-    return total
-
-
 # ==================================================================================== options
+@dataclass(frozen=True, slots=True)
 class JobOptions:
-    """The job-level options (what the job, not the encoder, does with them), validated.
+    """What the job (not the encoder) does with its options, validated by
+    :func:`~changefeed.feeds.crdb_options.parse_crdb_options` (CockroachDB's error texts)."""
 
-    With ``feeds/crdb_options.py`` present, every option is validated there (CockroachDB's texts)
-    and the job reads its parsed :class:`CrdbOptions`; without it, the job's own options are
-    checked here."""
+    crdb: CrdbOptions
 
-    def __init__(self, raw: Mapping[str, str | None], statement_time: CommitTs, crdb: Any = None) -> None:
-        if crdb is not None:
-            self._from_crdb(raw, crdb)
-            return
-        for name in raw:
-            if name not in KNOWN_OPTIONS:
-                raise InvalidOption(f'invalid option "{name}"')
-        for name in ("on_error",):
-            if name in raw and raw[name] is None:
-                raise InvalidOption(f'option "{name}" requires a value')
-        on_error = (raw.get("on_error") or "fail").lower()
-        if on_error not in ("pause", "fail"):
-            raise InvalidOption(
-                f"unknown on_error: {raw.get('on_error')}, valid values are 'pause' and 'fail'"
-            )
-        self.on_error = on_error
-        scan = raw.get("initial_scan", "") if "initial_scan" in raw else None
-        scan_mode = None
-        if scan is not None:
-            scan_mode = (scan or "yes").lower()
-            if scan_mode not in ("yes", "no", "only"):
-                raise InvalidOption(f"unknown initial_scan: {scan}")
-        if "no_initial_scan" in raw and "initial_scan" in raw:
-            raise InvalidOption(
-                "cannot specify both initial_scan='only' and no_initial_scan"
-                if scan_mode == "only"
-                else "cannot specify both initial_scan and no_initial_scan"
-            )
-        if "initial_scan_only" in raw and "initial_scan" in raw and scan_mode != "only":
-            raise InvalidOption("cannot specify both initial_scan and initial_scan_only")
-        if "initial_scan_only" in raw and "no_initial_scan" in raw:
-            raise InvalidOption("cannot specify both initial_scan='only' and no_initial_scan")
-        if "initial_scan_only" in raw:
-            scan_mode = "only"
-        if "no_initial_scan" in raw:
-            scan_mode = "no"
-        self.cursor: CommitTs | None = None
-        if "cursor" in raw:
-            if not raw["cursor"]:
-                raise InvalidOption('option "cursor" requires a value')
-            self.cursor = J.parse_crdb_time(raw["cursor"], statement_time, option="cursor")
-            if self.cursor > statement_time:
-                raise InvalidOption(f"cursor {raw['cursor']} is in the future")
-        if scan_mode is None:
-            scan_mode = "no" if self.cursor is not None else "yes"
-        self.scan_mode = scan_mode
-        self.end: CommitTs | None = None
-        if "end_time" in raw:
-            if not raw["end_time"]:
-                raise InvalidOption('option "end_time" requires a value')
-            self.end = J.parse_crdb_time(raw["end_time"], statement_time, option="end_time")
-            if self.end < statement_time:
-                raise InvalidOption(
-                    f"specified end time {self.end.crdb()} cannot be less than statement time {statement_time.crdb()}"
-                )
-        if scan_mode == "only":
-            for other in ("end_time", "resolved", "diff", "mvcc_timestamp", "updated"):
-                if other in raw:
-                    raise InvalidOption(f"cannot specify both initial_scan='only' and {other}")
-        self.resolved_ns: int | None = None
-        min_ckpt = DEFAULT_MIN_CHECKPOINT_NS
-        if "min_checkpoint_frequency" in raw:
-            min_ckpt = _go_duration_ns(raw["min_checkpoint_frequency"], "min_checkpoint_frequency")
-        if "resolved" in raw:
-            # Resolved messages never go out more often than min_checkpoint_frequency.
-            self.resolved_ns = max(_go_duration_ns(raw["resolved"], "resolved"), min_ckpt, 1)
-        fmt = (raw.get("format") or "json").lower()
-        if fmt not in FORMAT_ENCODERS and fmt != "parquet":
-            raise InvalidOption(f"unknown format: {raw.get('format')}")
-        self.format = fmt
-        self.encoder = FORMAT_ENCODERS.get(fmt, fmt)
-        # What the messages carry, in the terms of the feed spec: ``before`` only with diff.
-        self.mode = Mode.NEW_AND_OLD_IMAGES if "diff" in raw else Mode.NEW_IMAGE
+    @property
+    def on_error(self) -> str:
+        return str(self.crdb.on_error)
 
-    def _from_crdb(self, raw: Mapping[str, str | None], crdb: Any) -> None:
-        self.on_error = str(crdb.on_error)
-        self.cursor = crdb.cursor
-        self.end = crdb.end_time
-        self.scan_mode = str(crdb.initial_scan)
-        self.resolved_ns = crdb.resolved_interval_ns(core=False) or 1 if crdb.resolved else None
-        fmt = "avro" if crdb.format == "experimental_avro" else str(crdb.format)
-        self.format = fmt
-        self.encoder = FORMAT_ENCODERS.get(fmt, fmt)
-        self.mode = Mode.NEW_AND_OLD_IMAGES if crdb.diff else Mode.NEW_IMAGE
+    @property
+    def cursor(self) -> CommitTs | None:
+        return self.crdb.cursor
 
+    @property
+    def end(self) -> CommitTs | None:
+        return self.crdb.end_time
 
-def _crdb_options(raw: Mapping[str, str | None], sink: SinkSpec, statement_time: CommitTs | None) -> Any:
-    """The options parsed by ``feeds/crdb_options.py`` (another part of issue 7), when present."""
-    try:
-        from changefeed.feeds import crdb_options  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    return crdb_options.parse_crdb_options(dict(raw), sink_scheme=sink.scheme, statement_time=statement_time)
+    @property
+    def scan_mode(self) -> str:
+        return str(self.crdb.initial_scan)
+
+    @property
+    def resolved_ns(self) -> int | None:
+        """Resolved messages at most this often: never more often than min_checkpoint_frequency."""
+        return (self.crdb.resolved_interval_ns(core=False) or 1) if self.crdb.resolved else None
+
+    @property
+    def format(self) -> str:
+        return "avro" if self.crdb.format == "experimental_avro" else str(self.crdb.format)
+
+    @property
+    def encoder(self) -> str:
+        return FORMAT_ENCODERS.get(self.format, self.format)
+
+    @property
+    def mode(self) -> Mode:
+        """What the messages carry, in the terms of the feed spec: ``before`` only with diff."""
+        return Mode.NEW_AND_OLD_IMAGES if self.crdb.diff else Mode.NEW_IMAGE
 
 
 def job_options(
     raw: Mapping[str, str | None], sink: SinkSpec, statement_time: CommitTs, *, check_times: bool = True
-) -> tuple[JobOptions, Any]:
-    crdb = _crdb_options(raw, sink, statement_time if check_times else None)
-    return JobOptions(raw, statement_time, crdb), crdb
+) -> JobOptions:
+    """Parse a job's options; ``check_times``: check cursor/end_time against ``statement_time``."""
+    return JobOptions(
+        parse_crdb_options(
+            dict(raw), sink_scheme=sink.scheme, statement_time=statement_time if check_times else None
+        )
+    )
 
 
 # ==================================================================================== CREATE
@@ -300,7 +199,6 @@ def _make_feed(
     target: J.Target,
     sink: SinkSpec,
     opts: JobOptions,
-    crdb: Any,
     *,
     initial_scan: bool,
     cursor: CommitTs | None,
@@ -326,9 +224,6 @@ def _make_feed(
             set_gc_threshold(txn.conn, schema, txn.ts)
     seq = _start_seq(txn, schema, cursor)
     start = cursor or txn.ts
-    kw: dict[str, Any] = {}
-    if crdb is not None and "crdb" in FeedSpec.__dataclass_fields__:
-        kw["crdb"] = crdb
     spec = FeedSpec(
         id=0,
         table_id=schema.id,
@@ -344,23 +239,9 @@ def _make_feed(
         created_wall=start.wall,
         created_logical=start.logical,
         created_tx=txn.txid,
-        **kw,
+        crdb=opts.crdb,
     )
-    cur = txn.conn.execute(
-        "INSERT INTO _feeds (table_id, name, kind, spec, state, created_wall, created_logical, created_seq)"
-        " VALUES (?, ?, ?, '{}', ?, ?, ?, ?)",
-        (
-            schema.id,
-            spec.name,
-            spec.kind,
-            "scanning" if initial_scan else "running",
-            start.wall,
-            start.logical,
-            seq,
-        ),
-    )
-    spec = spec.with_ids(id=int(cur.lastrowid or 0))
-    _save_spec(txn, spec)
+    spec = insert_feed(txn.conn, spec, "scanning" if initial_scan else "running")
     TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
     return spec
 
@@ -379,7 +260,8 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
         raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
     sink = parse_sink_uri(uri)
     raw = raw_options(session, stmt.options, ev)
-    opts, crdb = job_options(raw, sink, txn.ts)
+    opts = job_options(raw, sink, txn.ts)
+    validate_sink_options(sink, raw)  # sinks: webhook / cloud storage settings
     targets = _resolve_targets(session, txn, stmt.targets)
     privileges.check_changefeed_privileges(
         txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
@@ -394,7 +276,6 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
             t,
             sink,
             opts,
-            crdb,
             initial_scan=opts.scan_mode in ("yes", "only"),
             cursor=opts.cursor,
         )
@@ -551,7 +432,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
                     continue
                 if name in UNALTERABLE:
                     raise InvalidOption(f'cannot alter option "{name}"')
-                if name not in KNOWN_OPTIONS:
+                if name not in OPTION_KINDS:
                     raise InvalidOption(f'invalid option "{name}"')
                 options[name] = value
         elif cmd.kind == "unset":
@@ -560,7 +441,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
                     raise InvalidOption('cannot unset option "sink"')
                 if name in UNALTERABLE:
                     raise InvalidOption(f'cannot alter option "{name}"')
-                if name not in KNOWN_OPTIONS:
+                if name not in OPTION_KINDS:
                     raise InvalidOption(f'invalid option "{name}"')
                 options.pop(name, None)
         elif cmd.kind == "add":
@@ -584,7 +465,8 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
             f'New sink type "{sink.scheme}" does not match original sink type "{old_sink.scheme}". Altering the '
             "sink type of a changefeed is disallowed, consider creating a new changefeed instead."
         )
-    opts, crdb = job_options(options, sink, job.start, check_times=False)
+    opts = job_options(options, sink, job.start, check_times=False)
+    validate_sink_options(sink, options)  # sinks: webhook / cloud storage settings
     targets = list(job.targets)
     feed_ids = list(job.feed_ids)
     texts = {t.table_id: f"TABLE {t.name}" for t in targets}
@@ -619,22 +501,19 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
     for fid, t in zip(feed_ids, targets, strict=False):
         row = txn.conn.execute("SELECT spec FROM _feeds WHERE id = ?", (fid,)).fetchone()
         spec = FeedSpec.from_json(orjson.loads(row[0]))
-        kw: dict[str, Any] = {}
-        if crdb is not None and "crdb" in FeedSpec.__dataclass_fields__:
-            kw["crdb"] = crdb
         spec = replace(
             spec,
             topic=sink.topic_for(t.name, t.family),
             format=opts.encoder,
             resolved_ns=opts.resolved_ns,
             mode=opts.mode,
-            **kw,
+            crdb=opts.crdb,
         )
         _save_spec(txn, spec)
         TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
         specs.append(spec)
     for t, with_scan in new_targets:
-        spec = _make_feed(session, txn, job.id, t, sink, opts, crdb, initial_scan=with_scan, cursor=None)
+        spec = _make_feed(session, txn, job.id, t, sink, opts, initial_scan=with_scan, cursor=None)
         txn.conn.execute("UPDATE _feeds SET state = ? WHERE id = ?", (J.FEED_PAUSED, spec.id))
         feed_ids.append(spec.id)
         specs.append(spec)

@@ -10,6 +10,8 @@ from typing import Any
 import orjson
 
 from changefeed.engine.catalog import CdcOptions, ColumnSchema, Role, TableSchema
+from changefeed.engine.phoenix import phoenix_of
+from changefeed.engine.phoenix_types import resolve_phoenix_type
 from changefeed.engine.privileges import CREATEDB, DEFAULT_PRIVILEGES_TABLE, Privilege, check_role_option
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
@@ -168,11 +170,11 @@ def create_table(session: Session, txn: Transaction, s: ast.CreateTable, ev: Par
     for stmt in TableStore(schema).create_sql():
         txn.conn.execute(stmt)
     session.db.save_table(schema)
-    _initial_grants(session, txn, schema)
+    initial_grants(session, txn, schema)
     return Result(status="CREATE TABLE")
 
 
-def _initial_grants(session: Session, txn: Transaction, schema: TableSchema) -> None:
+def initial_grants(session: Session, txn: Transaction, schema: TableSchema) -> None:
     """A new table starts with the default privileges (ALTER DEFAULT PRIVILEGES), and its creator,
     unless an admin, holds ALL on it (CockroachDB: the owner)."""
     admin = session.privileges(txn).admin
@@ -239,7 +241,13 @@ def _alter_one(
         session.require(txn, schema, Privilege.CREATE)
     if isinstance(action, ast.AddColumn):
         cd = action.column
-        cname = session.ident(cd.name)
+        # Apache Phoenix tables take Phoenix's names (upper-cased) and types (issue 11).
+        phoenix_ddl = phoenix_of(schema).ddl
+        cname = (
+            (cd.name.name if cd.name.quoted else cd.name.name.upper())
+            if phoenix_ddl
+            else session.ident(cd.name)
+        )
         existing = schema.find_column(cname)
         if existing is not None and existing.name.lower() == cname.lower():
             if action.if_not_exists:
@@ -249,8 +257,12 @@ def _alter_one(
             raise InvalidStatement("cannot add a primary key column to an existing table")
         if cd.static and not schema.clustering_key:
             raise InvalidStatement("static columns are only allowed in tables with clustering columns")
-        t = resolve_type(
-            cd.type.name, cd.type.params, cd.type.array, dialect=session.dialect, enums=session.db.enums
+        t = (
+            resolve_phoenix_type(cd.type.name, cd.type.params, cd.type.array)
+            if phoenix_ddl
+            else resolve_type(
+                cd.type.name, cd.type.params, cd.type.array, dialect=session.dialect, enums=session.db.enums
+            )
         )
         if cd.default is not None:
             _check_default(session, cd.default, t, cname)

@@ -171,8 +171,19 @@ def _log_relation(session: Session, txn: Transaction, base: TableSchema) -> Rela
     return Relation(base.name + LOG_SUFFIX, names, types, rows, [])
 
 
+#: Other families' claims on a SELECT whose FROM names something that is not a table (Apache
+#: Phoenix's CDC objects): each returns the result, or None to leave the statement to this family.
+SelectHook = Callable[[Session, Transaction, ast.Select, Params], Result | None]
+SELECT_HOOKS: list[SelectHook] = []
+
+
 @FAMILY.statement(ast.Select, write=False)
 def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Result:
+    if s.table is not None:
+        for hook in SELECT_HOOKS:
+            claimed = hook(session, txn, s, ev)
+            if claimed is not None:
+                return claimed
     if s.as_of is not None:
         raise UnsupportedFeature(
             "AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables"

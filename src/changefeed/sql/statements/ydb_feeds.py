@@ -10,6 +10,7 @@ parsed and validated by ``changefeed.feeds.spec``.
 from __future__ import annotations
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.phoenix import cdc_of
 from changefeed.engine.privileges import Privilege
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import DuplicateObject, UndefinedObject
@@ -57,7 +58,8 @@ def drop_changefeed(
     if feed is None:
         raise UndefinedObject(f"changefeed {name!r} does not exist on table {schema.name}")
     delete_feed(txn.conn, feed.id)
-    if len(existing) == 1 and not schema.options.get("changes"):
+    # The change stream stays while an Apache Phoenix CDC object reads it (issue 11).
+    if len(existing) == 1 and not schema.options.get("changes") and cdc_of(schema) is None:
         txn.conn.execute(f"DROP TABLE IF EXISTS x{schema.id}")
         schema = enable_changes(session, txn, schema, False)
     _drop_topics(session, txn, [feed.topic])

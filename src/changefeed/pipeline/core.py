@@ -30,6 +30,7 @@ bytes (``None`` for resolved messages) and the value bytes (empty for ``key_only
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
@@ -57,7 +58,7 @@ from changefeed.feeds.crdb_options import (
 )
 from changefeed.feeds.spec import FeedSpec, Mode
 from changefeed.formats.base import get_encoder
-from changefeed.formats.crdb_json import topic_of
+from changefeed.formats.crdb_json import CrdbJsonEncoder, family_rows, topic_of
 
 if TYPE_CHECKING:
     from changefeed.engine.database import Database
@@ -103,6 +104,12 @@ class CorePlan:
     start: CommitTs  # the scan snapshot and the lower bound of the changes (exclusive)
     start_seqs: tuple[int, ...]  # each table's change-stream position at ``start``
     notices: tuple[str, ...] = field(default=())
+    #: per table, the column families whose messages it emits (one message per family, topic
+    #: ``table.family``), or () for whole rows
+    families: tuple[tuple[str, ...], ...] = field(default=())
+
+    def families_of(self, index: int) -> tuple[str, ...]:
+        return self.families[index] if self.families else ()
 
     def feed(self, table: TableSchema, seq: int) -> FeedSpec:
         """The FeedSpec that drives the encoder (and the scan) for one target table."""
@@ -135,6 +142,8 @@ class CoreChangefeed:
         self.plan = plan
         self.poll_s = poll_s
         self.encoder = get_encoder(ENCODERS[plan.options.format])
+        self.encoder_json = CrdbJsonEncoder()
+        self._cancelled = threading.Event()
         self._batches = self._run()
         self._gen = (m for chunk in self._batches for m in chunk.messages())
 
@@ -150,8 +159,18 @@ class CoreChangefeed:
         return self._batches
 
     def close(self) -> None:
+        """End the changefeed from the thread that iterates it, releasing its connection."""
         self._gen.close()
         self._batches.close()
+
+    def cancel(self) -> None:
+        """End the changefeed from any thread: the loop stops within one poll interval, even on an
+        idle table, and the iterating thread then sees the end of the messages."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
 
     def __enter__(self) -> CoreChangefeed:
         return self
@@ -176,19 +195,29 @@ class CoreChangefeed:
         from changefeed.pipeline.scan import read_chunk_batches
 
         plan = self.plan
-        for table, seq in zip(plan.tables, plan.start_seqs, strict=True):
+        for i, (table, seq) in enumerate(zip(plan.tables, plan.start_seqs, strict=True)):
             feed = plan.feed(table, seq)
             for batch in read_chunk_batches(str(plan.db_path), table, feed, [], 0):
-                yield self._messages(batch, table, feed)
+                yield from self._messages(batch, table, feed, plan.families_of(i))
 
-    def _messages(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> Chunk:
+    def _messages(
+        self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec, fams: tuple[str, ...] = ()
+    ) -> Iterator[Chunk]:
         encode_arrow = getattr(self.encoder, "encode_arrow", None)
+        if fams:  # split_column_families / FAMILY targets: one message per family (JSON)
+            for family in fams:
+                rows = batch.filter(family_rows(batch, table, family))
+                if rows.num_rows:
+                    keys, values = self.encoder_json.encode_arrow(rows, table, feed, family)
+                    yield Chunk(f"{feed.topic}.{family}", keys, values)
+            return
         if encode_arrow is not None:
             keys, values = encode_arrow(batch, table, feed)
-            return Chunk(feed.topic, keys, values)
+            yield Chunk(feed.topic, keys, values)
+            return
         records = self.encoder.encode_python(batch, table, feed)
         keys = pa.array([k for _, k, _, _ in records], pa.binary())
-        return Chunk(feed.topic, keys, pa.array([v for _, _, v, _ in records], pa.binary()))
+        yield Chunk(feed.topic, keys, pa.array([v for _, _, v, _ in records], pa.binary()))
 
     def _stream(self, rc: sqlite3.Connection) -> Iterator[Chunk]:
         plan, opts = self.plan, self.plan.options
@@ -200,7 +229,7 @@ class CoreChangefeed:
         last_resolved = plan.start
         next_resolved = time.monotonic() + interval / 1e9 if opts.resolved else None
         version = None
-        while True:
+        while not self._cancelled.is_set():
             closed: CommitTs | None = None
             now = time.monotonic()
             finishing = end is not None and self.db.clock.now_ns() >= end.wall
@@ -208,7 +237,7 @@ class CoreChangefeed:
                 closed, _ = self.db.close_timestamp()  # every commit <= closed is visible from now on
             data_version = rc.execute("PRAGMA data_version").fetchone()[0]
             if closed is None and data_version == version:
-                time.sleep(self.poll_s)
+                self._cancelled.wait(self.poll_s)
                 continue
             version = data_version
             rc.execute("BEGIN")
@@ -224,7 +253,7 @@ class CoreChangefeed:
             finally:
                 rc.execute("COMMIT")
             for i, batch in self._merge(batches, end):
-                yield self._messages(batch, tables[i], feeds[i])
+                yield from self._messages(batch, tables[i], feeds[i], plan.families_of(i))
             for i, (old, new) in enumerate(zip(previous, tables, strict=True)):
                 if old.version != new.version:
                     yield from self._schema_change(old, new, feeds[i], positions[i], frontier)
@@ -274,8 +303,9 @@ class CoreChangefeed:
             batches = list(read_chunk_batches(str(self.plan.db_path), table, scan_feed, [], 0))
         except sqlite3.OperationalError:  # a dropped column: the old shape cannot be read again
             return
+        index = [t.id for t in self.plan.tables].index(table.id)
         for batch in batches:
-            yield self._messages(batch, table, scan_feed)
+            yield from self._messages(batch, table, scan_feed, self.plan.families_of(index))
 
     def _refresh(self, rc: sqlite3.Connection, tables: list[TableSchema]) -> list[TableSchema]:
         """The targets' current schemas (a column added or dropped shows in later messages)."""

@@ -1,0 +1,281 @@
+"""Spark source over an Apache Phoenix CDC object: ``spark.read[Stream].format("phoenix-cdc")``.
+
+The PHOENIX-7001 design's application loop, as a Spark stream: every micro-batch is the CDC
+query for the next time range ``[previous end, new end)``, where the new end is a safety margin
+``s`` (default 1,000 ms) behind the clock and never past a closed timestamp, so a range once read
+never gains a row later. Offsets are ``{"ms": end}``; a replayed batch reads the same range and
+the same rows, so any sink that commits a batch id with its rows (``foreachBatch`` into a
+transactional store, the file sink) receives every change exactly once. The same query reads as
+a batch (``spark.read``) between ``startTime`` and ``endTime``, for back-fills.
+
+Options:
+
+* ``path`` (or ``.load(dbdir)``): the database directory; ``cdc``: the CDC object's name
+  (``[schema.]NAME``, Phoenix case rules);
+* ``startTime``: epoch milliseconds or a ``TO_DATE`` string (GMT); default: the CDC's creation;
+* ``endTime`` (batch): exclusive end, same forms; default: the safe end now;
+* ``include``: change scopes, e.g. ``"PRE,POST"`` (the ``CDC_INCLUDE`` hint); default: the CDC's
+  ``INCLUDE``;
+* ``safetyMarginMs``: the margin ``s`` (default 1000);
+* ``maxRowsPerBatch`` (streaming): admission control, cut on whole milliseconds.
+
+Rows: ``phoenix_row_timestamp timestamp, <key columns>, cdc_json string`` (Phoenix's
+``PHOENIX_ROW_TIMESTAMP()`` and ``"CDC JSON"`` under names every Spark sink accepts). One input
+partition per time-index bucket and time slice; rows come as Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from changefeed.engine import phoenix
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.changes import arrow_type, storage_to_arrow
+from changefeed.engine.database import DB_FILE, Database, open_sqlite
+from changefeed.exceptions import InvalidOption, PhoenixTableUndefined
+from changefeed.formats import phoenix_json
+
+__all__ = ["PhoenixCdcDataSource", "arrow_schema"]
+
+DEFAULT_SAFETY_MS = 1000
+CHUNK = 50_000
+TS_COLUMN = "phoenix_row_timestamp"
+JSON_COLUMN = "cdc_json"
+
+
+def arrow_schema(table: TableSchema) -> pa.Schema:
+    fields = [pa.field(TS_COLUMN, pa.timestamp("us", tz="UTC"), nullable=False)]
+    fields += [pa.field(c.name, arrow_type(c.type), nullable=False) for c in table.key]
+    fields.append(pa.field(JSON_COLUMN, pa.string(), nullable=False))
+    return pa.schema(fields)
+
+
+def _opt(options: Mapping[str, str], name: str) -> str | None:
+    for k, v in options.items():
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
+def parse_time(name: str, raw: str | None) -> int | None:
+    """Epoch ms from an option: an integer, or a ``TO_DATE`` string in GMT."""
+    if raw is None or not str(raw).strip():
+        return None
+    text = str(raw).strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    from changefeed.sql.phoenix_functions import parse_date
+
+    try:
+        parsed = parse_date(text)
+    except Exception as exc:
+        raise InvalidOption(f"option {name}: {exc}") from None
+    assert parsed is not None
+    return int((parsed - dt.datetime(1970, 1, 1)) / dt.timedelta(milliseconds=1))
+
+
+class _Options:
+    """Validated options (picklable)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        path = _opt(options, "path")
+        if not path:
+            raise InvalidOption("the phoenix-cdc source needs option path (the database directory)")
+        self.path = str(Path(path).absolute())
+        name = _opt(options, "cdc")
+        if not name:
+            raise InvalidOption("the phoenix-cdc source needs option cdc (the CDC object's name)")
+        self.cdc_name = name
+        conn = open_sqlite(Path(self.path) / DB_FILE, readonly=True)
+        try:
+            tables = [
+                TableSchema.from_json(orjson.loads(s)) for (s,) in conn.execute("SELECT spec FROM _catalog")
+            ]
+        finally:
+            conn.close()
+        table = phoenix.find_cdc_table(tables, name)
+        if table is None:
+            raise PhoenixTableUndefined(f" tableName={name}")
+        self.table = table
+        cdc = phoenix.cdc_of(table)
+        assert cdc is not None
+        self.buckets = cdc.buckets
+        include = _opt(options, "include")
+        try:
+            words = include.split(",") if include is not None else list(cdc.include)
+            self.scopes = phoenix_json.parse_scopes(words)
+        except ValueError as exc:
+            raise InvalidOption(
+                f"option include: unknown change scope {exc}; use PRE, POST, CHANGE"
+            ) from None
+        safety = _opt(options, "safetyMarginMs")
+        self.safety_ms = int(safety) if safety else DEFAULT_SAFETY_MS
+        if self.safety_ms < 0:
+            raise InvalidOption("option safetyMarginMs must not be negative")
+        start = parse_time("startTime", _opt(options, "startTime"))
+        self.start_ms = cdc.created_ms if start is None else start
+        self.end_ms = parse_time("endTime", _opt(options, "endTime"))
+        if self.end_ms is not None and self.end_ms < self.start_ms:
+            raise InvalidOption(
+                f"options startTime/endTime: the time range is reversed ({self.start_ms} > {self.end_ms})"
+            )
+        rows = _opt(options, "maxRowsPerBatch")
+        self.max_rows = int(rows) if rows else None
+        if self.max_rows is not None and self.max_rows <= 0:
+            raise InvalidOption("option maxRowsPerBatch must be positive")
+
+    def connect(self) -> Any:
+        return open_sqlite(Path(self.path) / DB_FILE, readonly=True)
+
+    def safe_end(self) -> int:
+        db = Database(self.path, create=False)
+        try:
+            return phoenix.safe_upper_ms(db, self.safety_ms)
+        finally:
+            db.close()
+
+
+class RangePartition(InputPartition):
+    """Changes with ``lo <= ms < hi`` in one bucket of the time index."""
+
+    def __init__(self, bucket: int, lo: int, hi: int) -> None:
+        super().__init__((bucket, lo, hi))
+        self.bucket, self.lo, self.hi = bucket, lo, hi
+
+
+def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]:
+    table = opts.table
+    schema = arrow_schema(table)
+    conn = opts.connect()
+    encoder = phoenix_json.EventEncoder(table, opts.scopes)
+    try:
+        rows = phoenix.scan(conn, table, part.lo, part.hi, buckets=[part.bucket])
+        while True:
+            chunk = [r for _, r in zip(range(CHUNK), rows, strict=False)]
+            if not chunk:
+                return
+            arrays: list[pa.Array] = [
+                pa.array([r.ms * 1000 for r in chunk], type=pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+            ]
+            for j, c in enumerate(table.key):
+                arrays.append(storage_to_arrow(c, [r.key[j] for r in chunk]))
+            arrays.append(pa.array([encoder.encode(r) for r in chunk], type=pa.string()))
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    finally:
+        conn.close()
+
+
+#: A range is cut into up to this many time slices per bucket (read in parallel), none shorter
+#: than MIN_SLICE_MS.
+MAX_SLICES = 4
+MIN_SLICE_MS = 1000
+
+
+def _partitions(opts: _Options, lo: int, hi: int) -> list[RangePartition]:
+    """One input partition per bucket and time slice of ``[lo, hi)``."""
+    if hi <= lo:
+        return []
+    slices = max(1, min(MAX_SLICES, (hi - lo) // MIN_SLICE_MS))
+    step = -(-(hi - lo) // slices)
+    cuts = [(a, min(a + step, hi)) for a in range(lo, hi, step)]
+    return [RangePartition(b, a, z) for b in range(opts.buckets) for a, z in cuts]
+
+
+class PhoenixBatchReader(DataSourceReader):
+    def __init__(self, opts: _Options) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        hi = self.opts.end_ms if self.opts.end_ms is not None else self.opts.safe_end()
+        return _partitions(self.opts, self.opts.start_ms, hi) or [RangePartition(0, 0, 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        return read_range(self.opts, partition)
+
+
+class PhoenixStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches of successive time ranges ending ``safetyMarginMs`` behind now."""
+
+    def __init__(self, opts: _Options) -> None:
+        self.opts = opts
+        self._target: int | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"ms": self.opts.start_ms}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+        return ReadMaxRows(self.opts.max_rows) if self.opts.max_rows else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.opts.safe_end()
+
+    def _cut(self, lo: int, hi: int, max_rows: int) -> int:
+        """The end of a range from ``lo`` holding about ``max_rows`` changes, on a whole ms."""
+        conn = self.opts.connect()
+        try:
+            p = phoenix.index_table(self.opts.table)
+            per = max(1, max_rows // self.opts.buckets)
+            cut = hi
+            for b in range(self.opts.buckets):
+                row = conn.execute(
+                    f"SELECT ms FROM {p} WHERE b = ? AND ms >= ? AND ms < ? ORDER BY ms LIMIT 1 OFFSET ?",
+                    (b, lo, hi, per),
+                ).fetchone()
+                if row is not None:
+                    cut = min(cut, max(int(row[0]), lo + 1))
+            return cut
+        finally:
+            conn.close()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        lo = int(start.get("ms", self.opts.start_ms))
+        hi = self._target if self._target is not None else self.opts.safe_end()
+        if hi <= lo:
+            return dict(start)
+        if isinstance(limit, ReadMaxRows):
+            hi = self._cut(lo, hi, int(limit.max_rows))
+        return {"ms": hi}
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        return {"ms": self.opts.safe_end()}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return _partitions(self.opts, int(start.get("ms", self.opts.start_ms)), int(end["ms"]))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        return read_range(self.opts, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass
+
+
+class PhoenixCdcDataSource(DataSource):
+    """``format("phoenix-cdc")``: a CDC object's changes by time range, batch or streaming."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "phoenix-cdc"
+
+    def schema(self) -> StructType:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(arrow_schema(_Options(self.options).table))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return PhoenixBatchReader(_Options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return PhoenixStreamReader(_Options(self.options))

@@ -1,0 +1,70 @@
+"""Sink writers: where a CockroachDB job's encoded records go when its sink is not the embedded
+topic log (``webhook-https://`` or cloud storage).
+
+A sink writer has the topic store's append shape, so the changefeed job (``job.py``) and the
+initial scan (``scan.py``) deliver through either without knowing which:
+
+* ``append(topic, partition, writer, batch_id, records)``: one topic partition's records of one
+  micro-batch (``key, value, ts``), in commit order; it returns only once the sink holds them
+  (the endpoint acknowledged them, the files are renamed into place), and raises otherwise, so
+  the job's checkpoint never advances past undelivered data;
+* ``emit_resolved(topic, writer, batch_id, payload, ts)``: called after every partition's append
+  of the batch returned, so a resolved message never overtakes the data it covers.
+
+Writers are picklable (they travel to the executors inside ``mapInArrow``); ``driver_only``
+writers (Hadoop file systems reached through the driver's JVM) are called on the driver.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from changefeed.engine.catalog import TableSchema
+    from changefeed.engine.clock import CommitTs
+    from changefeed.feeds.spec import FeedSpec
+    from changefeed.topics.store import TopicStore
+
+
+class SinkWriter(ABC):
+    driver_only: bool = False
+
+    @abstractmethod
+    def append(self, topic: str, partition: int, writer: str, batch_id: int, records: pa.Table) -> None: ...
+
+    @abstractmethod
+    def emit_resolved(self, topic: str, writer: str, batch_id: int, payload: bytes, ts: CommitTs) -> None: ...
+
+
+def open_delivery(db: Path, feed: FeedSpec, table: TableSchema | None = None) -> TopicStore | SinkWriter:
+    """The topic store, or the sink writer of the job ``feed`` belongs to."""
+    from changefeed.feeds.sinks import (
+        CloudStorageConfig,
+        WebhookConfig,
+        parse_sink_uri,
+        validate_sink_options,
+    )
+    from changefeed.topics.store import TopicStore
+
+    if feed.kind != "crdb":
+        return TopicStore(db)
+    from changefeed.pipeline.crdb_jobs import job_of_feeds
+
+    job = job_of_feeds(db).get(feed.id)
+    if job is None or not job.sink:
+        return TopicStore(db)
+    sink = parse_sink_uri(job.sink)
+    config = validate_sink_options(sink, job.options)
+    if isinstance(config, WebhookConfig):
+        from changefeed.pipeline.sinks.webhook import WebhookWriter
+
+        return WebhookWriter(config)
+    if isinstance(config, CloudStorageConfig):
+        from changefeed.pipeline.sinks.cloudstorage import open_cloud_storage
+
+        return open_cloud_storage(db, config, schema_version=table.version if table is not None else 1)
+    return TopicStore(db)
