@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from changefeed.engine.catalog import Role, TableSchema
@@ -68,9 +69,16 @@ def _table_relation(session: Session, txn: Transaction, schema: TableSchema) -> 
     else:
         star = names
 
+    plain = not any(c.virtual for c in cols)  # no computed columns: convert by position
+    convert = [(c.id, c.type.from_db) for c in cols]
+
     def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
         parts: list[tuple[Any, ...] | None] = list(pks) if pks is not None else [None]
         for pk in parts:
+            if plain:
+                for row in _merged_rows(session, txn, schema, st, pk):
+                    yield tuple([f(row.get(i)) for i, f in convert])
+                continue
             for row in _merged_rows(session, txn, schema, st, pk):
                 py = session.py_row(schema, row)
                 yield tuple(py.get(n) for n in names)
@@ -192,16 +200,37 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
     def scope(row: tuple[Any, ...]) -> Scope:
         return Scope(RowMap(row, index, lower_index))
 
-    rows = [r for r in rel.rows(pks) if s.where is None or evaluator.eval(s.where, scope(r)) is True]
     # Expand the select list.
     items: list[tuple[str, ast.Expr, SqlType | None]] = []
+    #: Row positions of the select list when it holds only ``*`` and plain columns (no per-row
+    #: evaluation needed).
+    star_at: list[int] | None = [] if s.items else None
     for it in s.items:
         if isinstance(it.expr, ast.Star):
             for n in rel.star or rel.columns:
                 items.append((n, ast.Column(ast.Ident(n, True)), rel.types[index[n]]))
+                if star_at is not None:
+                    star_at.append(index[n])
         else:
             items.append((_label(session, it), it.expr, _expr_type(session, it.expr, rel, index)))
+            at = _column_at(session, it.expr, index, lower_index)
+            if at is None:
+                star_at = None
+            elif star_at is not None:
+                star_at.append(at)
     aggregate = any(has_aggregate(e) for _, e, _ in items)
+    lim: Any = None
+    if s.limit is not None:
+        lim = evaluator.eval(s.limit, None)
+        if not isinstance(lim, int) or lim < 0:
+            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
+    where = s.where
+    scanned: Iterable[tuple[Any, ...]] = rel.rows(pks)
+    if where is not None:
+        scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
+    if lim is not None and not aggregate and not s.order_by and not s.distinct:
+        scanned = islice(scanned, lim)  # rows come in output order: stop the scan early
+    rows = list(scanned)
     if aggregate:
         out_rows = [tuple(evaluator.eval_aggregate(e, [scope(r) for r in rows]) for _, e, _ in items)]
     else:
@@ -212,13 +241,15 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
                     return sort_key(evaluator.eval(expr, scope(r)))
 
                 rows.sort(key=order_key, reverse=o.descending)
-        out_rows = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
+        if star_at is not None and star_at == list(range(len(rel.columns))):
+            out_rows = rows
+        elif star_at is not None:
+            out_rows = [tuple(r[i] for i in star_at) for r in rows]
+        else:
+            out_rows = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
         if s.distinct:
             out_rows = list(dict.fromkeys(out_rows))
-    if s.limit is not None:
-        lim = evaluator.eval(s.limit, None)
-        if not isinstance(lim, int) or lim < 0:
-            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
+    if lim is not None:
         out_rows = out_rows[:lim]
     return Result(
         columns=[n for n, _, _ in items],
@@ -227,6 +258,17 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         status=f"SELECT {len(out_rows)}",
         rowcount=len(out_rows),
     )
+
+
+def _column_at(
+    session: Session, e: ast.Expr, index: Mapping[str, int], lower_index: Mapping[str, int]
+) -> int | None:
+    """The row position a plain column reference reads, resolved as the evaluator would."""
+    if not isinstance(e, ast.Column):
+        return None
+    name = session.ident(e.name)
+    at = index.get(name)
+    return lower_index.get(name.lower()) if at is None else at
 
 
 def _label(session: Session, it: ast.SelectItem) -> str:
