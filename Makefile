@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup pg-clients run test test-fast lint bench clean
+.PHONY: setup pg-clients run test test-fast soak lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,7 +29,12 @@ run: setup
 	$(BIN)/changefeed read --db $(DB) office_dogs --from-beginning --json
 
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not soak" --durations=15
+
+# The soaks: ten kill -9s of a CockroachDB job's run, five of the Phoenix CDC stream, 100,000
+# Kafka produces across three endpoint restarts.
+soak: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not spark"

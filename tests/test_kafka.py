@@ -421,7 +421,7 @@ def test_killed_member_partitions_resume_from_committed_offsets(db: Path, port: 
 # -- producing ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n", [3000, pytest.param(100_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("n", [3000, pytest.param(100_000, marks=[pytest.mark.slow, pytest.mark.soak])])
 def test_idempotent_producer_exactly_once_across_restart(db: Path, loop_thread: LoopThread, n: int) -> None:
     topic = f"produced-{n}"
     ep = create(EndpointConfig(db=db))

@@ -113,6 +113,7 @@ def test_stream_is_exactly_once_across_kill_9(spark: SparkSession, tmp_path: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_stream_survives_many_kills(spark: SparkSession, tmp_path: Path) -> None:
     _kill_and_check(spark, tmp_path, int(os.environ.get("CHANGEFEED_PHOENIX_KILLS", "5")))
 
