@@ -60,7 +60,11 @@ def _wait_growth(db: Path, before: int, proc: subprocess.Popen[bytes], timeout: 
 
 
 @pytest.mark.parametrize(
-    "kills", [pytest.param(1, id="one-kill"), pytest.param(10, id="soak-10-kills", marks=[pytest.mark.slow, pytest.mark.soak])]
+    "kills",
+    [
+        pytest.param(1, id="one-kill"),
+        pytest.param(10, id="soak-10-kills", marks=[pytest.mark.slow, pytest.mark.soak]),
+    ],
 )
 def test_pause_resume_and_kill_9_are_exactly_once(tmp_path: Path, kills: int) -> None:
     db = tmp_path / "db"
