@@ -17,27 +17,15 @@ writers (Hadoop file systems reached through the driver's JVM) are called on the
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import pyarrow as pa
+from changefeed.pipeline.sinks.base import SinkWriter
 
+if TYPE_CHECKING:
     from changefeed.engine.catalog import TableSchema
-    from changefeed.engine.clock import CommitTs
     from changefeed.feeds.spec import FeedSpec
     from changefeed.topics.store import TopicStore
-
-
-class SinkWriter(ABC):
-    driver_only: bool = False
-
-    @abstractmethod
-    def append(self, topic: str, partition: int, writer: str, batch_id: int, records: pa.Table) -> None: ...
-
-    @abstractmethod
-    def emit_resolved(self, topic: str, writer: str, batch_id: int, payload: bytes, ts: CommitTs) -> None: ...
 
 
 def open_delivery(db: Path, feed: FeedSpec, table: TableSchema | None = None) -> TopicStore | SinkWriter:
@@ -68,3 +56,6 @@ def open_delivery(db: Path, feed: FeedSpec, table: TableSchema | None = None) ->
 
         return open_cloud_storage(db, config, schema_version=table.version if table is not None else 1)
     return TopicStore(db)
+
+
+__all__ = ["SinkWriter", "open_delivery"]

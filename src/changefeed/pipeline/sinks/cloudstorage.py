@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from changefeed.exceptions import SinkError
 from changefeed.feeds.sinks import PARTITION_FORMATS, CloudStorageConfig
-from changefeed.pipeline.sinks import SinkWriter
+from changefeed.pipeline.sinks.base import SinkWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -30,7 +30,7 @@ import httpx
 
 from changefeed.exceptions import SinkError
 from changefeed.feeds.sinks import INFINITE_RETRIES, MAX_RETRY_BACKOFF_NS, RETRY_MULTIPLIER, WebhookConfig
-from changefeed.pipeline.sinks import SinkWriter
+from changefeed.pipeline.sinks.base import SinkWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa
