@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
+from changefeed.feeds.crdb_options import CLOUD_STORAGE_SCHEMES, WEBHOOK_SCHEME
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,26 +143,7 @@ def _topics(uri: str, params: dict[str, str]) -> SinkSpec:
 
 # ====================================================================== webhook and cloud storage
 # (issue 8: CockroachDB's webhook sink and cloud-storage sink; see docs/sinks.md)
-WEBHOOK_SCHEME = "webhook-https"
 WEBHOOK_PARAMS = ("ca_cert", "insecure_tls_skip_verify", "client_cert", "client_key")
-#: Cloud-storage schemes: nodelocal writes under ``DIR/extern``; the others go through Hadoop.
-CLOUD_STORAGE_SCHEMES = (
-    "nodelocal",
-    "s3",
-    "gs",
-    "azure",
-    "azure-blob",
-    "azure-storage",
-    "file-http",
-    "file-https",
-    "http",
-    "https",
-    "userfile",
-    "experimental-s3",
-    "experimental-gs",
-    "experimental-nodelocal",
-    "experimental-azure",
-)
 #: Query parameters the cloud-storage sink consumes; the storage provider's own (credentials,
 #: region, endpoint...) are passed on to the Hadoop file system configuration.
 CLOUD_STORAGE_PARAMS = ("file_size", "partition_format")
