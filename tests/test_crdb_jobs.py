@@ -159,6 +159,33 @@ def test_pause_resume_cancel_state_machine(conn: Any) -> None:
         conn.execute("PAUSE JOB 12")
 
 
+def test_pause_with_a_live_runner_is_requested_until_the_runner_stops(conn: Any, tmp_path: Any) -> None:
+    from changefeed.feeds.runners import presence, runner_live
+    from changefeed.pipeline.crdb_jobs import advance
+
+    (job_id,) = conn.execute("CREATE CHANGEFEED FOR foo INTO 'topics://' WITH no_initial_scan").rows[0]
+    (fid,) = _feeds(conn)
+    db = conn.db.path
+    assert not runner_live(db)
+    with presence(db):
+        assert runner_live(db)
+        conn.execute(f"PAUSE JOB {job_id}")
+        assert conn.execute(f"SHOW CHANGEFEED JOB {job_id}").rows[0][3] == "pause-requested"
+        assert _feeds(conn)[fid] == "paused"  # the runner stops its query between micro-batches
+        conn.execute(f"PAUSE JOB {job_id}")  # requested already: nothing to do
+        with pytest.raises(JobStateError, match="job with status pause-requested cannot be resumed"):
+            conn.execute(f"RESUME JOB {job_id}")
+        with pytest.raises(JobStateError, match=f"job {job_id} is not paused"):
+            conn.execute(f"ALTER CHANGEFEED {job_id} SET resolved")
+        advance(db, running_feeds=[fid])  # its query still runs: stays requested
+        assert conn.execute(f"SHOW CHANGEFEED JOB {job_id}").rows[0][3] == "pause-requested"
+        advance(db, running_feeds=[])
+        assert conn.execute(f"SHOW CHANGEFEED JOB {job_id}").rows[0][3] == "paused"
+    assert not runner_live(db)
+    conn.execute(f"RESUME JOB {job_id}")
+    assert _feeds(conn)[fid] == "running"
+
+
 def test_resume_during_scan_goes_back_to_scanning(conn: Any) -> None:
     (job_id,) = conn.execute("CREATE CHANGEFEED FOR foo INTO 'topics://'").rows[0]
     (fid,) = _feeds(conn)

@@ -52,6 +52,10 @@ def _total(db: Path) -> int:
         store.close()
 
 
+def _status(conn: changefeed.Connection, job_id: int) -> str:
+    return str(conn.execute(f"SHOW CHANGEFEED JOB {job_id}").rows[0][3])
+
+
 def _wait_growth(db: Path, before: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and _total(db) == before and proc.poll() is None:
@@ -93,7 +97,13 @@ def test_pause_resume_and_kill_9_are_exactly_once(tmp_path: Path, kills: int) ->
                 if round_ == 0:
                     with changefeed.connect(db) as conn:
                         conn.execute(f"PAUSE JOB {job_id}")
-                    time.sleep(6.0)  # the runner polls job states every 3 s, stops between micro-batches
+                        # A live runner stops between micro-batches, then confirms (CockroachDB's
+                        # pause-requested -> paused).
+                        assert _status(conn, job_id) == "pause-requested"
+                        deadline = time.monotonic() + 180.0
+                        while _status(conn, job_id) != "paused" and time.monotonic() < deadline:
+                            time.sleep(0.2)
+                        assert _status(conn, job_id) == "paused"
                     paused_at = _total(db)
                     time.sleep(4.0)
                     assert _total(db) == paused_at, "a paused job kept delivering"

@@ -10,6 +10,8 @@ job status            its feeds
 ====================  ==========================================================
 ``running``           ``scanning`` (initial scan first) or ``running``; ``done`` once a
                       feed reached ``end_time`` or finished its ``initial_scan='only'``
+``pause-requested``   ``paused``: the runner stops them between micro-batches, then marks
+                      the job ``paused`` (at once when no runner is at work)
 ``paused``            ``paused``: not delivering, journal still protected from GC
 ``canceled``          ``canceled``: stopped, protection released, topics kept
 ``failed``            ``failed`` (on_error='fail'); with on_error='pause' the job pauses
@@ -38,6 +40,7 @@ from changefeed.exceptions import InvalidOption, JobNotFound, JobStateError
 
 # --------------------------------------------------------------------------- statuses
 RUNNING = "running"
+PAUSE_REQUESTED = "pause-requested"
 PAUSED = "paused"
 CANCELED = "canceled"
 FAILED = "failed"
@@ -268,13 +271,24 @@ def _feed_row(conn: sqlite3.Connection, feed_id: int) -> tuple[str, dict[str, An
     return None if r is None else (str(r[0]), orjson.loads(r[1]))
 
 
-def pause(conn: sqlite3.Connection, job: Job, now: int, *, error: str | None = None) -> Job:
-    if job.status == PAUSED:
+def pause(
+    conn: sqlite3.Connection, job: Job, now: int, *, requested: bool = False, error: str | None = None
+) -> Job:
+    """Stop a running job's feeds; ``requested``: a runner is at work and confirms with :func:`paused`."""
+    if job.status in (PAUSED, PAUSE_REQUESTED):
         return job
     if job.status != RUNNING:
         raise JobStateError(f"job with status {job.status} cannot be requested to be paused")
     set_feed_states(conn, job, FEED_PAUSED, only=("scanning", "running"))
-    return _update(conn, job, now, status=PAUSED, running_status=None, error=error)
+    status = PAUSE_REQUESTED if requested else PAUSED
+    return _update(conn, job, now, status=status, running_status=None, error=error)
+
+
+def paused(conn: sqlite3.Connection, job: Job, now: int) -> Job:
+    """The runner has stopped every feed of a ``pause-requested`` job."""
+    if job.status != PAUSE_REQUESTED:
+        return job
+    return _update(conn, job, now, status=PAUSED)
 
 
 def resume(conn: sqlite3.Connection, job: Job, now: int) -> Job:
@@ -294,7 +308,7 @@ def resume(conn: sqlite3.Connection, job: Job, now: int) -> Job:
 def cancel(conn: sqlite3.Connection, job: Job, now: int) -> Job:
     if job.status == CANCELED:
         return job
-    if job.status not in (RUNNING, PAUSED):
+    if job.status not in (RUNNING, PAUSE_REQUESTED, PAUSED):
         raise JobStateError(f"job with status {job.status} cannot be requested to be canceled")
     set_feed_states(conn, job, CANCELED)
     return _update(conn, job, now, status=CANCELED, running_status=None, finished=now)
@@ -305,9 +319,9 @@ def fail(conn: sqlite3.Connection, job: Job, now: int, error: str) -> Job:
     if job.status in TERMINAL:
         return job
     if job.on_error == "pause":
-        paused = job if job.status == PAUSED else pause(conn, job, now)
+        stopped = job if job.status in (PAUSED, PAUSE_REQUESTED) else pause(conn, job, now)
         msg = f"job failed ({error}) but is being paused because of on_error=pause"
-        return _update(conn, paused, now, error=msg, running_status=msg)
+        return _update(conn, stopped, now, error=msg, running_status=msg)
     set_feed_states(conn, job, FAILED)
     return _update(conn, job, now, status=FAILED, error=error, finished=now, running_status=None)
 

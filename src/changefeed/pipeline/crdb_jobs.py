@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,12 +50,32 @@ def _cap_seq(conn: sqlite3.Connection, table_id: int, end: CommitTs) -> int:
     return int(row[0])
 
 
-def advance(db: Path) -> None:
-    """Record progress of every running job and finish the jobs that are done."""
+def advance(db: Path, running_feeds: Collection[int] = ()) -> None:
+    """Record progress of every running job and finish the jobs that are done; mark ``paused``
+    the ``pause-requested`` jobs none of whose feeds is among this runner's ``running_feeds``."""
     database = Database(db, create=False)
     try:
         conn = database.conn
-        running = [j for j in J.all_jobs(conn) if j.status == J.RUNNING]
+        jobs = J.all_jobs(conn)
+        stopped = [
+            j
+            for j in jobs
+            if j.status == J.PAUSE_REQUESTED and not any(f in running_feeds for f in j.feed_ids)
+        ]
+        if stopped:
+            with database.lock:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for j in stopped:
+                        current = J.get_job(conn, j.id)
+                        if current is not None:
+                            J.paused(conn, current, database.clock.now_ns())
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+        running = [j for j in jobs if j.status == J.RUNNING]
         if not running:
             return
         # end_time: once the commit clock has passed it, everything at or before it is visible.

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import DatabaseError, PipelineError
+from changefeed.feeds import runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
 from changefeed.pipeline import crdb_jobs, job
@@ -185,6 +186,8 @@ def run_forever(
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
     failures: dict[int, int] = {}
     last_retention = last_gc = 0.0
+    presence = runners.presence(dbp)
+    presence.__enter__()  # PAUSE JOB asks for pause-requested while this runner lives
     try:
         while not stop.is_set():
             feeds = feed_specs(dbp)
@@ -221,7 +224,7 @@ def run_forever(
                 if not crdb_jobs.streams(jobs.get(fid)):
                     continue  # initial_scan='only': advance() finishes it
                 running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
-            crdb_jobs.advance(dbp)
+            crdb_jobs.advance(dbp, running_feeds=running.keys())
             now = time.monotonic()
             if now - last_retention >= RETENTION_EVERY_S:
                 TopicStore(dbp).apply_retention()
@@ -233,3 +236,4 @@ def run_forever(
     finally:
         for _, q in running.values():
             _stop_between_batches(q)
+        presence.__exit__(None, None, None)

@@ -29,6 +29,7 @@ from changefeed.exceptions import (
 )
 from changefeed.feeds import jobs as J
 from changefeed.feeds.crdb_options import OPTION_KINDS, CrdbOptions, parse_crdb_options
+from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
 from changefeed.feeds.store import insert_feed
@@ -398,7 +399,7 @@ def job_control(session: Session, txn: Transaction, stmt: ast.JobControl, ev: Pa
     _check_control(session, txn, job)
     now = session.db.clock.now_ns()
     if stmt.action == "pause":
-        J.pause(txn.conn, job, now)
+        J.pause(txn.conn, job, now, requested=runner_live(session.db.path))
     elif stmt.action == "resume":
         J.resume(txn.conn, job, now)
     else:
