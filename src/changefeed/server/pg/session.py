@@ -51,13 +51,21 @@ from changefeed.server.pg.errors import (
 )
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
-from changefeed.server.pg.values import column_oids, data_rows, encoders, fmt_of, normalise_tag
+from changefeed.server.pg.values import (
+    column_oids,
+    data_rows,
+    encoders,
+    fmt_of,
+    hex_bytea,
+    join_rows,
+    normalise_tag,
+)
 from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 
 if TYPE_CHECKING:
-    from changefeed.pipeline.core import CoreChangefeed
+    from changefeed.pipeline.core import Chunk, CoreChangefeed
 
 T = TypeVar("T")
 
@@ -601,14 +609,25 @@ class PgSession:
                 return v if isinstance(v, bytes) else str(v).encode()
             return b"\\x" + bytes(v).hex().encode()
 
-        async def emit(rows: list[tuple[Any, ...]]) -> None:
+        async def emit(data: bytes, count: int) -> None:
             nonlocal sent
             if stop.is_set():
                 return
-            for row in rows:
-                self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
-            sent += len(rows)
+            self.send(data)
+            sent += count
             await self.flush(True)
+
+        def wire(group: Chunk) -> bytes:
+            """A group's DataRows, column-wise when it is an ordinary batch of messages."""
+            if group.keys is not None and not group.keys.null_count and not group.values.null_count:
+                import pyarrow as pa
+
+                n = len(group.values)
+                cols = [pa.repeat(pa.scalar((group.table or "").encode(), pa.binary()), n)]
+                for i, arr in ((1, group.keys), (2, group.values)):
+                    cols.append(arr if fmts[i] == 1 else hex_bytea(arr))
+                return join_rows(cols, n)
+            return b"".join(p.data_row([encode(i, v) for i, v in enumerate(m)]) for m in group.messages())
 
         def finish(fn: Callable[[Any], None], value: Any) -> None:
             if not done.done():
@@ -626,8 +645,8 @@ class PgSession:
                 for group in feed.batches():
                     if stop.is_set():
                         break
-                    rows = [tuple(m) for m in group.messages()]
-                    asyncio.run_coroutine_threadsafe(emit(rows), self.loop).result()
+                    data = wire(group)
+                    asyncio.run_coroutine_threadsafe(emit(data, len(group.values)), self.loop).result()
                 self.loop.call_soon_threadsafe(finish, done.set_result, sent)
             except BaseException as exc:
                 self.loop.call_soon_threadsafe(finish, done.set_exception, exc)
