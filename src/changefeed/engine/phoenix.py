@@ -221,6 +221,22 @@ class ChangeRow(NamedTuple):
     old: tuple[Any, ...]
 
 
+def change_row(r: Sequence[Any], nk: int, nv: int) -> ChangeRow:
+    """A raw row of :func:`scan_raw` as a :class:`ChangeRow`."""
+    base = nk + 5
+    return ChangeRow(
+        r[0],
+        tuple(r[1 : 1 + nk]),
+        r[1 + nk],
+        r[2 + nk],
+        r[3 + nk] == CHANGE_UPSERT,
+        bool(r[4 + nk]),
+        tuple(r[base : base + nv]),
+        tuple(r[base + nv : base + 2 * nv]),  # 1 or NULL: truthy exactly when written
+        tuple(r[base + 2 * nv : base + 3 * nv]),
+    )
+
+
 def scan(
     conn: sqlite3.Connection,
     schema: TableSchema,
@@ -235,6 +251,26 @@ def scan(
     """Events with ``lo_ms <= ms < hi_ms`` (None: unbounded) in (time, key, seq) order, merged
     across buckets; ``key_eq`` pins key columns (column id -> storage value); ``after`` resumes
     strictly after a (ms, key, seq) position; ``buckets`` reads only those buckets."""
+    nk, nv = len(schema.key), len(schema.stored_values)
+    for r in scan_raw(
+        conn, schema, lo_ms, hi_ms, key_eq=key_eq, descending=descending, after=after, buckets=buckets
+    ):
+        yield change_row(r, nk, nv)
+
+
+def scan_raw(
+    conn: sqlite3.Connection,
+    schema: TableSchema,
+    lo_ms: int | None,
+    hi_ms: int | None,
+    *,
+    key_eq: Mapping[int, Any] | None = None,
+    descending: bool = False,
+    after: tuple[int, tuple[Any, ...], int] | None = None,
+    buckets: Sequence[int] | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """:func:`scan` as the rows SQLite returns: ``(ms, key.., seq, ev, op, ox, new.., written..,
+    old..)``, with no object per row (the batch encoder reads them column-wise)."""
     cdc = cdc_of(schema)
     if cdc is None:
         return
@@ -265,22 +301,12 @@ def scan(
         f"SELECT {', '.join(select)} FROM {p} p CROSS JOIN x{schema.id} x ON x.seq = p.seq"
         f" WHERE {' AND '.join(conds)} ORDER BY {order}"
     )
-    nk, nv = len(keys), len(vals)
+    nk = len(keys)
 
-    def rows(bucket: int) -> Iterator[ChangeRow]:
-        base = nk + 5
-        for r in conn.execute(sql, [bucket, *params]):
-            yield ChangeRow(
-                r[0],
-                r[1 : 1 + nk],
-                r[1 + nk],
-                r[2 + nk],
-                r[3 + nk] == CHANGE_UPSERT,
-                bool(r[4 + nk]),
-                r[base : base + nv],
-                r[base + nv : base + 2 * nv],  # 1 or NULL: truthy exactly when written
-                r[base + 2 * nv : base + 3 * nv],
-            )
+    def rows(bucket: int) -> Iterator[tuple[Any, ...]]:
+        cur = conn.execute(sql, [bucket, *params])
+        while batch := cur.fetchmany(4096):
+            yield from batch
 
     wanted = list(range(cdc.buckets)) if buckets is None else list(buckets)
     if len(wanted) == 1:
@@ -288,7 +314,7 @@ def scan(
         return
     yield from heapq.merge(
         *(rows(b) for b in wanted),
-        key=lambda e: (e.ms, e.key, e.seq),
+        key=lambda r: (r[0], r[1 : 1 + nk], r[1 + nk]),
         reverse=descending,
     )
 
