@@ -305,8 +305,10 @@ def scan_raw(
 
     def rows(bucket: int) -> Iterator[tuple[Any, ...]]:
         cur = conn.execute(sql, [bucket, *params])
-        while batch := cur.fetchmany(4096):
+        size = 64  # the first row of a range comes at once; later fetches are larger
+        while batch := cur.fetchmany(size):
             yield from batch
+            size = min(size * 4, 4096)
 
     wanted = list(range(cdc.buckets)) if buckets is None else list(buckets)
     if len(wanted) == 1:
