@@ -258,6 +258,33 @@ def scan(
         yield change_row(r, nk, nv)
 
 
+#: Shape bits fit one signed 64-bit SQLite integer up to this many value columns.
+MAX_CODED_COLUMNS = 20
+
+
+def shape_sql(schema: TableSchema) -> str:
+    """A change's shape as one integer: bits 0-1 the event (0 delete, 1 upsert, 2 TTL delete),
+    bit 2 the row existed, then three bits per value column ``i`` from bit ``3 + 3i``: old value
+    present, column written, new value NULL."""
+    parts = [
+        f"(CASE WHEN p.ev = {EV_TTL_DELETE} THEN 2 WHEN x.op = {CHANGE_UPSERT} THEN 1 ELSE 0 END)",
+        "((COALESCE(x.ox, 0) != 0) << 2)",
+    ]
+    for i, c in enumerate(schema.stored_values):
+        b = 3 + 3 * i
+        parts.append(f"((x.o{c.id} IS NOT NULL) << {b})")
+        parts.append(f"((COALESCE(x.u{c.id}, 0) != 0) << {b + 1})")
+        parts.append(f"((x.{c.db} IS NULL) << {b + 2})")
+    return " | ".join(parts)
+
+
+def differs_sql(schema: TableSchema) -> str:
+    """Bit ``i`` set when value column ``i``'s new value is not its old value."""
+    return (
+        " | ".join(f"((x.{c.db} IS NOT x.o{c.id}) << {i})" for i, c in enumerate(schema.stored_values)) or "0"
+    )
+
+
 def scan_raw(
     conn: sqlite3.Connection,
     schema: TableSchema,
@@ -268,9 +295,16 @@ def scan_raw(
     descending: bool = False,
     after: tuple[int, tuple[Any, ...], int] | None = None,
     buckets: Sequence[int] | None = None,
+    coded: bool = False,
+    with_old: bool = True,
 ) -> Iterator[tuple[Any, ...]]:
     """:func:`scan` as the rows SQLite returns: ``(ms, key.., seq, ev, op, ox, new.., written..,
-    old..)``, with no object per row (the batch encoder reads them column-wise)."""
+    old..)``, with no object per row.
+
+    ``coded``: ``(ms, key.., seq, shape, differs, new.., [old..])`` instead, for the batch
+    encoder: SQLite computes each change's shape bits (:func:`shape_sql`) and which columns'
+    new values differ from the old ones, so only the values cross into Python (old values only
+    ``with_old``)."""
     cdc = cdc_of(schema)
     if cdc is None:
         return
@@ -293,8 +327,13 @@ def scan_raw(
         row_value = "(" + ", ".join(["p.ms", *(f"p.{k}" for k in keys), "p.seq"]) + ")"
         conds.append(f"{row_value} > ({', '.join('?' * (len(keys) + 2))})")
         params.extend([ams, *akey, aseq])
-    select = ["p.ms", *(f"p.{k}" for k in keys), "p.seq", "p.ev", "x.op", "x.ox"]
-    select += [f"x.{c.db}" for c in vals] + [f"x.u{c.id}" for c in vals] + [f"x.o{c.id}" for c in vals]
+    select = ["p.ms", *(f"p.{k}" for k in keys), "p.seq"]
+    if coded:
+        select += [shape_sql(schema), differs_sql(schema)] + [f"x.{c.db}" for c in vals]
+        select += [f"x.o{c.id}" for c in vals] if with_old else []
+    else:
+        select += ["p.ev", "x.op", "x.ox"]
+        select += [f"x.{c.db}" for c in vals] + [f"x.u{c.id}" for c in vals] + [f"x.o{c.id}" for c in vals]
     direction = " DESC" if descending else ""
     order = ", ".join(f"{c}{direction}" for c in ["p.ms", *(f"p.{k}" for k in keys), "p.seq"])
     sql = (

@@ -4,23 +4,26 @@ Per change, :meth:`EventEncoder.encode` decides the *shape* of the event (its ty
 the pre image holds, which the change wrote, whether the post image has to be rebuilt) and then
 joins rendered values into that shape. In a batch the shapes are few: every change with the same
 presence bits (event type, row existed, old value present, column written, new value null per
-column) has the same keys in the same Java HashMap order. So a batch is classified with numpy
-over those bits, each distinct shape becomes one ``%``-template built once by the scalar
+column) has the same keys in the same Java HashMap order. SQLite computes those bits as one
+integer per change while it reads the range (:func:`changefeed.engine.phoenix.shape_sql`), numpy
+groups the batch by it, each distinct shape becomes one ``%``-template built once by the scalar
 encoder's own ordering rules, the values are rendered column by column, and each event is one
 C-level ``template % values``. Shapes that need a per-row decision (a post image whose pre-image
-columns changed: the row was deleted and re-written in one transaction) are split by a
-vectorised comparison. Tables with too many value columns to pack the bits use the scalar path.
+columns changed: the row was deleted and re-written in one transaction) are split by a second
+integer of per-column "new differs from old" bits, also computed by SQLite. Tables with too many
+value columns to pack the bits use the scalar path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from changefeed.engine import phoenix
-from changefeed.engine.storage import CHANGE_UPSERT
+from changefeed.engine.catalog import TableSchema
 from changefeed.formats.phoenix_json import (
     CHANGE_IMAGE,
     DELETE,
@@ -32,15 +35,15 @@ from changefeed.formats.phoenix_json import (
     EventEncoder,
 )
 
-#: Presence bits of one change: 3 (event, existed) + 3 per value column, in one int64.
-MAX_BATCH_COLUMNS = 20
+#: Tables with more value columns than fit the shape bits use the scalar encoder.
+MAX_BATCH_COLUMNS = phoenix.MAX_CODED_COLUMNS
 _EVENTS = (DELETE, UPSERT, TTL_DELETE)
 _NEW, _OLD = 0, 1
 
 
 class BatchEncoder:
-    """Encodes raw change rows as read by :func:`changefeed.engine.phoenix.scan_raw`:
-    ``(ms, key.., seq, ev, op, ox, new.., written.., old..)``."""
+    """Encodes change rows read by :func:`changefeed.engine.phoenix.scan_raw` with
+    ``coded=True``; the shape bits are the same as :func:`changefeed.engine.phoenix.shape_sql`'s."""
 
     def __init__(self, encoder: EventEncoder, key_count: int) -> None:
         self.enc = encoder
@@ -121,29 +124,25 @@ class BatchEncoder:
         return [i for i, from_change in enc._post_order(old_present, change_idx) if not from_change]
 
     # ------------------------------------------------------------------ encoding
+    @property
+    def wants_old(self) -> bool:
+        """Whether :meth:`encode` needs the old values (a PRE image is asked for)."""
+        return "PRE" in self.enc.scopes
+
     def encode(self, rows: Sequence[Sequence[Any]]) -> list[str]:
+        """The texts of coded rows: ``(ms, key.., seq, shape, differs, new.., [old..])`` as
+        :func:`changefeed.engine.phoenix.scan_raw` reads them with ``coded=True`` (old values
+        present exactly when :attr:`wants_old`)."""
         n = len(rows)
         if n == 0:
             return []
         nk, nv = self.nk, self.nv
-        if nv > MAX_BATCH_COLUMNS:
-            return [self.enc.encode(phoenix.change_row(r, nk, nv)) for r in rows]
         cols = list(zip(*rows, strict=True))
-        ev = np.asarray(cols[2 + nk], dtype=np.int64)
-        op = np.asarray(cols[3 + nk], dtype=np.int64)
-        code = np.where(ev == phoenix.EV_TTL_DELETE, 2, np.where(op == CHANGE_UPSERT, 1, 0)).astype(np.int64)
-        code |= np.asarray([bool(x) for x in cols[4 + nk]], dtype=np.int64) << 2
-        base = nk + 5
+        code = np.asarray(cols[2 + nk], dtype=np.int64)
+        differs = np.asarray(cols[3 + nk], dtype=np.int64)
+        base = nk + 4
         new_cols = cols[base : base + nv]
-        old_cols = cols[base + 2 * nv : base + 3 * nv]
-        new_obj = [np.asarray(c, dtype=object) for c in new_cols]
-        old_obj = [np.asarray(c, dtype=object) for c in old_cols]
-        for i in range(nv):
-            shift = 3 + 3 * i
-            written = np.asarray(cols[base + nv + i], dtype=object) != None  # noqa: E711 (elementwise)
-            code |= (old_obj[i] != None).astype(np.int64) << shift  # noqa: E711
-            code |= written.astype(np.int64) << (shift + 1)
-            code |= (new_obj[i] == None).astype(np.int64) << (shift + 2)  # noqa: E711
+        old_cols = cols[base + nv : base + 2 * nv] if self.wants_old else ()
         render = self.enc.render
         texts: list[list[list[str] | None]] = [[None] * nv, [None] * nv]
 
@@ -162,9 +161,8 @@ class BatchEncoder:
             idx = np.arange(n) if whole else np.flatnonzero(inverse == g)
             kept = self._rewrites(c)
             if kept:
-                diff = np.zeros(len(idx), dtype=bool)
-                for i in kept:
-                    diff |= np.asarray(new_obj[i][idx] != old_obj[i][idx], dtype=bool)
+                mask = sum(1 << i for i in kept)
+                diff = (differs[idx] & mask) != 0
                 groups = [(idx[~diff], False), (idx[diff], True)]
             else:
                 groups = [(idx, False)]
@@ -172,12 +170,9 @@ class BatchEncoder:
                 if len(part) == 0:
                     continue
                 fmt, slots = self._template(c, rewrite)
-                if whole and len(part) == n:
+                if len(part) == n:
                     values = [text(k, i) for k, i in slots]
-                    if not values:
-                        out = [fmt % ()] * n
-                        continue
-                    out = [fmt % v for v in zip(*values, strict=True)]
+                    out = [fmt % v for v in zip(*values, strict=True)] if values else [fmt % ()] * n
                     continue
                 sel = part.tolist()
                 if not slots:
@@ -189,3 +184,42 @@ class BatchEncoder:
                 for j, v in zip(sel, zip(*values, strict=True), strict=True):
                     out[j] = fmt % v
         return out
+
+
+def encoded_changes(
+    conn: Any,
+    schema: TableSchema,
+    scopes: frozenset[str],
+    lo_ms: int | None,
+    hi_ms: int | None,
+    *,
+    key_eq: Mapping[int, Any] | None = None,
+    descending: bool = False,
+    buckets: Sequence[int] | None = None,
+    first: int = 64,
+    most: int = 4096,
+) -> Iterator[tuple[list[tuple[Any, ...]], list[str]]]:
+    """The changes of a range in batches of ``(rows, CDC JSON texts)``; each row starts with
+    ``(ms, key..)`` in storage values. Batches grow from ``first`` rows (the first row of a
+    time-range query comes at once) to ``most``."""
+    enc = EventEncoder(schema, scopes)
+    nk, nv = len(schema.key), len(schema.stored_values)
+    batch = BatchEncoder(enc, nk) if nv <= MAX_BATCH_COLUMNS else None
+    rows = phoenix.scan_raw(
+        conn,
+        schema,
+        lo_ms,
+        hi_ms,
+        key_eq=key_eq,
+        descending=descending,
+        buckets=buckets,
+        coded=batch is not None,
+        with_old=batch is not None and batch.wants_old,
+    )
+    size = first
+    while chunk := list(itertools.islice(rows, size)):
+        size = min(size * 4, most)
+        if batch is not None:
+            yield chunk, batch.encode(chunk)
+        else:
+            yield chunk, [enc.encode(phoenix.change_row(r, nk, nv)) for r in chunk]

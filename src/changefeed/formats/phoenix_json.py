@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
@@ -502,18 +501,15 @@ def cdc_rows(
     descending: bool = False,
 ) -> Iterator[tuple[Any, ...]]:
     """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order, encoded
-    a batch at a time (:class:`~changefeed.formats.phoenix_batch.BatchEncoder`)."""
-    from changefeed.formats.phoenix_batch import BatchEncoder
+    a batch at a time (:func:`~changefeed.formats.phoenix_batch.encoded_changes`)."""
+    from changefeed.formats.phoenix_batch import encoded_changes
 
     keys = schema.key
     nk = len(keys)
-    batch = BatchEncoder(EventEncoder(schema, scopes), nk)
     convert = [(j, c.type.from_db) for j, c in enumerate(keys) if not c.type.stored_as_is]
-    raw = phoenix.scan_raw(conn, schema, lo_ms, hi_ms, key_eq=key_eq, descending=descending)
-    size = 64  # small first batches: the first row of a time-range query comes at once
-    while chunk := list(itertools.islice(raw, size)):
-        size = min(size * 4, CDC_BATCH_ROWS)
-        texts = batch.encode(chunk)
+    for chunk, texts in encoded_changes(
+        conn, schema, scopes, lo_ms, hi_ms, key_eq=key_eq, descending=descending, most=CDC_BATCH_ROWS
+    ):
         for r, text in zip(chunk, texts, strict=True):
             key = list(r[1 : 1 + nk])
             for j, f in convert:

@@ -27,7 +27,6 @@ partition per time-index bucket and time slice; rows come as Arrow record batche
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -155,23 +154,22 @@ class RangePartition(InputPartition):
 
 
 def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]:
-    from changefeed.formats.phoenix_batch import BatchEncoder
+    from changefeed.formats.phoenix_batch import encoded_changes
 
     table = opts.table
     schema = arrow_schema(table)
     conn = opts.connect()
-    nk = len(table.key)
-    encoder = BatchEncoder(phoenix_json.EventEncoder(table, opts.scopes), nk)
     try:
-        rows = phoenix.scan_raw(conn, table, part.lo, part.hi, buckets=[part.bucket])
-        while chunk := list(itertools.islice(rows, CHUNK)):
+        for chunk, texts in encoded_changes(
+            conn, table, opts.scopes, part.lo, part.hi, buckets=[part.bucket], first=CHUNK, most=CHUNK
+        ):
             cols = list(zip(*chunk, strict=True))
             arrays: list[pa.Array] = [
                 pc.multiply(pa.array(cols[0], type=pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
             ]
             for j, c in enumerate(table.key):
                 arrays.append(storage_to_arrow(c, cols[1 + j]))
-            arrays.append(pa.array(encoder.encode(chunk), type=pa.string()))
+            arrays.append(pa.array(texts, type=pa.string()))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
     finally:
         conn.close()
