@@ -23,7 +23,7 @@ from pathlib import Path
 
 import changefeed
 from changefeed.engine import phoenix
-from changefeed.formats import phoenix_json
+from changefeed.formats import phoenix_batch
 
 MS = 1_000_000
 TXN_ROWS = 1000
@@ -66,7 +66,7 @@ def window_read(conn: changefeed.Connection, lo_ms: int, hi_ms: int) -> tuple[fl
     t = conn.db.find_table("T")
     assert t is not None
     t0 = time.perf_counter()
-    rows = phoenix_json.cdc_rows(conn.db.conn, t, frozenset({"POST"}), lo_ms, hi_ms)
+    rows = phoenix_batch.cdc_rows(conn.db.conn, t, frozenset({"POST"}), lo_ms, hi_ms)
     first = next(rows, None)
     t1 = time.perf_counter()
     n = (first is not None) + sum(1 for _ in rows)
@@ -94,7 +94,7 @@ def stream_rate(conn: changefeed.Connection, lo_ms: int, limit: int) -> tuple[in
     assert t is not None
     t0 = time.perf_counter()
     n = 0
-    for _ in phoenix_json.cdc_rows(conn.db.conn, t, frozenset({"POST"}), lo_ms, None):
+    for _ in phoenix_batch.cdc_rows(conn.db.conn, t, frozenset({"POST"}), lo_ms, None):
         n += 1
         if n >= limit:
             break

@@ -16,6 +16,7 @@ value columns to pack the bits use the scalar path.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -38,6 +39,8 @@ from changefeed.formats.phoenix_json import (
 #: Tables with more value columns than fit the shape bits use the scalar encoder.
 MAX_BATCH_COLUMNS = phoenix.MAX_CODED_COLUMNS
 _EVENTS = (DELETE, UPSERT, TTL_DELETE)
+_EPOCH = dt.datetime(1970, 1, 1)  # PHOENIX_ROW_TIMESTAMP(): ms since it, GMT, naive
+_MS = dt.timedelta(milliseconds=1)
 _NEW, _OLD = 0, 1
 
 
@@ -223,3 +226,32 @@ def encoded_changes(
             yield chunk, batch.encode(chunk)
         else:
             yield chunk, [enc.encode(phoenix.change_row(r, nk, nv)) for r in chunk]
+
+
+#: Change rows encoded together by :func:`cdc_rows`.
+CDC_BATCH_ROWS = 4096
+
+
+def cdc_rows(
+    conn: Any,
+    schema: TableSchema,
+    scopes: frozenset[str],
+    lo_ms: int | None,
+    hi_ms: int | None,
+    *,
+    key_eq: Mapping[int, Any] | None = None,
+    descending: bool = False,
+) -> Iterator[tuple[Any, ...]]:
+    """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order, encoded
+    a batch at a time (:func:`~changefeed.formats.phoenix_batch.encoded_changes`)."""
+    keys = schema.key
+    nk = len(keys)
+    convert = [(j, c.type.from_db) for j, c in enumerate(keys) if not c.type.stored_as_is]
+    for chunk, texts in encoded_changes(
+        conn, schema, scopes, lo_ms, hi_ms, key_eq=key_eq, descending=descending, most=CDC_BATCH_ROWS
+    ):
+        for r, text in zip(chunk, texts, strict=True):
+            key = list(r[1 : 1 + nk])
+            for j, f in convert:
+                key[j] = f(key[j])
+            yield (_EPOCH + r[0] * _MS, *key, text)

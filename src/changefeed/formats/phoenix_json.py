@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -486,37 +486,6 @@ def cdc_columns(schema: TableSchema) -> tuple[list[str], list[SqlType | None]]:
     return names, types
 
 
-#: Change rows encoded together by :func:`cdc_rows`.
-CDC_BATCH_ROWS = 4096
-
-
-def cdc_rows(
-    conn: Any,
-    schema: TableSchema,
-    scopes: frozenset[str],
-    lo_ms: int | None,
-    hi_ms: int | None,
-    *,
-    key_eq: Mapping[int, Any] | None = None,
-    descending: bool = False,
-) -> Iterator[tuple[Any, ...]]:
-    """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order, encoded
-    a batch at a time (:func:`~changefeed.formats.phoenix_batch.encoded_changes`)."""
-    from changefeed.formats.phoenix_batch import encoded_changes
-
-    keys = schema.key
-    nk = len(keys)
-    convert = [(j, c.type.from_db) for j, c in enumerate(keys) if not c.type.stored_as_is]
-    for chunk, texts in encoded_changes(
-        conn, schema, scopes, lo_ms, hi_ms, key_eq=key_eq, descending=descending, most=CDC_BATCH_ROWS
-    ):
-        for r, text in zip(chunk, texts, strict=True):
-            key = list(r[1 : 1 + nk])
-            for j, f in convert:
-                key[j] = f(key[j])
-            yield (_EPOCH + r[0] * _MS, *key, text)
-
-
 def dumps(value: Any) -> str:
     """Compact JSON as Jackson writes it (``JavaHashMap`` in its iteration order)."""
     parts: list[str] = []
@@ -595,7 +564,6 @@ __all__ = [
     "RawNumber",
     "build_event",
     "cdc_columns",
-    "cdc_rows",
     "dumps",
     "event_json",
     "java_double",
