@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, repeat
 from pathlib import Path
@@ -59,6 +59,16 @@ class ProduceResult:
     base_offset: int
     log_start: int
     message: str | None = None
+
+
+def _cumulative_sizes(keys: Sequence[bytes | None], values: Sequence[bytes], start: int = 0) -> list[int]:
+    """Running totals of the records' approximate encoded sizes, summed in C."""
+    sizes: Iterable[int] = map(operator.add, map(len, values), repeat(_RECORD_OVERHEAD))
+    if None in keys:
+        sizes = map(operator.add, sizes, [0 if k is None else len(k) for k in keys])
+    else:
+        sizes = map(operator.add, sizes, map(len, keys))  # type: ignore[arg-type]
+    return list(accumulate(sizes, initial=start))[1:]
 
 
 class BatchCache:
@@ -243,26 +253,33 @@ class Broker:
         earliest, nxt = cols.earliest, cols.next_offset
         if offset < earliest or offset > nxt:
             return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
-        values = cols.values
-        n = len(values)
-        if not n:
+        offsets, keys, values, tss = cols.offsets, cols.keys, cols.values, cols.timestamps
+        if not values:
             return FetchResult(E.NONE, nxt, earliest, b"")
-        keys = cols.keys
-        # Cut at max_bytes (always at least one record, as Kafka does); sizes are summed in C.
-        sizes: Iterable[int] = map(operator.add, map(len, values), repeat(_RECORD_OVERHEAD))
-        if None in keys:
-            sizes = map(operator.add, sizes, [0 if k is None else len(k) for k in keys])
-        else:
-            sizes = map(operator.add, sizes, map(len, keys))  # type: ignore[arg-type]
-        ends = list(accumulate(sizes))
+        ends = _cumulative_sizes(keys, values)
+        # The row count estimated from the average size fell short of max_bytes (smaller records
+        # than before): read on, a few times at most.
+        for _ in range(3):
+            n = len(values)
+            if ends[-1] >= max_bytes or n >= _MAX_ROWS_PER_FETCH or offsets[-1] + 1 >= nxt:
+                break
+            want = min(_MAX_ROWS_PER_FETCH - n, (max_bytes - ends[-1]) // max(16, ends[-1] // n) + 1)
+            more = self.store.read_columns(info, partition, offsets[-1] + 1, want, ts_unit_ns=1_000_000)
+            nxt = more.next_offset
+            if not more.values:
+                break
+            offsets = [*offsets, *more.offsets]
+            keys = [*keys, *more.keys]
+            values = [*values, *more.values]
+            tss = [*tss, *more.timestamps]
+            ends.extend(_cumulative_sizes(more.keys, more.values, ends[-1]))
+        # Cut at max_bytes (always at least one record, as Kafka does).
+        n = len(values)
         if ends[-1] > max_bytes:
             n = min(n, bisect.bisect_left(ends, max_bytes) + 1)
-        total = ends[n - 1]
-        self._avg_size[key] = max(16, total // n)
-        offsets = cols.offsets
-        if n < len(values):
-            offsets, keys, values = offsets[:n], keys[:n], values[:n]
-        data = encode_batch(offsets[0], offsets, keys, values, cols.timestamps[:n])
+            offsets, keys, values, tss = offsets[:n], keys[:n], values[:n], tss[:n]
+        self._avg_size[key] = max(16, ends[n - 1] // n)
+        data = encode_batch(offsets[0], offsets, keys, values, tss)
         more_at = offsets[n - 1] + 1 if offsets[n - 1] + 1 < nxt else None
         return FetchResult(E.NONE, nxt, earliest, data, more_at)
 
