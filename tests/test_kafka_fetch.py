@@ -140,3 +140,25 @@ def test_fetch_cache_read_ahead_fresh_watermarks_and_retention(tmp_path: Path) -
         assert batch.keys == [b"k%d" % i for i in range(990, 1000)]
     finally:
         broker.close()
+
+
+def test_produced_timestamps_become_ns_and_out_of_range_ones_are_refused(tmp_path: Path) -> None:
+    from changefeed.server.kafka.records import ProducedBatch
+
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    broker = Broker(tmp_path)
+    try:
+        ok = ProducedBatch(-1, -1, -1, False, [b"a", None], [b"1", None], [1_700_000_000_123, -1])
+        assert broker.append_batches(info, 0, [ok]).error == E.NONE
+        (a, b) = st.read("t", 0, 0)
+        assert (a.key, a.value, a.ts) == (b"a", b"1", 1_700_000_000_123_000_000)
+        assert (b.key, b.value) == (None, b"") and abs(
+            b.ts - time.time_ns()
+        ) < 60 * 10**9  # no timestamp: now
+        bad = ProducedBatch(-1, -1, -1, False, [None], [b"x"], [9_300_000_000_000])
+        res = broker.append_batches(info, 0, [bad])
+        assert (res.error, res.message) == (E.INVALID_TIMESTAMP, "timestamp 9300000000000 ms is out of range")
+        assert st.offsets("t") == {0: (0, 2)}
+    finally:
+        broker.close()

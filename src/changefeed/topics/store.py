@@ -293,11 +293,18 @@ _ROWS_PER_INSERT = 50
 
 
 def _insert_rows(
-    conn: sqlite3.Connection, start: int, keys: list[Any], values: list[Any], tss: list[Any], now: int
+    conn: sqlite3.Connection,
+    start: int,
+    keys: list[Any],
+    values: list[Any],
+    tss: list[Any],
+    now: int,
+    ts_unit_ns: int = 1,
 ) -> None:
     n = len(values)
     flat = list(chain.from_iterable(zip(range(start, start + n), keys, values, tss, strict=True)))
-    row_sql = f"(?, ?, ?, ?, {int(now)})"
+    ts_sql = "?" if ts_unit_ns == 1 else f"? * {int(ts_unit_ns)}"
+    row_sql = f"(?, ?, ?, {ts_sql}, {int(now)})"
     head = "INSERT INTO records (offset, key, value, ts, write_time) VALUES "
     full = (n // _ROWS_PER_INSERT) * _ROWS_PER_INSERT
     if full:
@@ -486,9 +493,11 @@ class TopicStore:
         keys: list[bytes | None],
         values: list[bytes],
         tss: list[int],
+        ts_unit_ns: int = 1,
     ) -> tuple[int, int]:
         """:meth:`append` from Python lists (the Kafka endpoint's produce path); returns
-        (first offset written, number written)."""
+        (first offset written, number written). Timestamps are in units of ``ts_unit_ns``
+        nanoseconds (multiplied in SQLite: the caller keeps them within int64 ns)."""
         c, path = self._partition(info, partition)
         n = len(values)
         if n and (None in values or None in tss):
@@ -500,7 +509,7 @@ class TopicStore:
             if row is not None and row[0] >= batch_id:
                 return int(start), 0
             if n:
-                _insert_rows(conn, start, keys, values, tss, now)
+                _insert_rows(conn, start, keys, values, tss, now, ts_unit_ns)
                 conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
             conn.execute(
                 "INSERT INTO writers (writer, batch) VALUES (?, ?) "

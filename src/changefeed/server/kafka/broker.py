@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, repeat
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from changefeed.exceptions import ChangefeedError, TopicError
 from changefeed.server.kafka import errors as E
@@ -38,6 +38,8 @@ T = TypeVar("T")
 #: Rows fetched per partition are bounded by bytes; this caps one query's rows.
 _MAX_ROWS_PER_FETCH = 50_000
 _RECORD_OVERHEAD = 12  # framing bytes per record, about
+#: The largest record timestamp the topic log holds in int64 nanoseconds (year 2262).
+_MAX_TIMESTAMP_MS = (1 << 63) // 1_000_000 - 1
 #: Encoded fetch windows kept for re-reads and read-ahead.
 _CACHE_BYTES = 64 << 20
 #: A fetch waits this long at most for a read-ahead of the same window already under way.
@@ -320,9 +322,15 @@ class Broker:
         for b in batches:
             if b.transactional:
                 return ProduceResult(E.INVALID_REQUEST, -1, -1, "transactional producers are not supported")
-            now_ms = time.time_ns() // 1_000_000
-            values = [v if v is not None else b"" for v in b.values]
-            tss = [(t if t >= 0 else now_ms) * 1_000_000 for t in b.timestamps_ms]
+            # Lists are copied only when a record needs it (a null value, no timestamp); the
+            # store turns ms into ns in SQLite.
+            values = cast(list[bytes], b.values) if None not in b.values else [v or b"" for v in b.values]
+            tss = b.timestamps_ms
+            if tss and min(tss) < 0:
+                now_ms = time.time_ns() // 1_000_000
+                tss = [t if t >= 0 else now_ms for t in tss]
+            if tss and max(tss) > _MAX_TIMESTAMP_MS:
+                return ProduceResult(E.INVALID_TIMESTAMP, -1, -1, f"timestamp {max(tss)} ms is out of range")
             if b.producer_id >= 0:
                 writer = f"kafka-producer-{b.producer_id}"
                 last_seq = b.base_sequence + b.count - 1
@@ -337,10 +345,12 @@ class Broker:
                             -1,
                             f"sequence {b.base_sequence} after {done} for producer {b.producer_id}",
                         )
-                start, _ = store.append_lists(info, partition, writer, last_seq, b.keys, values, tss)
+                start, _ = store.append_lists(
+                    info, partition, writer, last_seq, b.keys, values, tss, ts_unit_ns=1_000_000
+                )
             else:
                 start, _ = store.append_lists(
-                    info, partition, "kafka-producer", self._next_batch_id(), b.keys, values, tss
+                    info, partition, "kafka-producer", self._next_batch_id(), b.keys, values, tss, 1_000_000
                 )
             if base < 0:
                 base = start
