@@ -590,7 +590,7 @@ class TopicStore:
                     (start, end),
                 ).fetchall()
                 offsets: Sequence[int]
-                if len(rows) == end - start:  # no gap: offsets start .. end - 1
+                if len(rows) == max(0, end - start):  # no gap: offsets start .. end - 1
                     offsets = range(start, end)
                     keys, values, tss = zip(*rows, strict=True) if rows else ((), (), ())
                 else:
