@@ -354,5 +354,5 @@ class Broker:
                 )
             if base < 0:
                 base = start
-        earliest, _ = store.partition_offsets(info.name, partition)
+        earliest, _ = store.partition_watermarks(info, partition)
         return ProduceResult(E.NONE, base, earliest)
