@@ -486,6 +486,10 @@ def cdc_columns(schema: TableSchema) -> tuple[list[str], list[SqlType | None]]:
     return names, types
 
 
+#: Change rows encoded together by :func:`cdc_rows`.
+CDC_BATCH_ROWS = 4096
+
+
 def cdc_rows(
     conn: Any,
     schema: TableSchema,
@@ -496,15 +500,21 @@ def cdc_rows(
     key_eq: Mapping[int, Any] | None = None,
     descending: bool = False,
 ) -> Iterator[tuple[Any, ...]]:
-    """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order."""
+    """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order, encoded
+    a batch at a time (:func:`~changefeed.formats.phoenix_batch.encoded_changes`)."""
+    from changefeed.formats.phoenix_batch import encoded_changes
+
     keys = schema.key
-    encoder = EventEncoder(schema, scopes)
-    for r in phoenix.scan(conn, schema, lo_ms, hi_ms, key_eq=key_eq, descending=descending):
-        yield (
-            row_time(r.ms),
-            *(c.type.from_db(v) for c, v in zip(keys, r.key, strict=True)),
-            encoder.encode(r),
-        )
+    nk = len(keys)
+    convert = [(j, c.type.from_db) for j, c in enumerate(keys) if not c.type.stored_as_is]
+    for chunk, texts in encoded_changes(
+        conn, schema, scopes, lo_ms, hi_ms, key_eq=key_eq, descending=descending, most=CDC_BATCH_ROWS
+    ):
+        for r, text in zip(chunk, texts, strict=True):
+            key = list(r[1 : 1 + nk])
+            for j, f in convert:
+                key[j] = f(key[j])
+            yield (_EPOCH + r[0] * _MS, *key, text)
 
 
 def dumps(value: Any) -> str:
