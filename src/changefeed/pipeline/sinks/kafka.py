@@ -21,6 +21,7 @@ micro-batch fails before its checkpoint is written and is replayed.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,9 @@ _FNV_OFFSET = 0x811C9DC5
 _FNV_PRIME = 0x01000193
 #: Re-read a topic's partition count at most this often (CockroachDB refreshes once a minute).
 METADATA_REFRESH_S = 60.0
+
+#: librdkafka's own log lines (connection failures...) go through logging, not raw to stderr.
+log = logging.getLogger(__name__)
 
 _PRODUCERS: dict[KafkaConfig, Any] = {}
 _PARTITIONS: dict[tuple[KafkaConfig, str], tuple[int, float]] = {}
@@ -72,7 +76,7 @@ def producer_for(cfg: KafkaConfig) -> Any:
     with _LOCK:
         p = _PRODUCERS.get(cfg)
         if p is None:
-            p = Producer(cfg.librdkafka())
+            p = Producer({**cfg.librdkafka(), "logger": log})
             _PRODUCERS[cfg] = p
         return p
 
@@ -133,7 +137,8 @@ def create_topic(cfg: KafkaConfig, topic: str) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient(cfg.admin())
+    conf: dict[str, Any] = {**cfg.admin(), "logger": log}
+    admin = AdminClient(conf)
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=-1, replication_factor=-1)], request_timeout=METADATA_TIMEOUT_S
     )
