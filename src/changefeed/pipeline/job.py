@@ -41,8 +41,11 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import PipelineError
+from changefeed.feeds import jobs as J
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import FeedRow, all_feeds
+from changefeed.pipeline import job_resolved
+from changefeed.pipeline.families import family_frame
 from changefeed.pipeline.journal_source import closed_of, load_table
 from changefeed.topics.store import TopicStore
 
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from changefeed.formats.base import Encoder
+    from changefeed.pipeline.job_resolved import JobResolved
     from changefeed.pipeline.sinks import SinkWriter
 
 #: Rows per micro-batch (admission control of the journal source).
@@ -299,16 +303,18 @@ class FeedContext:
     shuffle_partitions: int
     writer: str = ""
     last_progress: float = 0.0
+    #: a CockroachDB job of several feeds: its job-wide resolved messages (``job_resolved.py``)
+    job_resolved: JobResolved | None = None
 
     def deliver(self, df: DataFrame, batch_id: int) -> None:
         feed = self.feed
         end = batch_end_offset(self.checkpoint, batch_id)
         closed = closed_of(end)
         resolved: tuple[bytes, int] | None = None
-        if closed is not None and feed.resolved_ns:
+        if closed is not None and feed.resolved_ns and self.job_resolved is None:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
-        encoded = self.encoder.encode_spark(df, self.table, feed)
+        encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
         rows = batch_rows(self.checkpoint, batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
         written = write_encoded(
@@ -338,6 +344,8 @@ class FeedContext:
         if closed is not None and (closed[0], closed[1]) > hw:
             hw = (closed[0], closed[1])
         write_progress(self.db, feed.id, seq, hw[0], hw[1])
+        if self.job_resolved is not None:
+            self.job_resolved.advance()
 
 
 def start_feed_query(
@@ -350,9 +358,11 @@ def start_feed_query(
     max_rows: int = DEFAULT_MAX_ROWS,
     encoder: Encoder | None = None,
     end: CommitTs | None = None,
+    crdb_job: J.Job | None = None,
 ) -> StreamingQuery:
     """Start the streaming query of one feed (its topic must exist). ``end``: deliver nothing
-    committed after it (a CockroachDB job's ``end_time``)."""
+    committed after it (a CockroachDB job's ``end_time``); ``crdb_job``: the job the feed belongs
+    to (its resolved messages are job-wide when it has several feeds)."""
     from changefeed.formats.base import get_encoder
     from changefeed.pipeline.sinks import open_delivery
 
@@ -372,6 +382,8 @@ def start_feed_query(
         shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
         writer=writer_id(feed, epoch),
     )
+    if crdb_job is not None:
+        ctx.job_resolved = job_resolved.for_job(dbp, crdb_job, feed, enc, ctx.store)
     reader = (
         spark.readStream.format("changefeed-journal")
         .option("path", str(dbp))

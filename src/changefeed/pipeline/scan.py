@@ -51,6 +51,7 @@ from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.engine.storage import TableStore, token
 from changefeed.feeds.spec import FeedSpec
 from changefeed.pipeline import job
+from changefeed.pipeline.families import family_frame
 from changefeed.pipeline.journal_source import load_table
 from changefeed.pipeline.sinks import SinkWriter, open_delivery
 from changefeed.topics.store import TopicStore
@@ -397,7 +398,7 @@ def run_initial_scan(
     def collect(g: int) -> pa.Table:
         lo, hi = g * per, min(nchunks, (g + 1) * per)
         df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
-        return _collect_encoded(enc.encode_spark(df, table, feed))
+        return _collect_encoded(enc.encode_spark(family_frame(df, table, feed), table, feed))
 
     # Two groups in flight at most: while the driver appends group g (one core), a background
     # thread runs group g+1's Spark job (read + encode, collected as Arrow) on the other cores.
