@@ -133,3 +133,52 @@ def test_family_jobs_match_core_changefeeds(tmp_path: Path, spark: Any) -> None:
     for jid in (split_job, fam_job, cursor_job):
         assert J.load_job(conn.db.conn, jid).status == "running"
     conn.close()
+
+
+def _resolved(db: Path, topic: str) -> dict[int, list[str]]:
+    """Per partition, the resolved timestamps in topic order."""
+    out: dict[int, list[str]] = defaultdict(list)
+    for p, _, k, val, _ in sorted(v.read_topic(db, topic), key=lambda r: (r[0], r[1])):
+        if k is None:
+            out[p].append(orjson.loads(val)["resolved"])
+    return dict(out)
+
+
+def test_multi_table_job_resolves_job_wide(tmp_path: Path, spark: Any) -> None:
+    """A busy and an idle table: the idle table's topic never resolves past what the busy one's
+    feed has delivered, every partition of both topics gets the same resolved timestamps, and the
+    job's high water is the last of them."""
+    db = tmp_path / "db"
+    rng = random.Random(5)
+    conn = changefeed.connect(db)
+    conn.execute("CREATE TABLE busy (id INT PRIMARY KEY, v STRING) WITH (uniform_partitions = 3)")
+    conn.execute("CREATE TABLE idle (id INT PRIMARY KEY, v STRING) WITH (uniform_partitions = 2)")
+    conn.execute("INSERT INTO idle VALUES (1, 'one'), (2, 'two')")
+    (job_id,) = conn.execute(
+        "CREATE CHANGEFEED FOR busy, idle INTO 'topics://?topic_prefix=j_' "
+        "WITH updated, diff, resolved = '1s', min_checkpoint_frequency = '1s'"
+    ).rows[0]
+    for _ in range(300):
+        k = rng.randrange(50)
+        if rng.random() < 0.2:
+            conn.execute(f"DELETE FROM busy WHERE id = {k}")
+        else:
+            conn.execute(f"UPSERT INTO busy VALUES ({k}, 'v{rng.randrange(1000)}')")
+    from changefeed.pipeline.runner import run_until_idle
+
+    run_until_idle(db, spark=spark, gc=False, max_rows=40)  # the busy feed takes many micro-batches
+    for topic in ("j_busy", "j_idle"):
+        report = v.validate_feed(db, topic)
+        assert report.ok, str(report)
+    busy, idle = _resolved(db, "j_busy"), _resolved(db, "j_idle")
+    assert len(busy) == 3 and len(idle) == 2
+    marks = busy[0]
+    assert len(marks) >= 2 and marks == sorted(marks) and len(set(marks)) == len(marks)
+    assert all(seq == marks for seq in [*busy.values(), *idle.values()])
+    last_busy = max(orjson.loads(r[3])["updated"] for r in v.read_topic(db, "j_busy") if r[2] is not None)
+    assert marks[-1] >= last_busy
+    job = J.load_job(conn.db.conn, job_id)
+    assert job.high_water is not None and job.high_water.crdb() == marks[-1]
+    row = conn.execute(f"SHOW CHANGEFEED JOB {job_id}").rows[0]
+    assert row[3] == "running"
+    conn.close()
