@@ -182,3 +182,69 @@ def test_multi_table_job_resolves_job_wide(tmp_path: Path, spark: Any) -> None:
     row = conn.execute(f"SHOW CHANGEFEED JOB {job_id}").rows[0]
     assert row[3] == "running"
     conn.close()
+
+
+def _messages(db: Path, topic: str) -> list[tuple[bytes, dict[str, Any]]]:
+    """Data messages (key, decoded value) in topic order per partition, partitions in turn."""
+    return [
+        (k, orjson.loads(val))
+        for _, _, k, val, _ in sorted(v.read_topic(db, topic), key=lambda r: (r[0], r[1]))
+        if k is not None
+    ]
+
+
+def test_schema_change_policies(tmp_path: Path, spark: Any) -> None:
+    db = tmp_path / "db"
+    conn = changefeed.connect(db)
+    conn.execute("CREATE TABLE foo (id INT PRIMARY KEY, v STRING) WITH (uniform_partitions = 2)")
+    for k in range(20):
+        conn.execute(f"INSERT INTO foo VALUES ({k}, 'v{k}')")
+    jobs = {}
+    for name, opts in {
+        "bf": "updated, diff, resolved = '1s', min_checkpoint_frequency = '1s'",
+        "nobf": "updated, schema_change_policy = 'nobackfill'",
+        "stop": "updated, resolved = '1s', min_checkpoint_frequency = '1s', schema_change_policy = 'stop'",
+        "cols": "updated, schema_change_events = 'column_changes'",
+    }.items():
+        jobs[name] = conn.execute(
+            f"CREATE CHANGEFEED FOR foo INTO 'topics://?topic_prefix={name}_' WITH {opts}"
+        ).rows[0][0]
+    conn.execute("UPDATE foo SET v = 'x' WHERE id < 5")
+    conn.execute("UPDATE foo SET v = 'y' WHERE id = 7")
+    conn.execute("ALTER TABLE foo ADD COLUMN n INT DEFAULT 7")
+    at = conn.db.last_ts()
+    conn.execute("UPDATE foo SET n = 8, v = 'z' WHERE id = 1")
+    conn.execute("DELETE FROM foo WHERE id = 2")
+    conn.execute("INSERT INTO foo VALUES (100, 'new', 9)")
+    conn.execute("ALTER TABLE foo ADD COLUMN m STRING")  # nullable, no default: column_changes only
+    at2 = conn.db.last_ts()
+    conn.execute("UPSERT INTO foo VALUES (101, 'w', 1, 'mm')")
+    _run(db, spark)
+
+    stopped = J.load_job(conn.db.conn, jobs["stop"])
+    assert stopped.status == "failed"
+    assert stopped.error == (
+        f'shut down due to schema change and schema_change_policy="stop": schema change occurred at {at.crdb()}'
+    )
+    stop_msgs = _messages(db, "stop_foo")
+    assert all("n" not in m["after"] for _, m in stop_msgs if m.get("after"))
+    assert max(m["updated"] for _, m in stop_msgs) < at.crdb()
+
+    bf = [m for _, m in _messages(db, "bf_foo") if m["updated"] == at.crdb()]
+    # the duplicates in the old schema, then every row in the new one, at the change's timestamp
+    assert len(bf) == 40
+    assert sorted(m["after"]["id"] for m in bf if "n" not in m["after"]) == list(range(20))
+    assert sorted(m["after"]["id"] for m in bf if m["after"].get("n") == 7) == list(range(20))
+    assert {m["after"]["v"] for m in bf if m["after"]["id"] == 7} == {"y"}
+    later = [m for _, m in _messages(db, "bf_foo") if m["updated"] > at.crdb()]
+    assert {"id": 1, "n": 8, "v": "z"} in [m["after"] for m in later]
+
+    nobf = [m for _, m in _messages(db, "nobf_foo") if m["updated"] == at.crdb()]
+    assert len(nobf) == 20 and all("n" not in m["after"] for m in nobf)
+    # column_changes: the nullable column without a default triggers a backfill too
+    cols = [m["after"] for _, m in _messages(db, "cols_foo") if m["updated"] == at2.crdb()]
+    assert len(cols) == 40 and sum("m" in a for a in cols) == 20
+    assert not any(m["updated"] == at2.crdb() for _, m in _messages(db, "bf_foo"))
+    for name in ("bf", "nobf", "cols"):
+        assert J.load_job(conn.db.conn, jobs[name]).status == "running"
+    conn.close()

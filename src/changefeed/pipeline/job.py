@@ -44,7 +44,7 @@ from changefeed.exceptions import PipelineError
 from changefeed.feeds import jobs as J
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import FeedRow, all_feeds
-from changefeed.pipeline import job_resolved
+from changefeed.pipeline import backfill, job_resolved
 from changefeed.pipeline.families import family_frame
 from changefeed.pipeline.journal_source import closed_of, load_table
 from changefeed.topics.store import TopicStore
@@ -305,16 +305,30 @@ class FeedContext:
     last_progress: float = 0.0
     #: a CockroachDB job of several feeds: its job-wide resolved messages (``job_resolved.py``)
     job_resolved: JobResolved | None = None
+    #: the journal position the streaming query started after (batch 0's lower end)
+    start_seq: int = 0
+    #: the job failed at a schema change (``schema_change_policy='stop'``): deliver nothing more
+    stopped: bool = False
 
     def deliver(self, df: DataFrame, batch_id: int) -> None:
+        if self.stopped:
+            return
         feed = self.feed
         end = batch_end_offset(self.checkpoint, batch_id)
         closed = closed_of(end)
+        plan = self._schema_plan(df, batch_id, end)
+        stop = None if plan is None else plan.stop
+        if stop is not None:  # schema_change_policy='stop': resolve just below the change, then fail
+            below = backfill.just_below(stop.at)
+            closed = (below.wall, below.logical, stop.tx)
         resolved: tuple[bytes, int] | None = None
         if closed is not None and feed.resolved_ns and self.job_resolved is None:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
-        encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
+        if plan is None:
+            encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
+        else:  # schema changes in or at the batch's range (pipeline/backfill.py)
+            encoded = backfill.encode_plan(df.sparkSession, self.db, df, plan, self.encoder, feed)
         rows = batch_rows(self.checkpoint, batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
         written = write_encoded(
@@ -325,7 +339,8 @@ class FeedContext:
             batch_id,
             resolved if sink is None else None,
             self.shuffle_partitions,
-            small=(rows is not None and rows <= SMALL_BATCH_ROWS) or (sink is not None and sink.driver_only),
+            small=(plan is None and rows is not None and rows <= SMALL_BATCH_ROWS)
+            or (sink is not None and sink.driver_only),
         )
         if resolved is not None and sink is not None and closed is not None:
             # sinks: one resolved message, after every partition's data was acknowledged
@@ -339,13 +354,32 @@ class FeedContext:
             for p in range(feed.partitions):
                 if p not in got:
                     self.store.append(feed.topic, p, self.writer, batch_id, rec)
-        seq = int(end.get("seq", feed.created_seq))
+        seq = int(end.get("seq", feed.created_seq)) if stop is None else stop.seq
         hw = _ts_at(self.db, feed.table_id, seq) or (feed.created_wall, feed.created_logical)
         if closed is not None and (closed[0], closed[1]) > hw:
             hw = (closed[0], closed[1])
         write_progress(self.db, feed.id, seq, hw[0], hw[1])
         if self.job_resolved is not None:
             self.job_resolved.advance()
+        if stop is not None:
+            from changefeed.pipeline.crdb_jobs import record_failure
+
+            record_failure(self.db, feed.id, backfill.stop_message(stop))
+            self.stopped = True  # the runner stops the query: its feed is failed now
+
+    def _schema_plan(self, df: DataFrame, batch_id: int, end: dict[str, Any]) -> backfill.BatchPlan | None:
+        """How schema changes split this batch (CockroachDB jobs), or None: it is one plain part."""
+        if self.feed.crdb is None:
+            return None
+        cover = backfill.read_cover(self.checkpoint, batch_id)
+        prev = backfill.read_cover(self.checkpoint, batch_id - 1) if batch_id > 0 else None
+        if cover is None:
+            cover = backfill.Cover(int(end.get("seq", self.start_seq)), None, 0)
+        if prev is None:
+            prev = backfill.Cover(
+                self.start_seq if batch_id == 0 else delivered_seq(self.db, self.feed.id) or 0, None, 0
+            )
+        return backfill.plan_batch(self.db, self.feed, self.table, prev, cover)
 
 
 def start_feed_query(
@@ -381,6 +415,7 @@ def start_feed_query(
         checkpoint=ckpt,
         shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
         writer=writer_id(feed, epoch),
+        start_seq=start_seq,
     )
     if crdb_job is not None:
         ctx.job_resolved = job_resolved.for_job(dbp, crdb_job, feed, enc, ctx.store)

@@ -381,7 +381,7 @@ def run_initial_scan(
     from changefeed.formats.base import get_encoder
 
     dbp = Path(db).absolute()
-    table = load_table(dbp, feed.table_id)
+    table = _schema_at_creation(dbp, feed)
     enc = encoder or get_encoder(feed.format)
     plan = load_or_plan(dbp, feed, table, chunk_rows, _group_chunks(spark, chunk_rows))
     bounds, total = plan["bounds"], plan["total"]
@@ -445,6 +445,21 @@ def run_initial_scan(
     )
     if on_progress is not None:
         on_progress(feed, total, total)
+
+
+def _schema_at_creation(db: Path, feed: FeedSpec) -> TableSchema:
+    """The table's schema at the feed's creation (a column added since is not in the scan)."""
+    from changefeed.engine.clock import CommitTs
+    from changefeed.engine.schema_history import schema_as_of
+
+    current = load_table(db, feed.table_id)
+    conn = open_sqlite(db / DB_FILE, readonly=True)
+    try:
+        return schema_as_of(
+            conn, current, feed.created_seq, CommitTs(feed.created_wall, feed.created_logical)
+        )
+    finally:
+        conn.close()
 
 
 def _groups_done(db: Path, feed_id: int) -> int:
