@@ -130,6 +130,9 @@ def test_family_jobs_match_core_changefeeds(tmp_path: Path, spark: Any) -> None:
     assert sum("resolved" in m for m in only) >= 2
     # The split job's initial scan: the primary family of every row.
     assert len(_data(db, "cdc_test.f1")) >= 12
+    for topic in ("cdc_test.f1", "cdc_test.f2", "cur_cdc_test.f1", "cur_cdc_test.f2", "only_cdc_test.f2"):
+        report = v.validate_feed(db, topic)
+        assert report.ok, f"{topic}: {report}"
     for jid in (split_job, fam_job, cursor_job):
         assert J.load_job(conn.db.conn, jid).status == "running"
     conn.close()
@@ -245,6 +248,10 @@ def test_schema_change_policies(tmp_path: Path, spark: Any) -> None:
     cols = [m["after"] for _, m in _messages(db, "cols_foo") if m["updated"] == at2.crdb()]
     assert len(cols) == 40 and sum("m" in a for a in cols) == 20
     assert not any(m["updated"] == at2.crdb() for _, m in _messages(db, "bf_foo"))
+    for name in ("bf", "nobf", "stop", "cols"):
+        report = v.validate_feed(db, f"{name}_foo")
+        assert report.ok, f"{name}: {report}"
+        assert name == "stop" or report.stats["backfill_changes"] == (2 if name == "cols" else 1)
     for name in ("bf", "nobf", "cols"):
         assert J.load_job(conn.db.conn, jobs[name]).status == "running"
     conn.close()

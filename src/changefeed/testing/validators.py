@@ -769,7 +769,12 @@ def validate_feed(db: str | Path, feed: str | int, *, complete: bool = True) -> 
         events = decode_records(records, spec, schema)
         rows = change_rows(conn, schema.name)
         table = _table_state(conn, schema)
-    return validate_events(events, rows, table, spec, complete=complete)
+        extra = Report()
+        if spec.kind == "crdb":  # column families, schema changes (testing/crdb_schema.py)
+            from changefeed.testing.crdb_schema import adjust
+
+            events, rows, table, extra = adjust(conn, spec, schema, events, rows, table)
+    return validate_events(events, rows, table, spec, complete=complete).merge(extra)
 
 
 def validate_events(
