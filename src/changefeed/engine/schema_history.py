@@ -34,6 +34,19 @@ class SchemaChange:
     old: TableSchema
     new: TableSchema
 
+    def just_before(self) -> CommitTs:
+        """The HLC timestamp right before the change (``hlc.Timestamp.Prev``): what a feed that
+        stops at it has resolved."""
+        at = self.at
+        return CommitTs(at.wall, at.logical - 1) if at.logical > 0 else CommitTs(at.wall - 1, 2**31 - 1)
+
+    def stop_message(self) -> str:
+        """CockroachDB's error for a changefeed with ``schema_change_policy='stop'``."""
+        return (
+            'shut down due to schema change and schema_change_policy="stop": '
+            f"schema change occurred at {self.at.crdb()}"
+        )
+
 
 def record(conn: sqlite3.Connection, old: TableSchema, new: TableSchema, at: CommitTs, tx: int) -> None:
     """Record (in the ALTER's transaction) that ``old`` became ``new`` at ``at``."""

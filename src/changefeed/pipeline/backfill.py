@@ -150,10 +150,10 @@ def plan_batch(db: Path, feed: FeedSpec, current: TableSchema, prev: Cover, cove
             return None
         return BatchPlan((Rows(lo, hi, schema),))  # the stream started in an older schema
     opts = feed.crdb
-    points = sorted({c.seq for c in [*due, *splits]})
+    points = sorted({c.seq for c in [*due, *splits]} | {hi})
     parts: list[Rows | Backfill] = []
     a = lo
-    for s in [*points, hi]:
+    for s in points:
         if s > a:
             parts.append(Rows(a, min(s, hi), schema_at(changes, min(s, hi), current)))
             a = min(s, hi)
@@ -173,18 +173,6 @@ def plan_batch(db: Path, feed: FeedSpec, current: TableSchema, prev: Cover, cove
             else:
                 assert policy == SCHEMA_CHANGE_POLICY_NOBACKFILL
     return BatchPlan(tuple(parts))
-
-
-def stop_message(change: SchemaChange) -> str:
-    return (
-        'shut down due to schema change and schema_change_policy="stop": '
-        f"schema change occurred at {change.at.crdb()}"
-    )
-
-
-def just_below(ts: CommitTs) -> CommitTs:
-    """The HLC timestamp right before ``ts`` (``hlc.Timestamp.Prev``)."""
-    return CommitTs(ts.wall, ts.logical - 1) if ts.logical > 0 else CommitTs(ts.wall - 1, 2**31 - 1)
 
 
 # ------------------------------------------------------------------------------------------ frames
@@ -267,16 +255,52 @@ def encode_plan(
     return out
 
 
+class SchemaChanges:
+    """The schema-change face of a CockroachDB job's feed (``FeedContext.schema_changes``)."""
+
+    def plan(
+        self,
+        db: Path,
+        feed: FeedSpec,
+        table: TableSchema,
+        checkpoint: Path,
+        batch_id: int,
+        end: dict[str, Any],
+    ) -> BatchPlan | None:
+        """How schema changes split micro-batch ``batch_id`` (``end``: its end offset), or None."""
+        from changefeed.pipeline.job import delivered_seq
+
+        if feed.crdb is None:
+            return None
+        cover = read_cover(checkpoint, batch_id) or Cover(int(end.get("seq", feed.created_seq)), None, 0)
+        prev = read_cover(checkpoint, batch_id - 1) if batch_id > 0 else None
+        if prev is None:
+            start = _start_seq(checkpoint, feed) if batch_id == 0 else delivered_seq(db, feed.id)
+            prev = Cover(feed.created_seq if start is None else start, None, 0)
+        return plan_batch(db, feed, table, prev, cover)
+
+    encode = staticmethod(encode_plan)
+
+
+def _start_seq(checkpoint: Path, feed: FeedSpec) -> int | None:
+    """Where the query of ``checkpoint`` started (its epoch file, ``job.checkpoint_start``)."""
+    from changefeed.pipeline.job import EPOCH_FILE
+
+    try:
+        return int(json.loads((checkpoint / EPOCH_FILE).read_text())["start_seq"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 __all__ = [
     "Backfill",
     "BatchPlan",
     "Cover",
     "Rows",
+    "SchemaChanges",
     "backfill_frame",
     "changes_frame",
     "encode_plan",
-    "just_below",
     "plan_batch",
     "read_cover",
-    "stop_message",
 ]

@@ -44,7 +44,7 @@ from changefeed.exceptions import PipelineError
 from changefeed.feeds import jobs as J
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import FeedRow, all_feeds
-from changefeed.pipeline import backfill, job_resolved
+from changefeed.pipeline import job_resolved
 from changefeed.pipeline.families import family_frame
 from changefeed.pipeline.journal_source import closed_of, load_table
 from changefeed.topics.store import TopicStore
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from changefeed.formats.base import Encoder
+    from changefeed.pipeline.backfill import SchemaChanges
     from changefeed.pipeline.job_resolved import JobResolved
     from changefeed.pipeline.sinks import SinkWriter
 
@@ -64,6 +65,8 @@ DEFAULT_TRIGGER = os.environ.get("CHANGEFEED_TRIGGER", "100 milliseconds")
 #: (latency); larger ones are shuffled by topic partition and appended on the executors (throughput).
 SMALL_BATCH_ROWS = int(os.environ.get("CHANGEFEED_SMALL_BATCH_ROWS", "20000"))
 ACTIVE_STATES = ("running", "scanning")
+#: How often a CockroachDB job's feed without ``resolved`` closes a timestamp.
+CRDB_CLOSE_NS = 5_000_000_000
 
 _RECORDS = pa.schema(
     [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())]
@@ -307,6 +310,8 @@ class FeedContext:
     job_resolved: JobResolved | None = None
     #: the journal position the streaming query started after (batch 0's lower end)
     start_seq: int = 0
+    #: a CockroachDB job's feed: schema changes split its batches (``backfill.py``, set by the runner)
+    schema_changes: SchemaChanges | None = None
     #: the job failed at a schema change (``schema_change_policy='stop'``): deliver nothing more
     stopped: bool = False
 
@@ -316,19 +321,24 @@ class FeedContext:
         feed = self.feed
         end = batch_end_offset(self.checkpoint, batch_id)
         closed = closed_of(end)
-        plan = self._schema_plan(df, batch_id, end)
+        changes = self.schema_changes
+        plan = (
+            None
+            if changes is None
+            else changes.plan(self.db, feed, self.table, self.checkpoint, batch_id, end)
+        )
         stop = None if plan is None else plan.stop
         if stop is not None:  # schema_change_policy='stop': resolve just below the change, then fail
-            below = backfill.just_below(stop.at)
+            below = stop.just_before()
             closed = (below.wall, below.logical, stop.tx)
         resolved: tuple[bytes, int] | None = None
         if closed is not None and feed.resolved_ns and self.job_resolved is None:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
-        if plan is None:
+        if plan is None or changes is None:
             encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
         else:  # schema changes in or at the batch's range (pipeline/backfill.py)
-            encoded = backfill.encode_plan(df.sparkSession, self.db, df, plan, self.encoder, feed)
+            encoded = changes.encode(df.sparkSession, self.db, df, plan, self.encoder, feed)
         rows = batch_rows(self.checkpoint, batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
         written = write_encoded(
@@ -364,22 +374,8 @@ class FeedContext:
         if stop is not None:
             from changefeed.pipeline.crdb_jobs import record_failure
 
-            record_failure(self.db, feed.id, backfill.stop_message(stop))
+            record_failure(self.db, feed.id, stop.stop_message())
             self.stopped = True  # the runner stops the query: its feed is failed now
-
-    def _schema_plan(self, df: DataFrame, batch_id: int, end: dict[str, Any]) -> backfill.BatchPlan | None:
-        """How schema changes split this batch (CockroachDB jobs), or None: it is one plain part."""
-        if self.feed.crdb is None:
-            return None
-        cover = backfill.read_cover(self.checkpoint, batch_id)
-        prev = backfill.read_cover(self.checkpoint, batch_id - 1) if batch_id > 0 else None
-        if cover is None:
-            cover = backfill.Cover(int(end.get("seq", self.start_seq)), None, 0)
-        if prev is None:
-            prev = backfill.Cover(
-                self.start_seq if batch_id == 0 else delivered_seq(self.db, self.feed.id) or 0, None, 0
-            )
-        return backfill.plan_batch(self.db, self.feed, self.table, prev, cover)
 
 
 def start_feed_query(
@@ -393,6 +389,7 @@ def start_feed_query(
     encoder: Encoder | None = None,
     end: CommitTs | None = None,
     crdb_job: J.Job | None = None,
+    schema_changes: SchemaChanges | None = None,
 ) -> StreamingQuery:
     """Start the streaming query of one feed (its topic must exist). ``end``: deliver nothing
     committed after it (a CockroachDB job's ``end_time``); ``crdb_job``: the job the feed belongs
@@ -416,6 +413,7 @@ def start_feed_query(
         shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
         writer=writer_id(feed, epoch),
         start_seq=start_seq,
+        schema_changes=schema_changes,
     )
     if crdb_job is not None:
         ctx.job_resolved = job_resolved.for_job(dbp, crdb_job, feed, enc, ctx.store)
@@ -426,8 +424,12 @@ def start_feed_query(
         .option("start_seq", str(start_seq))
         .option("maxRowsPerBatch", str(max_rows))
     )
-    if feed.resolved_ns:
-        reader = reader.option("resolved_ns", str(feed.resolved_ns))
+    # Closed timestamps: resolved messages; a CockroachDB job's feed closes them without
+    # ``resolved`` too (its high water advances on an idle table, and a schema change after
+    # the last row gets the micro-batch that delivers its backfill: pipeline/backfill.py).
+    close_ns = feed.resolved_ns or (CRDB_CLOSE_NS if feed.crdb is not None else None)
+    if close_ns:
+        reader = reader.option("resolved_ns", str(close_ns))
     if end is not None:
         reader = reader.option("end_wall", str(end.wall)).option("end_logical", str(end.logical))
     df = reader.load()

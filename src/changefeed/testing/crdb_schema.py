@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from changefeed.connection import Connection
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.schema_history import history
@@ -34,7 +34,10 @@ from changefeed.feeds.crdb_options import (
 from changefeed.feeds.spec import FeedSpec
 from changefeed.formats.crdb_json import families, family_of
 from changefeed.pipeline.core import triggers_backfill
-from changefeed.testing.validators import ChangeRow, FeedEvent, Image, Key, Report
+
+if TYPE_CHECKING:
+    from changefeed.connection import Connection
+    from changefeed.testing.validators import ChangeRow, FeedEvent, Image, Key, Report
 
 CHANGE_ERASE = 11
 
@@ -57,12 +60,12 @@ def adjust(
     events: list[FeedEvent],
     rows: list[ChangeRow],
     table: dict[Key, Image],
-) -> tuple[list[FeedEvent], list[ChangeRow], dict[Key, Image], Report]:
-    """(events, change rows, table) for the generic checks, and the backfill checks' report."""
-    rep = Report()
+    rep: Report,
+) -> tuple[list[FeedEvent], list[ChangeRow], dict[Key, Image]]:
+    """(events, change rows, table) for the generic checks; the backfill checks add to ``rep``."""
     changes = history(conn.db.conn, schema.id)
     if spec.family is None and not changes:
-        return events, rows, table, rep
+        return events, rows, table
     created = CommitTs(spec.created_wall, spec.created_logical)
     mine = [c for c in changes if c.at > created and c.seq >= spec.created_seq]
     opts = spec.crdb
@@ -138,7 +141,7 @@ def adjust(
     ]
     table = {k: p for k, img in table.items() if (p := project(img)) is not None}
     events = [replace(e, new=project(e.new), old=project(e.old)) for e in events]
-    return events, rows, table, rep
+    return events, rows, table
 
 
 __all__ = ["adjust"]

@@ -773,7 +773,7 @@ def validate_feed(db: str | Path, feed: str | int, *, complete: bool = True) -> 
         if spec.kind == "crdb":  # column families, schema changes (testing/crdb_schema.py)
             from changefeed.testing.crdb_schema import adjust
 
-            events, rows, table, extra = adjust(conn, spec, schema, events, rows, table)
+            events, rows, table = adjust(conn, spec, schema, events, rows, table, extra)
     return validate_events(events, rows, table, spec, complete=complete).merge(extra)
 
 
