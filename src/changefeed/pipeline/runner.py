@@ -15,7 +15,7 @@ from changefeed.exceptions import ChangefeedError, DatabaseError, PipelineError
 from changefeed.feeds import runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
-from changefeed.pipeline import crdb_jobs, job
+from changefeed.pipeline import backfill, crdb_jobs, job, job_resolved
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -62,7 +62,15 @@ def sync_topics(db: Path, feeds: list[tuple[FeedSpec, str]]) -> None:
 def _start(spark: SparkSession, db: Path, f: FeedSpec, jobs: dict[int, Any], **kw: Any) -> StreamingQuery:
     """A feed's streaming query; a CockroachDB job's feed stops at the job's end_time."""
     job_ = jobs.get(f.id)
-    return job.start_feed_query(spark, db, f, end=None if job_ is None else job_.end, **kw)
+    return job.start_feed_query(
+        spark,
+        db,
+        f,
+        end=None if job_ is None else job_.end,
+        crdb_job=job_,
+        schema_changes=None if job_ is None else backfill.SchemaChanges(),
+        **kw,
+    )
 
 
 def _scan_all(
@@ -116,6 +124,7 @@ def run_until_idle(
             job.await_query(q, f, job.checkpoint_dir(dbp, f.id))
         except PipelineError as exc:
             errors.append(exc)  # a job's feed too: the job stays running, the next run retries
+    job_resolved.flush(dbp)  # multi-feed jobs: their frontier once every feed has caught up
     crdb_jobs.advance(dbp)
     if errors:
         raise errors[0]
