@@ -247,6 +247,63 @@ def test_randomized_cdc_equals_journal_and_replays_the_table(tmp_path: Path, see
     c.close()
 
 
+@pytest.mark.parametrize("immutable", [False, True])
+def test_batch_encoder_equals_the_scalar_encoder(tmp_path: Path, immutable: bool) -> None:
+    """Every shape of event (inserts, updates writing some columns, nulls written, deletes, a
+    delete and re-write in one transaction) and every scope set: the batch text is the scalar text."""
+    import itertools
+
+    from changefeed.engine import phoenix
+    from changefeed.formats.phoenix_batch import BatchEncoder
+    from changefeed.formats.phoenix_json import SCOPES, EventEncoder
+
+    rng = random.Random(7)
+    clock = Clock()
+    c = changefeed.connect(tmp_path / "db", clock=clock)
+    props = " IMMUTABLE_ROWS=true" if immutable else ""
+    c.execute(
+        "CREATE TABLE Z (k INTEGER NOT NULL, v1 INTEGER, B.v2 VARCHAR, v3 DOUBLE, v4 CHAR(3),"
+        f" v5 DECIMAL(6,2), CONSTRAINT pk PRIMARY KEY (k)){props}"
+    )
+    c.execute("CREATE CDC ZC ON Z INCLUDE (PRE, POST, CHANGE)")
+    cols = ["v1", "B.v2", "v3", "v4", "v5"]
+    values: list[list[Any]] = [
+        [None, 0, 7, -3],
+        [None, "", "x", 'q"\\\n%s'],
+        [None, 0.5, 1e21, -2.25],
+        [None, "ab", "z"],
+        [None, "1.50", "-3.25"],
+    ]
+    for _ in range(200):
+        clock.now += rng.choice([0, 1, 3]) * MS
+        with c.transaction():
+            for _ in range(rng.randint(1, 3)):
+                k = rng.randint(0, 9)
+                r = rng.random()
+                if r < 0.2:
+                    c.execute("DELETE FROM Z WHERE k = ?", (k,))
+                else:
+                    chosen = [i for i in range(len(cols)) if rng.random() < 0.5] or [0]
+                    names = ", ".join(["k", *(cols[i] for i in chosen)])
+                    marks = ", ".join("?" * (len(chosen) + 1))
+                    row = [k, *(rng.choice(values[i]) for i in chosen)]
+                    c.execute(f"UPSERT INTO Z ({names}) VALUES ({marks})", row)
+    t = c.db.find_table("Z")
+    assert t is not None
+    raw = list(phoenix.scan_raw(c.db.conn, t, None, None))
+    nk, nv = len(t.key), len(t.stored_values)
+    assert len(raw) > 150
+    for n in range(1, len(SCOPES) + 1):
+        for scopes in itertools.combinations(SCOPES, n):
+            scalar = EventEncoder(t, frozenset(scopes))
+            want = [scalar.encode(phoenix.change_row(r, nk, nv)) for r in raw]
+            batch = BatchEncoder(EventEncoder(t, frozenset(scopes)), nk)
+            coded = list(phoenix.scan_raw(c.db.conn, t, None, None, coded=True, with_old=batch.wants_old))
+            assert batch.encode(coded) == want
+            assert [x for i in range(0, len(coded), 17) for x in batch.encode(coded[i : i + 17])] == want
+    c.close()
+
+
 def phoenix_json_time(ms: int) -> Any:
     from changefeed.formats.phoenix_json import row_time
 

@@ -101,6 +101,13 @@ class TransactionError(ChangefeedError):
     code = "25000"
 
 
+class LockNotAvailable(TransactionError):
+    """A write that was asked not to wait found another writer of this process at work (the
+    PostgreSQL endpoint then runs the statement on its worker pool, where it may wait)."""
+
+    code = "55P03"
+
+
 class TransactionConflict(TransactionError):
     """A serialization conflict: the transaction was rolled back and may be retried."""
 

@@ -24,7 +24,7 @@ import click
 from changefeed.engine import phoenix
 from changefeed.engine.database import Database
 from changefeed.exceptions import ChangefeedError, InvalidOption, PhoenixTableUndefined
-from changefeed.formats import phoenix_json
+from changefeed.formats import phoenix_batch, phoenix_json
 
 __all__ = ["cdc_poll", "poll"]
 
@@ -65,7 +65,7 @@ def poll(
             with db.lock:
                 db.conn.execute("BEGIN")
                 try:
-                    rows = list(phoenix_json.cdc_rows(db.conn, table, chosen, lo, hi))
+                    rows = list(phoenix_batch.cdc_rows(db.conn, table, chosen, lo, hi))
                 finally:
                     db.conn.execute("ROLLBACK")
             yield from rows

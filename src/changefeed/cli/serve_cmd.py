@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,6 +32,17 @@ async def serve(db: Path, addresses: dict[str, str], certs_dir: Path | None) -> 
     finally:
         for ep in reversed(endpoints):
             await ep.stop()
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run the endpoints on uvloop (libuv's event loop: about twice asyncio's own speed per
+    message) where it is installed, else on asyncio's default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 @click.command("serve")
@@ -61,7 +74,7 @@ def serve_cmd(
     if not addresses:
         raise click.UsageError("name at least one endpoint: --pg, --kafka or --registry")
     try:
-        asyncio.run(serve(db, addresses, certs_dir))
+        run_loop(serve(db, addresses, certs_dir))
     except ChangefeedError as exc:
         click.echo(f"ERROR: {exc}", err=True)
         raise SystemExit(1) from None

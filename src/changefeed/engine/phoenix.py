@@ -221,6 +221,22 @@ class ChangeRow(NamedTuple):
     old: tuple[Any, ...]
 
 
+def change_row(r: Sequence[Any], nk: int, nv: int) -> ChangeRow:
+    """A raw row of :func:`scan_raw` as a :class:`ChangeRow`."""
+    base = nk + 5
+    return ChangeRow(
+        r[0],
+        tuple(r[1 : 1 + nk]),
+        r[1 + nk],
+        r[2 + nk],
+        r[3 + nk] == CHANGE_UPSERT,
+        bool(r[4 + nk]),
+        tuple(r[base : base + nv]),
+        tuple(r[base + nv : base + 2 * nv]),  # 1 or NULL: truthy exactly when written
+        tuple(r[base + 2 * nv : base + 3 * nv]),
+    )
+
+
 def scan(
     conn: sqlite3.Connection,
     schema: TableSchema,
@@ -235,6 +251,60 @@ def scan(
     """Events with ``lo_ms <= ms < hi_ms`` (None: unbounded) in (time, key, seq) order, merged
     across buckets; ``key_eq`` pins key columns (column id -> storage value); ``after`` resumes
     strictly after a (ms, key, seq) position; ``buckets`` reads only those buckets."""
+    nk, nv = len(schema.key), len(schema.stored_values)
+    for r in scan_raw(
+        conn, schema, lo_ms, hi_ms, key_eq=key_eq, descending=descending, after=after, buckets=buckets
+    ):
+        yield change_row(r, nk, nv)
+
+
+#: Shape bits fit one signed 64-bit SQLite integer up to this many value columns.
+MAX_CODED_COLUMNS = 20
+
+
+def shape_sql(schema: TableSchema) -> str:
+    """A change's shape as one integer: bits 0-1 the event (0 delete, 1 upsert, 2 TTL delete),
+    bit 2 the row existed, then three bits per value column ``i`` from bit ``3 + 3i``: old value
+    present, column written, new value NULL."""
+    parts = [
+        f"(CASE WHEN p.ev = {EV_TTL_DELETE} THEN 2 WHEN x.op = {CHANGE_UPSERT} THEN 1 ELSE 0 END)",
+        "((COALESCE(x.ox, 0) != 0) << 2)",
+    ]
+    for i, c in enumerate(schema.stored_values):
+        b = 3 + 3 * i
+        parts.append(f"((x.o{c.id} IS NOT NULL) << {b})")
+        parts.append(f"((COALESCE(x.u{c.id}, 0) != 0) << {b + 1})")
+        parts.append(f"((x.{c.db} IS NULL) << {b + 2})")
+    return " | ".join(parts)
+
+
+def differs_sql(schema: TableSchema) -> str:
+    """Bit ``i`` set when value column ``i``'s new value is not its old value."""
+    return (
+        " | ".join(f"((x.{c.db} IS NOT x.o{c.id}) << {i})" for i, c in enumerate(schema.stored_values)) or "0"
+    )
+
+
+def scan_raw(
+    conn: sqlite3.Connection,
+    schema: TableSchema,
+    lo_ms: int | None,
+    hi_ms: int | None,
+    *,
+    key_eq: Mapping[int, Any] | None = None,
+    descending: bool = False,
+    after: tuple[int, tuple[Any, ...], int] | None = None,
+    buckets: Sequence[int] | None = None,
+    coded: bool = False,
+    with_old: bool = True,
+) -> Iterator[tuple[Any, ...]]:
+    """:func:`scan` as the rows SQLite returns: ``(ms, key.., seq, ev, op, ox, new.., written..,
+    old..)``, with no object per row.
+
+    ``coded``: ``(ms, key.., seq, shape, differs, new.., [old..])`` instead, for the batch
+    encoder: SQLite computes each change's shape bits (:func:`shape_sql`) and which columns'
+    new values differ from the old ones, so only the values cross into Python (old values only
+    ``with_old``)."""
     cdc = cdc_of(schema)
     if cdc is None:
         return
@@ -257,30 +327,27 @@ def scan(
         row_value = "(" + ", ".join(["p.ms", *(f"p.{k}" for k in keys), "p.seq"]) + ")"
         conds.append(f"{row_value} > ({', '.join('?' * (len(keys) + 2))})")
         params.extend([ams, *akey, aseq])
-    select = ["p.ms", *(f"p.{k}" for k in keys), "p.seq", "p.ev", "x.op", "x.ox"]
-    select += [f"x.{c.db}" for c in vals] + [f"x.u{c.id}" for c in vals] + [f"x.o{c.id}" for c in vals]
+    select = ["p.ms", *(f"p.{k}" for k in keys), "p.seq"]
+    if coded:
+        select += [shape_sql(schema), differs_sql(schema)] + [f"x.{c.db}" for c in vals]
+        select += [f"x.o{c.id}" for c in vals] if with_old else []
+    else:
+        select += ["p.ev", "x.op", "x.ox"]
+        select += [f"x.{c.db}" for c in vals] + [f"x.u{c.id}" for c in vals] + [f"x.o{c.id}" for c in vals]
     direction = " DESC" if descending else ""
     order = ", ".join(f"{c}{direction}" for c in ["p.ms", *(f"p.{k}" for k in keys), "p.seq"])
     sql = (
         f"SELECT {', '.join(select)} FROM {p} p CROSS JOIN x{schema.id} x ON x.seq = p.seq"
         f" WHERE {' AND '.join(conds)} ORDER BY {order}"
     )
-    nk, nv = len(keys), len(vals)
+    nk = len(keys)
 
-    def rows(bucket: int) -> Iterator[ChangeRow]:
-        base = nk + 5
-        for r in conn.execute(sql, [bucket, *params]):
-            yield ChangeRow(
-                r[0],
-                r[1 : 1 + nk],
-                r[1 + nk],
-                r[2 + nk],
-                r[3 + nk] == CHANGE_UPSERT,
-                bool(r[4 + nk]),
-                r[base : base + nv],
-                r[base + nv : base + 2 * nv],  # 1 or NULL: truthy exactly when written
-                r[base + 2 * nv : base + 3 * nv],
-            )
+    def rows(bucket: int) -> Iterator[tuple[Any, ...]]:
+        cur = conn.execute(sql, [bucket, *params])
+        size = 64  # the first row of a range comes at once; later fetches are larger
+        while batch := cur.fetchmany(size):
+            yield from batch
+            size = min(size * 4, 4096)
 
     wanted = list(range(cdc.buckets)) if buckets is None else list(buckets)
     if len(wanted) == 1:
@@ -288,7 +355,7 @@ def scan(
         return
     yield from heapq.merge(
         *(rows(b) for b in wanted),
-        key=lambda e: (e.ms, e.key, e.seq),
+        key=lambda r: (r[0], r[1 : 1 + nk], r[1 + nk]),
         reverse=descending,
     )
 

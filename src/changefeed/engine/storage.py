@@ -11,8 +11,9 @@ results are returned to a user. TTLs: ``_m`` is the row marker (NULL none, 0 liv
 
 from __future__ import annotations
 
+import operator
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from itertools import chain
 from typing import Any
@@ -362,6 +363,36 @@ class TableStore:
             row = self._decode_row(r, now_ns)
             if row is not None:
                 yield row
+
+    def scan_rows_raw(self, conn: sqlite3.Connection, pk: Sequence[Any] | None = None) -> sqlite3.Cursor:
+        """The stored rows (``row_cols`` then marker and expiry) in storage order, undecoded."""
+        where, args = "", []
+        if pk is not None:
+            where = f" WHERE {self.pk_where}"
+            args.extend(self.pk_params(pk))
+        order = ", ".join(
+            (["_tok"] if self.cql else []) + [c.db + (" DESC" if c.descending else "") for c in self.key_cols]
+        )
+        return conn.execute(f"SELECT {self._row_select} FROM {self.t}{where} ORDER BY {order}", args)
+
+    def scan_tuples(
+        self, conn: sqlite3.Connection, now_ns: int, ids: Sequence[int], pk: Sequence[Any] | None = None
+    ) -> Iterator[tuple[Any, ...]]:
+        """:meth:`scan_rows` as tuples of the stored values of columns ``ids`` (in that order):
+        no per-row dict for the common row (no TTL, no CQL row-marker question)."""
+        pos = {c.id: i for i, c in enumerate(self.row_cols)}
+        idx = [pos[i] for i in ids]
+        n = len(self.row_cols)
+        whole = idx == list(range(n))
+        pick = operator.itemgetter(*idx) if len(idx) > 1 else None
+        fast_ok = not self.cql
+        for r in self.scan_rows_raw(conn, pk):
+            if fast_ok and r[n + 1] is None and not r[n]:
+                yield r[:n] if whole else (pick(r) if pick is not None else (r[idx[0]],))
+                continue
+            row = self._decode_row(r, now_ns)
+            if row is not None:
+                yield tuple(row.get(i) for i in ids)
 
     def get_static(self, conn: sqlite3.Connection, pk: Sequence[Any], now_ns: int) -> Row | None:
         if not self.static_cols:

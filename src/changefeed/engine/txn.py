@@ -16,6 +16,7 @@ executor). Each operation updates the table and, in the same SQLite transaction,
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ import orjson
 from changefeed.engine import phoenix, privileges
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.database import Database
+from changefeed.engine.database import BUSY_TIMEOUT_MS, Database
 from changefeed.engine.storage import (
     CHANGE_ERASE,
     CHANGE_UPSERT,
@@ -43,7 +44,7 @@ from changefeed.engine.storage import (
     insert_columns,
     token,
 )
-from changefeed.exceptions import TransactionError, UndefinedTable
+from changefeed.exceptions import LockNotAvailable, TransactionError, UndefinedTable
 
 NS = 1_000_000_000
 
@@ -136,7 +137,22 @@ class Transaction:
         #: sets ``phoenix.EV_TTL_DELETE``).
         self.phoenix_event = 0
         self._after_commit: list[Callable[[], None]] = []
-        self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        self._gate: threading.Lock | None = None
+        if write:
+            if not db.writers_wait:
+                if not db.write_gate.acquire(blocking=False):
+                    raise LockNotAvailable("another transaction of this process is writing")
+            elif not db.write_gate.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+                raise sqlite3.OperationalError("database is locked")
+            self._gate = db.write_gate
+        try:
+            if write and not db.writers_wait:
+                self._begin_nowait()
+            else:
+                self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except BaseException:
+            self._release()
+            raise
         self.active = True
         try:
             db.refresh_catalog()
@@ -145,6 +161,7 @@ class Transaction:
         except BaseException:
             self.conn.execute("ROLLBACK")
             self.active = False
+            self._release()
             raise
         self.now_ns = self.ts.wall if self.ts is not None else db.clock.now_ns()
 
@@ -173,6 +190,7 @@ class Transaction:
         finally:
             self.active = False
             self.db.catalog_changed = False
+            self._release()
         after, self._after_commit = self._after_commit, []
         for fn in after:
             fn()
@@ -185,12 +203,33 @@ class Transaction:
     def rollback(self) -> None:
         if self.active:
             self.active = False
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            finally:
+                self._release()
             if self.db.catalog_changed:
                 # Privileges cached at a catalog version this rollback takes back.
                 self.db.catalog_changed = False
                 privileges.forget(self.conn)
+
+    def _begin_nowait(self) -> None:
+        """BEGIN IMMEDIATE without SQLite's busy wait: a writer in another process holds the
+        file, so LockNotAvailable (nothing done) instead of sleeping."""
+        self.conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise LockNotAvailable("another process is writing") from None
+            raise
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def _release(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.release()
 
     # ------------------------------------------------------------------ catalog access
     def table(self, name: str) -> TableSchema:

@@ -186,6 +186,11 @@ class SqlType:
             return None
         return _FROM_DB[self.kind](self, raw)
 
+    @property
+    def stored_as_is(self) -> bool:
+        """Whether :meth:`from_db` returns every stored value unchanged."""
+        return _FROM_DB[self.kind] is _ident
+
 
 # ====================================================================================== coercion
 

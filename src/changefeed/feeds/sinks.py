@@ -4,9 +4,10 @@ A sink kind parses and validates its URI into a frozen :class:`SinkSpec` when th
 created (so a bad URI creates nothing) and names the topic each target table delivers to. The
 pipeline delivers a job's records through the sink kind its spec names.
 
-``topics://[?topic_prefix=P]`` is the embedded topic log of the database directory. The other
-schemes CockroachDB knows are recognised here and refused with a clear error until their sink is
-registered (``kafka``, ``webhook-https``, ``nodelocal`` and the other cloud-storage schemes).
+``topics://[?topic_prefix=P]`` is the embedded topic log of the database directory;
+``kafka://HOST:PORT`` produces to a Kafka cluster (settings in :mod:`changefeed.feeds.kafka_config`).
+The other schemes CockroachDB knows are recognised here and refused with a clear error until
+their sink is registered.
 
 The webhook and cloud-storage sinks (``webhook-https://``, ``nodelocal://``, ``s3://``, ``gs://``,
 ``azure://``...) register below in their own block; their per-job settings (the URI's query
@@ -28,7 +29,9 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
+from changefeed.feeds import kafka_config
 from changefeed.feeds.crdb_options import CLOUD_STORAGE_SCHEMES, WEBHOOK_SCHEME
+from changefeed.feeds.kafka_config import KafkaConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +43,18 @@ class SinkSpec:
     topic_prefix: str = ""
     params: Mapping[str, str] = field(default_factory=dict)
 
-    def topic_for(self, table: str, family: str | None = None) -> str:
-        """The topic a target delivers to: ``prefix + table`` (``table.family`` for a family)."""
+    def topic_for(self, table: str, family: str | None = None, *, full_table_name: str | None = None) -> str:
+        """The topic a target delivers to: ``prefix + table`` (``table.family`` for a family).
+        Kafka: CockroachDB's topic namer (``topic_name``, ``full_table_name``: the
+        ``db.schema.table`` name given, escaping of characters Kafka refuses)."""
+        if self.scheme == kafka_config.SCHEME:
+            return kafka_config.topic_name(
+                table,
+                family,
+                prefix=self.topic_prefix,
+                single_name=self.params.get(kafka_config.PARAM_TOPIC_NAME, ""),
+                full_table_name=full_table_name,
+            )
         return self.topic_prefix + table + (f".{family}" if family else "")
 
     @property
@@ -274,6 +287,14 @@ def _webhook(uri: str, params: dict[str, str]) -> SinkSpec:
     return SinkSpec(WEBHOOK_SCHEME, uri, "", params)
 
 
+# ============================================================================== kafka
+# (issue 10: CockroachDB's Kafka sink; see docs/sinks.md and changefeed.feeds.kafka_config)
+@register_sink(kafka_config.SCHEME)
+def _kafka(uri: str, params: dict[str, str]) -> SinkSpec:
+    kafka_config.validate_uri(uri, params)
+    return SinkSpec(kafka_config.SCHEME, uri, params.get(kafka_config.PARAM_TOPIC_PREFIX, ""), params)
+
+
 @register_sink("webhook-http")
 def _webhook_http(uri: str, params: dict[str, str]) -> SinkSpec:
     raise InvalidOption("this sink requires webhook-https")
@@ -398,7 +419,7 @@ def parse_webhook_sink_config(text: str | None) -> dict[str, Any]:
 
 def validate_sink_options(
     sink: SinkSpec, options: Mapping[str, str | None]
-) -> WebhookConfig | CloudStorageConfig | None:
+) -> WebhookConfig | CloudStorageConfig | KafkaConfig | None:
     """The sink's settings from its URI and the job's ``WITH`` options; raises CockroachDB's error
     for a bad one. None for the sinks without settings of their own (``topics``)."""
     fmt = (options.get("format") or "json").lower()
@@ -414,6 +435,8 @@ def validate_sink_options(
     if sink.scheme not in (WEBHOOK_SCHEME, *CLOUD_STORAGE_SCHEMES):
         if "compression" in options:
             raise InvalidOption("this sink is incompatible with option compression")
+        if sink.scheme == kafka_config.SCHEME:
+            return kafka_config.kafka_config(sink.uri, sink.params, options)
         return None
     if envelope in ("row", "deprecated_row", "key_only"):
         raise InvalidOption(f"this sink is incompatible with envelope={envelope}")

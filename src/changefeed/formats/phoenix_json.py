@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -486,27 +486,6 @@ def cdc_columns(schema: TableSchema) -> tuple[list[str], list[SqlType | None]]:
     return names, types
 
 
-def cdc_rows(
-    conn: Any,
-    schema: TableSchema,
-    scopes: frozenset[str],
-    lo_ms: int | None,
-    hi_ms: int | None,
-    *,
-    key_eq: Mapping[int, Any] | None = None,
-    descending: bool = False,
-) -> Iterator[tuple[Any, ...]]:
-    """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order."""
-    keys = schema.key
-    encoder = EventEncoder(schema, scopes)
-    for r in phoenix.scan(conn, schema, lo_ms, hi_ms, key_eq=key_eq, descending=descending):
-        yield (
-            row_time(r.ms),
-            *(c.type.from_db(v) for c, v in zip(keys, r.key, strict=True)),
-            encoder.encode(r),
-        )
-
-
 def dumps(value: Any) -> str:
     """Compact JSON as Jackson writes it (``JavaHashMap`` in its iteration order)."""
     parts: list[str] = []
@@ -585,7 +564,6 @@ __all__ = [
     "RawNumber",
     "build_event",
     "cdc_columns",
-    "cdc_rows",
     "dumps",
     "event_json",
     "java_double",

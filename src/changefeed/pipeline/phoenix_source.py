@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
@@ -153,22 +154,22 @@ class RangePartition(InputPartition):
 
 
 def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]:
+    from changefeed.formats.phoenix_batch import encoded_changes
+
     table = opts.table
     schema = arrow_schema(table)
     conn = opts.connect()
-    encoder = phoenix_json.EventEncoder(table, opts.scopes)
     try:
-        rows = phoenix.scan(conn, table, part.lo, part.hi, buckets=[part.bucket])
-        while True:
-            chunk = [r for _, r in zip(range(CHUNK), rows, strict=False)]
-            if not chunk:
-                return
+        for chunk, texts in encoded_changes(
+            conn, table, opts.scopes, part.lo, part.hi, buckets=[part.bucket], first=CHUNK, most=CHUNK
+        ):
+            cols = list(zip(*chunk, strict=True))
             arrays: list[pa.Array] = [
-                pa.array([r.ms * 1000 for r in chunk], type=pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+                pc.multiply(pa.array(cols[0], type=pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
             ]
             for j, c in enumerate(table.key):
-                arrays.append(storage_to_arrow(c, [r.key[j] for r in chunk]))
-            arrays.append(pa.array([encoder.encode(r) for r in chunk], type=pa.string()))
+                arrays.append(storage_to_arrow(c, cols[1 + j]))
+            arrays.append(pa.array(texts, type=pa.string()))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
     finally:
         conn.close()

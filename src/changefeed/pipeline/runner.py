@@ -216,22 +216,25 @@ def run_forever(
             live = {f.id: (f, s) for f, s in feeds if s in job.ACTIVE_STATES}
             for fid in [i for i in running if i not in live]:
                 _stop_between_batches(running.pop(fid)[1])
+
+            def failed(fid: int, message: str, jobs: Any = jobs) -> None:
+                if fid not in jobs:
+                    raise PipelineError(message)
+                # A job's feed is retried (restarted at the next poll, from its checkpoint);
+                # after JOB_RETRIES failures in a row its job fails (or pauses: on_error).
+                failures[fid] = failures.get(fid, 0) + 1
+                if failures[fid] >= JOB_RETRIES:
+                    failures.pop(fid)
+                    crdb_jobs.record_failure(dbp, fid, message)
+                else:
+                    log.warning("%s; retrying (%d of %d)", message, failures[fid], JOB_RETRIES)
+
             for fid, (f, q) in list(running.items()):
                 if not q.isActive:
                     exc = q.exception()
                     running.pop(fid)
                     if exc is not None:
-                        message = job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id))
-                        if fid not in jobs:
-                            raise PipelineError(message)
-                        # A job's feed is retried (restarted at the next poll, from its checkpoint);
-                        # after JOB_RETRIES failures in a row its job fails (or pauses: on_error).
-                        failures[fid] = failures.get(fid, 0) + 1
-                        if failures[fid] >= JOB_RETRIES:
-                            failures.pop(fid)
-                            crdb_jobs.record_failure(dbp, fid, message)
-                        else:
-                            log.warning("%s; retrying (%d of %d)", message, failures[fid], JOB_RETRIES)
+                        failed(fid, job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
                 elif fid in failures and _batches_done(q) >= 1:
                     failures.pop(fid)  # delivering again
             for fid in [i for i in running if i in jobs and _columns(dbp, running[i][0]) != columns.get(i)]:
@@ -244,7 +247,13 @@ def run_forever(
                 if state == "scanning":
                     from changefeed.pipeline.scan import run_initial_scan
 
-                    run_initial_scan(spark, dbp, f, on_progress=on_progress)
+                    try:
+                        run_initial_scan(spark, dbp, f, on_progress=on_progress)
+                    except ChangefeedError as exc:  # (issue 10) a job's sink failing its scan: retried too
+                        if isinstance(exc, DatabaseError):
+                            raise
+                        failed(fid, f"feed {fid} ({f.topic}) failed: {exc}")
+                        continue
                 if not crdb_jobs.streams(jobs.get(fid)):
                     continue  # initial_scan='only': advance() finishes it
                 columns[fid] = _columns(dbp, f)

@@ -50,9 +50,7 @@ from changefeed.engine.changes import (
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.engine.storage import TableStore, token
 from changefeed.feeds.spec import FeedSpec
-from changefeed.pipeline import job
 from changefeed.pipeline.families import family_frame
-from changefeed.pipeline.journal_source import load_table
 from changefeed.pipeline.sinks import SinkWriter, open_delivery
 from changefeed.topics.store import TopicStore
 
@@ -363,6 +361,8 @@ def _append_group(
     store: TopicStore | SinkWriter, topic: str, writer: str, batch_id: int, records: pa.Table
 ) -> None:
     """One append per topic partition of a group's records (sorted by partition), from the driver."""
+    from changefeed.pipeline import job
+
     for _ in job._make_writer(store, topic, writer, batch_id, None)(iter(records.to_batches())):
         pass
 
@@ -378,7 +378,10 @@ def run_initial_scan(
 ) -> None:
     """Run (or resume) the initial scan of ``feed``, then switch it to 'running'."""
 
+    # Spark's modules load here, not at import: core changefeeds read snapshots through
+    # read_chunk_batches with no Spark in the process.
     from changefeed.formats.base import get_encoder
+    from changefeed.pipeline import job
 
     dbp = Path(db).absolute()
     table = _schema_at_creation(dbp, feed)
@@ -451,6 +454,7 @@ def _schema_at_creation(db: Path, feed: FeedSpec) -> TableSchema:
     """The table's schema at the feed's creation (a column added since is not in the scan)."""
     from changefeed.engine.clock import CommitTs
     from changefeed.engine.schema_history import schema_as_of
+    from changefeed.pipeline.journal_source import load_table
 
     current = load_table(db, feed.table_id)
     conn = open_sqlite(db / DB_FILE, readonly=True)

@@ -218,6 +218,31 @@ _grammars: dict[str, _Grammar] = {}
 _grammar_lock = threading.Lock()
 
 
+def _cache_file(text: str) -> str | bool:
+    """Where lark keeps this grammar's analysed tables between processes (a CLI start then
+    loads them instead of building the LALR tables again); keyed by the grammar text and lark's
+    version. ``False`` (no cache) when no writable cache directory exists."""
+    import hashlib
+    import os
+    import tempfile
+
+    import lark
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for root in (
+        os.path.join(base, "changefeed"),
+        os.path.join(tempfile.gettempdir(), f"changefeed-{os.getuid()}"),
+    ):
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(root, os.W_OK):
+            digest = hashlib.sha256(f"{lark.__version__}\n{text}".encode()).hexdigest()[:24]
+            return os.path.join(root, f"grammar-{digest}.lark-cache")
+    return False
+
+
 def _grammar(dialect: str) -> _Grammar:
     g = _grammars.get(dialect)
     if g is not None:
@@ -239,6 +264,7 @@ def _grammar(dialect: str) -> _Grammar:
                 maybe_placeholders=True,
                 postlex=_AlwaysAcceptIdent(),
                 lexer_callbacks={"BLOCK_COMMENT": _check_block_comment},
+                cache=_cache_file(text),
             )
             display: dict[str, str] = dict(_TERMINAL_NAMES)
             keywords: dict[str, str] = {}  # upper-cased word -> terminal name

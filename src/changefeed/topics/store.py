@@ -25,7 +25,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -40,6 +40,7 @@ __all__ = [
     "MAX_PARTITIONS",
     "RECORD_SCHEMA",
     "Record",
+    "RecordColumns",
     "TopicInfo",
     "TopicLog",
     "TopicStore",
@@ -104,6 +105,18 @@ class TopicInfo:
     partitions: int
     retention_ns: int  #: 0 means records are kept forever
     created_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordColumns:
+    """A column-wise slice of one partition (:meth:`TopicStore.read_columns`)."""
+
+    earliest: int  #: the partition's earliest available offset
+    next_offset: int  #: the offset the next append gets (the high watermark)
+    offsets: Sequence[int]
+    keys: Sequence[bytes | None]
+    values: Sequence[bytes]
+    timestamps: Sequence[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,11 +293,18 @@ _ROWS_PER_INSERT = 50
 
 
 def _insert_rows(
-    conn: sqlite3.Connection, start: int, keys: list[Any], values: list[Any], tss: list[Any], now: int
+    conn: sqlite3.Connection,
+    start: int,
+    keys: list[Any],
+    values: list[Any],
+    tss: list[Any],
+    now: int,
+    ts_unit_ns: int = 1,
 ) -> None:
     n = len(values)
     flat = list(chain.from_iterable(zip(range(start, start + n), keys, values, tss, strict=True)))
-    row_sql = f"(?, ?, ?, ?, {int(now)})"
+    ts_sql = "?" if ts_unit_ns == 1 else f"? * {int(ts_unit_ns)}"
+    row_sql = f"(?, ?, ?, {ts_sql}, {int(now)})"
     head = "INSERT INTO records (offset, key, value, ts, write_time) VALUES "
     full = (n // _ROWS_PER_INSERT) * _ROWS_PER_INSERT
     if full:
@@ -473,9 +493,11 @@ class TopicStore:
         keys: list[bytes | None],
         values: list[bytes],
         tss: list[int],
+        ts_unit_ns: int = 1,
     ) -> tuple[int, int]:
         """:meth:`append` from Python lists (the Kafka endpoint's produce path); returns
-        (first offset written, number written)."""
+        (first offset written, number written). Timestamps are in units of ``ts_unit_ns``
+        nanoseconds (multiplied in SQLite: the caller keeps them within int64 ns)."""
         c, path = self._partition(info, partition)
         n = len(values)
         if n and (None in values or None in tss):
@@ -487,7 +509,7 @@ class TopicStore:
             if row is not None and row[0] >= batch_id:
                 return int(start), 0
             if n:
-                _insert_rows(conn, start, keys, values, tss, now)
+                _insert_rows(conn, start, keys, values, tss, now, ts_unit_ns)
                 conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
             conn.execute(
                 "INSERT INTO writers (writer, batch) VALUES (?, ?) "
@@ -544,25 +566,42 @@ class TopicStore:
 
     # -- for the Kafka endpoint (changefeed.server.kafka) -----------------------------------
 
-    def read_rows(
-        self, info: TopicInfo, partition: int, offset: int, max_records: int
-    ) -> tuple[int, int, list[tuple[int, bytes | None, bytes, int]]]:
-        """(earliest, next offset, rows) of one partition in one read transaction: up to
-        ``max_records`` rows ``(offset, key, value, ts)`` with offset >= ``offset``."""
+    def read_columns(
+        self, info: TopicInfo, partition: int, offset: int, max_records: int, ts_unit_ns: int = 1
+    ) -> RecordColumns:
+        """Up to ``max_records`` records with offset >= ``offset`` of one partition, column-wise,
+        with the partition's earliest and next offset, in one read transaction. Timestamps are
+        floor-divided by ``ts_unit_ns`` in SQLite. Offsets are consecutive unless retention left a
+        gap; a consecutive range is read without its offset column."""
         c, path = self._partition(info, partition)
+        unit = int(ts_unit_ns)
+        ts = "ts" if unit == 1 else f"(CASE WHEN ts >= 0 THEN ts / {unit} ELSE (ts + 1) / {unit} - 1 END)"
         with _guard(path), c.lock:
             c.conn.execute("BEGIN")
             try:
                 first, nxt = c.conn.execute(
                     "SELECT (SELECT min(offset) FROM records), next_offset FROM state WHERE id = 0"
                 ).fetchone()
+                earliest = nxt if first is None else int(first)
+                start = max(offset, earliest)
+                end = min(nxt, start + max(0, max_records))
                 rows = c.conn.execute(
-                    "SELECT offset, key, value, ts FROM records WHERE offset >= ? ORDER BY offset LIMIT ?",
-                    (offset, max(0, max_records)),
+                    f"SELECT key, value, {ts} FROM records WHERE offset >= ? AND offset < ? ORDER BY offset",
+                    (start, end),
                 ).fetchall()
+                offsets: Sequence[int]
+                if len(rows) == max(0, end - start):  # no gap: offsets start .. end - 1
+                    offsets = range(start, end)
+                    keys, values, tss = zip(*rows, strict=True) if rows else ((), (), ())
+                else:
+                    rows = c.conn.execute(
+                        f"SELECT offset, key, value, {ts} FROM records WHERE offset >= ? ORDER BY offset LIMIT ?",
+                        (start, max(0, max_records)),
+                    ).fetchall()
+                    offsets, keys, values, tss = zip(*rows, strict=True) if rows else ((), (), (), ())
             finally:
                 c.conn.execute("COMMIT")
-        return (nxt if first is None else int(first)), int(nxt), rows
+        return RecordColumns(earliest, int(nxt), offsets, keys, values, tss)
 
     def offset_for_time(self, topic: str, partition: int, ts_ns: int) -> tuple[int, int] | None:
         """(offset, ts) of the first record with ts >= ``ts_ns``, or None."""
@@ -577,6 +616,10 @@ class TopicStore:
         """(earliest available offset, next offset) of one partition."""
         c, path = self._partition(self.topic(topic), partition)
         return self._offsets(c, path)
+
+    def partition_watermarks(self, info: TopicInfo, partition: int) -> tuple[int, int]:
+        """:meth:`partition_offsets` of a topic already looked up."""
+        return self._offsets(*self._partition(info, partition))
 
     @staticmethod
     def _offsets(c: _Conn, path: str) -> tuple[int, int]:

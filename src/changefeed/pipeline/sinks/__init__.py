@@ -1,5 +1,5 @@
 """Sink writers: where a CockroachDB job's encoded records go when its sink is not the embedded
-topic log (``webhook-https://`` or cloud storage).
+topic log (``kafka://``, ``webhook-https://`` or cloud storage).
 
 A sink writer has the topic store's append shape, so the changefeed job (``job.py``) and the
 initial scan (``scan.py``) deliver through either without knowing which:
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 def open_delivery(db: Path, feed: FeedSpec, table: TableSchema | None = None) -> TopicStore | SinkWriter:
     """The topic store, or the sink writer of the job ``feed`` belongs to."""
+    from changefeed.feeds.kafka_config import KafkaConfig
     from changefeed.feeds.sinks import (
         CloudStorageConfig,
         WebhookConfig,
@@ -51,6 +52,10 @@ def open_delivery(db: Path, feed: FeedSpec, table: TableSchema | None = None) ->
         from changefeed.pipeline.sinks.webhook import WebhookWriter
 
         return WebhookWriter(config)
+    if isinstance(config, KafkaConfig):
+        from changefeed.pipeline.sinks.kafka import KafkaWriter
+
+        return KafkaWriter(config)
     if isinstance(config, CloudStorageConfig):
         from changefeed.pipeline.sinks.cloudstorage import open_cloud_storage
 

@@ -9,16 +9,20 @@ append are one step.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
 import contextlib
 import functools
+import operator
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from itertools import accumulate, repeat
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from changefeed.exceptions import ChangefeedError, TopicError
 from changefeed.server.kafka import errors as E
@@ -34,6 +38,12 @@ T = TypeVar("T")
 #: Rows fetched per partition are bounded by bytes; this caps one query's rows.
 _MAX_ROWS_PER_FETCH = 50_000
 _RECORD_OVERHEAD = 12  # framing bytes per record, about
+#: The largest record timestamp the topic log holds in int64 nanoseconds (year 2262).
+_MAX_TIMESTAMP_MS = (1 << 63) // 1_000_000 - 1
+#: Encoded fetch windows kept for re-reads and read-ahead.
+_CACHE_BYTES = 64 << 20
+#: A fetch waits this long at most for a read-ahead of the same window already under way.
+_READ_AHEAD_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +61,69 @@ class ProduceResult:
     base_offset: int
     log_start: int
     message: str | None = None
+
+
+def _cumulative_sizes(keys: Sequence[bytes | None], values: Sequence[bytes], start: int = 0) -> list[int]:
+    """Running totals of the records' approximate encoded sizes, summed in C."""
+    sizes: Iterable[int] = map(operator.add, map(len, values), repeat(_RECORD_OVERHEAD))
+    if None in keys:
+        sizes = map(operator.add, sizes, [0 if k is None else len(k) for k in keys])
+    else:
+        sizes = map(operator.add, sizes, map(len, keys))  # type: ignore[arg-type]
+    return list(accumulate(sizes, initial=start))[1:]
+
+
+class BatchCache:
+    """Encoded fetch results by (topic id, partition, offset, max bytes), least recently used
+    first out past ``capacity`` bytes. Records are immutable once written and topic ids are never
+    reused, so an entry stays right; only watermarks change, and callers refresh those. Only
+    windows cut short (``more_at`` set) are kept: a window that reached the end of the partition
+    would hide later appends. Thread-safe; :meth:`claim` marks a key being computed (read-ahead)
+    so it is computed once, and :meth:`get` waits for a claimed key instead of computing it again."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[int, int, int, int], FetchResult] = OrderedDict()
+        self._size = 0
+        self._claimed: dict[tuple[int, int, int, int], threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int, int, int]) -> FetchResult | None:
+        with self._lock:
+            res = self._entries.get(key)
+            if res is not None:
+                self._entries.move_to_end(key)
+                return res
+            pending = self._claimed.get(key)
+        if pending is None or not pending.wait(_READ_AHEAD_WAIT_S):
+            return None
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: tuple[int, int, int, int], res: FetchResult) -> None:
+        size = len(res.records or b"")
+        with self._lock:
+            if key in self._entries or size > self.capacity:
+                return
+            self._entries[key] = res
+            self._size += size
+            while self._size > self.capacity:
+                _, old = self._entries.popitem(last=False)
+                self._size -= len(old.records or b"")
+
+    def claim(self, key: tuple[int, int, int, int]) -> bool:
+        """True if the caller should compute ``key`` (neither cached nor being computed)."""
+        with self._lock:
+            if key in self._entries or key in self._claimed:
+                return False
+            self._claimed[key] = threading.Event()
+            return True
+
+    def release(self, key: tuple[int, int, int, int]) -> None:
+        with self._lock:
+            ev = self._claimed.pop(key, None)
+        if ev is not None:
+            ev.set()
 
 
 class ProducerIds:
@@ -88,11 +161,10 @@ class Broker:
         self._changed = asyncio.Event()
         self._avg_size: dict[tuple[str, int], int] = {}
         self._last_batch_id = 0
-        # Read-ahead: when a fetch stopped at max_bytes with more records left, the next window
-        # of that partition is read and encoded while the client processes this one.
-        self._ahead: dict[tuple[str, int], tuple[int, int, concurrent.futures.Future[FetchResult]]] = {}
-        self._ahead_lock = threading.Lock()
-        self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="kafka-read-ahead")
+        self._cache = BatchCache(_CACHE_BYTES)
+        # One read-ahead thread: encoding holds the GIL, and a second thread measured more CPU
+        # per message (contention), not more messages.
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafka-read-ahead")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -141,50 +213,77 @@ class Broker:
     # -- fetch -------------------------------------------------------------------------------
 
     def fetch_partition(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> FetchResult:
-        """Runs in a worker thread."""
+        """Runs in a worker thread. A batch already encoded for (partition, offset, max_bytes),
+        by an earlier fetch or by read-ahead, is served from :class:`BatchCache` with fresh
+        watermarks: repeated and concurrent readers of the same records pay for one encoding."""
         if not 0 <= partition < info.partitions:
             return FetchResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None)
-        key = (info.name, partition)
-        with self._ahead_lock:
-            ahead = self._ahead.pop(key, None)
-        res: FetchResult | None = None
-        if ahead is not None and ahead[0] == offset and ahead[1] == max_bytes:
-            try:
-                res = ahead[2].result()
-            except (concurrent.futures.CancelledError, ChangefeedError):
-                res = None
-        if res is None:
+        key = (info.id, partition, offset, max_bytes)
+        res = self._cache.get(key)
+        if res is not None:
+            earliest, nxt = self.store.partition_watermarks(info, partition)
+            if offset < earliest or offset > nxt:
+                return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
+            res = replace(res, high_watermark=nxt, log_start=earliest)
+        else:
             res = self._fetch(info, partition, offset, max_bytes)
+            if res.more_at is not None:
+                self._cache.put(key, res)
         if res.more_at is not None and max_bytes > 0:
-            try:
-                fut = self._pool.submit(self._fetch, info, partition, res.more_at, max_bytes)
-            except RuntimeError:  # shutting down
-                return res
-            with self._ahead_lock:
-                self._ahead[key] = (res.more_at, max_bytes, fut)
+            # Read-ahead: the next window is read and encoded while the client takes this one.
+            nxt_key = (info.id, partition, res.more_at, max_bytes)
+            if self._cache.claim(nxt_key):
+                try:
+                    self._pool.submit(self._read_ahead, nxt_key, info)
+                except RuntimeError:  # shutting down
+                    self._cache.release(nxt_key)
         return res
+
+    def _read_ahead(self, key: tuple[int, int, int, int], info: TopicInfo) -> None:
+        try:
+            res = self._fetch(info, key[1], key[2], key[3])
+        except ChangefeedError:
+            res = None
+        finally:
+            self._cache.release(key)
+        if res is not None and res.more_at is not None:
+            self._cache.put(key, res)
 
     def _fetch(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> FetchResult:
         key = (info.name, partition)
         avg = self._avg_size.get(key, 256)
         limit = max(1, min(_MAX_ROWS_PER_FETCH, max_bytes // avg + 1))
-        earliest, nxt, rows = self.store.read_rows(info, partition, max(offset, 0), limit)
+        cols = self.store.read_columns(info, partition, max(offset, 0), limit, ts_unit_ns=1_000_000)
+        earliest, nxt = cols.earliest, cols.next_offset
         if offset < earliest or offset > nxt:
             return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
-        if not rows:
+        offsets, keys, values, tss = cols.offsets, cols.keys, cols.values, cols.timestamps
+        if not values:
             return FetchResult(E.NONE, nxt, earliest, b"")
-        offsets, keys, values, tss = zip(*rows, strict=True)
-        # Cut at max_bytes (always at least one record, as Kafka does).
-        total = 0
-        n = 0
-        for k, v in zip(keys, values, strict=False):
-            total += len(v) + (len(k) if k is not None else 0) + _RECORD_OVERHEAD
-            n += 1
-            if total >= max_bytes:
+        ends = _cumulative_sizes(keys, values)
+        # The row count estimated from the average size fell short of max_bytes (smaller records
+        # than before): read on, a few times at most.
+        for _ in range(3):
+            n = len(values)
+            if ends[-1] >= max_bytes or n >= _MAX_ROWS_PER_FETCH or offsets[-1] + 1 >= nxt:
                 break
-        self._avg_size[key] = max(16, total // n)
-        ts_ms = [t // 1_000_000 for t in tss[:n]]
-        data = encode_batch(offsets[0], offsets[:n], keys[:n], values[:n], ts_ms)
+            want = min(_MAX_ROWS_PER_FETCH - n, (max_bytes - ends[-1]) // max(16, ends[-1] // n) + 1)
+            more = self.store.read_columns(info, partition, offsets[-1] + 1, want, ts_unit_ns=1_000_000)
+            nxt = more.next_offset
+            if not more.values:
+                break
+            offsets = [*offsets, *more.offsets]
+            keys = [*keys, *more.keys]
+            values = [*values, *more.values]
+            tss = [*tss, *more.timestamps]
+            ends.extend(_cumulative_sizes(more.keys, more.values, ends[-1]))
+        # Cut at max_bytes (always at least one record, as Kafka does).
+        n = len(values)
+        if ends[-1] > max_bytes:
+            n = min(n, bisect.bisect_left(ends, max_bytes) + 1)
+            offsets, keys, values, tss = offsets[:n], keys[:n], values[:n], tss[:n]
+        self._avg_size[key] = max(16, ends[n - 1] // n)
+        data = encode_batch(offsets[0], offsets, keys, values, tss)
         more_at = offsets[n - 1] + 1 if offsets[n - 1] + 1 < nxt else None
         return FetchResult(E.NONE, nxt, earliest, data, more_at)
 
@@ -223,9 +322,15 @@ class Broker:
         for b in batches:
             if b.transactional:
                 return ProduceResult(E.INVALID_REQUEST, -1, -1, "transactional producers are not supported")
-            now_ms = time.time_ns() // 1_000_000
-            values = [v if v is not None else b"" for v in b.values]
-            tss = [(t if t >= 0 else now_ms) * 1_000_000 for t in b.timestamps_ms]
+            # Lists are copied only when a record needs it (a null value, no timestamp); the
+            # store turns ms into ns in SQLite.
+            values = cast(list[bytes], b.values) if None not in b.values else [v or b"" for v in b.values]
+            tss = b.timestamps_ms
+            if tss and min(tss) < 0:
+                now_ms = time.time_ns() // 1_000_000
+                tss = [t if t >= 0 else now_ms for t in tss]
+            if tss and max(tss) > _MAX_TIMESTAMP_MS:
+                return ProduceResult(E.INVALID_TIMESTAMP, -1, -1, f"timestamp {max(tss)} ms is out of range")
             if b.producer_id >= 0:
                 writer = f"kafka-producer-{b.producer_id}"
                 last_seq = b.base_sequence + b.count - 1
@@ -240,12 +345,14 @@ class Broker:
                             -1,
                             f"sequence {b.base_sequence} after {done} for producer {b.producer_id}",
                         )
-                start, _ = store.append_lists(info, partition, writer, last_seq, b.keys, values, tss)
+                start, _ = store.append_lists(
+                    info, partition, writer, last_seq, b.keys, values, tss, ts_unit_ns=1_000_000
+                )
             else:
                 start, _ = store.append_lists(
-                    info, partition, "kafka-producer", self._next_batch_id(), b.keys, values, tss
+                    info, partition, "kafka-producer", self._next_batch_id(), b.keys, values, tss, 1_000_000
                 )
             if base < 0:
                 base = start
-        earliest, _ = store.partition_offsets(info.name, partition)
+        earliest, _ = store.partition_watermarks(info, partition)
         return ProduceResult(E.NONE, base, earliest)

@@ -9,8 +9,9 @@ The CRC-32C covers everything from the attributes on.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import crc32c
 
@@ -21,6 +22,7 @@ __all__ = ["ProducedBatch", "encode_batch", "parse_batches"]
 
 _HEAD = struct.Struct(">qiibIhiqqqhii")  # 61 bytes
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record count: 40 bytes
+_BEFORE_CRC = struct.Struct(">qiibI")  # base offset .. CRC: 21 bytes
 _CRC_AT = 17  # base offset 8, length 4, epoch 4, magic 1
 _ATTR_AT = 21
 _COMPRESSION_MASK = 0x07
@@ -54,6 +56,10 @@ def varint(n: int) -> bytes:
     return _varint_slow(u)
 
 
+def _uvarint(u: int) -> bytes:
+    return _VARINT[u] if u < 16384 else _varint_slow(u)
+
+
 def encode_batch(
     base_offset: int,
     offsets: Sequence[int],
@@ -61,35 +67,45 @@ def encode_batch(
     values: Sequence[bytes],
     timestamps_ms: Sequence[int],
 ) -> bytes:
-    """One uncompressed batch of the given rows (offsets ascending, gaps allowed)."""
+    """One uncompressed batch of the given rows (offsets ascending, gaps allowed).
+
+    Built column-wise: offset deltas of consecutive offsets and a batch whose records share one
+    timestamp (one transaction's changes) take their varints from a precomputed table, so the
+    per-record work is a few lookups; the records are joined once and checksummed once."""
+    n = len(values)
     table = _VARINT
     base_ts = timestamps_ms[0]
     max_ts = max(timestamps_ms)
+    last = offsets[-1] - base_offset
+    ods: Sequence[bytes]
+    if offsets[0] == base_offset and last == n - 1 and n <= 8192:
+        ods = table[0 : 2 * n : 2]
+    else:
+        ods = [_uvarint((o - base_offset) << 1) for o in offsets]
+    # attributes (0) and timestamp delta
+    tds: Iterable[bytes]
+    if max_ts == base_ts and min(timestamps_ms) == base_ts:
+        tds = repeat(b"\x00\x00")
+    else:
+        tds = [b"\x00" + _uvarint(((t - base_ts) << 1) ^ ((t - base_ts) >> 63)) for t in timestamps_ms]
     parts: list[bytes] = []
     extend = parts.extend
-    for off, key, value, ts in zip(offsets, keys, values, timestamps_ms, strict=True):
-        d = (off - base_offset) << 1
-        t = ts - base_ts
-        tu = (t << 1) ^ (t >> 63)
-        tv = table[tu] if tu < 16384 else _varint_slow(tu)
-        dv = table[d] if d < 16384 else _varint_slow(d)
-        vl = len(value) << 1
-        vv = table[vl] if vl < 16384 else _varint_slow(vl)
+    for td, od, key, value in zip(tds, ods, keys, values, strict=False):
         if key is None:
-            kv = _NEG_ONE
+            head = td + od + _NEG_ONE
             key = b""
         else:
             kl = len(key) << 1
-            kv = table[kl] if kl < 16384 else _varint_slow(kl)
-        # body: attributes, timestamp delta, offset delta, key length, key, value length, value,
-        # header count (0)
-        bl = (2 + len(tv) + len(dv) + len(kv) + len(key) + len(vv) + len(value)) << 1
-        extend((table[bl] if bl < 16384 else _varint_slow(bl), b"\x00", tv, dv, kv, key, vv, value, b"\x00"))
-    records = b"".join(parts)
-    tail = _AFTER_CRC.pack(0, offsets[-1] - base_offset, base_ts, max_ts, -1, -1, -1, len(offsets)) + records
+            head = td + od + (table[kl] if kl < 16384 else _varint_slow(kl))
+        vl = len(value) << 1
+        vv = table[vl] if vl < 16384 else _varint_slow(vl)
+        # body: attributes .. key length (head), key, value length, value, header count (0)
+        bl = (len(head) + len(key) + len(vv) + len(value) + 1) << 1
+        extend((table[bl] if bl < 16384 else _varint_slow(bl), head, key, vv, value, b"\x00"))
+    tail = _AFTER_CRC.pack(0, last, base_ts, max_ts, -1, -1, -1, n) + b"".join(parts)
     crc = crc32c.crc32c(tail)
     # length counts from the partition leader epoch on: 4 + 1 + 4 + len(tail)
-    return struct.pack(">qiibI", base_offset, 9 + len(tail), 0, 2, crc) + tail
+    return _BEFORE_CRC.pack(base_offset, 9 + len(tail), 0, 2, crc) + tail
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,56 +167,74 @@ def _parse_records(
     values: list[bytes | None],
     tss: list[int],
 ) -> int:
-    """Parse ``count`` records; returns the end position. One-byte varints (the common case
-    for deltas and small lengths) are decoded inline."""
+    """Parse ``count`` records; returns the end position. Varints of one and two bytes (record
+    and value lengths up to 8 KiB, offset deltas up to 8191) are decoded inline; longer ones, and
+    truncated ones (IndexError, turned into MalformedRequest by the caller), take the slow path."""
     p = 0
     size = len(body)
+    key_append = keys.append
+    value_append = values.append
+    ts_append = tss.append
     for _ in range(count):
         b = body[p]
         if b < 0x80:
             rlen = (b >> 1) ^ -(b & 1)
             p += 1
+        elif (c := body[p + 1]) < 0x80:
+            u = (b & 0x7F) | (c << 7)
+            rlen = (u >> 1) ^ -(u & 1)
+            p += 2
         else:
             rlen, p = _read_varint(body, p)
         rend = p + rlen
         if rlen < 0 or rend > size:
             raise MalformedRequest("record runs past its batch")
-        b = body[p + 1]  # after the attributes byte
+        b = body[p + 1]  # timestamp delta, after the attributes byte
         if b < 0x80:
-            tdelta = (b >> 1) ^ -(b & 1)
+            ts_append(base_ts + ((b >> 1) ^ -(b & 1)))
             p += 2
         else:
             tdelta, p = _read_varint(body, p + 1)
+            ts_append(base_ts + tdelta)
         b = body[p]  # offset delta (unused: offsets are assigned here)
         if b < 0x80:
             p += 1
+        elif body[p + 1] < 0x80:
+            p += 2
         else:
             _, p = _read_varint(body, p)
         b = body[p]
         if b < 0x80:
             n = (b >> 1) ^ -(b & 1)
             p += 1
+        elif (c := body[p + 1]) < 0x80:
+            u = (b & 0x7F) | (c << 7)
+            n = (u >> 1) ^ -(u & 1)
+            p += 2
         else:
             n, p = _read_varint(body, p)
         if n < 0:
-            keys.append(None)
+            key_append(None)
         else:
-            keys.append(body[p : p + n])
+            key_append(body[p : p + n])
             p += n
         b = body[p]
         if b < 0x80:
             n = (b >> 1) ^ -(b & 1)
             p += 1
+        elif (c := body[p + 1]) < 0x80:
+            u = (b & 0x7F) | (c << 7)
+            n = (u >> 1) ^ -(u & 1)
+            p += 2
         else:
             n, p = _read_varint(body, p)
         if n < 0:
-            values.append(None)
+            value_append(None)
         else:
-            values.append(body[p : p + n])
+            value_append(body[p : p + n])
             p += n
         if p > rend:
             raise MalformedRequest("record fields run past the record")
-        tss.append(base_ts + tdelta)
         p = rend  # headers are skipped (the topic log keeps key, value and timestamp)
     return p
 

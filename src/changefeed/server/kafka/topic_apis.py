@@ -4,6 +4,7 @@ the response body (without the correlation id header)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from changefeed.engine.auth import ROOT
@@ -208,15 +209,15 @@ class TopicApis:
                 (n, [(p, ProduceResult(E.INVALID_REQUIRED_ACKS, -1, -1)) for p, _ in ps]) for n, ps in topics
             ]
         else:
+            # Partitions are parsed and appended concurrently: each is its own SQLite file, and
+            # SQLite releases the GIL while it writes.
             for name, parts in topics:
                 info, err = await b.run(b.topic_for, session.user or ROOT, name, WRITE)
-                rows: list[tuple[int, ProduceResult]] = []
-                for p, data in parts:
-                    if info is None:
-                        rows.append((p, ProduceResult(err, -1, -1)))
-                    else:
-                        rows.append((p, await self._produce_partition(info, p, data)))
-                out.append((name, rows))
+                if info is None:
+                    results = [ProduceResult(err, -1, -1) for _ in parts]
+                else:
+                    results = await asyncio.gather(*(self._produce_partition(info, p, d) for p, d in parts))
+                out.append((name, list(zip((p for p, _ in parts), results, strict=True))))
             b.notify()
         if acks == 0:
             return None
@@ -235,14 +236,18 @@ class TopicApis:
     async def _produce_partition(self, info: TopicInfo, p: int, data: bytes | None) -> ProduceResult:
         if not 0 <= p < info.partitions:
             return ProduceResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
-        try:
-            batches = parse_batches(data or b"")
-        except MalformedRequest as exc:
-            return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
-        except UnsupportedBatch as exc:
-            return ProduceResult(exc.code, -1, -1, str(exc))
+
+        def parse_and_append() -> ProduceResult:  # in a worker thread, off the event loop
+            try:
+                batches = parse_batches(data or b"")
+            except MalformedRequest as exc:
+                return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
+            except UnsupportedBatch as exc:
+                return ProduceResult(exc.code, -1, -1, str(exc))
+            return self.broker.append_batches(info, p, batches)
+
         async with self.broker.lock(info.name, p):
-            return await self.broker.run(self.broker.append_batches, info, p, batches)
+            return await self.broker.run(parse_and_append)
 
     async def init_producer_id(self, session: Session, version: int, r: Reader) -> bytes:
         txn = r.nullable_string()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import itertools
 import os
 import re
 import secrets
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from changefeed.connection import Connection, Result
 from changefeed.engine import auth
 from changefeed.engine.auth import ScramSecret
-from changefeed.exceptions import ChangefeedError
+from changefeed.exceptions import ChangefeedError, LockNotAvailable
 from changefeed.server.pg import catalog
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
@@ -48,14 +49,23 @@ from changefeed.server.pg.errors import (
     UndefinedStatement,
     UndefinedVariable,
 )
+from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
-from changefeed.server.pg.values import column_oids, encoders, fmt_of, normalise_tag
+from changefeed.server.pg.values import (
+    column_oids,
+    data_rows,
+    encoders,
+    fmt_of,
+    hex_bytea,
+    join_rows,
+    normalise_tag,
+)
 from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 
 if TYPE_CHECKING:
-    from changefeed.pipeline.core import CoreChangefeed
+    from changefeed.pipeline.core import Chunk, CoreChangefeed
 
 T = TypeVar("T")
 
@@ -93,6 +103,7 @@ class Prepared:
     stmts: list[ast.Statement] = field(default_factory=list)
     command: Command | None = None
     param_oids: list[int] = field(default_factory=list)
+    inline: bool = False  # short: run on the event loop (see inline.py)
 
 
 @dataclass
@@ -103,6 +114,16 @@ class Portal:
     result: Result | None = None
     pos: int = 0
     described: bool = False
+
+
+_query_ids = itertools.count(1)
+_QUERY_ID_BASE = uuid.uuid4().int >> 64  # per server process; CockroachDB ids are 128-bit hex too
+
+
+def new_query_id() -> str:
+    """A query's id for SHOW QUERIES / CANCEL QUERY: unique per server, 32 hex digits, without a
+    random read per statement (``uuid4`` costs a ``getrandom`` system call each time)."""
+    return f"{_QUERY_ID_BASE:016x}{next(_query_ids):016x}"
 
 
 @dataclass
@@ -176,7 +197,8 @@ class PgSession:
         self.closing = False
         self.session_id = uuid.uuid4().hex
         self.loop = asyncio.get_running_loop()
-        self.pending = 0  # bytes written since the last drain
+        self.out: list[bytes] = []  # messages not yet handed to the transport
+        self.pending = 0  # bytes in ``out``
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
@@ -211,6 +233,8 @@ class PgSession:
         self.closing = True
         self.cancel()
         with contextlib.suppress(Exception):
+            self.writer.write(b"".join(self.out))
+            self.out.clear()
             self.writer.write(
                 p.error_response(
                     "57P01", "terminating connection due to administrator command", severity="FATAL"
@@ -237,13 +261,22 @@ class PgSession:
 
     # ------------------------------------------------------------------ output
     def send(self, data: bytes) -> None:
-        self.writer.write(data)
+        """Queue a message; it goes out at the next :meth:`flush` that writes (Sync, Flush, the
+        end of a simple query, or a full buffer), in one system call with its neighbours, as
+        PostgreSQL's own backend buffers its output."""
+        self.out.append(data)
         self.pending += len(data)
 
     async def flush(self, force: bool = False) -> None:
-        if force or self.pending >= FLUSH_BYTES:
+        if self.out and (force or self.pending >= FLUSH_BYTES):
+            data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
+            self.out.clear()
             self.pending = 0
-            await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
+            self.writer.write(data)
+            transport = self.writer.transport
+            if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+                # The client reads slower than we write: wait (bounded) for it to catch up.
+                await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
 
     def send_error(self, exc: BaseException) -> None:
         code, message = self.error_of(exc)
@@ -354,7 +387,8 @@ class PgSession:
         stmts = parse(sql, "sql")
         if len(stmts) == 1 and isinstance(stmts[0], ast.CreateChangefeed) and stmts[0].sink is None:
             return Prepared(sql, "stream", stmts=stmts)
-        return Prepared(sql, "engine", stmts=stmts)
+        assert self.conn is not None
+        return Prepared(sql, "engine", stmts=stmts, inline=runs_inline(self.conn.session, stmts))
 
     # ------------------------------------------------------------------ simple query
     async def simple_query(self, sql: str) -> None:
@@ -387,13 +421,22 @@ class PgSession:
             await self.run_stream(prep)
             return None
         self.cancelled.clear()
-        self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
+        self.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
         try:
             if prep.kind == "command":
                 assert prep.command is not None
                 return self.run_command(prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
+            if prep.inline:
+                db = self.conn.db
+                db.writers_wait = False
+                try:
+                    return self._run_engine(prep.stmts, params)
+                except LockNotAvailable:
+                    pass  # another session is writing: wait for it on the pool
+                finally:
+                    db.writers_wait = True
             return await self.call(self._run_engine, prep.stmts, params)
         finally:
             self.running = None
@@ -424,13 +467,9 @@ class PgSession:
             start = portal.pos if portal is not None else 0
             end = len(res.rows) if limit <= 0 else min(len(res.rows), start + limit)
             rows = res.rows
-            data_row = p.data_row
 
             def encode(lo: int, hi: int) -> bytes:
-                return b"".join(
-                    data_row([None if v is None else enc(v) for enc, v in zip(encs, rows[i], strict=False)])
-                    for i in range(lo, hi)
-                )
+                return data_rows(rows[lo:hi], encs, oids, fmts)
 
             if end - start <= ENCODE_CHUNK:
                 self.send(encode(start, end))
@@ -557,7 +596,7 @@ class PgSession:
             self.send(p.row_description(list(zip(["table", "key", "value"], oids, fmts, strict=True))))
         await self.flush(True)
         self.cancelled.clear()
-        self.running = Running(uuid.uuid4().hex, prep.sql, dt.datetime.now(dt.UTC))
+        self.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
         done: asyncio.Future[int] = self.loop.create_future()
         stop = threading.Event()
         feeds: list[CoreChangefeed] = []
@@ -570,14 +609,25 @@ class PgSession:
                 return v if isinstance(v, bytes) else str(v).encode()
             return b"\\x" + bytes(v).hex().encode()
 
-        async def emit(rows: list[tuple[Any, ...]]) -> None:
+        async def emit(data: bytes, count: int) -> None:
             nonlocal sent
             if stop.is_set():
                 return
-            for row in rows:
-                self.send(p.data_row([encode(i, v) for i, v in enumerate(row)]))
-            sent += len(rows)
+            self.send(data)
+            sent += count
             await self.flush(True)
+
+        def wire(group: Chunk) -> bytes:
+            """A group's DataRows, column-wise when it is an ordinary batch of messages."""
+            if group.keys is not None and not group.keys.null_count and not group.values.null_count:
+                import pyarrow as pa
+
+                n = len(group.values)
+                cols = [pa.repeat(pa.scalar((group.table or "").encode(), pa.binary()), n)]
+                for i, arr in ((1, group.keys), (2, group.values)):
+                    cols.append(arr if fmts[i] == 1 else hex_bytea(arr))
+                return join_rows(cols, n)
+            return b"".join(p.data_row([encode(i, v) for i, v in enumerate(m)]) for m in group.messages())
 
         def finish(fn: Callable[[Any], None], value: Any) -> None:
             if not done.done():
@@ -595,8 +645,8 @@ class PgSession:
                 for group in feed.batches():
                     if stop.is_set():
                         break
-                    rows = [tuple(m) for m in group.messages()]
-                    asyncio.run_coroutine_threadsafe(emit(rows), self.loop).result()
+                    data = wire(group)
+                    asyncio.run_coroutine_threadsafe(emit(data, len(group.values)), self.loop).result()
                 self.loop.call_soon_threadsafe(finish, done.set_result, sent)
             except BaseException as exc:
                 self.loop.call_soon_threadsafe(finish, done.set_exception, exc)
@@ -639,7 +689,7 @@ class PgSession:
         if prep is None:
             prep = await self.call(self.classify, sql)
         if prep.param_oids != oids:
-            prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids)
+            prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids, prep.inline)
         self.prepared[name] = prep
         self.send(p.PARSE_COMPLETE)
 
@@ -681,7 +731,7 @@ class PgSession:
                 for i in range(n)
             ]
             if oids != prep.param_oids:  # Bind decodes by what was described
-                prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids)
+                prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids, prep.inline)
                 self.prepared[name] = prep
             self.send(p.parameter_description(oids))
             cols = await self.describe_columns(prep)

@@ -250,7 +250,7 @@ def _make_feed(
         table_id=schema.id,
         name=f"job {job_id}" + (f" {target.family}" if target.family else ""),
         kind="crdb",
-        topic=sink.topic_for(target.name, target.family),
+        topic=sink.topic_for(target.name, target.family, full_table_name=_full_name(target.name, opts)),
         partitions=schema.partitions,
         format=opts.encoder,
         mode=opts.mode,
@@ -266,6 +266,11 @@ def _make_feed(
     spec = insert_feed(txn.conn, spec, "scanning" if initial_scan else "running")
     TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
     return spec
+
+
+def _full_name(table: str, opts: JobOptions) -> str | None:
+    """``db.schema.table`` with ``full_table_name`` (the Kafka sink's topic names), else None."""
+    return opts.crdb.topic_name(table) if opts.crdb.full_table_name else None
 
 
 def _save_spec(txn: Transaction, spec: FeedSpec) -> None:
@@ -526,7 +531,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
         spec = FeedSpec.from_json(orjson.loads(row[0]))
         spec = replace(
             spec,
-            topic=sink.topic_for(t.name, t.family),
+            topic=sink.topic_for(t.name, t.family, full_table_name=_full_name(t.name, opts)),
             format=opts.encoder,
             resolved_ns=opts.resolved_ns,
             mode=opts.mode,

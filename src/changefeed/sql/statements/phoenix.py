@@ -41,7 +41,8 @@ from changefeed.exceptions import (
     UnknownChangeScope,
 )
 from changefeed.formats import phoenix_json
-from changefeed.formats.phoenix_json import CDC_JSON, ROW_TIMESTAMP, cdc_columns, cdc_rows
+from changefeed.formats.phoenix_batch import cdc_rows
+from changefeed.formats.phoenix_json import CDC_JSON, ROW_TIMESTAMP, cdc_columns
 from changefeed.sql import ast, astjson
 from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts, has_aggregate, sort_key
 from changefeed.sql.functions import EvalContext

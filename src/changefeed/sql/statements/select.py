@@ -71,10 +71,24 @@ def _table_relation(session: Session, txn: Transaction, schema: TableSchema) -> 
 
     plain = not any(c.virtual for c in cols)  # no computed columns: convert by position
     convert = [(c.id, c.type.from_db) for c in cols]
+    ids = [c.id for c in cols]
+    # Columns whose stored value is already the Python value (integers, text, JSON ..).
+    changing = [(i, c.type.from_db) for i, c in enumerate(cols) if not c.type.stored_as_is]
+    tuples = plain and not st.static_cols
 
     def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
         parts: list[tuple[Any, ...] | None] = list(pks) if pks is not None else [None]
         for pk in parts:
+            if tuples:
+                if not changing:
+                    yield from st.scan_tuples(txn.conn, txn.now_ns, ids, pk)
+                    continue
+                for raw in st.scan_tuples(txn.conn, txn.now_ns, ids, pk):
+                    out = list(raw)
+                    for i, f in changing:
+                        out[i] = f(out[i])
+                    yield tuple(out)
+                continue
             if plain:
                 for row in _merged_rows(session, txn, schema, st, pk):
                     yield tuple([f(row.get(i)) for i, f in convert])

@@ -1,0 +1,257 @@
+"""The ``"CDC JSON"`` of many changes at once, text-identical to :class:`EventEncoder`.
+
+Per change, :meth:`EventEncoder.encode` decides the *shape* of the event (its type, which columns
+the pre image holds, which the change wrote, whether the post image has to be rebuilt) and then
+joins rendered values into that shape. In a batch the shapes are few: every change with the same
+presence bits (event type, row existed, old value present, column written, new value null per
+column) has the same keys in the same Java HashMap order. SQLite computes those bits as one
+integer per change while it reads the range (:func:`changefeed.engine.phoenix.shape_sql`), numpy
+groups the batch by it, each distinct shape becomes one ``%``-template built once by the scalar
+encoder's own ordering rules, the values are rendered column by column, and each event is one
+C-level ``template % values``. Shapes that need a per-row decision (a post image whose pre-image
+columns changed: the row was deleted and re-written in one transaction) are split by a second
+integer of per-column "new differs from old" bits, also computed by SQLite. Tables with too many
+value columns to pack the bits use the scalar path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from changefeed.engine import phoenix
+from changefeed.engine.catalog import TableSchema
+from changefeed.formats.phoenix_json import (
+    CHANGE_IMAGE,
+    DELETE,
+    EVENT_TYPE,
+    POST_IMAGE,
+    PRE_IMAGE,
+    TTL_DELETE,
+    UPSERT,
+    EventEncoder,
+)
+
+#: Tables with more value columns than fit the shape bits use the scalar encoder.
+MAX_BATCH_COLUMNS = phoenix.MAX_CODED_COLUMNS
+_EVENTS = (DELETE, UPSERT, TTL_DELETE)
+_EPOCH = dt.datetime(1970, 1, 1)  # PHOENIX_ROW_TIMESTAMP(): ms since it, GMT, naive
+_MS = dt.timedelta(milliseconds=1)
+_NEW, _OLD = 0, 1
+
+
+class BatchEncoder:
+    """Encodes change rows read by :func:`changefeed.engine.phoenix.scan_raw` with
+    ``coded=True``; the shape bits are the same as :func:`changefeed.engine.phoenix.shape_sql`'s."""
+
+    def __init__(self, encoder: EventEncoder, key_count: int) -> None:
+        self.enc = encoder
+        self.nk = key_count
+        self.nv = len(encoder.names)
+        self._templates: dict[tuple[int, bool], tuple[str, list[tuple[int, int]]]] = {}
+
+    # ------------------------------------------------------------------ shapes
+    def _shape(self, code: int) -> tuple[str, bool, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        nv = self.nv
+        event = _EVENTS[code & 3]
+        existed = bool(code >> 2 & 1)
+        bits = [(code >> (3 + 3 * i)) & 7 for i in range(nv)]
+        old_present = tuple(i for i in range(nv) if bits[i] & 1)
+        written = tuple(i for i in range(nv) if bits[i] & 2)
+        new_null = tuple(i for i in range(nv) if bits[i] & 4)
+        return event, existed, old_present, written, new_null
+
+    def _template(self, code: int, rewrite: bool) -> tuple[str, list[tuple[int, int]]]:
+        """``(format, slots)``: the event's text with ``%s`` where values go, and for each slot
+        (image, column) — the same decisions as :meth:`EventEncoder.encode`, taken once."""
+        got = self._templates.get((code, rewrite))
+        if got is not None:
+            return got
+        enc, nv = self.enc, self.nv
+        event, existed, old_present, written, new_null = self._shape(code)
+        scopes = enc.scopes
+        want_pre = "PRE" in scopes
+        want_change = event == UPSERT and "CHANGE" in scopes
+        want_post = event == UPSERT and "POST" in scopes
+        pre_idx: tuple[int, ...] = old_present if existed and (want_pre or want_post) else ()
+        parts: dict[str, list[str | tuple[int, int]]] = {EVENT_TYPE: ['"' + event + '"']}
+
+        def image(cols: Sequence[int], kind: int) -> list[str | tuple[int, int]]:
+            out: list[str | tuple[int, int]] = ["{"]
+            for j, i in enumerate(cols):
+                out.append(("," if j else "") + enc.keys[i])
+                out.append((kind, i))
+            out.append("}")
+            return out
+
+        if want_pre:
+            parts[PRE_IMAGE] = image(enc._order(pre_idx), _OLD)
+        if want_change or want_post:
+            immutable = enc.immutable
+            change_idx = tuple(i for i in written if not (immutable and i in new_null))
+            if want_change:
+                parts[CHANGE_IMAGE] = image(enc._order(change_idx), _NEW)
+            if want_post:
+                merged = enc._post_order(pre_idx, change_idx)
+                if rewrite:
+                    post_idx = [i for i in range(nv) if i not in new_null or (i in written and not immutable)]
+                    parts[POST_IMAGE] = image(enc._order(tuple(post_idx)), _NEW)
+                else:
+                    parts[POST_IMAGE] = image([i for i, _ in merged], _NEW)
+        fmt: list[str] = ["{"]
+        slots: list[tuple[int, int]] = []
+        for j, k in enumerate(enc._top_order(event)):
+            fmt.append(("," if j else "") + '"' + k + '":')
+            for piece in parts[k]:
+                if isinstance(piece, tuple):
+                    fmt.append("%s")
+                    slots.append(piece)
+                else:
+                    fmt.append(piece.replace("%", "%%"))
+        fmt.append("}")
+        got = self._templates[(code, rewrite)] = ("".join(fmt), slots)
+        return got
+
+    def _rewrites(self, code: int) -> list[int]:
+        """Columns whose pre-image value a post image of this shape keeps (not from the change):
+        if any differs from the new value the row was re-written and the post image is rebuilt."""
+        enc = self.enc
+        event, existed, old_present, written, new_null = self._shape(code)
+        if event != UPSERT or "POST" not in enc.scopes or not existed:
+            return []
+        change_idx = tuple(i for i in written if not (enc.immutable and i in new_null))
+        return [i for i, from_change in enc._post_order(old_present, change_idx) if not from_change]
+
+    # ------------------------------------------------------------------ encoding
+    @property
+    def wants_old(self) -> bool:
+        """Whether :meth:`encode` needs the old values (a PRE image is asked for)."""
+        return "PRE" in self.enc.scopes
+
+    def encode(self, rows: Sequence[Sequence[Any]]) -> list[str]:
+        """The texts of coded rows: ``(ms, key.., seq, shape, differs, new.., [old..])`` as
+        :func:`changefeed.engine.phoenix.scan_raw` reads them with ``coded=True`` (old values
+        present exactly when :attr:`wants_old`)."""
+        n = len(rows)
+        if n == 0:
+            return []
+        nk, nv = self.nk, self.nv
+        cols = list(zip(*rows, strict=True))
+        code = np.asarray(cols[2 + nk], dtype=np.int64)
+        differs = np.asarray(cols[3 + nk], dtype=np.int64)
+        base = nk + 4
+        new_cols = cols[base : base + nv]
+        old_cols = cols[base + nv : base + 2 * nv] if self.wants_old else ()
+        render = self.enc.render
+        texts: list[list[list[str] | None]] = [[None] * nv, [None] * nv]
+
+        def text(kind: int, i: int) -> list[str]:
+            got = texts[kind][i]
+            if got is None:
+                f = render[i]
+                src = new_cols[i] if kind == _NEW else old_cols[i]
+                got = texts[kind][i] = ["null" if v is None else f(v) for v in src]
+            return got
+
+        out: list[str] = [""] * n
+        uniq, inverse = np.unique(code, return_inverse=True)
+        whole = len(uniq) == 1
+        for g, c in enumerate(uniq.tolist()):
+            idx = np.arange(n) if whole else np.flatnonzero(inverse == g)
+            kept = self._rewrites(c)
+            if kept:
+                mask = sum(1 << i for i in kept)
+                diff = (differs[idx] & mask) != 0
+                groups = [(idx[~diff], False), (idx[diff], True)]
+            else:
+                groups = [(idx, False)]
+            for part, rewrite in groups:
+                if len(part) == 0:
+                    continue
+                fmt, slots = self._template(c, rewrite)
+                if len(part) == n:
+                    values = [text(k, i) for k, i in slots]
+                    out = [fmt % v for v in zip(*values, strict=True)] if values else [fmt % ()] * n
+                    continue
+                sel = part.tolist()
+                if not slots:
+                    s = fmt % ()
+                    for j in sel:
+                        out[j] = s
+                    continue
+                values = [[col[j] for j in sel] for col in (text(k, i) for k, i in slots)]
+                for j, v in zip(sel, zip(*values, strict=True), strict=True):
+                    out[j] = fmt % v
+        return out
+
+
+def encoded_changes(
+    conn: Any,
+    schema: TableSchema,
+    scopes: frozenset[str],
+    lo_ms: int | None,
+    hi_ms: int | None,
+    *,
+    key_eq: Mapping[int, Any] | None = None,
+    descending: bool = False,
+    buckets: Sequence[int] | None = None,
+    first: int = 64,
+    most: int = 4096,
+) -> Iterator[tuple[list[tuple[Any, ...]], list[str]]]:
+    """The changes of a range in batches of ``(rows, CDC JSON texts)``; each row starts with
+    ``(ms, key..)`` in storage values. Batches grow from ``first`` rows (the first row of a
+    time-range query comes at once) to ``most``."""
+    enc = EventEncoder(schema, scopes)
+    nk, nv = len(schema.key), len(schema.stored_values)
+    batch = BatchEncoder(enc, nk) if nv <= MAX_BATCH_COLUMNS else None
+    rows = phoenix.scan_raw(
+        conn,
+        schema,
+        lo_ms,
+        hi_ms,
+        key_eq=key_eq,
+        descending=descending,
+        buckets=buckets,
+        coded=batch is not None,
+        with_old=batch is not None and batch.wants_old,
+    )
+    size = first
+    while chunk := list(itertools.islice(rows, size)):
+        size = min(size * 4, most)
+        if batch is not None:
+            yield chunk, batch.encode(chunk)
+        else:
+            yield chunk, [enc.encode(phoenix.change_row(r, nk, nv)) for r in chunk]
+
+
+#: Change rows encoded together by :func:`cdc_rows`.
+CDC_BATCH_ROWS = 4096
+
+
+def cdc_rows(
+    conn: Any,
+    schema: TableSchema,
+    scopes: frozenset[str],
+    lo_ms: int | None,
+    hi_ms: int | None,
+    *,
+    key_eq: Mapping[int, Any] | None = None,
+    descending: bool = False,
+) -> Iterator[tuple[Any, ...]]:
+    """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order, encoded
+    a batch at a time (:func:`~changefeed.formats.phoenix_batch.encoded_changes`)."""
+    keys = schema.key
+    nk = len(keys)
+    convert = [(j, c.type.from_db) for j, c in enumerate(keys) if not c.type.stored_as_is]
+    for chunk, texts in encoded_changes(
+        conn, schema, scopes, lo_ms, hi_ms, key_eq=key_eq, descending=descending, most=CDC_BATCH_ROWS
+    ):
+        for r, text in zip(chunk, texts, strict=True):
+            key = list(r[1 : 1 + nk])
+            for j, f in convert:
+                key[j] = f(key[j])
+            yield (_EPOCH + r[0] * _MS, *key, text)
