@@ -255,3 +255,54 @@ def test_schema_change_policies(tmp_path: Path, spark: Any) -> None:
     for name in ("bf", "nobf", "cols"):
         assert J.load_job(conn.db.conn, jobs[name]).status == "running"
     conn.close()
+
+
+def test_continuous_run_backfills_and_restarts_in_the_new_schema(tmp_path: Path, spark: Any) -> None:
+    """``changefeed run`` (continuous): a column added under a running query is backfilled, rows
+    after it carry it (read again in the new schema until the query restarts), all validated."""
+    import time
+
+    from changefeed.pipeline.runner import run_forever
+
+    db = tmp_path / "db"
+    conn = changefeed.connect(db)
+    conn.execute("CREATE TABLE foo (id INT PRIMARY KEY, v STRING)")
+    for k in range(10):
+        conn.execute(f"INSERT INTO foo VALUES ({k}, 'v{k}')")
+    conn.execute("CREATE CHANGEFEED FOR foo INTO 'topics://' WITH updated, diff")
+    stop = threading.Event()
+    runner = threading.Thread(
+        target=run_forever, args=(db,), kwargs={"spark": spark, "stop": stop, "install_signals": False}
+    )
+    runner.start()
+
+    def wait_for(n: int) -> None:
+        deadline = time.monotonic() + 120
+        while len(_messages(db, "foo")) < n and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    try:
+        wait_for(10)  # the initial scan
+        conn.execute("UPDATE foo SET v = 'x' WHERE id = 3")
+        wait_for(11)
+        conn.execute("ALTER TABLE foo ADD COLUMN n INT DEFAULT 5")
+        at = conn.db.last_ts()
+        conn.execute("UPDATE foo SET v = 'y' WHERE id = 4")
+        wait_for(11 + 20 + 1)
+        time.sleep(4)  # past a poll: the runner restarts the query in the new schema
+        conn.execute("UPDATE foo SET n = 6 WHERE id = 5")
+        wait_for(11 + 20 + 2)
+    finally:
+        stop.set()
+        runner.join(60)
+    msgs = [m for _, m in _messages(db, "foo")]
+    assert sum(m["updated"] == at.crdb() for m in msgs) == 20
+    assert msgs[-2]["after"] == {"id": 4, "n": 5, "v": "y"}
+    assert msgs[-1]["after"] == {"id": 5, "n": 6, "v": "v5"} and msgs[-1]["before"] == {
+        "id": 5,
+        "n": 5,
+        "v": "v5",
+    }
+    report = v.validate_feed(db, "foo")
+    assert report.ok, str(report)
+    conn.close()

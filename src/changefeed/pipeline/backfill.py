@@ -89,11 +89,6 @@ class BatchPlan:
     #: ``schema_change_policy = 'stop'``: the change that ends the job after ``parts``
     stop: SchemaChange | None = None
 
-    @property
-    def end_seq(self) -> int | None:
-        """Where the batch's delivery ends when it stops early (the stopping change's position)."""
-        return None if self.stop is None else self.stop.seq
-
 
 @dataclass(frozen=True, slots=True)
 class Cover:

@@ -83,6 +83,16 @@ def _scan_all(
             run_initial_scan(spark, db, f, on_progress=on_progress)
 
 
+def _columns(db: Path, f: FeedSpec) -> tuple[int, ...]:
+    """The ids of the stored columns of ``f``'s table now (() once the table is gone)."""
+    from changefeed.pipeline.journal_source import load_table
+
+    try:
+        return tuple(c.id for c in load_table(db, f.table_id).stored)
+    except ChangefeedError:
+        return ()
+
+
 def warm(spark: SparkSession) -> SparkSession:
     """Start the executors' Python workers (an Arrow round trip) before the first micro-batch,
     which otherwise pays several seconds of worker start-up inside the delivery path."""
@@ -194,6 +204,7 @@ def run_forever(
         on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
     failures: dict[int, int] = {}
+    columns: dict[int, tuple[int, ...]] = {}  # a job feed's table columns when its query started
     last_retention = last_gc = 0.0
     presence = runners.presence(dbp)
     presence.__enter__()  # PAUSE JOB asks for pause-requested while this runner lives
@@ -226,6 +237,10 @@ def run_forever(
                         failed(fid, job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
                 elif fid in failures and _batches_done(q) >= 1:
                     failures.pop(fid)  # delivering again
+            for fid in [i for i in running if i in jobs and _columns(dbp, running[i][0]) != columns.get(i)]:
+                # a job's table gained or lost a column: restart its query in the new schema
+                # (until then its batches are read again in their schema: pipeline/backfill.py)
+                _stop_between_batches(running.pop(fid)[1])
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
@@ -241,6 +256,7 @@ def run_forever(
                         continue
                 if not crdb_jobs.streams(jobs.get(fid)):
                     continue  # initial_scan='only': advance() finishes it
+                columns[fid] = _columns(dbp, f)
                 running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
             crdb_jobs.advance(dbp, running_feeds=running.keys())
             now = time.monotonic()
