@@ -264,6 +264,46 @@ def test_resolved_in_every_partition(spark: Any, tmp_path: Path) -> None:
     conn.close()
 
 
+# ----------------------------------------------------------------------------- schema changes
+def test_ydb_feed_messages_keep_the_schema_they_were_committed_in(spark: Any, tmp_path: Path) -> None:
+    """ADD COLUMN then DROP COLUMN between two runs: each change is encoded in the schema of its
+    commit (the dropped column stays in the messages written before the drop)."""
+    from changefeed.pipeline.runner import run_until_idle
+
+    db = tmp_path / "db"
+    conn = changefeed.connect(db)
+    conn.execute(
+        "CREATE TABLE t (k Uint64, v Utf8, PRIMARY KEY (k));"
+        " ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES');"
+    )
+    conn.execute("UPSERT INTO t (k, v) VALUES (1, 'a')")
+    run_until_idle(db, spark=spark, gc=False)
+    for sql in (
+        "ALTER TABLE t ADD COLUMN w Int64",
+        "UPSERT INTO t (k, v, w) VALUES (2, 'b', 5)",
+        "UPSERT INTO t (k, v, w) VALUES (1, 'c', 6)",
+        "ALTER TABLE t DROP COLUMN v",
+        "UPSERT INTO t (k, w) VALUES (3, 7)",
+        "UPSERT INTO t (k, w) VALUES (1, 8)",
+    ):
+        conn.execute(sql)
+    run_until_idle(db, spark=spark, gc=False)
+    store = TopicStore(db)
+    try:
+        values = [orjson.loads(r.value) for r in store.read("t/f", 0, 0, 100)]
+    finally:
+        store.close()
+    assert [v["newImage"] for v in values] == [
+        {"v": "a"},
+        {"v": "b", "w": 5},
+        {"v": "c", "w": 6},
+        {"w": 7},
+        {"w": 8},
+    ]
+    assert values[2]["oldImage"] == {"v": "a", "w": None} and values[4]["oldImage"] == {"w": 6}
+    conn.close()
+
+
 def journal_ts(db: Path) -> list[tuple[int, int]]:
     c = sqlite3.connect(db / "changefeed.db")
     try:

@@ -251,7 +251,9 @@ def encode_plan(
 
 
 class SchemaChanges:
-    """The schema-change face of a CockroachDB job's feed (``FeedContext.schema_changes``)."""
+    """The schema-change face of a feed (``FeedContext.schema_changes``): a CockroachDB feed's
+    backfill and policies; for a YDB feed only the split, so each change row is encoded in the
+    schema it was committed in."""
 
     def plan(
         self,
@@ -265,8 +267,6 @@ class SchemaChanges:
         """How schema changes split micro-batch ``batch_id`` (``end``: its end offset), or None."""
         from changefeed.pipeline.job import delivered_seq
 
-        if feed.crdb is None:
-            return None
         cover = read_cover(checkpoint, batch_id) or Cover(int(end.get("seq", feed.created_seq)), None, 0)
         prev = read_cover(checkpoint, batch_id - 1) if batch_id > 0 else None
         if prev is None:

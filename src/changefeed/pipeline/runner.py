@@ -68,7 +68,9 @@ def _start(spark: SparkSession, db: Path, f: FeedSpec, jobs: dict[int, Any], **k
         f,
         end=None if job_ is None else job_.end,
         crdb_job=job_,
-        schema_changes=None if job_ is None else backfill.SchemaChanges(),
+        # every feed: a micro-batch holding a schema change is encoded in each side's schema
+        # (YDB feeds too: their messages before a DROP COLUMN keep the column)
+        schema_changes=backfill.SchemaChanges(),
         **kw,
     )
 
@@ -237,8 +239,8 @@ def run_forever(
                         failed(fid, job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
                 elif fid in failures and _batches_done(q) >= 1:
                     failures.pop(fid)  # delivering again
-            for fid in [i for i in running if i in jobs and _columns(dbp, running[i][0]) != columns.get(i)]:
-                # a job's table gained or lost a column: restart its query in the new schema
+            for fid in [i for i in running if _columns(dbp, running[i][0]) != columns.get(i)]:
+                # a feed's table gained or lost a column: restart its query in the new schema
                 # (until then its batches are read again in their schema: pipeline/backfill.py)
                 _stop_between_batches(running.pop(fid)[1])
             for fid, (f, state) in live.items():
