@@ -23,7 +23,7 @@ from changefeed.feeds.sinks import CloudStorageConfig, WebhookConfig, parse_sink
 from changefeed.feeds.spec import FeedSpec, Mode
 from changefeed.formats import crdb_csv
 from changefeed.formats.base import get_encoder
-from changefeed.pipeline.sinks.cloudstorage import LocalWriter, format_time, open_cloud_storage
+from changefeed.pipeline.sinks.cloudstorage import LocalWriter, file_topic, format_time, open_cloud_storage
 from changefeed.pipeline.sinks.webhook import WebhookWriter, batch_body
 from tests.sink_servers import make_ca, serve
 
@@ -336,3 +336,9 @@ def test_core_changefeed_csv_as_the_document_shows(tmp_path: Path) -> None:
     conn.execute("INSERT INTO foo VALUES (1, 'désolée'), (2, 'a,b')")
     got = list(conn.stream("EXPERIMENTAL CHANGEFEED FOR foo WITH format = csv, initial_scan_only"))
     assert got == [("foo", b"", "1,désolée".encode()), ("foo", b"", b'2,"a,b"')]
+
+
+def test_family_topics_are_joined_with_plus_in_file_names() -> None:
+    assert file_topic("foo.most", "most") == "foo+most"
+    assert file_topic("d.public.foo.most", "most") == "d.public.foo+most"
+    assert file_topic("d.public.foo") == "d.public.foo"  # full_table_name, no family

@@ -79,6 +79,9 @@ class FeedSpec:
     created_logical: int = 0
     created_tx: int = 0
     crdb: CrdbOptions | None = None  # kind "crdb": the CockroachDB changefeed's WITH options
+    #: kind "crdb": the column family whose messages the feed emits (``FAMILY`` targets and
+    #: ``split_column_families``: topic ``table.family``), None for whole rows
+    family: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

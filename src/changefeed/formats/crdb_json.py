@@ -90,6 +90,8 @@ class Layout:
         """The layout of a table's messages; with ``family``, of that column family's messages
         (``split_column_families``): only its columns, topic ``table.family``."""
         opts = options_of(feed)
+        if family is None:
+            family = feed.family  # a job's family feed
 
         def mine(c: ColumnSchema) -> bool:
             return family is None or family_of(c) == family

@@ -281,7 +281,7 @@ class CoreChangefeed:
         backfill follows adding a column with a default or a stored computed value, and dropping a
         column; under ``column_changes`` any added or dropped column."""
         opts = self.plan.options
-        if not _triggers_backfill(old, new, opts):
+        if not triggers_backfill(old, new, opts):
             return
         policy = opts.schema_change_policy
         if policy == SCHEMA_CHANGE_POLICY_IGNORE:
@@ -364,7 +364,7 @@ class CoreChangefeed:
         return runs
 
 
-def _triggers_backfill(old: TableSchema, new: TableSchema, opts: CrdbOptions) -> bool:
+def triggers_backfill(old: TableSchema, new: TableSchema, opts: CrdbOptions) -> bool:
     before = {c.id for c in old.stored}
     after = {c.id: c for c in new.stored}
     added = [c for cid, c in after.items() if cid not in before]

@@ -41,8 +41,11 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import PipelineError
+from changefeed.feeds import jobs as J
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import FeedRow, all_feeds
+from changefeed.pipeline import job_resolved
+from changefeed.pipeline.families import family_frame
 from changefeed.pipeline.journal_source import closed_of, load_table
 from changefeed.topics.store import TopicStore
 
@@ -51,6 +54,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from changefeed.formats.base import Encoder
+    from changefeed.pipeline.backfill import SchemaChanges
+    from changefeed.pipeline.job_resolved import JobResolved
     from changefeed.pipeline.sinks import SinkWriter
 
 #: Rows per micro-batch (admission control of the journal source).
@@ -60,6 +65,8 @@ DEFAULT_TRIGGER = os.environ.get("CHANGEFEED_TRIGGER", "100 milliseconds")
 #: (latency); larger ones are shuffled by topic partition and appended on the executors (throughput).
 SMALL_BATCH_ROWS = int(os.environ.get("CHANGEFEED_SMALL_BATCH_ROWS", "20000"))
 ACTIVE_STATES = ("running", "scanning")
+#: How often a CockroachDB job's feed without ``resolved`` closes a timestamp.
+CRDB_CLOSE_NS = 5_000_000_000
 
 _RECORDS = pa.schema(
     [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())]
@@ -299,16 +306,39 @@ class FeedContext:
     shuffle_partitions: int
     writer: str = ""
     last_progress: float = 0.0
+    #: a CockroachDB job of several feeds: its job-wide resolved messages (``job_resolved.py``)
+    job_resolved: JobResolved | None = None
+    #: the journal position the streaming query started after (batch 0's lower end)
+    start_seq: int = 0
+    #: a CockroachDB job's feed: schema changes split its batches (``backfill.py``, set by the runner)
+    schema_changes: SchemaChanges | None = None
+    #: the job failed at a schema change (``schema_change_policy='stop'``): deliver nothing more
+    stopped: bool = False
 
     def deliver(self, df: DataFrame, batch_id: int) -> None:
+        if self.stopped:
+            return
         feed = self.feed
         end = batch_end_offset(self.checkpoint, batch_id)
         closed = closed_of(end)
+        changes = self.schema_changes
+        plan = (
+            None
+            if changes is None
+            else changes.plan(self.db, feed, self.table, self.checkpoint, batch_id, end)
+        )
+        stop = None if plan is None else plan.stop
+        if stop is not None:  # schema_change_policy='stop': resolve just below the change, then fail
+            below = stop.just_before()
+            closed = (below.wall, below.logical, stop.tx)
         resolved: tuple[bytes, int] | None = None
-        if closed is not None and feed.resolved_ns:
+        if closed is not None and feed.resolved_ns and self.job_resolved is None:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
-        encoded = self.encoder.encode_spark(df, self.table, feed)
+        if plan is None or changes is None:
+            encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
+        else:  # schema changes in or at the batch's range (pipeline/backfill.py)
+            encoded = changes.encode(df.sparkSession, self.db, df, plan, self.encoder, feed)
         rows = batch_rows(self.checkpoint, batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
         written = write_encoded(
@@ -319,7 +349,8 @@ class FeedContext:
             batch_id,
             resolved if sink is None else None,
             self.shuffle_partitions,
-            small=(rows is not None and rows <= SMALL_BATCH_ROWS) or (sink is not None and sink.driver_only),
+            small=(plan is None and rows is not None and rows <= SMALL_BATCH_ROWS)
+            or (sink is not None and sink.driver_only),
         )
         if resolved is not None and sink is not None and closed is not None:
             # sinks: one resolved message, after every partition's data was acknowledged
@@ -333,11 +364,18 @@ class FeedContext:
             for p in range(feed.partitions):
                 if p not in got:
                     self.store.append(feed.topic, p, self.writer, batch_id, rec)
-        seq = int(end.get("seq", feed.created_seq))
+        seq = int(end.get("seq", feed.created_seq)) if stop is None else stop.seq
         hw = _ts_at(self.db, feed.table_id, seq) or (feed.created_wall, feed.created_logical)
         if closed is not None and (closed[0], closed[1]) > hw:
             hw = (closed[0], closed[1])
         write_progress(self.db, feed.id, seq, hw[0], hw[1])
+        if self.job_resolved is not None:
+            self.job_resolved.advance()
+        if stop is not None:
+            from changefeed.pipeline.crdb_jobs import record_failure
+
+            record_failure(self.db, feed.id, stop.stop_message())
+            self.stopped = True  # the runner stops the query: its feed is failed now
 
 
 def start_feed_query(
@@ -350,9 +388,12 @@ def start_feed_query(
     max_rows: int = DEFAULT_MAX_ROWS,
     encoder: Encoder | None = None,
     end: CommitTs | None = None,
+    crdb_job: J.Job | None = None,
+    schema_changes: SchemaChanges | None = None,
 ) -> StreamingQuery:
     """Start the streaming query of one feed (its topic must exist). ``end``: deliver nothing
-    committed after it (a CockroachDB job's ``end_time``)."""
+    committed after it (a CockroachDB job's ``end_time``); ``crdb_job``: the job the feed belongs
+    to (its resolved messages are job-wide when it has several feeds)."""
     from changefeed.formats.base import get_encoder
     from changefeed.pipeline.sinks import open_delivery
 
@@ -371,7 +412,11 @@ def start_feed_query(
         checkpoint=ckpt,
         shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
         writer=writer_id(feed, epoch),
+        start_seq=start_seq,
+        schema_changes=schema_changes,
     )
+    if crdb_job is not None:
+        ctx.job_resolved = job_resolved.for_job(dbp, crdb_job, feed, enc, ctx.store)
     reader = (
         spark.readStream.format("changefeed-journal")
         .option("path", str(dbp))
@@ -379,8 +424,12 @@ def start_feed_query(
         .option("start_seq", str(start_seq))
         .option("maxRowsPerBatch", str(max_rows))
     )
-    if feed.resolved_ns:
-        reader = reader.option("resolved_ns", str(feed.resolved_ns))
+    # Closed timestamps: resolved messages; a CockroachDB job's feed closes them without
+    # ``resolved`` too (its high water advances on an idle table, and a schema change after
+    # the last row gets the micro-batch that delivers its backfill: pipeline/backfill.py).
+    close_ns = feed.resolved_ns or (CRDB_CLOSE_NS if feed.crdb is not None else None)
+    if close_ns:
+        reader = reader.option("resolved_ns", str(close_ns))
     if end is not None:
         reader = reader.option("end_wall", str(end.wall)).option("end_logical", str(end.logical))
     df = reader.load()

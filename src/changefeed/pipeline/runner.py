@@ -15,7 +15,7 @@ from changefeed.exceptions import ChangefeedError, DatabaseError, PipelineError
 from changefeed.feeds import runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
-from changefeed.pipeline import crdb_jobs, job
+from changefeed.pipeline import backfill, crdb_jobs, job, job_resolved
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -62,7 +62,15 @@ def sync_topics(db: Path, feeds: list[tuple[FeedSpec, str]]) -> None:
 def _start(spark: SparkSession, db: Path, f: FeedSpec, jobs: dict[int, Any], **kw: Any) -> StreamingQuery:
     """A feed's streaming query; a CockroachDB job's feed stops at the job's end_time."""
     job_ = jobs.get(f.id)
-    return job.start_feed_query(spark, db, f, end=None if job_ is None else job_.end, **kw)
+    return job.start_feed_query(
+        spark,
+        db,
+        f,
+        end=None if job_ is None else job_.end,
+        crdb_job=job_,
+        schema_changes=None if job_ is None else backfill.SchemaChanges(),
+        **kw,
+    )
 
 
 def _scan_all(
@@ -73,6 +81,16 @@ def _scan_all(
     for f, state in feeds:
         if state == "scanning":
             run_initial_scan(spark, db, f, on_progress=on_progress)
+
+
+def _columns(db: Path, f: FeedSpec) -> tuple[int, ...]:
+    """The ids of the stored columns of ``f``'s table now (() once the table is gone)."""
+    from changefeed.pipeline.journal_source import load_table
+
+    try:
+        return tuple(c.id for c in load_table(db, f.table_id).stored)
+    except ChangefeedError:
+        return ()
 
 
 def warm(spark: SparkSession) -> SparkSession:
@@ -116,6 +134,7 @@ def run_until_idle(
             job.await_query(q, f, job.checkpoint_dir(dbp, f.id))
         except PipelineError as exc:
             errors.append(exc)  # a job's feed too: the job stays running, the next run retries
+    job_resolved.flush(dbp)  # multi-feed jobs: their frontier once every feed has caught up
     crdb_jobs.advance(dbp)
     if errors:
         raise errors[0]
@@ -185,6 +204,7 @@ def run_forever(
         on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
     failures: dict[int, int] = {}
+    columns: dict[int, tuple[int, ...]] = {}  # a job feed's table columns when its query started
     last_retention = last_gc = 0.0
     presence = runners.presence(dbp)
     presence.__enter__()  # PAUSE JOB asks for pause-requested while this runner lives
@@ -217,6 +237,10 @@ def run_forever(
                         failed(fid, job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
                 elif fid in failures and _batches_done(q) >= 1:
                     failures.pop(fid)  # delivering again
+            for fid in [i for i in running if i in jobs and _columns(dbp, running[i][0]) != columns.get(i)]:
+                # a job's table gained or lost a column: restart its query in the new schema
+                # (until then its batches are read again in their schema: pipeline/backfill.py)
+                _stop_between_batches(running.pop(fid)[1])
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
@@ -232,6 +256,7 @@ def run_forever(
                         continue
                 if not crdb_jobs.streams(jobs.get(fid)):
                     continue  # initial_scan='only': advance() finishes it
+                columns[fid] = _columns(dbp, f)
                 running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
             crdb_jobs.advance(dbp, running_feeds=running.keys())
             now = time.monotonic()

@@ -50,6 +50,7 @@ from changefeed.engine.changes import (
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.engine.storage import TableStore, token
 from changefeed.feeds.spec import FeedSpec
+from changefeed.pipeline.families import family_frame
 from changefeed.pipeline.sinks import SinkWriter, open_delivery
 from changefeed.topics.store import TopicStore
 
@@ -381,10 +382,9 @@ def run_initial_scan(
     # read_chunk_batches with no Spark in the process.
     from changefeed.formats.base import get_encoder
     from changefeed.pipeline import job
-    from changefeed.pipeline.journal_source import load_table
 
     dbp = Path(db).absolute()
-    table = load_table(dbp, feed.table_id)
+    table = _schema_at_creation(dbp, feed)
     enc = encoder or get_encoder(feed.format)
     plan = load_or_plan(dbp, feed, table, chunk_rows, _group_chunks(spark, chunk_rows))
     bounds, total = plan["bounds"], plan["total"]
@@ -401,7 +401,7 @@ def run_initial_scan(
     def collect(g: int) -> pa.Table:
         lo, hi = g * per, min(nchunks, (g + 1) * per)
         df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
-        return _collect_encoded(enc.encode_spark(df, table, feed))
+        return _collect_encoded(enc.encode_spark(family_frame(df, table, feed), table, feed))
 
     # Two groups in flight at most: while the driver appends group g (one core), a background
     # thread runs group g+1's Spark job (read + encode, collected as Arrow) on the other cores.
@@ -448,6 +448,22 @@ def run_initial_scan(
     )
     if on_progress is not None:
         on_progress(feed, total, total)
+
+
+def _schema_at_creation(db: Path, feed: FeedSpec) -> TableSchema:
+    """The table's schema at the feed's creation (a column added since is not in the scan)."""
+    from changefeed.engine.clock import CommitTs
+    from changefeed.engine.schema_history import schema_as_of
+    from changefeed.pipeline.journal_source import load_table
+
+    current = load_table(db, feed.table_id)
+    conn = open_sqlite(db / DB_FILE, readonly=True)
+    try:
+        return schema_as_of(
+            conn, current, feed.created_seq, CommitTs(feed.created_wall, feed.created_logical)
+        )
+    finally:
+        conn.close()
 
 
 def _groups_done(db: Path, feed_id: int) -> int:

@@ -55,6 +55,9 @@ def get_spark(app_name: str = "changefeed", master: str | None = None) -> SparkS
             .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
             .config("spark.driver.memory", os.environ.get("CHANGEFEED_SPARK_DRIVER_MEMORY", "2g"))
             .config("spark.python.worker.reuse", "true")
+            # A Python worker forked while both cores are busy can take longer than the default
+            # 15 s to connect back to the JVM ("Python worker failed to connect back").
+            .config("spark.python.authenticate.socketTimeout", "120s")
             .config("spark.sql.adaptive.enabled", "false")
             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2}")
         )

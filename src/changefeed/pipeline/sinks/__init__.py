@@ -59,7 +59,8 @@ def open_delivery(db: Path, feed: FeedSpec, table: TableSchema | None = None) ->
     if isinstance(config, CloudStorageConfig):
         from changefeed.pipeline.sinks.cloudstorage import open_cloud_storage
 
-        return open_cloud_storage(db, config, schema_version=table.version if table is not None else 1)
+        version = table.version if table is not None else 1
+        return open_cloud_storage(db, config, schema_version=version, family=feed.family)
     return TopicStore(db)
 
 

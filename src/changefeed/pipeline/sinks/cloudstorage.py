@@ -84,16 +84,21 @@ def session_id(writer: str) -> str:
     return hashlib.sha256(writer.encode()).hexdigest()[:16]
 
 
-def file_topic(topic: str) -> str:
+def file_topic(topic: str, family: str | None = None) -> str:
+    """The topic as a file name shows it: a family topic ``table.family`` is ``table+family``
+    (CockroachDB's cloud-storage naming; Kafka and the embedded topics keep the dot)."""
+    if family is not None and topic.endswith("." + family):
+        topic = topic[: -len(family) - 1] + "+" + family
     return topic.replace("/", "_")
 
 
 class CloudStorageWriter(SinkWriter):
     """Writes through a file-system backend (local directory or Hadoop)."""
 
-    def __init__(self, config: CloudStorageConfig, schema_version: int) -> None:
+    def __init__(self, config: CloudStorageConfig, schema_version: int, family: str | None = None) -> None:
         self.config = config
         self.schema_version = schema_version
+        self.family = family
 
     # ------------------------------------------------------------------ backend
     def write_file(self, rel: str, data: bytes) -> None:
@@ -113,7 +118,7 @@ class CloudStorageWriter(SinkWriter):
         cfg = self.config
         return (
             f"{partition_dir(wall, cfg.partition_format)}{format_time(wall)}-{session_id(writer)}-{NODE_ID}-"
-            f"{partition}-{file_id:08x}-{file_topic(topic)}-{self.schema_version:x}{cfg.extension}"
+            f"{partition}-{file_id:08x}-{file_topic(topic, self.family)}-{self.schema_version:x}{cfg.extension}"
         )
 
     def append(self, topic: str, partition: int, writer: str, batch_id: int, records: pa.Table) -> None:
@@ -156,8 +161,10 @@ class CloudStorageWriter(SinkWriter):
 class LocalWriter(CloudStorageWriter):
     """``nodelocal://1/PATH``: files under ``DIR/extern/PATH``."""
 
-    def __init__(self, root: Path, config: CloudStorageConfig, schema_version: int) -> None:
-        super().__init__(config, schema_version)
+    def __init__(
+        self, root: Path, config: CloudStorageConfig, schema_version: int, family: str | None = None
+    ) -> None:
+        super().__init__(config, schema_version, family)
         self.root = str(root)
 
     def write_file(self, rel: str, data: bytes) -> None:
@@ -182,8 +189,8 @@ class HadoopWriter(CloudStorageWriter):
 
     driver_only = True
 
-    def __init__(self, config: CloudStorageConfig, schema_version: int) -> None:
-        super().__init__(config, schema_version)
+    def __init__(self, config: CloudStorageConfig, schema_version: int, family: str | None = None) -> None:
+        super().__init__(config, schema_version, family)
         base = config.base
         scheme = config.scheme
         self.base = (
@@ -230,7 +237,9 @@ class HadoopWriter(CloudStorageWriter):
             raise SinkError(f"cloud storage sink: could not rename {tmp} to {final}")
 
 
-def open_cloud_storage(db: Path, config: CloudStorageConfig, schema_version: int = 1) -> CloudStorageWriter:
+def open_cloud_storage(
+    db: Path, config: CloudStorageConfig, schema_version: int = 1, family: str | None = None
+) -> CloudStorageWriter:
     if config.nodelocal:
-        return LocalWriter(Path(db).absolute() / EXTERN_DIR / config.base, config, schema_version)
-    return HadoopWriter(config, schema_version)
+        return LocalWriter(Path(db).absolute() / EXTERN_DIR / config.base, config, schema_version, family)
+    return HadoopWriter(config, schema_version, family)

@@ -28,11 +28,12 @@ from changefeed.exceptions import (
     UnsupportedFeature,
 )
 from changefeed.feeds import jobs as J
-from changefeed.feeds.crdb_options import OPTION_KINDS, CrdbOptions, parse_crdb_options
+from changefeed.feeds.crdb_options import FORMAT_JSON, OPTION_KINDS, CrdbOptions, parse_crdb_options
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
 from changefeed.feeds.store import insert_feed
+from changefeed.formats.crdb_json import families
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
@@ -91,7 +92,7 @@ def _target_text(t: ast.ChangefeedTarget, session: Session) -> str:
 
 
 def _resolve_targets(
-    session: Session, txn: Transaction, targets: Sequence[ast.ChangefeedTarget]
+    session: Session, txn: Transaction, targets: Sequence[ast.ChangefeedTarget], opts: CrdbOptions
 ) -> list[J.Target]:
     seen: dict[tuple[int, str | None], str] = {}
     out = []
@@ -109,10 +110,29 @@ def _resolve_targets(
         if key in seen:
             raise InvalidStatement(f"CHANGEFEED targets {seen[key]} and {text} are duplicates")
         seen[key] = text
-        if family is not None:
-            raise UnsupportedFeature("CHANGEFEED .. FAMILY targets are not available yet")
-        out.append(J.Target(schema.id, schema.short_name, family))
+        out.extend(family_targets(schema, family, opts))
     return out
+
+
+# ---- column families (one feed per family: FAMILY targets, split_column_families) ----------
+def family_targets(schema: TableSchema, family: str | None, opts: CrdbOptions) -> list[J.Target]:
+    """The feeds' targets of ``TABLE t [FAMILY f]``: the whole table, the named family, or with
+    ``split_column_families`` each family of the table (topic ``t.family`` each), with
+    CockroachDB's errors for a missing family and for several families without the option."""
+    names = families(schema)
+    if family is not None and family not in names:
+        raise InvalidStatement(
+            f"CHANGEFEED targeting nonexistent or removed column family {family} of table {schema.short_name}"
+        )
+    if family is None and not opts.split_column_families and len(names) > 1:
+        raise InvalidStatement(
+            f"CHANGEFEED targeting a table ({schema.short_name}) with multiple column families requires "
+            "WITH split_column_families and will emit multiple events per row."
+        )
+    chosen = [family] if family is not None else names if opts.split_column_families else [None]
+    if chosen != [None] and opts.format != FORMAT_JSON:
+        raise UnsupportedFeature("column families are supported with format=json only")
+    return [J.Target(schema.id, schema.short_name, f) for f in chosen]
 
 
 def description(targets: Sequence[str], sink: SinkSpec, options: Mapping[str, str | None]) -> str:
@@ -241,6 +261,7 @@ def _make_feed(
         created_logical=start.logical,
         created_tx=txn.txid,
         crdb=opts.crdb,
+        family=target.family,
     )
     spec = insert_feed(txn.conn, spec, "scanning" if initial_scan else "running")
     TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
@@ -268,7 +289,7 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     raw = raw_options(session, stmt.options, ev)
     opts = job_options(raw, sink, txn.ts)
     validate_sink_options(sink, raw)  # sinks: webhook / cloud storage settings
-    targets = _resolve_targets(session, txn, stmt.targets)
+    targets = _resolve_targets(session, txn, stmt.targets, opts.crdb)
     privileges.check_changefeed_privileges(
         txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
     )
@@ -301,7 +322,7 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
         high_water=None,
         error=None,
         sink_uri=sink.redacted,
-        full_table_names=tuple(f"defaultdb.public.{t.name}" for t in targets),
+        full_table_names=tuple(dict.fromkeys(f"defaultdb.public.{t.name}" for t in targets)),
         topics=tuple(dict.fromkeys(s.topic for s in specs)),
         format=opts.format,
         options=raw,
@@ -479,15 +500,16 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
     for d in drops:
         name = ".".join(p.name for p in d.table.parts)
         schema = session.db.find_table(session.table_name(d.table))
-        idx = next((i for i, t in enumerate(targets) if schema is not None and t.table_id == schema.id), None)
-        if idx is None:
+        idxs = [i for i, t in enumerate(targets) if schema is not None and t.table_id == schema.id]
+        if not idxs:
             raise InvalidStatement(f'target "TABLE {name}" already not watched by changefeed')
-        targets.pop(idx)
-        fid = feed_ids.pop(idx)
-        txn.conn.execute(
-            "UPDATE _feeds SET state = ?, name = ? WHERE id = ?",
-            (J.CANCELED, f"job {job.id} dropped {fid}", fid),
-        )
+        for idx in reversed(idxs):  # every family feed of the table
+            targets.pop(idx)
+            fid = feed_ids.pop(idx)
+            txn.conn.execute(
+                "UPDATE _feeds SET state = ?, name = ? WHERE id = ?",
+                (J.CANCELED, f"job {job.id} dropped {fid}", fid),
+            )
     new_targets = []
     for a, with_scan in adds:
         name = ".".join(p.name for p in a.table.parts)
@@ -496,9 +518,9 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
             raise UndefinedTable(f'target "TABLE {name}" does not exist')
         if any(t.table_id == schema.id for t in targets):
             raise InvalidStatement(f'target "TABLE {name}" already watched by changefeed')
-        t = J.Target(schema.id, schema.short_name)
-        targets.append(t)
-        new_targets.append((t, with_scan))
+        for t in family_targets(schema, None, opts.crdb):
+            targets.append(t)
+            new_targets.append((t, with_scan))
         texts[schema.id] = f"TABLE {name}"
     if not targets:
         raise InvalidStatement("cannot drop all targets")
@@ -526,13 +548,13 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
     now = session.db.clock.now_ns()
     new = replace(
         job,
-        description=description([texts[t.table_id] for t in targets], sink, options),
+        description=description(list(dict.fromkeys(texts[t.table_id] for t in targets)), sink, options),
         options=options,
         sink=sink_uri,
         sink_uri=sink.redacted,
         targets=tuple(targets),
         feed_ids=tuple(feed_ids),
-        full_table_names=tuple(f"defaultdb.public.{t.name}" for t in targets),
+        full_table_names=tuple(dict.fromkeys(f"defaultdb.public.{t.name}" for t in targets)),
         topics=tuple(dict.fromkeys(s.topic for s in specs)),
         format=opts.format,
         on_error=opts.on_error,

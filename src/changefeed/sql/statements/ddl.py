@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine import schema_history
 from changefeed.engine.catalog import CdcOptions, ColumnSchema, Role, TableSchema
 from changefeed.engine.phoenix import phoenix_of
 from changefeed.engine.phoenix_types import resolve_phoenix_type
@@ -344,6 +345,9 @@ def _alter_one(
         if other is None:
             raise UnsupportedFeature(f"ALTER TABLE action {type(action).__name__} is not supported")
         return other(session, txn, schema, action, ev)
+    # ---- CockroachDB changefeed jobs (issue 7): where the change stream's schema changed
+    if schema.changes and txn.ts is not None and isinstance(action, ast.AddColumn | ast.DropColumn):
+        schema_history.record(txn.conn, schema, new, txn.ts, txn.txid)
     session.db.save_table(new)
     session.db.refresh_catalog()
     return session.db.table_by_id(new.id)

@@ -1,0 +1,301 @@
+"""Schema changes in CockroachDB changefeed jobs: the backfill, on Spark, in bulk.
+
+A table's schema history (``engine/schema_history.py``: each ``ADD``/``DROP COLUMN`` with its
+commit timestamp and change-stream position ``S``) splits a feed's micro-batch ``(lo, hi]`` into
+parts, delivered in this order in the batch's one idempotent append per topic partition:
+
+1. change rows ``<= S``, encoded in the schema before the change;
+2. what ``schema_change_events`` / ``schema_change_policy`` ask for at the change:
+   * ``backfill`` (the default): every row of the table once more in the old schema (the
+     duplicates the spec shows), then once in the new one. Each pass is a consistent scan at
+     ``S`` (``scan.snapshot_frame``: the current rows with the changes after ``S`` undone
+     through their old images, one Spark task per key-range chunk), stamped with the change's
+     timestamp (``updated``), encoded by the feed's encoder on Spark, like the initial scan;
+   * ``nobackfill``: only the duplicates (the old schema);
+   * ``stop``: nothing more: the rows before the change are delivered (and resolved just below
+     it), then the job fails with CockroachDB's ``shut down due to schema change and
+     schema_change_policy="stop": schema change occurred at <hlc>``;
+   * ``ignore``, or a change the events do not count (``default``: a column added with a
+     default or a stored computed value, or dropped; ``column_changes``: any column added or
+     dropped): nothing;
+3. change rows ``> S``, in the new schema.
+
+Rows are encoded straight from the micro-batch's DataFrame while it has the columns of their
+schema; rows whose schema gained a column after the streaming query started are read again
+from the change stream in that schema (a Spark job over seq ranges).
+
+Which batch a change belongs to is decided from the query's offset log alone, so a replayed
+batch repeats it exactly: a change is *covered* by a batch ending at ``hi`` when ``S < hi``, or
+``S == hi`` and the change is at or below the batch's closed timestamp or committed before the
+batch was planned (Spark's ``batchTimestampMs``); it is delivered by the first batch that covers
+it (never one covering it only at or before the feed's start).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.changes import change_schema, read_changes
+from changefeed.engine.clock import CommitTs
+from changefeed.engine.database import DB_FILE, open_sqlite
+from changefeed.engine.schema_history import SchemaChange, history, schema_at
+from changefeed.feeds.crdb_options import (
+    SCHEMA_CHANGE_POLICY_BACKFILL,
+    SCHEMA_CHANGE_POLICY_IGNORE,
+    SCHEMA_CHANGE_POLICY_NOBACKFILL,
+    SCHEMA_CHANGE_POLICY_STOP,
+)
+from changefeed.feeds.spec import FeedSpec
+from changefeed.pipeline.core import triggers_backfill
+from changefeed.pipeline.families import family_frame
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from changefeed.formats.base import Encoder
+
+#: Change-stream seqs per task when rows are read again in a newer schema.
+REREAD_SEQS = 50_000
+
+
+# ------------------------------------------------------------------------------------------ plan
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Change rows ``lo < seq <= hi`` in ``schema``."""
+
+    lo: int
+    hi: int
+    schema: TableSchema
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """One pass over the whole table in ``schema`` as of ``change``."""
+
+    change: SchemaChange
+    schema: TableSchema
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    parts: tuple[Rows | Backfill, ...]
+    #: ``schema_change_policy = 'stop'``: the change that ends the job after ``parts``
+    stop: SchemaChange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cover:
+    """What a batch of the offset log covers: its end ``seq``, closed timestamp and plan time."""
+
+    seq: int
+    closed: CommitTs | None
+    planned_ns: int
+
+    def covers(self, c: SchemaChange) -> bool:
+        if c.seq < self.seq:
+            return True
+        if c.seq > self.seq:
+            return False
+        return (self.closed is not None and c.at <= self.closed) or c.at.wall < self.planned_ns
+
+
+def read_cover(checkpoint: Path, batch_id: int) -> Cover | None:
+    """The offset log entry of ``batch_id`` as a :class:`Cover`, or None if it is gone."""
+    try:
+        lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+        meta = json.loads(lines[1])
+        end = json.loads(lines[2])
+    except (OSError, IndexError, ValueError):
+        return None
+    closed = end.get("closed")
+    return Cover(
+        int(end.get("seq", 0)),
+        None if not closed else CommitTs(int(closed[0]), int(closed[1])),
+        int(meta.get("batchTimestampMs", 0)) * 1_000_000,
+    )
+
+
+def plan_batch(db: Path, feed: FeedSpec, current: TableSchema, prev: Cover, cover: Cover) -> BatchPlan | None:
+    """The parts of the micro-batch ``(prev.seq, cover.seq]`` of ``feed``, or None when the
+    stream's DataFrame (in schema ``current``) delivers it as it is: no schema change in or at
+    its range, and its rows are in ``current``."""
+    conn = open_sqlite(db / DB_FILE, readonly=True)
+    try:
+        changes = history(conn, feed.table_id)
+    finally:
+        conn.close()
+    lo, hi = prev.seq, cover.seq
+    start = CommitTs(feed.created_wall, feed.created_logical)
+    due = [
+        c
+        for c in changes
+        if c.at > start and c.seq >= feed.created_seq and cover.covers(c) and not prev.covers(c)
+    ]
+    splits = [c for c in changes if lo <= c.seq < hi]
+    if not due and not splits:
+        schema = schema_at(changes, hi, current)
+        if [c.id for c in schema.stored] == [c.id for c in current.stored]:
+            return None
+        return BatchPlan((Rows(lo, hi, schema),))  # the stream started in an older schema
+    opts = feed.crdb
+    points = sorted({c.seq for c in [*due, *splits]} | {hi})
+    parts: list[Rows | Backfill] = []
+    a = lo
+    for s in points:
+        if s > a:
+            parts.append(Rows(a, min(s, hi), schema_at(changes, min(s, hi), current)))
+            a = min(s, hi)
+        for c in (c for c in due if c.seq == s):
+            if opts is None or not triggers_backfill(c.old, c.new, opts):
+                continue
+            policy = opts.schema_change_policy
+            if policy == SCHEMA_CHANGE_POLICY_IGNORE:
+                continue
+            if policy == SCHEMA_CHANGE_POLICY_STOP:
+                return BatchPlan(tuple(parts), stop=c)
+            dropped = {x.id for x in c.old.stored} - {x.id for x in c.new.stored}
+            if not dropped:  # the old shape of a dropped column can no longer be read
+                parts.append(Backfill(c, c.old))
+            if policy == SCHEMA_CHANGE_POLICY_BACKFILL:
+                parts.append(Backfill(c, c.new))
+            else:
+                assert policy == SCHEMA_CHANGE_POLICY_NOBACKFILL
+    return BatchPlan(tuple(parts))
+
+
+# ------------------------------------------------------------------------------------------ frames
+def _reader(db: str, schema: TableSchema, lo: int, step: int, hi: int) -> Any:
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        conn = open_sqlite(Path(db) / DB_FILE, readonly=True)
+        try:
+            for b in batches:
+                for i in b.column("id").to_pylist():
+                    a = lo + int(i) * step
+                    out = read_changes(conn, schema, a, min(a + step, hi))
+                    if out.num_rows:
+                        yield out
+        finally:
+            conn.close()
+
+    return fn
+
+
+def changes_frame(spark: SparkSession, db: Path, schema: TableSchema, lo: int, hi: int) -> DataFrame:
+    """Change rows ``lo < seq <= hi`` read again in ``schema`` (one task per REREAD_SEQS seqs)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    n = max(1, -(-(hi - lo) // REREAD_SEQS))
+    step = -(-(hi - lo) // n) if hi > lo else 1
+    return spark.range(0, n, numPartitions=n).mapInArrow(
+        _reader(str(db), schema, lo, step, hi), from_arrow_schema(change_schema(schema))
+    )
+
+
+def backfill_frame(
+    spark: SparkSession, db: Path, feed: FeedSpec, part: Backfill
+) -> tuple[DataFrame, FeedSpec]:
+    """Every row of the table as of ``part.change`` in ``part.schema`` (a consistent scan at the
+    change's position, stamped with its timestamp), and the feed spec that encodes it."""
+    from changefeed.pipeline.scan import CHUNK_ROWS, compute_bounds, snapshot_frame
+
+    c = part.change
+    at = replace(
+        feed, created_seq=c.seq, created_wall=c.at.wall, created_logical=c.at.logical, created_tx=c.tx
+    )
+    conn = open_sqlite(db / DB_FILE, readonly=True)
+    try:
+        bounds, _ = compute_bounds(conn, part.schema, CHUNK_ROWS)
+    finally:
+        conn.close()
+    return snapshot_frame(spark, str(db), part.schema, at, bounds, 0, len(bounds) + 1), at
+
+
+def encode_plan(
+    spark: SparkSession, db: Path, df: DataFrame, plan: BatchPlan, encoder: Encoder, feed: FeedSpec
+) -> DataFrame:
+    """The batch's records (``partition, key, value, ts``), part after part, as one DataFrame
+    whose row order is the delivery order."""
+    from pyspark.sql import functions as F
+
+    frames: list[DataFrame] = []
+    for part in plan.parts:
+        if isinstance(part, Backfill):
+            rows, spec = backfill_frame(spark, db, feed, part)
+            frames.append(encoder.encode_spark(family_frame(rows, part.schema, spec), part.schema, spec))
+            continue
+        if set(change_schema(part.schema).names) <= set(df.columns):
+            rows = df.filter((F.col("seq") > part.lo) & (F.col("seq") <= part.hi))
+            rows = rows.select(*change_schema(part.schema).names)
+        else:
+            rows = changes_frame(spark, db, part.schema, part.lo, part.hi)
+        frames.append(encoder.encode_spark(family_frame(rows, part.schema, feed), part.schema, feed))
+    cols = ["partition", "key", "value", "ts"]
+    if not frames:  # a stop at the batch's very start: nothing to deliver
+        return df.limit(0).select(
+            F.lit(None).cast("int").alias("partition"),
+            F.lit(None).cast("binary").alias("key"),
+            F.lit(None).cast("binary").alias("value"),
+            F.lit(None).cast("long").alias("ts"),
+        )
+    out = frames[0].select(*cols)
+    for f in frames[1:]:
+        out = out.union(f.select(*cols))
+    return out
+
+
+class SchemaChanges:
+    """The schema-change face of a CockroachDB job's feed (``FeedContext.schema_changes``)."""
+
+    def plan(
+        self,
+        db: Path,
+        feed: FeedSpec,
+        table: TableSchema,
+        checkpoint: Path,
+        batch_id: int,
+        end: dict[str, Any],
+    ) -> BatchPlan | None:
+        """How schema changes split micro-batch ``batch_id`` (``end``: its end offset), or None."""
+        from changefeed.pipeline.job import delivered_seq
+
+        if feed.crdb is None:
+            return None
+        cover = read_cover(checkpoint, batch_id) or Cover(int(end.get("seq", feed.created_seq)), None, 0)
+        prev = read_cover(checkpoint, batch_id - 1) if batch_id > 0 else None
+        if prev is None:
+            start = _start_seq(checkpoint, feed) if batch_id == 0 else delivered_seq(db, feed.id)
+            prev = Cover(feed.created_seq if start is None else start, None, 0)
+        return plan_batch(db, feed, table, prev, cover)
+
+    encode = staticmethod(encode_plan)
+
+
+def _start_seq(checkpoint: Path, feed: FeedSpec) -> int | None:
+    """Where the query of ``checkpoint`` started (its epoch file, ``job.checkpoint_start``)."""
+    from changefeed.pipeline.job import EPOCH_FILE
+
+    try:
+        return int(json.loads((checkpoint / EPOCH_FILE).read_text())["start_seq"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+__all__ = [
+    "Backfill",
+    "BatchPlan",
+    "Cover",
+    "Rows",
+    "SchemaChanges",
+    "backfill_frame",
+    "changes_frame",
+    "encode_plan",
+    "plan_batch",
+    "read_cover",
+]
