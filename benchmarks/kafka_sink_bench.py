@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,14 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def run(seconds: float, rate: int, tick: float = 0.05) -> dict[str, Any]:
+DEFAULT_WITH = "updated, resolved = '1s', min_checkpoint_frequency = '1s', no_initial_scan"
+
+
+def run(
+    seconds: float, rate: int, tick: float = 0.05, options: str = DEFAULT_WITH, baseline: bool = False
+) -> dict[str, Any]:
+    """One measurement; ``baseline``: the same job INTO 'topics://' (the embedded topic log, read
+    in-process), no Kafka at all."""
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -78,6 +86,8 @@ def run(seconds: float, rate: int, tick: float = 0.05) -> dict[str, Any]:
     port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
     try:
+        if baseline:
+            return _baseline(src, seconds, rate, tick, options, procs)
         serve = subprocess.Popen(
             [PY, "-m", "changefeed.cli.main", "serve", "--db", str(cluster), "--kafka", f"127.0.0.1:{port}"],
             env=env(),
@@ -92,10 +102,7 @@ def run(seconds: float, rate: int, tick: float = 0.05) -> dict[str, Any]:
         conn.execute(
             f"CREATE TABLE t (k INT PRIMARY KEY, a STRING, b INT) WITH (uniform_partitions = {PARTITIONS})"
         )
-        conn.execute(
-            f"CREATE CHANGEFEED FOR t INTO 'kafka://127.0.0.1:{port}' WITH updated, resolved = '1s', "
-            "min_checkpoint_frequency = '1s', no_initial_scan"
-        )
+        conn.execute(f"CREATE CHANGEFEED FOR t INTO 'kafka://127.0.0.1:{port}' WITH {options}")
         runner = subprocess.Popen(
             [PY, "-m", "changefeed.cli.main", "run", "--db", str(src)],
             env=env(),
@@ -108,92 +115,146 @@ def run(seconds: float, rate: int, tick: float = 0.05) -> dict[str, Any]:
         )
         consumer.assign([ck.TopicPartition("t", p, ck.OFFSET_BEGINNING) for p in range(PARTITIONS)])
         lat: list[float] = []
-        lock = threading.Lock()
 
         def drain(timeout: float) -> int:
             got = 0
             for m in consumer.consume(1000, timeout):
                 if m.error() is not None or m.key() is None:
                     continue
-                now = time.time()
-                with lock:
-                    lat.append(now - m.timestamp()[1] / 1000)
+                lat.append(time.time() - m.timestamp()[1] / 1000)
                 got += 1
             return got
 
-        conn.execute("UPSERT INTO t (k, a) VALUES (?, 'probe')", (10**12,))
-        deadline = time.monotonic() + float(os.environ.get("CF_BENCH_WARMUP", "180"))
-        while drain(0.2) == 0:
-            if time.monotonic() > deadline or runner.poll() is not None:
-                raise RuntimeError(
-                    "the job delivered nothing to Kafka within the warm-up (CF_BENCH_WARMUP s)"
-                )
-        lat.clear()
-        stop = threading.Event()
-
-        def consume() -> None:
-            while not stop.is_set():
-                drain(0.05)
-
-        th = threading.Thread(target=consume, daemon=True)
-        th.start()
-        per_tick = int(rate * tick)
-        k = 0
-        t0 = time.monotonic()
-        i = 0
-        while time.monotonic() - t0 < seconds:
-            conn.executemany(
-                "UPSERT INTO t (k, a, b) VALUES (?, ?, ?)", [(k + j, "x", j) for j in range(per_tick)]
-            )
-            k += per_tick
-            i += 1
-            pause = t0 + i * tick - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-        write_s = time.monotonic() - t0
-        deadline = time.monotonic() + 60
-        while len(lat) < k and time.monotonic() < deadline:
-            time.sleep(0.05)
-        stop.set()
-        th.join()
-        consumer.close()
-        conn.close()
-        xs = sorted(lat)
-        return {
-            "rows": k,
-            "delivered": len(xs),
-            "rate": k / write_s,
-            "p50": pct(xs, 0.50),
-            "p99": pct(xs, 0.99),
-            "max": xs[-1] if xs else float("nan"),
-            "load": os.getloadavg(),
-        }
+        try:
+            return _measure(conn, drain, lat, runner, seconds, rate, tick)
+        finally:
+            consumer.close()
     finally:
         for p in procs:
             p.kill()
             p.wait()
 
 
+def _baseline(
+    src: Path, seconds: float, rate: int, tick: float, options: str, procs: list[subprocess.Popen[bytes]]
+) -> dict[str, Any]:
+    import changefeed
+    from changefeed.topics import TopicStore
+
+    conn = changefeed.connect(src)
+    conn.execute(
+        f"CREATE TABLE t (k INT PRIMARY KEY, a STRING, b INT) WITH (uniform_partitions = {PARTITIONS})"
+    )
+    conn.execute(f"CREATE CHANGEFEED FOR t INTO 'topics://' WITH {options}")
+    runner = subprocess.Popen(
+        [PY, "-m", "changefeed.cli.main", "run", "--db", str(src)],
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    procs.append(runner)
+    store = TopicStore(src)
+    nxt = dict.fromkeys(range(PARTITIONS), 0)
+    lat: list[float] = []
+
+    def drain(timeout: float) -> int:
+        got = 0
+        for p in range(PARTITIONS):
+            for r in store.read("t", p, nxt[p], 100_000):
+                nxt[p] = r.offset + 1
+                if r.key is None:
+                    continue
+                lat.append(time.time() - r.ts / 1e9)
+                got += 1
+        if not got:
+            time.sleep(timeout)
+        return got
+
+    return _measure(conn, drain, lat, runner, seconds, rate, tick)
+
+
+def _measure(
+    conn: Any,
+    drain: Callable[[float], int],
+    lat: list[float],
+    runner: subprocess.Popen[bytes],
+    seconds: float,
+    rate: int,
+    tick: float,
+) -> dict[str, Any]:
+    """Warm up with a probe row, then commit ``rate`` rows/s for ``seconds`` while a thread drains."""
+    conn.execute("UPSERT INTO t (k, a) VALUES (?, 'probe')", (10**12,))
+    deadline = time.monotonic() + float(os.environ.get("CF_BENCH_WARMUP", "180"))
+    while drain(0.2) == 0:
+        if time.monotonic() > deadline or runner.poll() is not None:
+            raise RuntimeError("the job delivered nothing within the warm-up (CF_BENCH_WARMUP s)")
+    lat.clear()
+    stop = threading.Event()
+
+    def consume() -> None:
+        while not stop.is_set():
+            drain(0.05)
+
+    th = threading.Thread(target=consume, daemon=True)
+    th.start()
+    per_tick = int(rate * tick)
+    k = 0
+    t0 = time.monotonic()
+    i = 0
+    while time.monotonic() - t0 < seconds:
+        conn.executemany(
+            "UPSERT INTO t (k, a, b) VALUES (?, ?, ?)", [(k + j, "x", j) for j in range(per_tick)]
+        )
+        k += per_tick
+        i += 1
+        pause = t0 + i * tick - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    write_s = time.monotonic() - t0
+    deadline = time.monotonic() + 60
+    while len(lat) < k and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    th.join()
+    conn.close()
+    xs = sorted(lat)
+    return {
+        "rows": k,
+        "delivered": len(xs),
+        "rate": k / write_s,
+        "p50": pct(xs, 0.50),
+        "p99": pct(xs, 0.99),
+        "max": xs[-1] if xs else float("nan"),
+        "load": os.getloadavg(),
+    }
+
+
+def _print(name: str, r: dict[str, Any]) -> None:
+    print(
+        f"  {name}: p50 {r['p50']:.3f} s, p99 {r['p99']:.3f} s, max {r['max']:.3f} s; "
+        f"{r['rate']:,.0f} rows/s, {r['rows']:,} committed, {r['delivered']:,} delivered; "
+        "load average " + ", ".join(f"{x:.2f}" for x in r["load"])
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--rate", type=int, default=5000)
+    ap.add_argument("--with", dest="options", default=DEFAULT_WITH, help="the job's WITH options")
+    ap.add_argument("--skip-baseline", action="store_true", help="measure only the kafka:// job")
     a = ap.parse_args()
-    r = run(a.seconds, a.rate)
+    print(
+        f"commit -> CockroachDB job -> sink -> reader, {a.rate:,} rows/s for {a.seconds:g} s, WITH {a.options}"
+    )
+    r = run(a.seconds, a.rate, options=a.options)
+    _print("kafka:// -> confluent-kafka consumer", r)
     ok = r["p99"] <= P99_TARGET_S and r["delivered"] >= r["rows"]
-    print(
-        f"kafka sink, end to end (commit -> job -> kafka:// -> consumer), {r['rate']:,.0f} rows/s for {a.seconds:g} s"
-    )
-    print(f"  rows committed {r['rows']:,}, delivered {r['delivered']:,}")
-    print(
-        f"  latency p50 {r['p50']:.3f} s, p99 {r['p99']:.3f} s, max {r['max']:.3f} s "
-        f"(target p99 <= {P99_TARGET_S} s): {'met' if ok else 'NOT met'}"
-    )
-    print(
-        "  load average (1, 5, 15 min): "
-        + ", ".join(f"{x:.2f}" for x in r["load"])
-        + f" on {os.cpu_count()} cores"
-    )
+    print(f"  target p99 <= {P99_TARGET_S} s: {'met' if ok else 'NOT met'} ({os.cpu_count()} cores)")
+    if not a.skip_baseline:
+        b = run(a.seconds, a.rate, options=a.options, baseline=True)
+        _print("baseline topics:// (embedded topic log, read in-process)", b)
+        print(f"  p99 kafka / baseline: x{r['p99'] / b['p99']:.2f}, p50: x{r['p50'] / b['p50']:.2f}")
     return 0 if ok else 1
 
 
