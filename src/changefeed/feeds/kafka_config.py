@@ -78,7 +78,8 @@ _KAFKA_OK = re.compile(r"[A-Za-z0-9._\-]")
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\.(\d+))?")
 
 
-def _escape(r: str) -> str:
+def escape_rune(r: str) -> str:
+    """``_u<hex code point>_``: how CockroachDB writes a character a name may not hold."""
     cp = ord(r)
     return f"_u{cp:04x}_" if cp < 0x10000 else f"_u{cp:08x}_"
 
@@ -88,8 +89,8 @@ def kafka_name(sql_name: str) -> str:
     as ``_u<hex code point>_`` (``☃`` -> ``_u2603_``); ``.`` and ``..`` alone are escaped too
     (Kafka refuses them as names)."""
     if sql_name in (".", ".."):
-        return "".join(_escape(r) for r in sql_name)
-    return "".join(r if _KAFKA_OK.fullmatch(r) else _escape(r) for r in sql_name)
+        return "".join(escape_rune(r) for r in sql_name)
+    return "".join(r if _KAFKA_OK.fullmatch(r) else escape_rune(r) for r in sql_name)
 
 
 def topic_name(

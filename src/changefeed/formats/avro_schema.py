@@ -29,6 +29,7 @@ import orjson
 
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
+from changefeed.feeds.kafka_config import escape_rune, kafka_name
 
 if TYPE_CHECKING:
     from changefeed.engine.catalog import ColumnSchema, TableSchema
@@ -82,12 +83,6 @@ class AvroOptions:
 
 # ---------------------------------------------------------------------------- names
 _AVRO_OK = re.compile(r"[A-Za-z0-9_]")
-_KAFKA_OK = re.compile(r"[A-Za-z0-9._\-]")
-
-
-def _escape(r: str) -> str:
-    cp = ord(r)
-    return f"_u{cp:04x}_" if cp < 0x10000 else f"_u{cp:08x}_"
 
 
 def avro_name(sql_name: str) -> str:
@@ -97,15 +92,8 @@ def avro_name(sql_name: str) -> str:
         if _AVRO_OK.fullmatch(r) and not (i == 0 and r.isdigit()):
             out.append(r)
         else:
-            out.append(_escape(r))
+            out.append(escape_rune(r))
     return "".join(out)
-
-
-def kafka_name(sql_name: str) -> str:
-    """CockroachDB's SQLNameToKafkaName: keep ``[A-Za-z0-9._-]``, escape the rest."""
-    if sql_name in (".", ".."):
-        return "".join(_escape(r) for r in sql_name)
-    return "".join(r if _KAFKA_OK.fullmatch(r) else _escape(r) for r in sql_name)
 
 
 def subjects(topic: str, prefix: str = "") -> tuple[str, str]:
