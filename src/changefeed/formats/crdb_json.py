@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE
+from changefeed.engine.types import Kind
 from changefeed.feeds.crdb_options import (
     ENVELOPE_BARE,
     ENVELOPE_KEY_ONLY,
@@ -245,11 +246,20 @@ class CrdbJsonEncoder(Encoder):
         lay = Layout.of(table, feed)
         opts = lay.opts
         tz = session_tz(df)
+        # FLOAT columns' shortest decimal texts, computed once each (see V.with_float_texts)
+        floats = [c for c in table.stored if c.type.kind is Kind.FLOAT]
+        float_names = [c.db for c in floats] + [f"o{c.id}" for c in floats if not c.is_key]
+        df = V.with_float_texts(df, [n for n in float_names if n in df.columns])
+
+        def value_of(name: str, c: ColumnSchema) -> Column:
+            text = F.col(V.float_text_column(name)) if c.type.kind is Kind.FLOAT else None
+            return V.spark_value(F.col(name), c.type, tz, float_text=text)
+
         op = F.col("op")
         erased = op == CHANGE_ERASE
         key = F.concat(
             F.lit("["),
-            F.concat_ws(", ", *[V.spark_value(F.col(c.db), c.type, tz) for c in lay.key]),
+            F.concat_ws(", ", *[value_of(c.db, c) for c in lay.key]),
             F.lit("]"),
         )
         if opts.envelope == ENVELOPE_KEY_ONLY:
@@ -278,7 +288,7 @@ class CrdbJsonEncoder(Encoder):
                     parts.append(F.lit(V.NULL))
                     continue
                 name = f"o{c.id}" if old and not c.is_key else c.db
-                text = V.spark_value(F.col(name), c.type, tz)
+                text = value_of(name, c)
                 if only_key is not None and not c.is_key:
                     text = F.when(only_key, F.lit(V.NULL)).otherwise(text)
                 parts.append(text)
