@@ -222,7 +222,7 @@ class ChangeRow(NamedTuple):
 
 
 def change_row(r: Sequence[Any], nk: int, nv: int) -> ChangeRow:
-    """A raw row of :func:`scan_raw` as a :class:`ChangeRow`."""
+    """A row of :func:`scan_raw` (not ``coded``) as a :class:`ChangeRow`."""
     base = nk + 5
     return ChangeRow(
         r[0],
@@ -235,27 +235,6 @@ def change_row(r: Sequence[Any], nk: int, nv: int) -> ChangeRow:
         tuple(r[base + nv : base + 2 * nv]),  # 1 or NULL: truthy exactly when written
         tuple(r[base + 2 * nv : base + 3 * nv]),
     )
-
-
-def scan(
-    conn: sqlite3.Connection,
-    schema: TableSchema,
-    lo_ms: int | None,
-    hi_ms: int | None,
-    *,
-    key_eq: Mapping[int, Any] | None = None,
-    descending: bool = False,
-    after: tuple[int, tuple[Any, ...], int] | None = None,
-    buckets: Sequence[int] | None = None,
-) -> Iterator[ChangeRow]:
-    """Events with ``lo_ms <= ms < hi_ms`` (None: unbounded) in (time, key, seq) order, merged
-    across buckets; ``key_eq`` pins key columns (column id -> storage value); ``after`` resumes
-    strictly after a (ms, key, seq) position; ``buckets`` reads only those buckets."""
-    nk, nv = len(schema.key), len(schema.stored_values)
-    for r in scan_raw(
-        conn, schema, lo_ms, hi_ms, key_eq=key_eq, descending=descending, after=after, buckets=buckets
-    ):
-        yield change_row(r, nk, nv)
 
 
 #: Shape bits fit one signed 64-bit SQLite integer up to this many value columns.
@@ -298,8 +277,11 @@ def scan_raw(
     coded: bool = False,
     with_old: bool = True,
 ) -> Iterator[tuple[Any, ...]]:
-    """:func:`scan` as the rows SQLite returns: ``(ms, key.., seq, ev, op, ox, new.., written..,
-    old..)``, with no object per row.
+    """Events with ``lo_ms <= ms < hi_ms`` (None: unbounded) in (time, key, seq) order, merged
+    across buckets; ``key_eq`` pins key columns (column id -> storage value); ``after`` resumes
+    strictly after a (ms, key, seq) position; ``buckets`` reads only those buckets. Rows are as
+    SQLite returns them: ``(ms, key.., seq, ev, op, ox, new.., written.., old..)``
+    (:func:`change_row` makes a :class:`ChangeRow` of one).
 
     ``coded``: ``(ms, key.., seq, shape, differs, new.., [old..])`` instead, for the batch
     encoder: SQLite computes each change's shape bits (:func:`shape_sql`) and which columns'
@@ -405,7 +387,7 @@ __all__ = [
     "phoenix_of",
     "row_ttl_s",
     "safe_upper_ms",
-    "scan",
+    "scan_raw",
     "set_default_max_lookback",
     "with_phoenix",
 ]

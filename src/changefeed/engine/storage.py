@@ -348,7 +348,21 @@ class TableStore:
         params: Sequence[Any] = (),
     ) -> Iterable[Row]:
         """Rows in storage order, optionally within one partition and an extra SQL condition."""
-        conds, args = [], []
+        for r in self.scan_rows_raw(conn, pk, where_sql, params):
+            row = self._decode_row(r, now_ns)
+            if row is not None:
+                yield row
+
+    def scan_rows_raw(
+        self,
+        conn: sqlite3.Connection,
+        pk: Sequence[Any] | None = None,
+        where_sql: str = "",
+        params: Sequence[Any] = (),
+    ) -> sqlite3.Cursor:
+        """The stored rows (``row_cols`` then marker and expiry) in storage order, undecoded."""
+        conds: list[str] = []
+        args: list[Any] = []
         if pk is not None:
             conds.append(self.pk_where)
             args.extend(self.pk_params(pk))
@@ -356,20 +370,6 @@ class TableStore:
             conds.append(where_sql)
             args.extend(params)
         where = f" WHERE {' AND '.join(conds)}" if conds else ""
-        order = ", ".join(
-            (["_tok"] if self.cql else []) + [c.db + (" DESC" if c.descending else "") for c in self.key_cols]
-        )
-        for r in conn.execute(f"SELECT {self._row_select} FROM {self.t}{where} ORDER BY {order}", args):
-            row = self._decode_row(r, now_ns)
-            if row is not None:
-                yield row
-
-    def scan_rows_raw(self, conn: sqlite3.Connection, pk: Sequence[Any] | None = None) -> sqlite3.Cursor:
-        """The stored rows (``row_cols`` then marker and expiry) in storage order, undecoded."""
-        where, args = "", []
-        if pk is not None:
-            where = f" WHERE {self.pk_where}"
-            args.extend(self.pk_params(pk))
         order = ", ".join(
             (["_tok"] if self.cql else []) + [c.db + (" DESC" if c.descending else "") for c in self.key_cols]
         )
