@@ -98,18 +98,7 @@ def run(
         wait_port(port, serve)
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
         admin.create_topics([NewTopic("t", PARTITIONS, 1)])["t"].result(10)
-        conn = changefeed.connect(src)
-        conn.execute(
-            f"CREATE TABLE t (k INT PRIMARY KEY, a STRING, b INT) WITH (uniform_partitions = {PARTITIONS})"
-        )
-        conn.execute(f"CREATE CHANGEFEED FOR t INTO 'kafka://127.0.0.1:{port}' WITH {options}")
-        runner = subprocess.Popen(
-            [PY, "-m", "changefeed.cli.main", "run", "--db", str(src)],
-            env=env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        procs.append(runner)
+        conn, runner = _start_job(src, f"kafka://127.0.0.1:{port}", options, procs)
         consumer = ck.Consumer(
             {"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench", "fetch.wait.max.ms": 10}
         )
@@ -135,17 +124,17 @@ def run(
             p.wait()
 
 
-def _baseline(
-    src: Path, seconds: float, rate: int, tick: float, options: str, procs: list[subprocess.Popen[bytes]]
-) -> dict[str, Any]:
+def _start_job(
+    src: Path, sink: str, options: str, procs: list[subprocess.Popen[bytes]]
+) -> tuple[Any, subprocess.Popen[bytes]]:
+    """The benchmark table, a CockroachDB job on it into ``sink``, and ``changefeed run``."""
     import changefeed
-    from changefeed.topics import TopicStore
 
     conn = changefeed.connect(src)
     conn.execute(
         f"CREATE TABLE t (k INT PRIMARY KEY, a STRING, b INT) WITH (uniform_partitions = {PARTITIONS})"
     )
-    conn.execute(f"CREATE CHANGEFEED FOR t INTO 'topics://' WITH {options}")
+    conn.execute(f"CREATE CHANGEFEED FOR t INTO '{sink}' WITH {options}")
     runner = subprocess.Popen(
         [PY, "-m", "changefeed.cli.main", "run", "--db", str(src)],
         env=env(),
@@ -153,6 +142,15 @@ def _baseline(
         stderr=subprocess.DEVNULL,
     )
     procs.append(runner)
+    return conn, runner
+
+
+def _baseline(
+    src: Path, seconds: float, rate: int, tick: float, options: str, procs: list[subprocess.Popen[bytes]]
+) -> dict[str, Any]:
+    from changefeed.topics import TopicStore
+
+    conn, runner = _start_job(src, "topics://", options, procs)
     store = TopicStore(src)
     nxt = dict.fromkeys(range(PARTITIONS), 0)
     lat: list[float] = []
