@@ -132,6 +132,9 @@ class Layout:
 class CrdbJsonEncoder(Encoder):
     name = "crdb-json"
 
+    def __init__(self) -> None:
+        self._columns: dict[tuple[Any, ...], tuple[list[str], Column, Column]] = {}
+
     # ------------------------------------------------------------------ Python
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
         n = batch.num_rows
@@ -239,17 +242,31 @@ class CrdbJsonEncoder(Encoder):
 
     # ------------------------------------------------------------------ Spark
     def encode_spark(self, df: DataFrame, table: TableSchema, feed: FeedSpec) -> DataFrame:
-        from pyspark.sql import functions as F
-
         from changefeed.formats.ydb_json import session_tz, spark_output
+
+        tz = session_tz(df)
+        memo = (repr(table), repr(feed), tz, tuple(df.columns))  # (specs hold dicts: not hashable)
+        built = self._columns.get(memo)
+        if built is None:
+            # Building the expressions is thousands of py4j calls (~1 s); a job's micro-batches reuse them.
+            built = self._columns[memo] = self._spark_columns(df.columns, table, feed, tz)
+            while len(self._columns) > 16:
+                self._columns.pop(next(iter(self._columns)))
+        float_names, key, value = built
+        # FLOAT columns' shortest decimal texts, computed once each (see V.with_float_texts)
+        return spark_output(V.with_float_texts(df, float_names), key, value, feed.partitions)
+
+    def _spark_columns(
+        self, columns: list[str], table: TableSchema, feed: FeedSpec, tz: str
+    ) -> tuple[list[str], Column, Column]:
+        """(FLOAT columns to take the shortest text of, key, value) as Spark column expressions."""
+        from pyspark.sql import functions as F
 
         lay = Layout.of(table, feed)
         opts = lay.opts
-        tz = session_tz(df)
-        # FLOAT columns' shortest decimal texts, computed once each (see V.with_float_texts)
         floats = [c for c in table.stored if c.type.kind is Kind.FLOAT]
         float_names = [c.db for c in floats] + [f"o{c.id}" for c in floats if not c.is_key]
-        df = V.with_float_texts(df, [n for n in float_names if n in df.columns])
+        float_names = [n for n in float_names if n in columns]
 
         def value_of(name: str, c: ColumnSchema) -> Column:
             text = F.col(V.float_text_column(name)) if c.type.kind is Kind.FLOAT else None
@@ -263,7 +280,7 @@ class CrdbJsonEncoder(Encoder):
             F.lit("]"),
         )
         if opts.envelope == ENVELOPE_KEY_ONLY:
-            return spark_output(df, key, F.lit(""), feed.partitions)
+            return float_names, key, F.lit("")
         members = lay.members()
         stamp = F.concat(F.lit('"'), F.col("ts").cast("string"), F.lit("."))
         stamp = F.concat(stamp, F.lpad(F.col("lg").cast("string"), 10, "0"), F.lit('"'))
@@ -319,7 +336,7 @@ class CrdbJsonEncoder(Encoder):
                 parts = _spark_insert_member(parts, members, meta_obj)
             body = F.concat(*parts)
             value = body if bare else F.when(erased, F.lit("")).otherwise(body)
-        return spark_output(df, key, value, feed.partitions)
+        return float_names, key, value
 
     # ------------------------------------------------------------------ resolved
     def resolved(self, ts: CommitTs, tx: int, feed: FeedSpec) -> bytes:

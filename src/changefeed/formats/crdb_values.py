@@ -331,84 +331,107 @@ def float_text_column(name: str) -> str:
 
 
 def with_float_texts(df: DataFrame, names: list[str]) -> DataFrame:
-    """``df`` with each FLOAT column's shortest decimal, taken apart, computed once in projections
-    of their own: a struct column (``sign``, ``digits`` without leading or trailing zeros,
-    ``exp``) named :func:`float_text_column`; pass it as ``float_text`` to :func:`spark_value`.
+    """``df`` with each FLOAT column's shortest decimal text (Schubfach, as ``Double.toString``
+    prints it from JDK 19 on: ``-1.0E10``, ``100.0``, ``0.001``) computed once, in a projection
+    of its own, as the column :func:`float_text_column`; pass it as ``float_text`` to
+    :func:`spark_value`.
 
-    Inline, the rendering uses the ``reflect`` text (not code-generated) and the digits derived
-    from it many times over in its branches, and Spark evaluates each use again (400,000 values:
-    15-24 s inline under load, against about 1 s for each piece once)."""
+    The ``reflect`` call that computes it is neither code-generated nor deterministic in Spark's
+    eyes; inline, Spark would evaluate it again for every use in the rendering's branches."""
     from pyspark.sql import functions as F
 
-    pattern = r"^-?([0-9]+)\.([0-9]*)(?:E(-?[0-9]+))?$"
     for n in names:
-        col = float_text_column(n)
-        text = _shortest_text(F.coalesce(F.col(n).cast("double"), F.lit(0.0)))
-        df = df.withColumn(col, text)
-        full = F.col(col)
         df = df.withColumn(
-            col,
-            F.struct(
-                F.when(F.startswith(full, F.lit("-")), F.lit("-")).otherwise(F.lit("")).alias("sign"),
-                F.regexp_extract(full, pattern, 1).alias("ip"),
-                F.regexp_extract(full, pattern, 2).alias("fp"),
-                F.regexp_extract(full, pattern, 3).alias("e"),
-            ),
-        )
-        parts = F.col(col)
-        df = df.withColumn(
-            col,
-            F.struct(
-                parts["sign"].alias("sign"),
-                F.ltrim(F.concat(parts["ip"], parts["fp"]), F.lit("0")).alias("all"),
-                (
-                    F.coalesce(F.when(parts["e"] != "", parts["e"].cast("int")), F.lit(0))
-                    - F.length(parts["fp"])
-                ).alias("exp0"),
-            ),
-        )
-        parts = F.col(col)
-        df = df.withColumn(
-            col,
-            F.struct(parts["sign"].alias("sign"), F.rtrim(parts["all"], F.lit("0")).alias("digits"), parts),
-        )
-        parts = F.col(col)
-        df = df.withColumn(
-            col,
-            F.struct(
-                parts["sign"].alias("sign"),
-                parts["digits"].alias("digits"),
-                (parts[col]["exp0"] + F.length(parts[col]["all"]) - F.length(parts["digits"])).alias("exp"),
-            ),
+            float_text_column(n), _shortest_text(F.coalesce(F.col(n).cast("double"), F.lit(0.0)))
         )
     return df
 
 
-def _spark_float(c: Column, parts: Column | None = None) -> Column:
+def _spark_float(c: Column, text: Column | None = None) -> Column:
+    """A FLOAT as CockroachDB prints it (:func:`float_text`), from its shortest text ``text``.
+
+    The apd text follows from the shortest text by string surgery alone (no regular expressions,
+    no digit arithmetic on the common paths). The shortest text has no trailing zeros but the
+    ``.0`` of an integer, so:
+
+    * no exponent (``1e-3 <= |x| < 1e7``) and not an integer: the text itself (the common case);
+    * an integer ``iii.0``: ``iii``, unless it ends in zeros (apd then writes ``1E+2`` for 100);
+    * ``m.fffE±x`` (``m`` one non-zero digit): ``m[.fff]E±x`` without the zeros and with the
+      sign of a positive exponent, except that apd writes plain notation for ``-6 <= x <= -4``
+      (``0.00015``) and for ``x >= 7`` when the digits reach the units (``12345678.5``)."""
     from pyspark.sql import functions as F
 
-    d = F.coalesce(c.cast("double"), F.lit(0.0))  # reflect cannot pass NULL as a double
-    if parts is not None:
-        sign, stripped, exp = parts["sign"], parts["digits"], parts["exp"]
-    else:
-        full = _shortest_text(d)
-        sign = F.when(F.startswith(full, F.lit("-")), F.lit("-")).otherwise(F.lit(""))
-        pattern = r"^-?([0-9]+)\.([0-9]*)(?:E(-?[0-9]+))?$"
-        ip = F.regexp_extract(full, pattern, 1)
-        fp = F.regexp_extract(full, pattern, 2)
-        e = F.regexp_extract(full, pattern, 3)
-        exp0 = F.coalesce(F.when(e != "", e.cast("int")), F.lit(0)) - F.length(fp)
-        all_digits = F.ltrim(F.concat(ip, fp), F.lit("0"))
-        stripped = F.rtrim(all_digits, F.lit("0"))
-        exp = exp0 + F.length(all_digits) - F.length(stripped)
+    full = text if text is not None else _shortest_text(F.coalesce(c.cast("double"), F.lit(0.0)))
+    has_e = F.contains(full, F.lit("E"))
+    neg = F.startswith(full, F.lit("-"))
+    sign = F.when(neg, F.lit("-")).otherwise(F.lit(""))
+    a = F.when(neg, F.substr(full, F.lit(2))).otherwise(full)
+    # an integer
+    ip = F.substring_index(a, ".", 1)
+    int_zeros = F.rtrim(ip, F.lit("0"))
+    int_sci = F.concat(
+        sign,
+        F.substr(int_zeros, F.lit(1), F.lit(1)),
+        F.when(F.length(int_zeros) > 1, F.concat(F.lit("."), F.substr(int_zeros, F.lit(2)))).otherwise(
+            F.lit("")
+        ),
+        F.lit("E+"),
+        (F.length(ip) - F.lit(1)).cast("string"),
+    )
+    integral = F.when(F.endswith(ip, F.lit("0")), int_sci).otherwise(F.substring_index(full, ".", 1))
+    # m.fffE±x
+    mant = F.substring_index(a, "E", 1)
+    x_text = F.substring_index(a, "E", -1)
+    x = x_text.cast("int")
+    digits = F.rtrim(F.concat(F.substr(mant, F.lit(1), F.lit(1)), F.substr(mant, F.lit(3))), F.lit("0"))
+    n = F.length(digits)
+    sci = F.concat(
+        F.rtrim(F.rtrim(F.substring_index(full, "E", 1), F.lit("0")), F.lit(".")),
+        F.lit("E"),
+        F.when(x >= 0, F.lit("+")).otherwise(F.lit("")),
+        x_text,
+    )
+    small = F.concat(sign, F.lit("0."), F.repeat(F.lit("0"), -x - F.lit(1)), digits)
+    large = F.concat(
+        sign,
+        F.substr(digits, F.lit(1), x + F.lit(1)),
+        F.when(n > x + F.lit(1), F.concat(F.lit("."), F.substr(digits, x + F.lit(2)))).otherwise(F.lit("")),
+    )
+    exponent = F.when(x < 0, F.when(x >= -6, small).otherwise(sci)).otherwise(
+        F.when(n > x, large).otherwise(sci)
+    )
+    tiny = F.concat(sign, _tiny_text(F.abs(c).cast("double")))
     return (
         F.when(c.isNull(), F.lit(None))
         .when(F.isnan(c), F.lit('"NaN"'))
         .when(c == F.lit(float("inf")), F.lit('"Infinity"'))
         .when(c == F.lit(float("-inf")), F.lit('"-Infinity"'))
-        .when(d == 0, F.concat(sign, F.lit("0")))
-        .otherwise(spark_sci_string(sign, stripped, exp))
+        .when(~has_e & ~F.endswith(full, F.lit(".0")), full)
+        .when(c == 0, F.concat(sign, F.lit("0")))
+        .when(~has_e, integral)
+        .when(F.abs(c) < F.lit(_TINY_BELOW), F.coalesce(tiny, exponent))
+        .otherwise(exponent)
     )
+
+
+#: Java's shortest text has at least two digits (``4.9E-324``); Go's, one (``5e-324``). They part
+#: only for the few subnormals a single digit identifies: k x 2**-1074 below ~1e-321.
+_TINY_BELOW = 1e-321
+
+
+def _tiny_text(c: Column) -> Column:
+    """CockroachDB's text of ``|c|`` for the subnormals below :data:`_TINY_BELOW`: Go's for those
+    one digit identifies, else the (then equal) shortest text."""
+    from pyspark.sql import functions as F
+
+    tiny = 5e-324
+    pairs: list[Column] = []
+    for k in range(1, int(_TINY_BELOW / tiny) + 1):
+        x = k * tiny
+        text = float_text(x)
+        if len(text.partition("E")[0].replace(".", "")) == 1:
+            pairs += [F.lit(x), F.lit(text)]
+    return F.element_at(F.create_map(*pairs), c)
 
 
 def _spark_decimal(c: Column, t: SqlType) -> Column:

@@ -23,6 +23,7 @@ LOG4J2 = Path(__file__).with_name("log4j2.properties").as_uri()
 DEFAULT_MASTER = "local[*]"
 #: Shuffle partitions for our small per-batch shuffles; Spark's default of 200 costs ~0.2 s a batch.
 DEFAULT_SHUFFLE_PARTITIONS = 4
+JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 
 
 def _prepare_environment() -> None:
@@ -59,7 +60,10 @@ def get_spark(app_name: str = "changefeed", master: str | None = None) -> SparkS
             # 15 s to connect back to the JVM ("Python worker failed to connect back").
             .config("spark.python.authenticate.socketTimeout", "120s")
             .config("spark.sql.adaptive.enabled", "false")
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2}")
+            # Generated code for wide encoders (a CockroachDB row with its before image) has methods
+            # over HotSpot's 8,000-byte JIT limit; interpreted, they run several times slower.
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2} {JIT_OPTIONS}")
+            .config("spark.executor.extraJavaOptions", JIT_OPTIONS)
         )
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("CHANGEFEED_SPARK_LOG_LEVEL", "ERROR"))
