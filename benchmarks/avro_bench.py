@@ -1,17 +1,27 @@
 """Avro encoding and schema registry figures.
 
-    .venv/bin/python benchmarks/avro_bench.py [--rows 1000000] [--skip-spark] [--lookups 20000]
+    .venv/bin/python benchmarks/avro_bench.py [--rows 1000000] [--skip-spark] [--lookups 20000] [--job]
 
 (a) baseline: a plain Python loop over the change rows, one dict per row and one fastavro
     ``schemaless_writer`` call per key and per value (schema parsed once) plus Confluent framing;
-(b) the encoder's Python face (``CrdbAvroEncoder.encode_python``: column-wise conversion, then
-    fastavro per datum), rows/s and the ratio against (a);
+(b) the encoder's Python face (``CrdbAvroEncoder.encode_python``: Avro binary written column-wise
+    for the whole batch, see ``formats/avro_columns.py``), rows/s and the ratio against (a);
 (c) the Spark face (``encode_spark``: ``mapInArrow`` on the executors) over the same rows read from
-    Parquet, written to Spark's ``noop`` sink; rows/s over the job only (session start and the
-    Parquet write excluded) and the ratio against (a);
+    Parquet (two files, one per core), written to Spark's ``noop`` sink; rows/s over the job only
+    (session start and the Parquet write excluded) and the ratio against (a);
 (d) schema registry: ``changefeed serve --registry`` in its own process;
     ``GET /subjects/<s>/versions/latest`` and ``GET /schemas/ids/<id>`` alternately over keep-alive
-    connections from 1 and 4 client threads here, lookups/s.
+    connections from 1 and 4 client threads here, lookups/s;
+(e) with ``--job``: the Avro *job* over a journal of N rows: ``CREATE CHANGEFEED FOR t INTO
+    'topics://' WITH format = avro, confluent_schema_registry = 'http://127.0.0.1:PORT', updated,
+    no_initial_scan`` created first, N rows UPSERTed in 50,000-row transactions, then
+    ``changefeed run --until-idle`` against a registry served by ``changefeed serve --registry``:
+    delivery-phase rate and rows / wall (see ``crdb_job_bench.py`` for what each covers), ratio
+    against (a).
+
+Every figure also prints CPU time per row (this process's for (a) and (b); the whole process tree,
+driver, JVM and Python workers, for (c); the ``run`` child's tree for (e)): the machine is shared,
+so wall rates are noisy and CPU/row is the robust figure.
 
 Rows: ``t (k INT8 PRIMARY KEY, a STRING, b INT8, c FLOAT8)``, wrapped envelope with ``updated``,
 one change row per key (UPSERTs), 4 topic partitions.
@@ -68,7 +78,7 @@ def table() -> TableSchema:
 
 class Opts:
     envelope, updated, diff, mvcc_timestamp = "wrapped", True, False, False
-    avro_schema_prefix, confluent_schema_registry = "", ""
+    avro_schema_prefix, confluent_schema_registry, virtual_columns = "", "", "omitted"
 
 
 class Feed:
@@ -104,7 +114,32 @@ def change_rows(t: TableSchema, n: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([cols[f] for f in schema.names], schema=schema)
 
 
-def baseline_loop(batch: pa.RecordBatch, t: TableSchema) -> float:
+def cpu_self() -> float:
+    return time.process_time()
+
+
+def cpu_tree() -> float:
+    from proctree import cpu_seconds, tree
+
+    return cpu_seconds(tree(os.getpid()))
+
+
+class Timed:
+    """Wall and CPU seconds of a block (CPU from ``clock``)."""
+
+    def __init__(self, clock: Any = cpu_self) -> None:
+        self.clock = clock
+        self.wall = self.cpu = 0.0
+
+    def __enter__(self) -> Timed:
+        self._w, self._c = time.perf_counter(), self.clock()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.perf_counter() - self._w, self.clock() - self._c
+
+
+def baseline_loop(batch: pa.RecordBatch, t: TableSchema) -> Timed:
     """One dict and two fastavro calls per row, straight from the rows."""
     import fastavro
 
@@ -112,8 +147,15 @@ def baseline_loop(batch: pa.RecordBatch, t: TableSchema) -> float:
     key_s = fastavro.parse_schema(S.key_schema(t, opts))
     val_s = fastavro.parse_schema(S.value_schema(t, opts))
     kf, vf = b"\x00" + struct.pack(">I", 1), b"\x00" + struct.pack(">I", 2)
-    start = time.perf_counter()
     out = []
+    with Timed() as timed:
+        loop(batch, key_s, val_s, kf, vf, out)
+    return timed
+
+
+def loop(batch: pa.RecordBatch, key_s: Any, val_s: Any, kf: bytes, vf: bytes, out: list[Any]) -> None:
+    import fastavro
+
     for r in batch.to_pylist():
         kb, vb = io.BytesIO(), io.BytesIO()
         fastavro.schemaless_writer(kb, key_s, {"k": r["c0"]})
@@ -121,34 +163,97 @@ def baseline_loop(batch: pa.RecordBatch, t: TableSchema) -> float:
         fastavro.schemaless_writer(vb, val_s, {"after": row, "updated": f"{r['ts']}.{r['lg']:010d}"})
         key = kf + kb.getvalue()
         out.append((partition_of(key, PARTITIONS), key, vf + vb.getvalue(), r["ts"]))
-    return time.perf_counter() - start
 
 
-def python_face(batch: pa.RecordBatch, t: TableSchema) -> float:
+def python_face(batch: pa.RecordBatch, t: TableSchema) -> Timed:
     enc = CrdbAvroEncoder(MemoryResolver())
-    start = time.perf_counter()
     step = 100_000
-    for off in range(0, batch.num_rows, step):
-        enc.encode_python(batch.slice(off, step), t, Feed(t))  # type: ignore[arg-type]
-    return time.perf_counter() - start
+    with Timed() as timed:
+        for off in range(0, batch.num_rows, step):
+            enc.encode_python(batch.slice(off, step), t, Feed(t))  # type: ignore[arg-type]
+    return timed
 
 
-def spark_face(batch: pa.RecordBatch, t: TableSchema) -> float:
+def spark_face(batch: pa.RecordBatch, t: TableSchema) -> Timed:
     import pyarrow.parquet as pq
 
     from changefeed.pipeline.session import get_spark
 
     tmp = Path(tempfile.mkdtemp(prefix="avro-bench-"))
     try:
-        pq.write_table(pa.Table.from_batches([batch]), tmp / "rows.parquet", row_group_size=100_000)
+        half = (batch.num_rows + 1) // 2  # one file per core: Spark reads each file as one split
+        for i, part in enumerate((batch.slice(0, half), batch.slice(half))):
+            pq.write_table(pa.Table.from_batches([part]), tmp / f"rows-{i}.parquet", row_group_size=100_000)
         spark = get_spark("avro-bench")
-        df = spark.read.parquet(str(tmp / "rows.parquet"))
+        df = spark.read.parquet(str(tmp))
         enc = CrdbAvroEncoder(MemoryResolver())
         enc.encode_spark(df.limit(10), t, Feed(t)).write.format("noop").mode("overwrite").save()  # warm up
-        start = time.perf_counter()
-        enc.encode_spark(df, t, Feed(t)).write.format("noop").mode("overwrite").save()  # type: ignore[arg-type]
-        return time.perf_counter() - start
+        with Timed(cpu_tree) as timed:
+            enc.encode_spark(df, t, Feed(t)).write.format("noop").mode("overwrite").save()  # type: ignore[arg-type]
+        return timed
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def start_registry(tmp: Path, port: int) -> subprocess.Popen[bytes]:
+    """``changefeed serve --registry`` in its own process, once it accepts connections."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "changefeed.cli.main",
+        "serve",
+        "--db",
+        str(tmp),
+        "--registry",
+        f"127.0.0.1:{port}",
+    ]
+    server = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return server
+
+
+def job(rows: int) -> dict[str, Any]:
+    """(e): the Avro changefeed job over a journal of ``rows`` change rows (see the docstring)."""
+    import resource
+
+    import changefeed
+    from crdb_job_bench import run_spark_until_idle
+
+    tmp = Path(tempfile.mkdtemp(prefix="avro-bench-job-"))
+    port = free_port()
+    registry = start_registry(tmp / "registry", port)
+    try:
+        db = tmp / "db"
+        t0 = time.perf_counter()
+        with changefeed.connect(db) as conn:
+            conn.execute(
+                "CREATE TABLE t (k INT8 PRIMARY KEY, a STRING, b INT8, c FLOAT8) WITH (uniform_partitions = 4)"
+            )
+            conn.execute(
+                "CREATE CHANGEFEED FOR t INTO 'topics://' WITH format = avro, "
+                f"confluent_schema_registry = 'http://127.0.0.1:{port}', updated, no_initial_scan"
+            )
+            chunk = 50_000
+            for lo in range(0, rows, chunk):
+                conn.executemany(
+                    "UPSERT INTO t (k, a, b, c) VALUES (?, ?, ?, ?)",
+                    ((k, f"name-{k}", k * 7, k / 3.0) for k in range(lo, min(rows, lo + chunk))),
+                )
+        built = time.perf_counter() - t0
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        res = run_spark_until_idle(db, "t", rows)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        res["cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        res["built"] = built
+        return res
+    finally:
+        registry.terminate()
+        registry.wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -162,24 +267,8 @@ def lookups(n: int, threads: int) -> float:
     """Lookups/s against ``changefeed serve --registry`` in its own process (clients here)."""
     tmp = Path(tempfile.mkdtemp(prefix="avro-bench-reg-"))
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "changefeed.cli.main",
-        "serve",
-        "--db",
-        str(tmp),
-        "--registry",
-        f"127.0.0.1:{port}",
-    ]
-    server = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    server = start_registry(tmp, port)
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
         c = http.client.HTTPConnection("127.0.0.1", port)
         body = b'{"schema": "{\\"type\\":\\"record\\",\\"name\\":\\"t\\",\\"fields\\":[]}"}'
         c.request("POST", "/subjects/t-value/versions", body, {"Content-Type": "application/json"})
@@ -211,17 +300,31 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--lookups", type=int, default=20_000)
     ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--job", action="store_true", help="also time the Avro job over a journal of --rows rows")
     args = ap.parse_args()
     t = table()
     batch = change_rows(t, args.rows)
     n = args.rows
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+
+    def line(name: str, wall: float, cpu: float, base: float | None) -> None:
+        ratio = f", {base / wall:.2f}x the loop" if base else ""
+        print(f"{name}{n / wall:,.0f} rows/s ({wall:.1f} s){ratio}; CPU {cpu / n * 1e6:.2f} us/row")
+
     base = baseline_loop(batch, t)
-    print(f"(a) baseline fastavro loop: {n / base:,.0f} rows/s ({base:.1f} s)")
+    line("(a) baseline fastavro loop: ", base.wall, base.cpu, None)
     py = python_face(batch, t)
-    print(f"(b) encode_python:          {n / py:,.0f} rows/s ({py:.1f} s), {base / py:.2f}x the loop")
+    line("(b) encode_python:          ", py.wall, py.cpu, base.wall)
     if not args.skip_spark:
         sp = spark_face(batch, t)
-        print(f"(c) encode_spark:           {n / sp:,.0f} rows/s ({sp:.1f} s), {base / sp:.2f}x the loop")
+        line("(c) encode_spark:           ", sp.wall, sp.cpu, base.wall)
+    if args.job:
+        j = job(n)
+        print(f"(e) journal of {n:,} rows built in {j['built']:.1f} s")
+        line("(e) Avro job, delivery phase: ", j["delivery_s"], j["cpu"], base.wall)
+        line("(e) Avro job, rows / wall:    ", j["wall"], j["cpu"], base.wall)
+        print(f"    {j['records']:,} records in the topic, peak RSS {j['rss_gb']:.2f} GB")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
     for threads in (1, 4):
         print(f"(d) registry lookups, {threads} client(s): {lookups(args.lookups, threads):,.0f}/s")
 

@@ -37,6 +37,7 @@ from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE
 from changefeed.engine.types import Kind, SqlType
 from changefeed.formats import avro_schema as S
+from changefeed.formats.avro_columns import Mask, RowWriter, binary_from
 from changefeed.formats.base import Encoder, Record, partition_of, register
 
 if TYPE_CHECKING:
@@ -248,76 +249,150 @@ def field_bytes(values: list[Any], union: list[Any]) -> list[bytes]:
     return [_NULL if v is None else write(v) for v in values]
 
 
-def _rows(field_cols: list[list[bytes]], n: int) -> list[bytes]:
-    if not field_cols:
-        return [b""] * n
-    return list(map(b"".join, zip(*field_cols, strict=True)))
+_STRING_KINDS = (Kind.TEXT, Kind.UUID, Kind.TIMEUUID, Kind.INET, Kind.ENUM, Kind.BYTES)
+_LONG_KINDS = (Kind.INT, Kind.UINT, Kind.DATE, Kind.TIME, Kind.TIMESTAMP, Kind.DATETIME)
+
+
+def _long_column(arr: pa.Array, k: Kind) -> pa.Array:
+    """The Avro long/int values of an integer-like column (as :func:`column_values` gives them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if k is Kind.DATE:
+        return arr.cast(pa.int32()).cast(pa.int64())
+    if k in (Kind.TIMESTAMP, Kind.DATETIME) and pa.types.is_timestamp(arr.type):
+        return arr.cast(pa.timestamp("us")).cast(pa.int64())
+    if k is Kind.TIME:
+        return pc.divide(arr.cast(pa.int64()), 1000)
+    return arr.cast(pa.int64())
+
+
+def _valid(arr: pa.Array, also: Mask | None) -> Mask | None:
+    """Rows holding a value: the column's non-nulls, and ``also`` (None: every row)."""
+    import numpy as np
+
+    valid = np.asarray(arr.is_valid()) if arr.null_count else None
+    if also is None:
+        return valid
+    return also if valid is None else valid & also
+
+
+def write_field(
+    w: RowWriter, arr: pa.Array | None, c: ColumnSchema, present: Mask | None, valid: Mask | None = None
+) -> None:
+    """Write one column of a batch as its record field, column-wise.
+
+    ``arr`` is the change-row column (None: a virtual column, always null); ``present`` says
+    where the enclosing record exists; ``valid`` nulls further rows (a bare delete's values).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if arr is None:
+        w.constant(_NULL, present)
+        return
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    k, union = c.type.kind, S.field_type(c)
+    t = arr.type
+    if k in _STRING_KINDS and (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    ):
+        if valid is not None:
+            arr = pc.if_else(pa.array(valid), arr, pa.scalar(None, arr.type))
+        w.union_binary(arr, present)
+    elif union[1] in ("long", _DATE, _TIME, _TIMESTAMP) and k in _LONG_KINDS:
+        longs = _long_column(arr, k)
+        w.union_long(longs.fill_null(0).to_numpy(), _valid(longs, valid), present)
+    elif k is Kind.FLOAT:
+        doubles = arr.cast(pa.float64())
+        w.union_double(doubles.fill_null(0.0).to_numpy(), _valid(doubles, valid), present)
+    elif k is Kind.BOOL and pa.types.is_boolean(t):
+        w.union_boolean(arr.fill_null(False).to_numpy(zero_copy_only=False), _valid(arr, valid), present)
+    else:  # decimal, arrays, BIT, INTERVAL, JSONB: fastavro per value
+        values = column_values(arr, c.type)
+        if valid is not None:
+            values = [v if ok else None for v, ok in zip(values, valid.tolist(), strict=True)]
+        encoded = field_bytes(values, union)
+        if present is not None:
+            encoded = [b if ok else b"" for b, ok in zip(encoded, present.tolist(), strict=True)]
+        w.piece(pa.array(encoded, pa.binary()))
+
+
+_DATE = {"type": "int", "logicalType": "date"}
+_TIME = {"type": "long", "logicalType": "time-micros"}
+_TIMESTAMP = {"type": "long", "logicalType": "timestamp-micros"}
+
+
+def _hlc_text(batch: pa.RecordBatch) -> pa.Array:
+    """CockroachDB's HLC decimal ``<wall ns>.<logical, 10 digits>`` of every row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    wall = batch.column("ts").cast(pa.string())
+    logical = pc.utf8_lpad(batch.column("lg").cast(pa.string()), 10, "0")
+    return pc.binary_join_element_wise(wall, logical, ".")
+
+
+def encode_columns(batch: pa.RecordBatch, plan: AvroPlan) -> tuple[pa.Array, pa.Array]:
+    """Encode a batch of change rows column-wise: the framed (key, value) binary columns."""
+    import numpy as np
+
+    n = batch.num_rows
+    table, opts = plan.table, plan.opts
+
+    def column(c: ColumnSchema, old: bool = False) -> pa.Array | None:
+        if c.virtual:  # virtual_columns='null'
+            return None
+        return batch.column(f"o{c.id}" if old and not c.is_key else c.db)
+
+    kw = RowWriter(n)
+    kw.constant(frame(plan.key_id))
+    for c in table.key:
+        write_field(kw, column(c), c, None)
+    keys = kw.finish()
+    if plan.value_schema is None:  # key_only
+        return keys, binary_from(np.empty(0, np.uint8), np.zeros(n, np.int64))
+    ops = np.asarray(batch.column("op").to_numpy(zero_copy_only=False))
+    erased = ops == CHANGE_ERASE
+    live: Mask | None = ~erased if erased.any() else None
+    cols = S.row_columns(table, opts)
+    vw = RowWriter(n)
+    vw.constant(frame(plan.value_id))
+    if opts.envelope == S.ENVELOPE_BARE:
+        vw.constant(_SOME)  # the record is always there; a delete carries only the key columns
+        for c in cols:
+            write_field(vw, column(c), c, None, None if c.is_key else live)
+    else:
+        if opts.diff:
+            ox = np.asarray(batch.column("ox").fill_null(False).to_numpy(zero_copy_only=False))
+            before = ox & (ops != CHANGE_SNAPSHOT)
+            vw.branch(before)
+            for c in cols:
+                write_field(vw, column(c, old=True), c, before)
+        vw.branch(live)
+        for c in cols:
+            write_field(vw, column(c), c, live)
+    if opts.updated or opts.mvcc_timestamp:
+        hlc = _hlc_text(batch)
+        for _ in range(int(opts.updated) + int(opts.mvcc_timestamp)):
+            vw.union_binary(hlc)
+    return keys, vw.finish()
 
 
 def encode_arrays(
     batch: pa.RecordBatch, plan: AvroPlan
 ) -> tuple[list[int], list[bytes], list[bytes], list[int]]:
-    """Encode a batch of change rows: (partition, key, value, ts) columns."""
-    n = batch.num_rows
-    if n == 0:
+    """Encode a batch of change rows: (partition, key, value, ts) columns as Python lists."""
+    if batch.num_rows == 0:
         return [], [], [], []
-    table, opts = plan.table, plan.opts
-    key_cols = table.key
-    converted: dict[str, list[Any]] = {}
-
-    def values_of(c: ColumnSchema, old: bool = False) -> list[Any]:
-        if c.virtual:  # virtual_columns='null'
-            return [None] * n
-        column = f"o{c.id}" if old and not c.is_key else c.db
-        if column not in converted:
-            converted[column] = column_values(batch.column(column), c.type)
-        return converted[column]
-
-    key_prefix = frame(plan.key_id)
-    key_rows = _rows([field_bytes(values_of(c), S.field_type(c)) for c in key_cols], n)
-    keys = [key_prefix + k for k in key_rows]
-    ts: list[int] = batch.column("ts").to_pylist()
-    partitions = [partition_of(k, plan.partitions) for k in keys]
-    if plan.value_schema is None:  # key_only
-        return partitions, keys, [b""] * n, ts
-    ops: list[int] = batch.column("op").to_pylist()
-    erased = [op == CHANGE_ERASE for op in ops]
-    cols = S.row_columns(table, opts)
-    parts: list[list[bytes]] = []
-    if opts.envelope == S.ENVELOPE_BARE:
-        # a delete's record carries only the key columns
-        fields = []
-        for c in cols:
-            vals = values_of(c)
-            if not c.is_key:
-                vals = [None if e else v for v, e in zip(vals, erased, strict=True)]
-            fields.append(field_bytes(vals, S.field_type(c)))
-        parts.append([_SOME + r for r in _rows(fields, n)])
-    else:
-        if opts.diff:
-            oxs: list[bool] = batch.column("ox").to_pylist()
-            old = _rows(
-                [field_bytes(values_of(c, old=True), S.field_type(c)) for c in cols],
-                n,
-            )
-            parts.append(
-                [
-                    _SOME + r if ox and op != CHANGE_SNAPSHOT else _NULL
-                    for r, ox, op in zip(old, oxs, ops, strict=True)
-                ]
-            )
-        new = _rows([field_bytes(values_of(c), S.field_type(c)) for c in cols], n)
-        parts.append([_NULL if e else _SOME + r for r, e in zip(new, erased, strict=True)])
-    if opts.updated or opts.mvcc_timestamp:
-        lgs: list[int] = batch.column("lg").to_pylist()
-        hlc = [_text(f"{w}.{lg:010d}") for w, lg in zip(ts, lgs, strict=True)]
-        if opts.updated:
-            parts.append(hlc)
-        if opts.mvcc_timestamp:
-            parts.append(hlc)
-    value_prefix = frame(plan.value_id)
-    values = [value_prefix + v for v in _rows(parts, n)]
-    return partitions, keys, values, ts
+    keys, values = encode_columns(batch, plan)
+    key_list: list[bytes] = keys.to_pylist()
+    partitions = [partition_of(k, plan.partitions) for k in key_list]
+    return partitions, key_list, values.to_pylist(), batch.column("ts").to_pylist()
 
 
 def input_columns(plan: AvroPlan) -> list[str]:
@@ -333,22 +408,27 @@ def input_columns(plan: AvroPlan) -> list[str]:
 
 
 def encode_arrow(batch: pa.RecordBatch, plan: AvroPlan) -> pa.RecordBatch:
-    """:func:`encode_arrays` as an Arrow batch of the encoder output shape."""
+    """:func:`encode_columns` as an Arrow batch of the encoder output shape (partition included)."""
     import pyarrow as pa
 
-    p, k, v, t = encode_arrays(batch, plan)
+    keys, values = encode_columns(batch, plan)
+    partitions = [partition_of(k, plan.partitions) for k in keys.to_pylist()]
     return pa.RecordBatch.from_arrays(
-        [
-            pa.array(p, pa.int32()),
-            pa.array(k, pa.binary()),
-            pa.array(v, pa.binary()),
-            pa.array(t, pa.int64()),
-        ],
+        [pa.array(partitions, pa.int32()), keys, values, batch.column("ts")],
         names=["partition", "key", "value", "ts"],
     )
 
 
+def encode_kv(batch: pa.RecordBatch, plan: AvroPlan) -> pa.RecordBatch:
+    """The Spark workers' half: key, value and ts (the partition is computed in the JVM)."""
+    import pyarrow as pa
+
+    keys, values = encode_columns(batch, plan)
+    return pa.RecordBatch.from_arrays([keys, values, batch.column("ts")], names=["key", "value", "ts"])
+
+
 OUTPUT_DDL = "partition int, key binary, value binary, ts long"
+KV_DDL = "key binary, value binary, ts long"
 
 
 # ============================================================================ the encoder
@@ -404,12 +484,17 @@ class CrdbAvroEncoder(Encoder):
     def encode_spark(self, df: DataFrame, table: TableSchema, feed: FeedSpec) -> DataFrame:
         plan = self.plan(table, feed)
 
+        from pyspark.sql import functions as F
+
         def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for b in batches:
-                yield encode_arrow(b, plan)
+                yield encode_kv(b, plan)
 
-        # only the columns the encoder reads cross to the Python workers
-        return df.select(*input_columns(plan)).mapInArrow(encode, OUTPUT_DDL)
+        # only the columns the encoder reads cross to the Python workers; the partition is
+        # pmod(xxhash64(key), n), which equals partition_of, computed by Spark's own function
+        encoded = df.select(*input_columns(plan)).mapInArrow(encode, KV_DDL)
+        partition = F.pmod(F.xxhash64(F.col("key")), F.lit(plan.partitions)).cast("int")
+        return encoded.select(partition.alias("partition"), "key", "value", "ts")
 
     # ------------------------------------------------------------------ Python
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
