@@ -8,7 +8,9 @@
     for the whole batch, see ``formats/avro_columns.py``), rows/s and the ratio against (a);
 (c) the Spark face (``encode_spark``: ``mapInArrow`` on the executors) over the same rows read from
     Parquet (two files, one per core), written to Spark's ``noop`` sink; rows/s over the job only
-    (session start and the Parquet write excluded) and the ratio against (a);
+    (session start and the Parquet write excluded) and the ratio against (a); (c0) the same input
+    columns through an identity ``mapInArrow``: Spark's Arrow exchange with its Python workers
+    alone, the floor under (c);
 (d) schema registry: ``changefeed serve --registry`` in its own process;
     ``GET /subjects/<s>/versions/latest`` and ``GET /schemas/ids/<id>`` alternately over keep-alive
     connections from 1 and 4 client threads here, lookups/s;
@@ -174,7 +176,11 @@ def python_face(batch: pa.RecordBatch, t: TableSchema) -> Timed:
     return timed
 
 
-def spark_face(batch: pa.RecordBatch, t: TableSchema) -> Timed:
+def _identity(batches: Any) -> Any:
+    yield from batches
+
+
+def spark_face(batch: pa.RecordBatch, t: TableSchema) -> tuple[Timed, Timed]:
     import pyarrow.parquet as pq
 
     from changefeed.pipeline.session import get_spark
@@ -190,7 +196,13 @@ def spark_face(batch: pa.RecordBatch, t: TableSchema) -> Timed:
         enc.encode_spark(df.limit(10), t, Feed(t)).write.format("noop").mode("overwrite").save()  # warm up
         with Timed(cpu_tree) as timed:
             enc.encode_spark(df, t, Feed(t)).write.format("noop").mode("overwrite").save()  # type: ignore[arg-type]
-        return timed
+        # the floor: the same input columns through an identity mapInArrow (Spark's Arrow exchange)
+        from changefeed.formats.crdb_avro import input_columns
+
+        cols = df.select(*input_columns(enc.plan(t, Feed(t))))  # type: ignore[arg-type]
+        with Timed(cpu_tree) as floor:
+            cols.mapInArrow(_identity, cols.schema).write.format("noop").mode("overwrite").save()
+        return timed, floor
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -217,12 +229,58 @@ def start_registry(tmp: Path, port: int) -> subprocess.Popen[bytes]:
     return server
 
 
-def job(rows: int) -> dict[str, Any]:
-    """(e): the Avro changefeed job over a journal of ``rows`` change rows (see the docstring)."""
-    import resource
+def run_until_idle(db: Path, topic: str, expect: int) -> dict[str, Any]:
+    """``changefeed run --until-idle``: wall, the delivery phase (first record in the topic to the
+    last), and the CPU seconds of its whole process tree (driver, JVM, Python workers) sampled
+    from /proc: in all, and within the delivery phase."""
+    from pipeline_bench import CLI, env, topic_count
+    from proctree import cpu_seconds, tree
 
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [CLI, "run", "--db", str(db), "--until-idle"],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    out: list[bytes] = []
+    reader = threading.Thread(
+        target=lambda: out.append(proc.stdout.read() if proc.stdout else b""), daemon=True
+    )
+    reader.start()
+    first: tuple[float, int, float] | None = None  # wall, records, tree CPU
+    last: tuple[float, float] | None = None
+    cpu = 0.0
+    while proc.poll() is None:
+        cpu = max(cpu, cpu_seconds(tree(proc.pid)))
+        n, now = topic_count(db, topic), time.perf_counter()
+        if n and first is None:
+            first = (now, n, cpu)
+        if n >= expect and last is None:
+            last = (now, cpu)
+        time.sleep(0.1)
+    end = time.perf_counter()
+    reader.join(10)
+    if proc.returncode != 0:
+        raise RuntimeError(f"changefeed run failed ({proc.returncode}):\n{b''.join(out).decode()[-3000:]}")
+    n = topic_count(db, topic)
+    first = first or (end, 0, cpu)
+    last = last or (end, cpu)
+    return {
+        "records": n,
+        "wall": end - t0,
+        "to_first": first[0] - t0,
+        "delivery_s": max(last[0] - first[0], 1e-9),
+        "delivered": n - first[1],
+        "cpu": cpu,
+        "delivery_cpu": last[1] - first[2],
+    }
+
+
+def job(rows: int, fmt: str = "avro") -> dict[str, Any]:
+    """(e): the Avro changefeed job over a journal of ``rows`` change rows (see the docstring);
+    ``fmt="json"``: the same job in ``format = json`` (what is not the encoder costs the same)."""
     import changefeed
-    from crdb_job_bench import run_spark_until_idle
 
     tmp = Path(tempfile.mkdtemp(prefix="avro-bench-job-"))
     port = free_port()
@@ -235,8 +293,13 @@ def job(rows: int) -> dict[str, Any]:
                 "CREATE TABLE t (k INT8 PRIMARY KEY, a STRING, b INT8, c FLOAT8) WITH (uniform_partitions = 4)"
             )
             conn.execute(
-                "CREATE CHANGEFEED FOR t INTO 'topics://' WITH format = avro, "
-                f"confluent_schema_registry = 'http://127.0.0.1:{port}', updated, no_initial_scan"
+                "CREATE CHANGEFEED FOR t INTO 'topics://' WITH "
+                + (
+                    f"format = avro, confluent_schema_registry = 'http://127.0.0.1:{port}', "
+                    if fmt == "avro"
+                    else ""
+                )
+                + "updated, no_initial_scan"
             )
             chunk = 50_000
             for lo in range(0, rows, chunk):
@@ -245,10 +308,7 @@ def job(rows: int) -> dict[str, Any]:
                     ((k, f"name-{k}", k * 7, k / 3.0) for k in range(lo, min(rows, lo + chunk))),
                 )
         built = time.perf_counter() - t0
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        res = run_spark_until_idle(db, "t", rows)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        res["cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        res = run_until_idle(db, "t", rows)
         res["built"] = built
         return res
     finally:
@@ -301,6 +361,9 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=20_000)
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--job", action="store_true", help="also time the Avro job over a journal of --rows rows")
+    ap.add_argument(
+        "--job-json", action="store_true", help="and the same job in format = json, for comparison"
+    )
     args = ap.parse_args()
     t = table()
     batch = change_rows(t, args.rows)
@@ -316,14 +379,19 @@ def main() -> None:
     py = python_face(batch, t)
     line("(b) encode_python:          ", py.wall, py.cpu, base.wall)
     if not args.skip_spark:
-        sp = spark_face(batch, t)
+        sp, floor = spark_face(batch, t)
         line("(c) encode_spark:           ", sp.wall, sp.cpu, base.wall)
-    if args.job:
-        j = job(n)
-        print(f"(e) journal of {n:,} rows built in {j['built']:.1f} s")
-        line("(e) Avro job, delivery phase: ", j["delivery_s"], j["cpu"], base.wall)
-        line("(e) Avro job, rows / wall:    ", j["wall"], j["cpu"], base.wall)
-        print(f"    {j['records']:,} records in the topic, peak RSS {j['rss_gb']:.2f} GB")
+        line("(c0) identity mapInArrow:   ", floor.wall, floor.cpu, base.wall)
+    for fmt in ["avro"] * args.job + ["json"] * args.job_json:
+        j = job(n, fmt)
+        print(f"(e) {fmt}: journal of {n:,} rows built in {j['built']:.1f} s")
+        d = j["delivered"]
+        print(
+            f"(e) {fmt} job, delivery phase: {d / j['delivery_s']:,.0f} rows/s ({d:,} rows in {j['delivery_s']:.1f} s), "
+            f"{d / j['delivery_s'] / (n / base.wall):.2f}x the loop; CPU {j['delivery_cpu'] / max(d, 1) * 1e6:.2f} us/row"
+        )
+        line(f"(e) {fmt} job, rows / wall:    ", j["wall"], j["cpu"], base.wall)
+        print(f"    first record after {j['to_first']:.1f} s; {j['records']:,} records in the topic")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     for threads in (1, 4):
         print(f"(d) registry lookups, {threads} client(s): {lookups(args.lookups, threads):,.0f}/s")

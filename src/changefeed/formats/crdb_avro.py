@@ -16,10 +16,13 @@ subjects ``<prefix><topic>-key`` and ``-value``. A table whose schema changed ge
 new versions are registered under the same subjects; every field is a nullable union with a null
 default, so each version reads the others.
 
-Encoding is column-wise conversion of Arrow columns to Avro values, then one fastavro
-``schemaless_writer`` call per datum with the schema parsed once per batch plan. The Spark face
-runs the same function over change-row Arrow batches with ``mapInArrow`` on the executors (Spark
-has no Avro writer without the external spark-avro jar); the schemas and ids travel in the closure.
+Encoding writes the Avro binary of a whole Arrow batch column by column
+(:mod:`changefeed.formats.avro_columns`: numpy for longs, doubles, booleans and union branches, the
+Arrow string/bytes columns as they are, rows joined by an Arrow kernel); the types it does not
+write (DECIMAL, arrays, BIT, INTERVAL, JSONB) go through fastavro per value. The Spark face runs
+the same function over change-row Arrow batches with ``mapInArrow`` on the executors (Spark has no
+Avro writer without the external spark-avro jar; the schemas and ids travel in the closure), and
+the topic partition is Spark's own ``pmod(xxhash64(key), n)``.
 """
 
 from __future__ import annotations
@@ -199,9 +202,10 @@ def _writer(schema: Any) -> Callable[[Any], bytes]:
 # ============================================================================ binary, column-wise
 #
 # An Avro record's binary form is the concatenation of its fields' encodings, and a union's is the
-# branch index (zig-zag varint) followed by the value. So each column is encoded on its own into a
-# list of byte strings (one per row), and rows, keys and envelopes are joins of those lists. The
-# common types are written here; the others (decimal, arrays, BIT) go through fastavro per value.
+# branch index (zig-zag varint) followed by the value. A batch's keys and values are written field
+# by field into a RowWriter (formats/avro_columns.py) without a Python step per row for the common
+# types; ``field_bytes`` is the per-value writer (one byte string per row) for the others, and the
+# reference the column-wise writer is tested against.
 
 _NULL = b"\x00"  # union branch 0: null
 _SOME = b"\x02"  # union branch 1
