@@ -19,7 +19,10 @@
     no_initial_scan`` created first, N rows UPSERTed in 50,000-row transactions, then
     ``changefeed run --until-idle`` against a registry served by ``changefeed serve --registry``:
     delivery-phase rate and rows / wall (see ``crdb_job_bench.py`` for what each covers), ratio
-    against (a).
+    against (a); then, unless ``--skip-spark``, (f) a batch read of the same journal through the
+    ``changefeed-journal`` source into ``noop`` and (g) that read + ``encode_spark``: the job's
+    delivery minus (g) is its shuffle, sort and topic append. ``--job-json``: the same job in
+    ``format = json`` (what is not the encoder costs the same).
 
 Every figure also prints CPU time per row (this process's for (a) and (b); the whole process tree,
 driver, JVM and Python workers, for (c); the ``run`` child's tree for (e)): the machine is shared,
@@ -277,7 +280,31 @@ def run_until_idle(db: Path, topic: str, expect: int) -> dict[str, Any]:
     }
 
 
-def job(rows: int, fmt: str = "avro") -> dict[str, Any]:
+def job_stages(db: Path, table_id: int) -> tuple[Timed, Timed]:
+    """(f) the journal source read alone into ``noop``, (g) the journal read + ``encode_spark``
+    into ``noop`` (batch reads of the same journal, in this process's Spark session): the job's
+    delivery minus (g) is its shuffle, sort and topic append."""
+    from changefeed.pipeline.journal_source import load_table
+    from changefeed.pipeline.session import get_spark
+
+    spark = get_spark("avro-bench")
+    t = load_table(db, table_id)
+    df = (
+        spark.read.format("changefeed-journal")
+        .option("path", str(db))
+        .option("table_id", str(table_id))
+        .load()
+    )
+    enc = CrdbAvroEncoder(MemoryResolver())
+    enc.encode_spark(df.limit(10), t, Feed(t)).write.format("noop").mode("overwrite").save()  # type: ignore[arg-type]
+    with Timed(cpu_tree) as read:
+        df.write.format("noop").mode("overwrite").save()
+    with Timed(cpu_tree) as both:
+        enc.encode_spark(df, t, Feed(t)).write.format("noop").mode("overwrite").save()  # type: ignore[arg-type]
+    return read, both
+
+
+def job(rows: int, fmt: str = "avro", stages: bool = True) -> dict[str, Any]:
     """(e): the Avro changefeed job over a journal of ``rows`` change rows (see the docstring);
     ``fmt="json"``: the same job in ``format = json`` (what is not the encoder costs the same)."""
     import changefeed
@@ -307,9 +334,12 @@ def job(rows: int, fmt: str = "avro") -> dict[str, Any]:
                     "UPSERT INTO t (k, a, b, c) VALUES (?, ?, ?, ?)",
                     ((k, f"name-{k}", k * 7, k / 3.0) for k in range(lo, min(rows, lo + chunk))),
                 )
+            table_id = conn.db.find_table("t").id  # type: ignore[union-attr]
         built = time.perf_counter() - t0
         res = run_until_idle(db, "t", rows)
         res["built"] = built
+        if fmt == "avro" and stages:
+            res["stages"] = job_stages(db, table_id)
         return res
     finally:
         registry.terminate()
@@ -383,7 +413,7 @@ def main() -> None:
         line("(c) encode_spark:           ", sp.wall, sp.cpu, base.wall)
         line("(c0) identity mapInArrow:   ", floor.wall, floor.cpu, base.wall)
     for fmt in ["avro"] * args.job + ["json"] * args.job_json:
-        j = job(n, fmt)
+        j = job(n, fmt, stages=not args.skip_spark)
         print(f"(e) {fmt}: journal of {n:,} rows built in {j['built']:.1f} s")
         d = j["delivered"]
         print(
@@ -392,6 +422,10 @@ def main() -> None:
         )
         line(f"(e) {fmt} job, rows / wall:    ", j["wall"], j["cpu"], base.wall)
         print(f"    first record after {j['to_first']:.1f} s; {j['records']:,} records in the topic")
+        if "stages" in j:
+            read, both = j["stages"]
+            line("(f) journal read -> noop:     ", read.wall, read.cpu, base.wall)
+            line("(g) journal read + encode:    ", both.wall, both.cpu, base.wall)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     for threads in (1, 4):
         print(f"(d) registry lookups, {threads} client(s): {lookups(args.lookups, threads):,.0f}/s")
