@@ -146,15 +146,13 @@ class BatchEncoder:
         base = nk + 4
         new_cols = cols[base : base + nv]
         old_cols = cols[base + nv : base + 2 * nv] if self.wants_old else ()
-        render = self.enc.render
+        render = self.enc.render_column
         texts: list[list[list[str] | None]] = [[None] * nv, [None] * nv]
 
         def text(kind: int, i: int) -> list[str]:
             got = texts[kind][i]
             if got is None:
-                f = render[i]
-                src = new_cols[i] if kind == _NEW else old_cols[i]
-                got = texts[kind][i] = ["null" if v is None else f(v) for v in src]
+                got = texts[kind][i] = render[i](new_cols[i] if kind == _NEW else old_cols[i])
             return got
 
         out: list[str] = [""] * n
@@ -247,11 +245,20 @@ def cdc_rows(
     keys = schema.key
     nk = len(keys)
     convert = [(j, c.type.from_db) for j, c in enumerate(keys) if not c.type.stored_as_is]
+    last_ms, when = None, _EPOCH
     for chunk, texts in encoded_changes(
         conn, schema, scopes, lo_ms, hi_ms, key_eq=key_eq, descending=descending, most=CDC_BATCH_ROWS
     ):
         for r, text in zip(chunk, texts, strict=True):
-            key = list(r[1 : 1 + nk])
-            for j, f in convert:
-                key[j] = f(key[j])
-            yield (_EPOCH + r[0] * _MS, *key, text)
+            ms = r[0]
+            if ms != last_ms:  # a commit's changes share their time: one datetime for them all
+                last_ms, when = ms, _EPOCH + ms * _MS
+            if convert:
+                key = list(r[1 : 1 + nk])
+                for j, f in convert:
+                    key[j] = f(key[j])
+                yield (when, *key, text)
+            elif nk == 1:
+                yield (when, r[1], text)
+            else:
+                yield (when, *r[1 : 1 + nk], text)
