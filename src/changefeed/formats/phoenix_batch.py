@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -140,20 +141,24 @@ class BatchEncoder:
         if n == 0:
             return []
         nk, nv = self.nk, self.nv
-        cols = list(zip(*rows, strict=True))
-        code = np.asarray(cols[2 + nk], dtype=np.int64)
-        differs = np.asarray(cols[3 + nk], dtype=np.int64)
+        # Only the columns a shape uses are taken out of the rows, each when first needed.
+        code = np.fromiter(map(itemgetter(2 + nk), rows), dtype=np.int64, count=n)
+        differs_at: list[np.ndarray[Any, Any]] = []
         base = nk + 4
-        new_cols = cols[base : base + nv]
-        old_cols = cols[base + nv : base + 2 * nv] if self.wants_old else ()
         render = self.enc.render_column
         texts: list[list[list[str] | None]] = [[None] * nv, [None] * nv]
 
         def text(kind: int, i: int) -> list[str]:
             got = texts[kind][i]
             if got is None:
-                got = texts[kind][i] = render[i](new_cols[i] if kind == _NEW else old_cols[i])
+                at = base + i if kind == _NEW else base + nv + i
+                got = texts[kind][i] = render[i](list(map(itemgetter(at), rows)))
             return got
+
+        def differs() -> np.ndarray[Any, Any]:
+            if not differs_at:
+                differs_at.append(np.fromiter(map(itemgetter(3 + nk), rows), dtype=np.int64, count=n))
+            return differs_at[0]
 
         out: list[str] = [""] * n
         uniq, inverse = np.unique(code, return_inverse=True)
@@ -163,7 +168,7 @@ class BatchEncoder:
             kept = self._rewrites(c)
             if kept:
                 mask = sum(1 << i for i in kept)
-                diff = (differs[idx] & mask) != 0
+                diff = (differs()[idx] & mask) != 0
                 groups = [(idx[~diff], False), (idx[diff], True)]
             else:
                 groups = [(idx, False)]
