@@ -477,6 +477,9 @@ class TopicStore:
                 f"(partitions 0..{info.partitions - 1})"
             )
         path = self._partition_path(info, partition)
+        c = _conns.get(path)
+        if c is not None and c.pid == os.getpid():  # open already: no stat per call
+            return c, path
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         return _connection(path, _PARTITION_APP_ID, _PARTITION_SCHEMA), path
