@@ -182,7 +182,16 @@ def _record(td: int, od: int, key: bytes | None, value: bytes | None, headers: b
     return out + headers
 
 
-def test_produced_records_parse_column_wise_with_headers_long_varints_and_nulls() -> None:
+@pytest.fixture(params=["column-wise", "record by record"])
+def parse_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test through both parsers: numpy over all records, and the small-batch loop."""
+    from changefeed.server.kafka import records
+
+    monkeypatch.setattr(records, "_FEW", 0 if request.param == "column-wise" else 1 << 30)
+    return str(request.param)
+
+
+def test_produced_records_parse_column_wise_with_headers_long_varints_and_nulls(parse_path: str) -> None:
     header = _zz(1) + _zz(2) + b"hk" + _zz(3) + b"hv!"
     recs = [
         _record(0, 0, b"a", b"1"),
@@ -208,7 +217,7 @@ def test_produced_records_parse_column_wise_with_headers_long_varints_and_nulls(
         ([_record(0, 0, b"a", None, _zz(-3))], ""),  # a negative header count is only skipped
     ],
 )
-def test_malformed_produced_records_are_refused(records: list[bytes], message: str) -> None:
+def test_malformed_produced_records_are_refused(records: list[bytes], message: str, parse_path: str) -> None:
     from changefeed.server.kafka.wire import MalformedRequest
 
     data = _produced_batch(records)

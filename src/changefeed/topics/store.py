@@ -20,6 +20,7 @@ appear in a path, only the catalog's integer id does (ids are never reused, even
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import sqlite3
@@ -379,16 +380,20 @@ def _insert_rows(
         conn.execute(head + ", ".join([row_sql] * (n - full)), flat[4 * full :])
 
 
-#: Rows per statement of :func:`_insert_slices`. The statement is prepared once; a shorter tail
-#: is padded with null rows that its WHERE drops.
+#: Rows per statement of :func:`_insert_slices`: 256, or a shorter tail padded to a power of two
+#: with null rows that the WHERE drops, so a handful of statements are prepared once each.
 _SLICE_ROWS = 256
-_SLICE_SQL = (
-    "INSERT INTO records (offset, key, value, ts, write_time) SELECT ?1 + column1, "
-    "CASE WHEN column3 < 0 THEN NULL ELSE substr(?2, column2, column3) END, "
-    "substr(?2, column4, column5), column6 * ?3, ?4 FROM (VALUES "
-    + ", ".join(["(?, ?, ?, ?, ?, ?)"] * _SLICE_ROWS)
-    + ") WHERE column1 IS NOT NULL"
-)
+
+
+@functools.cache
+def _slice_sql(rows: int) -> str:
+    return (
+        "INSERT INTO records (offset, key, value, ts, write_time) SELECT ?1 + column1, "
+        "CASE WHEN column3 < 0 THEN NULL ELSE substr(?2, column2, column3) END, "
+        "substr(?2, column4, column5), column6 * ?3, ?4 FROM (VALUES "
+        + ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
+        + ") WHERE column1 IS NOT NULL"
+    )
 
 
 def _insert_slices(
@@ -417,9 +422,9 @@ def _insert_slices(
             axis=1,
         )
         params: list[Any] = [start, view[lo:hi], int(ts_unit_ns), int(now), *rows.ravel().tolist()]
-        if j - i < _SLICE_ROWS:
-            params.extend([None] * (6 * (_SLICE_ROWS - (j - i))))
-        conn.execute(_SLICE_SQL, params)
+        size = 1 << (j - i - 1).bit_length()  # j - i rounded up to a power of two
+        params.extend([None] * (6 * (size - (j - i))))
+        conn.execute(_slice_sql(size), params)
 
 
 # ---------------------------------------------------------------------------------------------

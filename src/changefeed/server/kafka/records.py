@@ -271,11 +271,66 @@ def _varints(u: npt.NDArray[np.uint8], pos: Int64s) -> tuple[Int64s, Int64s]:
     return (acc >> np.uint64(1)).astype(np.int64) ^ -(acc & np.uint64(1)).astype(np.int64), size
 
 
+#: Batches of fewer records are parsed record by record: numpy's per-call overhead would
+#: outweigh its per-record gain.
+_FEW = 64
+
+
+def _varint_in(body: bytes, p: int, end: int) -> tuple[int, int]:
+    """The zigzag varint at ``p``, which must end before ``end``: (value, position after)."""
+    u = 0
+    shift = 0
+    while True:
+        if p >= end:
+            raise MalformedRequest("record fields run past the record")
+        b = body[p]
+        p += 1
+        u |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (u >> 1) ^ -(u & 1), p
+        shift += 7
+        if shift > 63:
+            raise MalformedRequest("varint too long in a record batch")
+
+
+def _parse_few(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
+    """:func:`_parse_records` one record at a time, for small batches."""
+    cols: tuple[list[int], ...] = ([], [], [], [], [])
+    ks_, kl_, vs_, vl_, ts_ = cols
+    p = 0
+    size = len(body)
+    for _ in range(count):
+        n, p = _varint_in(body, p, size)
+        end = p + n
+        if n < 0 or end > size:
+            raise MalformedRequest("record runs past its batch")
+        td, q = _varint_in(body, p + 1, end)
+        _, q = _varint_in(body, q, end)
+        kl, q = _varint_in(body, q, end)
+        if kl < -1:
+            raise MalformedRequest("record fields run past the record")
+        ks_.append(q)
+        kl_.append(kl)
+        vl, q = _varint_in(body, q + max(kl, 0), end)
+        if vl < -1 or q + max(vl, 0) > end:
+            raise MalformedRequest("record fields run past the record")
+        vs_.append(q)
+        vl_.append(vl)
+        ts_.append(base_ts + td)
+        p = end
+    if p != size:
+        raise MalformedRequest("record batch holds more bytes than its records")
+    ks, kl_a, vs, vl_a, ts = (np.array(c, dtype=np.int64) for c in cols)
+    return ks, kl_a, vs, vl_a, ts
+
+
 def _parse_records(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
     """(key starts, key lengths, value starts, value lengths, timestamps) of ``count`` records.
     Record boundaries are found in one Python loop; each field is then decoded for every record
     at once with numpy (attributes, timestamp delta, offset delta, key, value; headers are
     skipped: the topic log keeps key, value and timestamp)."""
+    if count < _FEW:
+        return _parse_few(body, count, base_ts)
     starts, ends = _record_bounds(body, count)
     if (ends[-1] if ends else 0) != len(body):
         raise MalformedRequest("record batch holds more bytes than its records")
