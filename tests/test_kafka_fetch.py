@@ -205,6 +205,11 @@ def test_produced_records_parse_column_wise_with_headers_long_varints_and_nulls(
     assert batch.values == [b"1", b"x" * 300, None, b""]
     base = 1_700_000_000_000
     assert batch.timestamps_ms.tolist() == [base, base - 5, base + 70_000, base + (1 << 40)]
+    # Timestamps past int64 are held at its ends, not wrapped: the broker then refuses or replaces them.
+    edge = [_record(1 << 62, 0, None, b"x"), _record(-(1 << 62), 1, None, b"y")]
+    (hi,) = parse_batches(_produced_batch(edge[:1], base_ts=(1 << 62) + 5))
+    (lo,) = parse_batches(_produced_batch(edge[1:], base_ts=-(1 << 62) - 5))
+    assert (hi.timestamps_ms.tolist(), lo.timestamps_ms.tolist()) == ([(1 << 63) - 1], [-(1 << 63)])
 
 
 @pytest.mark.parametrize(

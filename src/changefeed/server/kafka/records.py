@@ -274,6 +274,8 @@ def _varints(u: npt.NDArray[np.uint8], pos: Int64s) -> tuple[Int64s, Int64s]:
 #: Batches of fewer records are parsed record by record: numpy's per-call overhead would
 #: outweigh its per-record gain.
 _FEW = 64
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
 
 
 def _varint_in(body: bytes, p: int, end: int) -> tuple[int, int]:
@@ -316,7 +318,7 @@ def _parse_few(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
             raise MalformedRequest("record fields run past the record")
         vs_.append(q)
         vl_.append(vl)
-        ts_.append(base_ts + td)
+        ts_.append(min(max(base_ts + td, _I64_MIN), _I64_MAX))
         p = end
     if p != size:
         raise MalformedRequest("record batch holds more bytes than its records")
@@ -351,7 +353,22 @@ def _parse_records(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
     vs = kend + n
     if count and (int(vl.min()) < -1 or bool((vs + np.maximum(vl, 0) > end).any())):
         raise MalformedRequest("record fields run past the record")
-    return ks, kl, vs, vl, tdelta + base_ts
+    return ks, kl, vs, vl, _add_saturating(tdelta, base_ts)
+
+
+def _add_saturating(deltas: Int64s, base: int) -> Int64s:
+    """``base + deltas`` held at the int64 ends instead of wrapping: a timestamp past them is
+    still out of range (INVALID_TIMESTAMP) or negative (none), as with Python ints."""
+    out = deltas + np.int64(base)
+    if base >= 0:
+        over = (deltas > 0) & (out < 0)
+        if over.any():
+            out[over] = _I64_MAX
+    else:
+        under = (deltas < 0) & (out >= 0)
+        if under.any():
+            out[under] = _I64_MIN
+    return out
 
 
 def parse_batches(data: bytes) -> list[ProducedBatch]:
