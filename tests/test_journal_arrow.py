@@ -78,7 +78,9 @@ def test_a_failed_arrow_read_falls_back_to_python(tmp_path: Path, monkeypatch: p
 def test_varint_columns_read_through_python(tmp_path: Path) -> None:
     db = tmp_path / "db"
     with changefeed.connect(db, dialect="cql") as conn:
-        conn.execute("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        conn.execute(
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
         conn.execute("CREATE TABLE ks.v (k varint PRIMARY KEY, n varint) WITH cdc = {'enabled': true}")
         tid = _table_id(conn, "ks.v")
     assert JS._ArrowReader.open(JS._Options({"path": str(db), "table_id": str(tid)})) is None
