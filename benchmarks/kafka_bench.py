@@ -10,8 +10,9 @@ run, measures
   (2) consume again: a second group reads the same records (encoded batches served from cache);
   (3) produce: an idempotent producer (acks=all) writes the same number of records.
 Prints messages/s per run and the median against the targets of issue 10 (consume 200,000/s,
-produce 100,000/s for 200-byte values), with the server's CPU per message and the machine's load
-average (the machine is shared: quote figures with the load they were measured at).
+produce 100,000/s for 200-byte values), with the server's and the client's CPU per message and the
+machine's load average (the machine is shared: quote figures with the load they were measured at;
+on 2 cores, server and client CPU per message together bound the rate).
 ``--py-spy FILE`` records a raw py-spy profile of the server over the whole measurement.
 """
 
@@ -140,12 +141,19 @@ def produce(port: int, topic: str, n: int, size: int) -> float:
     return n / dt
 
 
-def verdict(label: str, rates: list[float], target: int, cpu_us: list[float]) -> str:
+def own_cpu_seconds() -> float:
+    """This process's CPU time: the client, librdkafka's threads included."""
+    t = os.times()
+    return t.user + t.system
+
+
+def verdict(label: str, rates: list[float], target: int, cpu_us: list[float], client_us: list[float]) -> str:
     med = statistics.median(rates)
     runs = ", ".join(f"{r:,.0f}" for r in rates)
     return (
         f"{label:<16} {med:>9,.0f} msg/s  ({med / target:.2f} x target {target:,})  "
-        f"runs: {runs}; server CPU {statistics.median(cpu_us):.1f} us/msg"
+        f"runs: {runs}; server CPU {statistics.median(cpu_us):.1f} us/msg, "
+        f"client CPU {statistics.median(client_us):.1f} us/msg"
     )
 
 
@@ -178,6 +186,7 @@ def main() -> None:
         warm: list[float] = []
         prod: list[float] = []
         cpu: dict[str, list[float]] = {"cold": [], "warm": [], "prod": []}
+        client: dict[str, list[float]] = {"cold": [], "warm": [], "prod": []}
         try:
             for r in range(args.runs):
                 for kind, out, fn in (
@@ -185,9 +194,10 @@ def main() -> None:
                     ("warm", warm, functools.partial(consume, port, f"bench-in-{r}", f"again-{r}", n)),
                     ("prod", prod, functools.partial(produce, port, f"bench-out-{r}", n, args.value_bytes)),
                 ):
-                    c0 = cpu_seconds(proc.pid)
+                    c0, o0 = cpu_seconds(proc.pid), own_cpu_seconds()
                     out.append(fn())
                     cpu[kind].append((cpu_seconds(proc.pid) - c0) / n * 1e6)
+                    client[kind].append((own_cpu_seconds() - o0) / n * 1e6)
                 print(
                     f"run {r + 1}: consume {cold[-1]:,.0f}, again {warm[-1]:,.0f}, produce {prod[-1]:,.0f} msg/s"
                 )
@@ -199,9 +209,9 @@ def main() -> None:
                 spy.wait()
             proc.terminate()
             proc.wait(10)
-        print(verdict("consume", cold, CONSUME_TARGET, cpu["cold"]))
-        print(verdict("consume (again)", warm, CONSUME_TARGET, cpu["warm"]))
-        print(verdict("produce", prod, PRODUCE_TARGET, cpu["prod"]))
+        print(verdict("consume", cold, CONSUME_TARGET, cpu["cold"], client["cold"]))
+        print(verdict("consume (again)", warm, CONSUME_TARGET, cpu["warm"], client["warm"]))
+        print(verdict("produce", prod, PRODUCE_TARGET, cpu["prod"], client["prod"]))
         print(f"load after: {load()} (1, 5, 15 min; 2 cores)")
 
 

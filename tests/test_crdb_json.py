@@ -376,3 +376,31 @@ def test_spark_float_text_equals_python(spark: Any) -> None:
     got = {r["i"]: r["s"] for r in CV.with_float_texts(df, ["d"]).select("i", rendered).toArrow().to_pylist()}
     bad = [(x, CV.float_text(x), got[i]) for i, x in enumerate(xs) if got[i] != CV.float_text(x)]
     assert bad == [], bad[:10]
+
+
+@pytest.mark.spark
+def test_spark_json_string_equals_python(spark: Any) -> None:
+    """Go-style string escaping on Spark against :func:`json_string`: every ASCII character,
+    backslashes before escapes, non-ASCII text and NULL."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    rnd = random.Random(11)
+    texts: list[str | None] = [chr(i) for i in range(128)] + [
+        None,
+        "",
+        "plain",
+        "\\u0001",
+        '\\"',
+        "é€😀\u2028",
+    ]
+    alphabet = [chr(i) for i in range(40)] + ["\\", '"', "a", "é", "😀"]
+    texts += ["".join(rnd.choice(alphabet) for _ in range(rnd.randrange(1, 12))) for _ in range(500)]
+    df = spark.createDataFrame(pa.table({"i": list(range(len(texts))), "s": pa.array(texts, pa.string())}))
+    got = {
+        r["i"]: r["j"]
+        for r in df.select("i", CV.spark_json_string(F.col("s")).alias("j")).toArrow().to_pylist()
+    }
+    bad = [(t, got[i]) for i, t in enumerate(texts) if got[i] != (None if t is None else CV.json_string(t))]
+    assert bad == [], bad[:10]

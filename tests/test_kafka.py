@@ -771,7 +771,7 @@ def test_record_batch_round_trip_and_crc() -> None:
     ts = [1_700_000_000_000, 1_699_999_000_000, 1_700_000_900_000, 1_700_000_000_001]
     data = encode_batch(41, [41, 42, 9000, 9001], keys, values, ts)
     (batch,) = parse_batches(data)
-    assert (batch.keys, batch.values, batch.timestamps_ms) == (keys, values, ts)
+    assert (batch.keys, batch.values, batch.timestamps_ms.tolist()) == (keys, values, ts)
     assert struct.unpack(">q", data[:8])[0] == 41
     assert struct.unpack(">i", data[23:27])[0] == 9001 - 41  # last offset delta
     damaged = bytearray(data)

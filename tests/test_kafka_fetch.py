@@ -67,7 +67,7 @@ def test_encoder_matches_the_protocol_guide(shape: str) -> None:
     data = encode_batch(offsets[0], offsets, keys, values, ts)
     assert data == reference_batch(offsets[0], offsets, keys, values, ts)
     (batch,) = parse_batches(data)
-    assert (batch.keys, batch.values, batch.timestamps_ms) == (keys, values, ts)
+    assert (batch.keys, batch.values, batch.timestamps_ms.tolist()) == (keys, values, ts)
 
 
 def test_store_reads_columns_with_and_without_offset_gaps(tmp_path: Path) -> None:
@@ -149,16 +149,135 @@ def test_produced_timestamps_become_ns_and_out_of_range_ones_are_refused(tmp_pat
     info = st.ensure_topic("t", 1, 0)
     broker = Broker(tmp_path)
     try:
-        ok = ProducedBatch(-1, -1, -1, False, [b"a", None], [b"1", None], [1_700_000_000_123, -1])
+        ok = ProducedBatch.from_lists(-1, -1, -1, False, [b"a", None], [b"1", None], [1_700_000_000_123, -1])
         assert broker.append_batches(info, 0, [ok]).error == E.NONE
         (a, b) = st.read("t", 0, 0)
         assert (a.key, a.value, a.ts) == (b"a", b"1", 1_700_000_000_123_000_000)
         assert (b.key, b.value) == (None, b"") and abs(
             b.ts - time.time_ns()
         ) < 60 * 10**9  # no timestamp: now
-        bad = ProducedBatch(-1, -1, -1, False, [None], [b"x"], [9_300_000_000_000])
+        bad = ProducedBatch.from_lists(-1, -1, -1, False, [None], [b"x"], [9_300_000_000_000])
         res = broker.append_batches(info, 0, [bad])
         assert (res.error, res.message) == (E.INVALID_TIMESTAMP, "timestamp 9300000000000 ms is out of range")
         assert st.offsets("t") == {0: (0, 2)}
     finally:
         broker.close()
+
+
+# -- the produce path: record batches parsed column-wise, appended as slices -------------------
+
+
+def _produced_batch(records: list[bytes], base_ts: int = 1_700_000_000_000) -> bytes:
+    """A magic-2 batch around hand-framed records (each ``attributes .. headers``)."""
+    body = b"".join(_zz(len(r)) + r for r in records)
+    n = len(records)
+    after = struct.pack(">hiqqqhii", 0, n - 1, base_ts, base_ts, 7, 0, 0, n) + body
+    return struct.pack(">qiibI", 0, 9 + len(after), 0, 2, crc32c.crc32c(after)) + after
+
+
+def _record(td: int, od: int, key: bytes | None, value: bytes | None, headers: bytes = _zz(0)) -> bytes:
+    out = b"\x00" + _zz(td) + _zz(od)
+    out += _zz(-1) if key is None else _zz(len(key)) + key
+    out += _zz(-1) if value is None else _zz(len(value)) + value
+    return out + headers
+
+
+@pytest.fixture(params=["column-wise", "record by record"])
+def parse_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test through both parsers: numpy over all records, and the small-batch loop."""
+    from changefeed.server.kafka import records
+
+    monkeypatch.setattr(records, "_FEW", 0 if request.param == "column-wise" else 1 << 30)
+    return str(request.param)
+
+
+def test_produced_records_parse_column_wise_with_headers_long_varints_and_nulls(parse_path: str) -> None:
+    header = _zz(1) + _zz(2) + b"hk" + _zz(3) + b"hv!"
+    recs = [
+        _record(0, 0, b"a", b"1"),
+        _record(-5, 1, None, b"x" * 300, header),  # negative delta, 2-byte value length
+        _record(70_000, 2_000_000, b"k" * 9000, None),  # 3- and 4-byte varints, null value
+        _record(1 << 40, 3, b"", b"", header),  # a 6-byte timestamp delta, empty key and value
+    ]
+    (batch,) = parse_batches(_produced_batch(recs))
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count) == (7, 0, 0, 4)
+    assert batch.keys == [b"a", None, b"k" * 9000, b""]
+    assert batch.values == [b"1", b"x" * 300, None, b""]
+    base = 1_700_000_000_000
+    assert batch.timestamps_ms.tolist() == [base, base - 5, base + 70_000, base + (1 << 40)]
+    # Timestamps past int64 are held at its ends, not wrapped: the broker then refuses or replaces them.
+    edge = [_record(1 << 62, 0, None, b"x"), _record(-(1 << 62), 1, None, b"y")]
+    (hi,) = parse_batches(_produced_batch(edge[:1], base_ts=(1 << 62) + 5))
+    (lo,) = parse_batches(_produced_batch(edge[1:], base_ts=-(1 << 62) - 5))
+    assert (hi.timestamps_ms.tolist(), lo.timestamps_ms.tolist()) == ([(1 << 63) - 1], [-(1 << 63)])
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ([_record(0, 0, b"a" * 10, b"1")[:-4]], "run past the record"),  # key longer than its record
+        ([_record(0, 0, b"a", b"v" * 50)[:-9] + _zz(0)], "run past the record"),  # value too
+        ([b"\x00" + b"\xff" * 11], "too long"),  # an endless varint
+        ([_record(0, 0, None, b"v")[:1]], "run past the record"),  # attributes only
+        ([_record(0, 0, b"a", None, _zz(-3))], ""),  # a negative header count is only skipped
+    ],
+)
+def test_malformed_produced_records_are_refused(records: list[bytes], message: str, parse_path: str) -> None:
+    from changefeed.server.kafka.wire import MalformedRequest
+
+    data = _produced_batch(records)
+    if not message:
+        (batch,) = parse_batches(data)
+        assert (batch.keys, batch.values) == ([b"a"], [None])
+        return
+    with pytest.raises(MalformedRequest, match=message):
+        parse_batches(data)
+    # a record count beyond the records, and bytes after them
+    head = struct.unpack_from(">qiibI", _produced_batch([_record(0, 0, b"a", b"1")]))
+    assert head[3] == 2
+    for extra, count in ((b"", 2), (b"\x00", 1)):
+        body = _zz(len(_record(0, 0, b"a", b"1"))) + _record(0, 0, b"a", b"1") + extra
+        after = struct.pack(">hiqqqhii", 0, 0, 0, 0, -1, -1, -1, count) + body
+        bad = struct.pack(">qiibI", 0, 9 + len(after), 0, 2, crc32c.crc32c(after)) + after
+        with pytest.raises(MalformedRequest, match="record"):
+            parse_batches(bad)
+
+
+def test_append_slices_checks_the_writer_in_its_transaction_and_chunks_rows(tmp_path: Path) -> None:
+    import dataclasses
+
+    import numpy as np
+
+    from changefeed.exceptions import TopicError
+    from changefeed.topics.store import Appended, RecordSlices
+
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    two = RecordSlices.from_lists([b"a", None], [b"1", b""], [5, 6])
+    assert st.append_slices(info, 0, "w", 1, two, 1_000_000, expect_after=-1) == Appended(0, 2, 0, None)
+    assert st.append_slices(info, 0, "w", 1, two, expect_after=-1) == Appended(2, 0, 0, 1)  # a retry
+    assert st.append_slices(info, 0, "w", 9, two, expect_after=5) == Appended(2, 0, 0, 1)  # a gap
+    assert st.append_slices(info, 0, "w", 3, two, 1_000_000, expect_after=1) == Appended(2, 2, 0, 1)
+    assert [(r.offset, r.key, r.value, r.ts) for r in st.read("t", 0, 0)] == [
+        (0, b"a", b"1", 5_000_000),
+        (1, None, b"", 6_000_000),
+        (2, b"a", b"1", 5_000_000),
+        (3, None, b"", 6_000_000),
+    ]
+    assert st.committed_batch("t", 0, "w") == 3
+    # More rows than one statement holds, of every size: each chunk binds its part of the buffer.
+    n = 700
+    keys = [None if i % 5 == 0 else b"k%d" % i * (i % 7) for i in range(n)]
+    values = [bytes([i % 251]) * (i * 37 % 3000) for i in range(n)]
+    many = RecordSlices.from_lists(keys, values, list(range(n)))
+    assert st.append_slices(info, 0, "other", 1, many) == Appended(4, n, 0, None)
+    got = st.read("t", 0, 4, n)
+    assert [(r.key, r.value, r.ts) for r in got] == list(zip(keys, values, range(n), strict=True))
+    assert st.read_arrow("t", 0, 4).column("value").to_pylist() == values
+    for bad in (
+        dataclasses.replace(two, value_lengths=np.array([1, 99])),
+        dataclasses.replace(two, value_lengths=np.array([1, -1])),
+    ):
+        with pytest.raises(TopicError, match="outside their buffer"):
+            st.append_slices(info, 0, "w", 10, bad)
+    assert st.offsets("t") == {0: (0, 4 + n)}

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import changefeed
+from changefeed.server.pg.server import POOL_SIZE
 from tests.pg_server import RunningServer, start_server
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg (3) is not installed: pip install 'psycopg[binary]'")
@@ -442,7 +443,7 @@ def test_many_connect_disconnect_cycles_leak_nothing(server: RunningServer) -> N
         conn.execute("SELECT 1")
     time.sleep(0.2)
     before = _threads_and_fds()
-    for i in range(60):
+    for i in range(1000):
         with psycopg.connect(server.dsn(), autocommit=True) as conn:
             conn.execute("SELECT v FROM kv WHERE k = %s", (i,))
         with _raw(server) as s:  # and some that drop the connection mid-startup
@@ -451,7 +452,8 @@ def test_many_connect_disconnect_cycles_leak_nothing(server: RunningServer) -> N
     while time.monotonic() < deadline and _threads_and_fds()[1] > before[1] + 2:
         time.sleep(0.1)
     after = _threads_and_fds()
-    assert after[0] <= before[0] + 1, (before, after)
+    # no thread per connection: the statement pool starts its threads lazily, up to POOL_SIZE
+    assert after[0] <= before[0] + POOL_SIZE, (before, after)
     assert after[1] <= before[1] + 2, (before, after)
 
 

@@ -55,7 +55,12 @@ class _ScanBar:
 @click.option(
     "--until-idle", is_flag=True, help="Deliver everything committed before the start, then exit 0."
 )
-@click.option("--max-rows", type=int, default=None, help="Journal rows per micro-batch (admission control).")
+@click.option(
+    "--max-rows",
+    type=int,
+    default=None,
+    help="Journal rows per micro-batch at most (admission control; default 500000).",
+)
 def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
     """Run the Spark pipeline for every changefeed of the database: initial scans, then one
     streaming query per feed delivering its changes, exactly once, to its topic. Without

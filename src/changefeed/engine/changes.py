@@ -103,6 +103,52 @@ def storage_to_arrow(col: ColumnSchema, values: Sequence[Any]) -> pa.Array:
     return pa.array(values, type=at)
 
 
+def storage_class(t: SqlType) -> pa.DataType | None:
+    """The Arrow type a column of ``t`` is read as straight from storage (SQLite's INTEGER,
+    REAL, TEXT or BLOB), before :func:`storage_arrow_to_arrow`; None: read it through Python."""
+    k = t.kind
+    if k is Kind.VARINT:
+        return None  # stored as an integer or as text, by size
+    if k in (
+        Kind.BOOL,
+        Kind.INT,
+        Kind.UINT,
+        Kind.DATE,
+        Kind.TIMESTAMP,
+        Kind.DATETIME,
+        Kind.TIME,
+        Kind.INTERVAL,
+    ):
+        return pa.int64()
+    if k is Kind.FLOAT:
+        return pa.float64()
+    if k is Kind.BYTES:
+        return pa.binary()
+    return pa.string()
+
+
+def storage_arrow_to_arrow(col: ColumnSchema, raw: pa.Array) -> pa.Array:
+    """:func:`storage_to_arrow` of a column already read as ``storage_class(col.type)``."""
+    t = col.type
+    at = arrow_type(t)
+    k = t.kind
+    if k is Kind.UINT and t.bits == 64:
+        flipped = pc.bit_wise_xor(raw, pa.scalar(-(1 << 63), pa.int64()))
+        return pa.Array.from_buffers(pa.uint64(), len(raw), flipped.buffers(), raw.null_count).cast(at)
+    if k is Kind.DECIMAL and t.precision is not None:
+        try:
+            return raw.cast(at)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return storage_to_arrow(col, raw.to_pylist())
+    if k is Kind.DATE:
+        return raw.cast(pa.int32()).cast(at)
+    if k is Kind.DATETIME:
+        return pc.multiply_checked(raw, pa.scalar(1_000_000, pa.int64())).cast(at)
+    if k is Kind.BOOL:
+        return raw.cast(pa.int8()).cast(pa.bool_())
+    return raw.cast(at)
+
+
 def read_changes(
     conn: sqlite3.Connection, schema: TableSchema, start_seq: int, end_seq: int, *, limit: int | None = None
 ) -> pa.RecordBatch:
@@ -148,5 +194,7 @@ __all__ = [
     "change_schema",
     "read_changes",
     "rows_to_batch",
+    "storage_arrow_to_arrow",
+    "storage_class",
     "storage_to_arrow",
 ]

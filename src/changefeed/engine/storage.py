@@ -175,6 +175,7 @@ class TableStore:
         self._row_select = ", ".join([c.db for c in self.row_cols] + ["_m", "_exp"])
         self._static_select = ", ".join([c.db for c in self.pk_cols + self.static_cols] + ["_exp"])
         self._upsert_tail: dict[tuple[Any, ...], str] = {}
+        self._x_capture: dict[tuple[tuple[int, ...], int], str] = {}
         self.x_sql = self._x_insert_sql()
 
     # ================================================================== DDL
@@ -472,3 +473,109 @@ class TableStore:
         cols += [f"u{c.id}" for c in self.value_cols]
         cols += [f"o{c.id}" for c in self.value_cols]
         return f"INSERT INTO {self.x} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+
+    def last_seq_number(self, conn: sqlite3.Connection) -> int:
+        """The last ``seq`` the change stream handed out (AUTOINCREMENT: never reused), 0 if none."""
+        r = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (self.x,)).fetchone()
+        return int(r[0]) if r is not None else 0
+
+    def x_capture_sql(self, cell_ids: tuple[int, ...], rows: int) -> str:
+        """One statement that writes the change rows of a bulk write with row markers *before*
+        the write, reading each old row inside SQLite instead of into Python: the written keys
+        and cells are bound as a ``VALUES`` list (``?1`` ts, ``?2`` logical, ``?3`` txid, ``?4``
+        now in ns, then per row its key columns and ``cell_ids``' values) and left-joined to the
+        table. The rows are exactly those :meth:`Transaction._flush_bulk_capture` builds from
+        :meth:`get_rows`: ``ox`` whether the row is live (:meth:`_decode_row`'s rules: cells past
+        their ``_exp`` are NULL, a row without a live marker and no cell is gone), ``o<id>`` its
+        old values, the new image the written cells over the old ones, ``u<id>`` the written
+        columns; in statement order (the VALUES list is the outer loop of the LEFT JOIN, so
+        rows come out in its order without a sort). SQL tables only (no ``_tok``, no static
+        cells)."""
+        got = self._x_capture.get((cell_ids, rows))
+        if got is not None:
+            return got
+        keys = [c.db for c in self.key_cols]
+        written = set(cell_ids)
+        width = len(keys) + len(cell_ids)
+        names = [f"k{j}" for j in range(len(keys))] + [f"w{i}" for i in cell_ids]
+        tuples = []
+        for r in range(rows):
+            base = 5 + r * width
+            tuples.append("(" + ", ".join(f"?{base + j}" for j in range(width)) + ")")
+        join = " AND ".join(f"t.{k} = v.k{j}" for j, k in enumerate(keys))
+        # Most old rows have no cell TTLs and a plain marker: CASE takes them on its first branch
+        # (SQLite evaluates every operand of AND/OR in a value, but only the CASE branch taken).
+        plain = "t._exp IS NULL AND COALESCE(t._m, 0) = 0"
+
+        def cell(c: ColumnSchema) -> str:
+            return f"CASE WHEN t._exp IS NULL OR COALESCE(json_extract(t._exp, '$.c{c.id}') > ?4, 1) THEN t.{c.db} END"
+
+        live = " OR ".join(
+            ["COALESCE(t._m = 0 OR t._m > ?4, 0)", *(f"({cell(c)}) IS NOT NULL" for c in self.regular_cols)]
+        )
+        ox = f"CASE WHEN t.{keys[0]} IS NULL THEN 0 WHEN {plain} THEN 1 WHEN {live} THEN 1 ELSE 0 END"
+
+        def old(c: ColumnSchema) -> str:
+            return f"CASE WHEN {plain} THEN t.{c.db} WHEN {live} THEN {cell(c)} END"
+
+        cols = ["ts", "lg", "tx", "op", "st", "ox", *keys]
+        sel = ["?1", "?2", "?3", str(CHANGE_UPSERT), "0", ox, *(f"v.k{j}" for j in range(len(keys)))]
+        for c in self.value_cols:
+            cols.append(c.db)
+            sel.append(f"v.w{c.id}" if c.id in written else old(c))
+        for i in cell_ids:
+            cols.append(f"u{i}")
+            sel.append("1")
+        for c in self.value_cols:
+            cols.append(f"o{c.id}")
+            sel.append(old(c))
+        sql = (
+            f"WITH v({', '.join(names)}) AS (VALUES {', '.join(tuples)})"
+            f" INSERT INTO {self.x} ({', '.join(cols)})"
+            f" SELECT {', '.join(sel)} FROM v LEFT JOIN {self.t} AS t ON {join}"
+        )
+        self._x_capture[(cell_ids, rows)] = sql
+        return sql
+
+    def capture_bulk_write(
+        self,
+        conn: sqlite3.Connection,
+        head: Sequence[Any],
+        keys: Sequence[tuple[Any, ...]],
+        cells: Mapping[int, Sequence[Any]],
+    ) -> None:
+        """Run :meth:`x_capture_sql` over ``keys`` and ``cells`` (column-wise), ``head`` being
+        ``(ts, logical, txid, now_ns)``, in statements of up to 64 rows."""
+        n = len(keys)
+        ids = tuple(cells)
+        values = [*zip(*keys, strict=True), *cells.values()]
+        width = len(values)
+        flat = list(chain.from_iterable(zip(*values, strict=True)))
+        size = MAX_ROWS_PER_STATEMENT
+        while size > 1 and len(head) + size * width > MAX_PARAMS:
+            size //= 2
+        i = 0
+        while i < n:
+            while size > n - i:
+                size //= 2
+            conn.execute(self.x_capture_sql(ids, size), [*head, *flat[i * width : (i + size) * width]])
+            i += size
+
+    def upsert_from_changes(
+        self,
+        conn: sqlite3.Connection,
+        cell_ids: tuple[int, ...],
+        consts: Mapping[str, Any],
+        after_seq: int,
+        tail: str,
+    ) -> None:
+        """The write whose change rows :meth:`capture_bulk_write` just put in ``x<id>`` (those
+        after ``after_seq``), taken from them: the keys and written cells are bound once, for
+        the change rows. ``consts`` and ``tail`` as :func:`insert_columns` takes them."""
+        const_cols = [k for k, v in consts.items() if v is not None]
+        names = [c.db for c in self.key_cols] + [f"c{i}" for i in cell_ids]
+        sql = (
+            f"INSERT INTO {self.t} ({', '.join(names + const_cols)})"
+            f" SELECT {', '.join(names + ['?'] * len(const_cols))} FROM {self.x} WHERE seq > ?{tail}"
+        )
+        conn.execute(sql, [*(consts[k] for k in const_cols), after_seq])

@@ -47,6 +47,10 @@ from changefeed.engine.storage import (
 from changefeed.exceptions import LockNotAvailable, TransactionError, UndefinedTable
 
 NS = 1_000_000_000
+#: A table's first bulk write with row markers in a transaction has SQLite read the old rows and
+#: write its change rows at once (``TableStore.capture_bulk_write``) instead of reading the old
+#: rows into Python; False takes the Python way (tests compare the two).
+CAPTURE_IN_SQLITE = True
 
 
 @dataclass(slots=True)
@@ -71,8 +75,16 @@ class _Capture:
     #: or a bulk delete, kept column-wise: at commit its change rows are built from its cells
     #: without reading the rows back, unless a later statement on the table made it per key.
     bulk: _Bulk | None = None
+    #: Set when the first statement's change rows went to ``x<id>`` at once, old rows read by
+    #: SQLite (``TableStore.capture_bulk_write``): the last ``seq`` number used before them, and the
+    #: columns that statement wrote. ``direct_ids`` is None again once a later statement on the
+    #: table has taken those rows back as per-key touches.
+    seq_floor: int | None = None
+    direct_ids: tuple[int, ...] | None = None
 
-    def per_key(self) -> dict[tuple[bool, tuple[Any, ...]], _Touch]:
+    def per_key(self, conn: sqlite3.Connection) -> dict[tuple[bool, tuple[Any, ...]], _Touch]:
+        if self.direct_ids is not None:
+            self._take_back(conn, self.direct_ids)
         if self.bulk is not None:
             _, keys, cells, olds = self.bulk
             self.bulk = None
@@ -80,10 +92,31 @@ class _Capture:
                 self.touched[(False, key)] = _Touch(False, key, olds.get(key), set(cells))
         return self.touched
 
+    def _take_back(self, conn: sqlite3.Connection, mask: tuple[int, ...]) -> None:
+        """Turn the change rows written at once back into per-key touches (their old images,
+        the columns written) and delete them: the transaction's change rows for those keys are
+        then written at commit, one per key, as for any other transaction."""
+        st = self.store
+        self.direct_ids = None
+        kcols = [c.db for c in st.key_cols]
+        vals = st.value_cols
+        nk = len(kcols)
+        select = ", ".join([*kcols, "ox", *(f"o{c.id}" for c in vals)])
+        for r in conn.execute(f"SELECT {select} FROM {st.x} WHERE seq > ? ORDER BY seq", (self.seq_floor,)):
+            key = tuple(r[:nk])
+            old: Row | None = None
+            if r[nk]:
+                old = dict(zip((c.id for c in st.key_cols), key, strict=True))
+                old.update(zip((c.id for c in vals), r[nk + 1 :], strict=True))
+            self.touched[(False, key)] = _Touch(False, key, old, set(mask))
+        conn.execute(f"DELETE FROM {st.x} WHERE seq > ?", (self.seq_floor,))
+        # Give the numbers back: the change rows written at commit take them, as they would have.
+        conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (self.seq_floor, st.x))
+
     def add_bulk(self, bulk: _Bulk) -> bool:
         """Keep a bulk statement column-wise if it is the first on the table; False otherwise
         (the caller then touches its keys one by one)."""
-        if self.bulk is not None or self.touched:
+        if self.bulk is not None or self.touched or self.seq_floor is not None:
             return False
         self.bulk = bulk
         return True
@@ -174,7 +207,13 @@ class Transaction:
                 # Apache Phoenix (issue 11): a table with a CDC object indexes its change rows by
                 # time, in this same transaction.
                 cdc = phoenix.cdc_of(cap.store.schema) is not None
-                before = phoenix.last_change_seq(self.conn, cap.store.schema) if cdc else 0
+                before = 0
+                if cdc:
+                    before = (
+                        cap.seq_floor
+                        if cap.seq_floor is not None
+                        else phoenix.last_change_seq(self.conn, cap.store.schema)
+                    )
                 self._flush_capture(cap)
                 if cdc:
                     phoenix.index_changes(
@@ -262,7 +301,7 @@ class Transaction:
     def _touch(
         self, st: TableStore, static: bool, key: tuple[Any, ...], old: Row | None, cells: Sequence[int]
     ) -> None:
-        touched = self._capture(st).per_key()
+        touched = self._capture(st).per_key(self.conn)
         t = touched.get((static, key))
         if t is None:
             t = _Touch(static, key, old)
@@ -375,21 +414,39 @@ class Transaction:
         ids = tuple(cells)
         pks, toks = st.partitions(keys)
         need_old = schema.changes or (cdc.enabled and (cdc.preimage != "false" or cdc.postimage))
-        if need_old and olds is None:
+        floor: int | None = None
+        if CAPTURE_IN_SQLITE and schema.changes and marker and not st.cql and not cdc.enabled and not olds:
+            # The table's first statement in the transaction, with nothing else needing the old
+            # rows: SQLite reads them and writes the change rows before the write itself, which
+            # then takes the keys and cells from those change rows (bound once).
+            cap = self._capture(st)
+            if cap.bulk is None and not cap.touched and cap.seq_floor is None:
+                ts = self._require_write()
+                floor = cap.seq_floor = st.last_seq_number(self.conn)
+                cap.direct_ids = ids
+                st.capture_bulk_write(self.conn, (ts.wall, ts.logical, self.txid, self.now_ns), keys, cells)
+        direct = floor is not None
+        if need_old and olds is None and not direct:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
         olds = olds or {}
         # A bulk write with row markers of fresh keys keeps its change rows column-wise.
-        bulk_capture = marker and schema.changes and self._capture(st).add_bulk((False, keys, cells, olds))
+        bulk_capture = direct or (
+            marker and schema.changes and self._capture(st).add_bulk((False, keys, cells, olds))
+        )
         if schema.changes and not bulk_capture:
             for key in keys:
                 self._touch(st, False, key, olds.get(key), ids)
         marker_at, exp = self._ttl_params(ttl, ids)
+        consts = {"_m": (marker_at or 0) if marker else None, "_exp": exp}
+        tail = st.upsert_tail(ids, marker, exp is not None, False)
+        if floor is not None:
+            st.upsert_from_changes(self.conn, ids, consts, floor, tail)
+            return  # no ScyllaDB log (cdc off), no CQL row to vanish
         key_columns = st.key_columns(keys)
         data: dict[str, Sequence[Any]] = {"_tok": toks} if st.cql else {}
         data.update(key_columns)
         data.update((f"c{i}", cells[i]) for i in ids)
-        consts = {"_m": (marker_at or 0) if marker else None, "_exp": exp}
-        insert_columns(self.conn, st.t, consts, data, n, st.upsert_tail(ids, marker, exp is not None, False))
+        insert_columns(self.conn, st.t, consts, data, n, tail)
         if st.cql and not marker and any(None in cells[i] for i in ids):
             gone = [r for r in range(n) if any(cells[i][r] is None for i in ids)]
             self.conn.executemany(st.vanish_sql(), [[toks[r], *keys[r]] for r in gone])
@@ -656,12 +713,14 @@ class Transaction:
 
     # ================================================================== change stream
     def _flush_capture(self, cap: _Capture) -> None:
+        if cap.direct_ids is not None:
+            return  # the only statement's change rows are written already
         if cap.bulk is not None and not cap.touched:
             self._flush_bulk_capture(cap.store, *cap.bulk)
             return
         st = cap.store
         ts = self._require_write()
-        cap.per_key()
+        cap.per_key(self.conn)
         rows = []
         news = st.get_rows(self.conn, [t.key for t in cap.touched.values() if not t.static], self.now_ns)
         for t in cap.touched.values():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -140,22 +141,24 @@ class BatchEncoder:
         if n == 0:
             return []
         nk, nv = self.nk, self.nv
-        cols = list(zip(*rows, strict=True))
-        code = np.asarray(cols[2 + nk], dtype=np.int64)
-        differs = np.asarray(cols[3 + nk], dtype=np.int64)
+        # Only the columns a shape uses are taken out of the rows, each when first needed.
+        code = np.fromiter(map(itemgetter(2 + nk), rows), dtype=np.int64, count=n)
+        differs_at: list[np.ndarray[Any, Any]] = []
         base = nk + 4
-        new_cols = cols[base : base + nv]
-        old_cols = cols[base + nv : base + 2 * nv] if self.wants_old else ()
-        render = self.enc.render
+        render = self.enc.render_column
         texts: list[list[list[str] | None]] = [[None] * nv, [None] * nv]
 
         def text(kind: int, i: int) -> list[str]:
             got = texts[kind][i]
             if got is None:
-                f = render[i]
-                src = new_cols[i] if kind == _NEW else old_cols[i]
-                got = texts[kind][i] = ["null" if v is None else f(v) for v in src]
+                at = base + i if kind == _NEW else base + nv + i
+                got = texts[kind][i] = render[i](list(map(itemgetter(at), rows)))
             return got
+
+        def differs() -> np.ndarray[Any, Any]:
+            if not differs_at:
+                differs_at.append(np.fromiter(map(itemgetter(3 + nk), rows), dtype=np.int64, count=n))
+            return differs_at[0]
 
         out: list[str] = [""] * n
         uniq, inverse = np.unique(code, return_inverse=True)
@@ -165,7 +168,7 @@ class BatchEncoder:
             kept = self._rewrites(c)
             if kept:
                 mask = sum(1 << i for i in kept)
-                diff = (differs[idx] & mask) != 0
+                diff = (differs()[idx] & mask) != 0
                 groups = [(idx[~diff], False), (idx[diff], True)]
             else:
                 groups = [(idx, False)]
@@ -247,11 +250,20 @@ def cdc_rows(
     keys = schema.key
     nk = len(keys)
     convert = [(j, c.type.from_db) for j, c in enumerate(keys) if not c.type.stored_as_is]
+    last_ms, when = None, _EPOCH
     for chunk, texts in encoded_changes(
         conn, schema, scopes, lo_ms, hi_ms, key_eq=key_eq, descending=descending, most=CDC_BATCH_ROWS
     ):
         for r, text in zip(chunk, texts, strict=True):
-            key = list(r[1 : 1 + nk])
-            for j, f in convert:
-                key[j] = f(key[j])
-            yield (_EPOCH + r[0] * _MS, *key, text)
+            ms = r[0]
+            if ms != last_ms:  # a commit's changes share their time: one datetime for them all
+                last_ms, when = ms, _EPOCH + ms * _MS
+            if convert:
+                key = list(r[1 : 1 + nk])
+                for j, f in convert:
+                    key[j] = f(key[j])
+                yield (when, *key, text)
+            elif nk == 1:
+                yield (when, r[1], text)
+            else:
+                yield (when, *r[1 : 1 + nk], text)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -337,6 +337,36 @@ _DATE = resolve_phoenix_type("DATE")
 _VARCHAR = resolve_phoenix_type("VARCHAR")
 
 
+def _column_renderer(t: SqlType, one: Any) -> Callable[[Sequence[Any]], list[str]]:
+    """``one`` (:func:`_text_renderer`'s function) over a column of storage values, ``None``
+    rendered ``null``: VARCHAR columns without characters to escape and DOUBLE columns of
+    plain-range values take one C-level pass instead of a call per value."""
+    k = t.kind
+    if k is Kind.TEXT and not t.name.startswith("CHAR("):
+
+        def texts(col: Sequence[Any]) -> list[str]:
+            try:
+                joined = "".join(col)  # TypeError: a None or a value that is not a str
+            except TypeError:
+                joined = None
+            if joined is not None and '"' not in joined and "\\" not in joined and joined.isprintable():
+                return ['"' + v + '"' for v in col]
+            return ["null" if v is None else one(v) for v in col]
+
+        return texts
+    if k is Kind.FLOAT and t.bits == 64:
+
+        def doubles(col: Sequence[Any]) -> list[str]:
+            # repr is Java's Double.toString for floats in [1e-3, 1e7) (see _text_renderer)
+            return [
+                "null" if v is None else repr(v) if type(v) is float and 1e-3 <= abs(v) < 1e7 else one(v)
+                for v in col
+            ]
+
+        return doubles
+    return lambda col: ["null" if v is None else one(v) for v in col]
+
+
 def event_json(schema: TableSchema, row: ChangeRow, scopes: frozenset[str]) -> str:
     """The ``"CDC JSON"`` of one change (see :class:`EventEncoder` for many)."""
     return EventEncoder(schema, scopes).encode(row)
@@ -388,6 +418,8 @@ class EventEncoder:
         self.names = [phoenix.display_name(schema, c) for c in vals]
         self.keys = [dumps(n) + ":" for n in self.names]
         self.render = [_text_renderer(c.type) for c in vals]
+        #: The same rendering of a whole column of values (None -> ``null``), for batches.
+        self.render_column = [_column_renderer(c.type, f) for c, f in zip(vals, self.render, strict=True)]
         self.immutable = phoenix.phoenix_of(schema).immutable_rows
         self._orders: dict[Any, list[int]] = {}
         self._post_orders: dict[Any, list[tuple[int, bool]]] = {}

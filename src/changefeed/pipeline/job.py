@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from changefeed.pipeline.sinks import SinkWriter
 
 #: Rows per micro-batch (admission control of the journal source).
-DEFAULT_MAX_ROWS = int(os.environ.get("CHANGEFEED_MAX_ROWS_PER_BATCH", "200000"))
+DEFAULT_MAX_ROWS = int(os.environ.get("CHANGEFEED_MAX_ROWS_PER_BATCH", "500000"))
 DEFAULT_TRIGGER = os.environ.get("CHANGEFEED_TRIGGER", "100 milliseconds")
 #: Micro-batches of at most this many journal rows are appended from the driver in one stage
 #: (latency); larger ones are shuffled by topic partition and appended on the executors (throughput).

@@ -5,7 +5,7 @@ Options:
 * ``path``: the database directory; ``table_id``: the table whose change stream to read;
 * ``start_seq``: read changes with ``seq > start_seq`` (a feed's ``created_seq``; default 0);
 * ``end_seq`` (batch only): read up to and including this seq (default: everything committed);
-* ``maxRowsPerBatch`` (streaming): admission control, default 200000 rows. A micro-batch never
+* ``maxRowsPerBatch`` (streaming): admission control, default 500000 rows. A micro-batch never
   splits a transaction: the end is extended to the last row of the cut row's transaction;
 * ``resolved_ns`` (streaming): when set, a micro-batch that reaches the end of the committed
   stream, at least this long after the previous closed timestamp, closes a timestamp first
@@ -36,13 +36,19 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from changefeed.engine.catalog import TableSchema
-from changefeed.engine.changes import change_schema, rows_to_batch
+from changefeed.engine.changes import (
+    META_FIELDS,
+    change_schema,
+    rows_to_batch,
+    storage_arrow_to_arrow,
+    storage_class,
+)
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import InvalidOption, UndefinedTable
 
 __all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "spark_schema"]
 
-DEFAULT_MAX_ROWS = 200_000
+DEFAULT_MAX_ROWS = 500_000
 #: Rows per Arrow batch handed to Spark (bounds a reader task's memory).
 CHUNK = 50_000
 #: A partition of a micro-batch covers at least this many seqs; at most MAX_PARTS partitions.
@@ -161,18 +167,104 @@ def _select_sql(table: TableSchema) -> str:
 
 
 def read_range(opts: _Options, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
-    conn = opts.connect()
+    """Change rows ``lo < seq <= hi`` in batches of at most CHUNK seqs: straight into Arrow
+    through the ADBC SQLite driver when every column's storage class is known, else (or if a
+    value does not have its column's storage class) through Python's sqlite3."""
+    arrow = _ArrowReader.open(opts)
+    conn = None
     sql = _select_sql(opts.table)
     try:
         a = lo
         while a < hi:
             b = min(a + CHUNK, hi)
-            batch = fast_batch(opts.table, conn.execute(sql, (a, b)).fetchall())
+            batch = arrow.read(a, b) if arrow is not None else None
+            if batch is None:
+                conn = conn or opts.connect()
+                batch = fast_batch(opts.table, conn.execute(sql, (a, b)).fetchall())
             if batch.num_rows:
                 yield batch
             a = b
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
+        if arrow is not None:
+            arrow.close()
+
+
+class _ArrowReader:
+    """Change rows read by the ADBC SQLite driver, column-wise in C (about 3x faster than
+    sqlite3's row tuples). The driver infers each column's type from the values it reads, so the
+    query starts with a row of typed sentinel values that pins every column to its storage class
+    (dropped before use); a value of another class makes the read fail, and the caller falls back."""
+
+    def __init__(self, opts: _Options, conn: Any) -> None:
+        table = opts.table
+        self.table = table
+        self.conn = conn
+        self.target = change_schema(table)
+        stored = table.stored
+        values = [c for c in stored if not c.is_key]
+        classes = [storage_class(c.type) for c in stored]
+        self.classes: list[pa.DataType] = [c for c in classes if c is not None]
+        sentinels = ["0"] * len(META_FIELDS) + [_SENTINEL[str(c)] for c in self.classes]
+        sentinels += ["0"] * len(values)
+        sentinels += [_SENTINEL[str(storage_class(c.type))] for c in values]
+        names = _select_sql(table).split(" FROM ")[0][len("SELECT ") :]
+        self.sql = (
+            f"SELECT {', '.join(sentinels)} UNION ALL SELECT * FROM (SELECT {names} FROM x{table.id}"
+            " WHERE seq > ? AND seq <= ? ORDER BY seq)"
+        )
+
+    @classmethod
+    def open(cls, opts: _Options) -> _ArrowReader | None:
+        if any(storage_class(c.type) is None for c in opts.table.stored):
+            return None
+        try:
+            import adbc_driver_sqlite.dbapi as adbc
+        except ImportError:
+            return None
+        return cls(opts, adbc.connect(f"file:{opts.file}?mode=ro"))
+
+    def read(self, lo: int, hi: int) -> pa.RecordBatch | None:
+        try:
+            cur = self.conn.cursor()
+            try:
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(hi - lo + 1)})
+                cur.execute(self.sql, (lo, hi))
+                raw = cur.fetch_arrow_table()
+            finally:
+                cur.close()
+            return self._convert(raw.slice(1))
+        except Exception:  # a value outside its column's storage class: read through Python
+            return None
+
+    def _convert(self, raw: pa.Table) -> pa.RecordBatch:
+        meta = len(META_FIELDS)
+        arrays: list[pa.Array] = []
+        for i, f in enumerate(META_FIELDS):
+            a = _one(raw.column(i))
+            arrays.append(a.cast(pa.int8()).cast(pa.bool_()) if f.type == pa.bool_() else a.cast(f.type))
+        stored = self.table.stored
+        n_values = len(stored) - len(self.table.key)
+        for j, c in enumerate(stored):
+            arrays.append(storage_arrow_to_arrow(c, _one(raw.column(meta + j))))
+        base = meta + len(stored)
+        for j in range(n_values):
+            arrays.append(_one(raw.column(base + j)).cast(pa.int8()).cast(pa.bool_()))
+        base += n_values
+        for j, c in enumerate(c for c in stored if not c.is_key):
+            arrays.append(storage_arrow_to_arrow(c, _one(raw.column(base + j))))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.target)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+_SENTINEL = {str(pa.int64()): "0", str(pa.float64()): "0.0", str(pa.string()): "''", str(pa.binary()): "x''"}
+
+
+def _one(col: pa.ChunkedArray) -> pa.Array:
+    return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
 
 
 class JournalBatchReader(DataSourceReader):

@@ -60,6 +60,8 @@ def get_spark(app_name: str = "changefeed", master: str | None = None) -> SparkS
             # 15 s to connect back to the JVM ("Python worker failed to connect back").
             .config("spark.python.authenticate.socketTimeout", "120s")
             .config("spark.sql.adaptive.enabled", "false")
+            # Shuffles stay on this machine's disk: compressing them costs CPU and saves nothing.
+            .config("spark.shuffle.compress", os.environ.get("CHANGEFEED_SHUFFLE_COMPRESS", "false"))
             # Generated code for wide encoders (a CockroachDB row with its before image) has methods
             # over HotSpot's 8,000-byte JIT limit; interpreted, they run several times slower.
             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2} {JIT_OPTIONS}")

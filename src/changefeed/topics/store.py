@@ -20,6 +20,7 @@ appear in a path, only the catalog's integer id does (ids are never reused, even
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import sqlite3
@@ -31,6 +32,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from changefeed.exceptions import CorruptFile, DatabaseError, TopicError
@@ -39,8 +42,10 @@ __all__ = [
     "DEFAULT_RETENTION_NS",
     "MAX_PARTITIONS",
     "RECORD_SCHEMA",
+    "Appended",
     "Record",
     "RecordColumns",
+    "RecordSlices",
     "TopicInfo",
     "TopicLog",
     "TopicStore",
@@ -117,6 +122,64 @@ class RecordColumns:
     keys: Sequence[bytes | None]
     values: Sequence[bytes]
     timestamps: Sequence[int]
+
+
+Int64s = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSlices:
+    """Records whose keys and values are slices of one buffer (a Kafka record batch), appended by
+    :meth:`TopicStore.append_slices` without a Python object per record. Starts are 0-based byte
+    positions in ``data``; a key length of -1 is a null key; values are never null. All five
+    arrays have one element per record."""
+
+    data: bytes
+    key_starts: Int64s
+    key_lengths: Int64s
+    value_starts: Int64s
+    value_lengths: Int64s
+    timestamps: Int64s  #: in the ``ts_unit_ns`` the records are appended with
+
+    def __len__(self) -> int:
+        return len(self.value_lengths)
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        d = self.data
+        return [
+            None if n < 0 else d[s : s + n]
+            for s, n in zip(self.key_starts.tolist(), self.key_lengths.tolist(), strict=True)
+        ]
+
+    @property
+    def values(self) -> list[bytes]:
+        d = self.data
+        return [
+            d[s : s + n] for s, n in zip(self.value_starts.tolist(), self.value_lengths.tolist(), strict=True)
+        ]
+
+    @classmethod
+    def from_lists(
+        cls, keys: Sequence[bytes | None], values: Sequence[bytes], timestamps: Sequence[int]
+    ) -> RecordSlices:
+        """The records joined into one buffer (for small batches and tests)."""
+        kl = np.array([-1 if k is None else len(k) for k in keys], dtype=np.int64)
+        vl = np.array([len(v) for v in values], dtype=np.int64)
+        ends = np.cumsum(np.maximum(kl, 0) + vl)
+        ks = ends - vl - np.maximum(kl, 0)
+        data = b"".join(chain.from_iterable((k or b"", v) for k, v in zip(keys, values, strict=True)))
+        return cls(data, ks, kl, ks + np.maximum(kl, 0), vl, np.array(timestamps, dtype=np.int64))
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What :meth:`TopicStore.append_slices` did, all read in its transaction."""
+
+    start: int  #: the first offset written (the next offset when nothing was)
+    written: int
+    earliest: int  #: the partition's earliest available offset afterwards
+    committed: int | None  #: the writer's committed batch id before this append
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +380,53 @@ def _insert_rows(
         conn.execute(head + ", ".join([row_sql] * (n - full)), flat[4 * full :])
 
 
+#: Rows per statement of :func:`_insert_slices`: 256, or a shorter tail padded to a power of two
+#: with null rows that the WHERE drops, so a handful of statements are prepared once each.
+_SLICE_ROWS = 256
+
+
+@functools.cache
+def _slice_sql(rows: int) -> str:
+    return (
+        "INSERT INTO records (offset, key, value, ts, write_time) SELECT ?1 + column1, "
+        "CASE WHEN column3 < 0 THEN NULL ELSE substr(?2, column2, column3) END, "
+        "substr(?2, column4, column5), column6 * ?3, ?4 FROM (VALUES "
+        + ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
+        + ") WHERE column1 IS NOT NULL"
+    )
+
+
+def _insert_slices(
+    conn: sqlite3.Connection, start: int, recs: RecordSlices, now: int, ts_unit_ns: int
+) -> None:
+    """INSERT .. SELECT the records as substr() of their buffer: per record only six integers
+    cross into SQLite (no bytes object, no adaptation of one), and SQLite copies the key and
+    value straight from the buffer. Each chunk binds only the part of the buffer it covers."""
+    n = len(recs)
+    ks, kl, vs, vl = recs.key_starts, recs.key_lengths, recs.value_starts, recs.value_lengths
+    view = memoryview(recs.data)
+    for i in range(0, n, _SLICE_ROWS):
+        j = min(n, i + _SLICE_ROWS)
+        lo = int(min(ks[i:j].min(), vs[i:j].min()))
+        hi = int(max((ks[i:j] + np.maximum(kl[i:j], 0)).max(), (vs[i:j] + vl[i:j]).max()))
+        # substr() counts from 1
+        rows = np.stack(
+            [
+                np.arange(i, j, dtype=np.int64),
+                ks[i:j] + (1 - lo),
+                kl[i:j],
+                vs[i:j] + (1 - lo),
+                vl[i:j],
+                recs.timestamps[i:j],
+            ],
+            axis=1,
+        )
+        params: list[Any] = [start, view[lo:hi], int(ts_unit_ns), int(now), *rows.ravel().tolist()]
+        size = 1 << (j - i - 1).bit_length()  # j - i rounded up to a power of two
+        params.extend([None] * (6 * (size - (j - i))))
+        conn.execute(_slice_sql(size), params)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -327,6 +437,7 @@ class TopicStore:
         self.db_dir = Path(db_dir).absolute()
         self.root = self.db_dir / "topics"
         self._clock = clock
+        self._paths: dict[tuple[int, int], str] = {}  #: partition file paths by (topic id, partition)
 
     def __repr__(self) -> str:
         return f"TopicStore({str(self.db_dir)!r})"
@@ -358,7 +469,11 @@ class TopicStore:
         return _connection(str(path), _CATALOG_APP_ID, _CATALOG_SCHEMA)
 
     def _partition_path(self, info: TopicInfo, partition: int) -> str:
-        return str(self.root / str(info.id) / f"{partition}.sqlite")
+        key = (info.id, partition)
+        path = self._paths.get(key)
+        if path is None:
+            path = self._paths[key] = str(self.root / str(info.id) / f"{partition}.sqlite")
+        return path
 
     def _partition(self, info: TopicInfo, partition: int) -> tuple[_Conn, str]:
         if not isinstance(partition, int) or not 0 <= partition < info.partitions:
@@ -367,6 +482,9 @@ class TopicStore:
                 f"(partitions 0..{info.partitions - 1})"
             )
         path = self._partition_path(info, partition)
+        c = _conns.get(path)
+        if c is not None and c.pid == os.getpid():  # open already: no stat per call
+            return c, path
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         return _connection(path, _PARTITION_APP_ID, _PARTITION_SCHEMA), path
@@ -517,6 +635,55 @@ class TopicStore:
                 (writer, batch_id),
             )
         return int(start), n
+
+    def append_slices(
+        self,
+        info: TopicInfo,
+        partition: int,
+        writer: str,
+        batch_id: int,
+        records: RecordSlices,
+        ts_unit_ns: int = 1,
+        *,
+        expect_after: int | None = None,
+    ) -> Appended:
+        """:meth:`append_lists` of records sliced from one buffer (the Kafka endpoint's produce
+        path), in one transaction that also reads the writer's committed batch and the
+        partition's earliest offset. Nothing is written if the writer already committed
+        ``batch_id`` or a later one, nor, when ``expect_after`` is given, if the writer's
+        committed batch is another one than ``expect_after`` (an idempotent producer's sequence
+        gap); :attr:`Appended.committed` tells the two apart."""
+        n = len(records)
+        if n and (
+            int(records.value_lengths.min()) < 0
+            or int(records.key_lengths.min()) < -1
+            or int(records.key_starts.min()) < 0
+            or int(records.value_starts.min()) < 0
+            or int((records.key_starts + np.maximum(records.key_lengths, 0)).max()) > len(records.data)
+            or int((records.value_starts + records.value_lengths).max()) > len(records.data)
+        ):
+            raise TopicError(f"topic {info.name!r}: record slices outside their buffer or null values")
+        c, path = self._partition(info, partition)
+        now = self._clock()
+        with _guard(path), _write_txn(c) as conn:
+            start = int(conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0])
+            row = conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
+            committed = None if row is None else int(row[0])
+            if committed is not None and (committed >= batch_id or expect_after not in (None, committed)):
+                written = 0
+            else:
+                written = n
+                if n:
+                    _insert_slices(conn, start, records, now, ts_unit_ns)
+                    conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
+                conn.execute(
+                    "INSERT INTO writers (writer, batch) VALUES (?, ?) "
+                    "ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch",
+                    (writer, batch_id),
+                )
+            first = conn.execute("SELECT min(offset) FROM records").fetchone()[0]
+        earliest = start + written if first is None else int(first)
+        return Appended(start, written, earliest, committed)
 
     def committed_batch(self, topic: str, partition: int, writer: str) -> int | None:
         c, path = self._partition(self.topic(topic), partition)

@@ -22,14 +22,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, repeat
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
+
+import numpy as np
 
 from changefeed.exceptions import ChangefeedError, TopicError
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.authz import Authorizer
 from changefeed.server.kafka.groups import Coordinator
 from changefeed.server.kafka.records import ProducedBatch, encode_batch
-from changefeed.topics.store import TopicInfo, TopicStore
+from changefeed.topics.store import RecordSlices, TopicInfo, TopicStore
 
 __all__ = ["Broker", "FetchResult", "ProduceResult"]
 
@@ -316,43 +318,52 @@ class Broker:
         return self._last_batch_id
 
     def append_batches(self, info: TopicInfo, partition: int, batches: list[ProducedBatch]) -> ProduceResult:
-        """Runs in a worker thread, under :meth:`lock` for the partition."""
+        """Runs in a worker thread, under :meth:`lock` for the partition. Each batch is one
+        :meth:`TopicStore.append_slices`: the sequence check of an idempotent producer, the
+        records and the producer's new last sequence are one SQLite transaction."""
         store = self.store
         base = -1
+        earliest: int | None = None
         for b in batches:
             if b.transactional:
                 return ProduceResult(E.INVALID_REQUEST, -1, -1, "transactional producers are not supported")
-            # Lists are copied only when a record needs it (a null value, no timestamp); the
-            # store turns ms into ns in SQLite.
-            values = cast(list[bytes], b.values) if None not in b.values else [v or b"" for v in b.values]
-            tss = b.timestamps_ms
-            if tss and min(tss) < 0:
-                now_ms = time.time_ns() // 1_000_000
-                tss = [t if t >= 0 else now_ms for t in tss]
-            if tss and max(tss) > _MAX_TIMESTAMP_MS:
-                return ProduceResult(E.INVALID_TIMESTAMP, -1, -1, f"timestamp {max(tss)} ms is out of range")
+            tss, vls = b.timestamps_ms, b.value_lengths
+            if b.count:
+                if int(tss.min()) < 0:  # no timestamp: now
+                    tss = np.where(tss < 0, time.time_ns() // 1_000_000, tss)
+                if (top := int(tss.max())) > _MAX_TIMESTAMP_MS:
+                    return ProduceResult(E.INVALID_TIMESTAMP, -1, -1, f"timestamp {top} ms is out of range")
+                if int(vls.min()) < 0:  # a null value (tombstone) is kept as an empty one
+                    vls = np.maximum(vls, 0)
+            recs = RecordSlices(b.data, b.key_starts, b.key_lengths, b.value_starts, vls, tss)
             if b.producer_id >= 0:
-                writer = f"kafka-producer-{b.producer_id}"
                 last_seq = b.base_sequence + b.count - 1
-                done = store.committed_batch(info.name, partition, writer)
-                if done is not None:
-                    if last_seq <= done:
+                res = store.append_slices(
+                    info,
+                    partition,
+                    f"kafka-producer-{b.producer_id}",
+                    last_seq,
+                    recs,
+                    1_000_000,
+                    expect_after=b.base_sequence - 1,
+                )
+                earliest = res.earliest
+                if not res.written and res.committed is not None:
+                    if last_seq <= res.committed:
                         continue  # a retry of a batch already written: success, written once
-                    if b.base_sequence != done + 1:
-                        return ProduceResult(
-                            E.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                            -1,
-                            -1,
-                            f"sequence {b.base_sequence} after {done} for producer {b.producer_id}",
-                        )
-                start, _ = store.append_lists(
-                    info, partition, writer, last_seq, b.keys, values, tss, ts_unit_ns=1_000_000
-                )
+                    return ProduceResult(
+                        E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        -1,
+                        -1,
+                        f"sequence {b.base_sequence} after {res.committed} for producer {b.producer_id}",
+                    )
             else:
-                start, _ = store.append_lists(
-                    info, partition, "kafka-producer", self._next_batch_id(), b.keys, values, tss, 1_000_000
+                res = store.append_slices(
+                    info, partition, "kafka-producer", self._next_batch_id(), recs, 1_000_000
                 )
+                earliest = res.earliest
             if base < 0:
-                base = start
-        earliest, _ = store.partition_watermarks(info, partition)
+                base = res.start
+        if earliest is None:
+            earliest, _ = store.partition_watermarks(info, partition)
         return ProduceResult(E.NONE, base, earliest)

@@ -9,16 +9,21 @@ The CRC-32C covers everything from the attributes on.
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 
 import crc32c
+import numpy as np
+import numpy.typing as npt
 
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.wire import MalformedRequest
 
 __all__ = ["ProducedBatch", "encode_batch", "parse_batches"]
+
+Int64s = npt.NDArray[np.int64]
 
 _HEAD = struct.Struct(">qiibIhiqqqhii")  # 61 bytes
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record count: 40 bytes
@@ -110,17 +115,60 @@ def encode_batch(
 
 @dataclass(frozen=True, slots=True)
 class ProducedBatch:
+    """One produced batch's records as slices of its record bytes (``data``): key and value
+    starts and lengths (-1: null) and timestamps in ms (-1: none), one array element a record."""
+
     producer_id: int
     producer_epoch: int
     base_sequence: int
     transactional: bool
-    keys: list[bytes | None]
-    values: list[bytes | None]
-    timestamps_ms: list[int]
+    data: bytes
+    key_starts: Int64s
+    key_lengths: Int64s
+    value_starts: Int64s
+    value_lengths: Int64s
+    timestamps_ms: Int64s
 
     @property
     def count(self) -> int:
-        return len(self.values)
+        return len(self.value_lengths)
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        return _slices(self.data, self.key_starts, self.key_lengths)
+
+    @property
+    def values(self) -> list[bytes | None]:
+        return _slices(self.data, self.value_starts, self.value_lengths)
+
+    @classmethod
+    def from_lists(
+        cls,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        transactional: bool,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        timestamps_ms: Sequence[int],
+    ) -> ProducedBatch:
+        """A batch of the given records (for tests and callers that hold Python objects)."""
+        data = bytearray()
+        cols: list[list[int]] = [[], [], [], []]
+        for k, v in zip(keys, values, strict=True):
+            for x, starts, lengths in ((k, cols[0], cols[1]), (v, cols[2], cols[3])):
+                starts.append(len(data))
+                lengths.append(-1 if x is None else len(x))
+                data += x or b""
+        ks, kl, vs, vl = (np.array(c, dtype=np.int64) for c in cols)
+        ts = np.array(timestamps_ms, dtype=np.int64)
+        return cls(producer_id, producer_epoch, base_sequence, transactional, bytes(data), ks, kl, vs, vl, ts)
+
+
+def _slices(data: bytes, starts: Int64s, lengths: Int64s) -> list[bytes | None]:
+    return [
+        None if n < 0 else data[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)
+    ]
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -159,84 +207,168 @@ def _decompress(codec: int, data: bytes) -> bytes:
     )
 
 
-def _parse_records(
-    body: bytes,
-    count: int,
-    base_ts: int,
-    keys: list[bytes | None],
-    values: list[bytes | None],
-    tss: list[int],
-) -> int:
-    """Parse ``count`` records; returns the end position. Varints of one and two bytes (record
-    and value lengths up to 8 KiB, offset deltas up to 8191) are decoded inline; longer ones, and
-    truncated ones (IndexError, turned into MalformedRequest by the caller), take the slow path."""
+def _record_bounds(body: bytes, count: int) -> tuple[list[int], list[int]]:
+    """Where each of ``count`` records starts (after its length varint) and ends. The only loop
+    over the records in Python: one length each, one- and two-byte varints inline."""
+    starts: list[int] = []
+    ends: list[int] = []
+    start_append = starts.append
+    end_append = ends.append
     p = 0
     size = len(body)
-    key_append = keys.append
-    value_append = values.append
-    ts_append = tss.append
-    for _ in range(count):
-        b = body[p]
-        if b < 0x80:
-            rlen = (b >> 1) ^ -(b & 1)
-            p += 1
-        elif (c := body[p + 1]) < 0x80:
-            u = (b & 0x7F) | (c << 7)
-            rlen = (u >> 1) ^ -(u & 1)
-            p += 2
-        else:
-            rlen, p = _read_varint(body, p)
-        rend = p + rlen
-        if rlen < 0 or rend > size:
-            raise MalformedRequest("record runs past its batch")
-        b = body[p + 1]  # timestamp delta, after the attributes byte
-        if b < 0x80:
-            ts_append(base_ts + ((b >> 1) ^ -(b & 1)))
-            p += 2
-        else:
-            tdelta, p = _read_varint(body, p + 1)
-            ts_append(base_ts + tdelta)
-        b = body[p]  # offset delta (unused: offsets are assigned here)
-        if b < 0x80:
-            p += 1
-        elif body[p + 1] < 0x80:
-            p += 2
-        else:
-            _, p = _read_varint(body, p)
-        b = body[p]
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            p += 1
-        elif (c := body[p + 1]) < 0x80:
-            u = (b & 0x7F) | (c << 7)
-            n = (u >> 1) ^ -(u & 1)
-            p += 2
-        else:
-            n, p = _read_varint(body, p)
-        if n < 0:
-            key_append(None)
-        else:
-            key_append(body[p : p + n])
+    try:
+        for _ in range(count):
+            b = body[p]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif (c := body[p + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                n = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                n, p = _read_varint(body, p)
+            start_append(p)
             p += n
-        b = body[p]
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            p += 1
-        elif (c := body[p + 1]) < 0x80:
-            u = (b & 0x7F) | (c << 7)
-            n = (u >> 1) ^ -(u & 1)
-            p += 2
-        else:
-            n, p = _read_varint(body, p)
-        if n < 0:
-            value_append(None)
-        else:
-            value_append(body[p : p + n])
-            p += n
-        if p > rend:
+            if n < 0 or p > size:
+                raise MalformedRequest("record runs past its batch")
+            end_append(p)
+    except IndexError:
+        raise MalformedRequest("record runs past its batch") from None
+    return starts, ends
+
+
+#: Zero bytes after a batch's records in the array :func:`_varints` reads: room for the three
+#: longest varints before the key, so reading them never runs off the array; whether every field
+#: lies within its record is checked after the key and after the value.
+_PAD = 32
+
+
+def _varints(u: npt.NDArray[np.uint8], pos: Int64s) -> tuple[Int64s, Int64s]:
+    """The zigzag varints at ``pos`` of every record at once: (values, sizes in bytes). Varints
+    of one and two bytes (lengths and deltas below 8192) take no loop."""
+    b0 = u[pos]
+    if int(b0.max(initial=0)) < 0x80:  # every varint one byte: lengths and deltas below 64
+        v = b0.astype(np.int64)
+        return (v >> 1) ^ -(v & 1), np.ones(len(pos), dtype=np.int64)
+    c0 = b0 >> 7
+    b1 = u[pos + 1]
+    if int((b1 & (c0 << 7)).max()) < 0x80:  # none longer than two bytes
+        v = (b0 & 0x7F).astype(np.int64) | (b1 * c0).astype(np.int64) << 7
+        return (v >> 1) ^ -(v & 1), c0.astype(np.int64) + 1
+    acc = (b0 & 0x7F).astype(np.uint64)
+    size = np.ones(len(pos), dtype=np.int64)
+    more = np.flatnonzero(c0)
+    shift = 7
+    while more.size:
+        if shift > 63:
+            raise MalformedRequest("varint too long in a record batch")
+        b = u[pos[more] + size[more]]
+        acc[more] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
+        size[more] += 1
+        more = more[b >= 0x80]
+        shift += 7
+    return (acc >> np.uint64(1)).astype(np.int64) ^ -(acc & np.uint64(1)).astype(np.int64), size
+
+
+#: Batches of fewer records are parsed record by record: numpy's per-call overhead would
+#: outweigh its per-record gain.
+_FEW = 64
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
+
+
+def _varint_in(body: bytes, p: int, end: int) -> tuple[int, int]:
+    """The zigzag varint at ``p``, which must end before ``end``: (value, position after)."""
+    u = 0
+    shift = 0
+    while True:
+        if p >= end:
             raise MalformedRequest("record fields run past the record")
-        p = rend  # headers are skipped (the topic log keeps key, value and timestamp)
-    return p
+        b = body[p]
+        p += 1
+        u |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (u >> 1) ^ -(u & 1), p
+        shift += 7
+        if shift > 63:
+            raise MalformedRequest("varint too long in a record batch")
+
+
+def _parse_few(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
+    """:func:`_parse_records` one record at a time, for small batches."""
+    cols: tuple[list[int], ...] = ([], [], [], [], [])
+    ks_, kl_, vs_, vl_, ts_ = cols
+    p = 0
+    size = len(body)
+    for _ in range(count):
+        n, p = _varint_in(body, p, size)
+        end = p + n
+        if n < 0 or end > size:
+            raise MalformedRequest("record runs past its batch")
+        td, q = _varint_in(body, p + 1, end)
+        _, q = _varint_in(body, q, end)
+        kl, q = _varint_in(body, q, end)
+        if kl < -1:
+            raise MalformedRequest("record fields run past the record")
+        ks_.append(q)
+        kl_.append(kl)
+        vl, q = _varint_in(body, q + max(kl, 0), end)
+        if vl < -1 or q + max(vl, 0) > end:
+            raise MalformedRequest("record fields run past the record")
+        vs_.append(q)
+        vl_.append(vl)
+        ts_.append(min(max(base_ts + td, _I64_MIN), _I64_MAX))
+        p = end
+    if p != size:
+        raise MalformedRequest("record batch holds more bytes than its records")
+    ks, kl_a, vs, vl_a, ts = (np.array(c, dtype=np.int64) for c in cols)
+    return ks, kl_a, vs, vl_a, ts
+
+
+def _parse_records(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
+    """(key starts, key lengths, value starts, value lengths, timestamps) of ``count`` records.
+    Record boundaries are found in one Python loop; each field is then decoded for every record
+    at once with numpy (attributes, timestamp delta, offset delta, key, value; headers are
+    skipped: the topic log keeps key, value and timestamp)."""
+    if count < _FEW:
+        return _parse_few(body, count, base_ts)
+    starts, ends = _record_bounds(body, count)
+    if (ends[-1] if ends else 0) != len(body):
+        raise MalformedRequest("record batch holds more bytes than its records")
+    u = np.zeros(len(body) + _PAD, dtype=np.uint8)
+    u[: len(body)] = np.frombuffer(body, dtype=np.uint8)
+    end = np.frombuffer(array("q", ends), dtype=np.int64)
+    p = np.frombuffer(array("q", starts), dtype=np.int64) + 1  # after the attributes byte
+    tdelta, n = _varints(u, p)
+    p += n
+    _, n = _varints(u, p)  # offset delta (unused: offsets are assigned here)
+    p += n
+    kl, n = _varints(u, p)
+    ks = p + n
+    kend = ks + np.maximum(kl, 0)
+    if count and (int(kl.min()) < -1 or bool((kend >= end).any())):
+        raise MalformedRequest("record fields run past the record")
+    vl, n = _varints(u, kend)
+    vs = kend + n
+    if count and (int(vl.min()) < -1 or bool((vs + np.maximum(vl, 0) > end).any())):
+        raise MalformedRequest("record fields run past the record")
+    return ks, kl, vs, vl, _add_saturating(tdelta, base_ts)
+
+
+def _add_saturating(deltas: Int64s, base: int) -> Int64s:
+    """``base + deltas`` held at the int64 ends instead of wrapping: a timestamp past them is
+    still out of range (INVALID_TIMESTAMP) or negative (none), as with Python ints."""
+    out = deltas + np.int64(base)
+    if base >= 0:
+        over = (deltas > 0) & (out < 0)
+        if over.any():
+            out[over] = _I64_MAX
+    else:
+        under = (deltas < 0) & (out >= 0)
+        if under.any():
+            out[under] = _I64_MIN
+    return out
 
 
 def parse_batches(data: bytes) -> list[ProducedBatch]:
@@ -263,16 +395,12 @@ def parse_batches(data: bytes) -> list[ProducedBatch]:
         codec = attrs & _COMPRESSION_MASK
         if codec:
             body = _decompress(codec, body)
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        tss: list[int] = []
-        try:
-            p = _parse_records(body, count, base_ts, keys, values, tss)
-        except IndexError:
-            raise MalformedRequest("record runs past its batch") from None
-        if p != len(body):
-            raise MalformedRequest("record batch holds more bytes than its records")
+        if count < 0:
+            raise MalformedRequest("negative record count")
+        ks, kl, vs, vl, ts = _parse_records(body, count, base_ts)
         if not attrs & _CONTROL:
-            out.append(ProducedBatch(pid, pepoch, base_seq, bool(attrs & _TRANSACTIONAL), keys, values, tss))
+            out.append(
+                ProducedBatch(pid, pepoch, base_seq, bool(attrs & _TRANSACTIONAL), body, ks, kl, vs, vl, ts)
+            )
         pos = stop
     return out
