@@ -40,8 +40,11 @@ def binary_from(data: npt.NDArray[np.uint8], lengths: Ints) -> pa.BinaryArray:
     """An Arrow ``binary`` array over a flat byte buffer cut into consecutive runs of ``lengths``."""
     import pyarrow as pa
 
+    ends = np.cumsum(lengths, dtype=np.int64)
+    if len(ends) and ends[-1] > np.iinfo(np.int32).max:
+        raise OverflowError(f"{int(ends[-1])} bytes in one binary column: encode smaller batches")
     offsets = np.zeros(len(lengths) + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets[1:] = ends
     return pa.BinaryArray.from_buffers(
         pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))]
     )
