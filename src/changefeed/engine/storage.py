@@ -64,6 +64,21 @@ MAX_PARAMS = 999
 MAX_ROWS_PER_STATEMENT = 64
 
 
+def statement_chunks(n: int, width: int, head: int) -> Iterator[tuple[int, int]]:
+    """(first row, rows) of the multi-row statements that write ``n`` rows of ``width``
+    parameters after ``head`` shared ones: power-of-two sizes from MAX_ROWS_PER_STATEMENT down,
+    within MAX_PARAMS, so a few statement shapes are prepared and reused."""
+    size = MAX_ROWS_PER_STATEMENT
+    while size > 1 and head + size * width > MAX_PARAMS:
+        size //= 2
+    i = 0
+    while i < n:
+        while size > n - i:
+            size //= 2
+        yield i, size
+        i += size
+
+
 @lru_cache(maxsize=2048)
 def _values_sql(
     table: str,
@@ -128,16 +143,9 @@ def insert_columns(
     flat = list(values[0]) if width == 1 else list(chain.from_iterable(zip(*values, strict=True)))
     if len(flat) != n * width:
         raise ValueError(f"insert_columns: expected {n} values per column")
-    size = MAX_ROWS_PER_STATEMENT
-    while size > 1 and len(head) + size * width > MAX_PARAMS:
-        size //= 2
-    i = 0
-    while i < n:
-        while size > n - i:
-            size //= 2
+    for i, size in statement_chunks(n, width, len(head)):
         sql = _values_sql(table, const_cols, row_cols, size, tail, twin_key)
         conn.execute(sql, head + flat[i * width : (i + size) * width])
-        i += size
 
 
 def stream_id(tok: int) -> bytes:
@@ -551,15 +559,8 @@ class TableStore:
         values = [*zip(*keys, strict=True), *cells.values()]
         width = len(values)
         flat = list(chain.from_iterable(zip(*values, strict=True)))
-        size = MAX_ROWS_PER_STATEMENT
-        while size > 1 and len(head) + size * width > MAX_PARAMS:
-            size //= 2
-        i = 0
-        while i < n:
-            while size > n - i:
-                size //= 2
+        for i, size in statement_chunks(n, width, len(head)):
             conn.execute(self.x_capture_sql(ids, size), [*head, *flat[i * width : (i + size) * width]])
-            i += size
 
     def upsert_from_changes(
         self,
