@@ -153,11 +153,8 @@ def read_changes(
     conn: sqlite3.Connection, schema: TableSchema, start_seq: int, end_seq: int, *, limit: int | None = None
 ) -> pa.RecordBatch:
     """Change rows with ``start_seq < seq <= end_seq`` as one Arrow record batch."""
-    cols = schema.stored
-    values = [c for c in cols if not c.is_key]
-    select = ["seq", "ts", "lg", "tx", "op", "ox", "st"] + [c.db for c in cols]
-    select += [f"u{c.id}" for c in values] + [f"o{c.id}" for c in values]
-    sql = f"SELECT {', '.join(select)} FROM x{schema.id} WHERE seq > ? AND seq <= ? ORDER BY seq"
+    select = ", ".join(change_schema(schema).names)
+    sql = f"SELECT {select} FROM x{schema.id} WHERE seq > ? AND seq <= ? ORDER BY seq"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     rows = conn.execute(sql, (start_seq, end_seq)).fetchall()

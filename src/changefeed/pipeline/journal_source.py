@@ -159,11 +159,12 @@ def fast_batch(table: TableSchema, rows: list[tuple[Any, ...]]) -> pa.RecordBatc
 
 
 def _select_sql(table: TableSchema) -> str:
-    cols = table.stored
-    vals = [c for c in cols if not c.is_key]
-    select = ["seq", "ts", "lg", "tx", "op", "ox", "st"] + [c.db for c in cols]
-    select += [f"u{c.id}" for c in vals] + [f"o{c.id}" for c in vals]
-    return f"SELECT {', '.join(select)} FROM x{table.id} WHERE seq > ? AND seq <= ? ORDER BY seq"
+    return f"SELECT {_columns(table)} FROM x{table.id} WHERE seq > ? AND seq <= ? ORDER BY seq"
+
+
+def _columns(table: TableSchema) -> str:
+    """The change stream's columns in ``change_schema`` order (what ``rows_to_batch`` expects)."""
+    return ", ".join(change_schema(table).names)
 
 
 def read_range(opts: _Options, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
@@ -204,14 +205,11 @@ class _ArrowReader:
         self.target = change_schema(table)
         stored = table.stored
         values = [c for c in stored if not c.is_key]
-        classes = [storage_class(c.type) for c in stored]
-        self.classes: list[pa.DataType] = [c for c in classes if c is not None]
-        sentinels = ["0"] * len(META_FIELDS) + [_SENTINEL[str(c)] for c in self.classes]
+        sentinels = ["0"] * len(META_FIELDS) + [_SENTINEL[str(storage_class(c.type))] for c in stored]
         sentinels += ["0"] * len(values)
         sentinels += [_SENTINEL[str(storage_class(c.type))] for c in values]
-        names = _select_sql(table).split(" FROM ")[0][len("SELECT ") :]
         self.sql = (
-            f"SELECT {', '.join(sentinels)} UNION ALL SELECT * FROM (SELECT {names} FROM x{table.id}"
+            f"SELECT {', '.join(sentinels)} UNION ALL SELECT * FROM (SELECT {_columns(table)} FROM x{table.id}"
             " WHERE seq > ? AND seq <= ? ORDER BY seq)"
         )
 
