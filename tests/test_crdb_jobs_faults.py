@@ -124,3 +124,67 @@ def test_pause_resume_and_kill_9_are_exactly_once(tmp_path: Path, kills: int) ->
     assert rep.ok, str(rep)
     assert rep.stats["data_records"] == rep.stats["change_rows"] + 20  # + the initial scan's rows
     assert rep.stats["resolved_records"] > 0
+
+
+def test_kill_9_mid_backfill_is_exactly_once(tmp_path: Path) -> None:
+    """``ADD COLUMN .. DEFAULT`` under a job backfills every row twice (CockroachDB's old-schema
+    duplicates, then the new schema) in chunk tasks that append on their own; ``kill -9`` of the
+    runner while they append, then a restart, ends with each backfilled row exactly twice."""
+    rows = 3000
+    db = tmp_path / "db"
+    w.setup_sql(db, feed=None, initial_rows=rows)
+    with changefeed.connect(db) as conn:
+        conn.execute("CREATE CHANGEFEED FOR t INTO 'topics://' WITH updated, diff")
+    env = _env()
+    env["CHANGEFEED_SCAN_CHUNK_ROWS"] = "100"  # 30 chunk tasks per backfill pass
+    first = subprocess.run(_cmd(db, follow=False), env=env, capture_output=True, timeout=600)
+    assert first.returncode == 0, first.stderr.decode()[-3000:]
+    assert _total(db) == rows  # the initial scan
+    with changefeed.connect(db) as conn:
+        conn.execute("ALTER TABLE t ADD COLUMN extra INT DEFAULT 7")
+        conn.execute("UPDATE t SET b = 1 WHERE k < 10")
+    log = open(tmp_path / "runner.log", "wb")  # noqa: SIM115
+    kills = 0
+    try:
+        for delay in (0.0, 0.5, 1.0):
+            if _total(db) >= 3 * rows:
+                break
+            proc = subprocess.Popen(
+                _cmd(db, follow=True), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+            try:
+                assert _wait_growth(db, _total(db), proc, 240.0), (tmp_path / "runner.log").read_text()[
+                    -3000:
+                ]
+                time.sleep(delay)
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            kills += 1
+    finally:
+        log.close()
+    assert kills >= 1 and _total(db) < 3 * rows + 10  # killed before the backfill was complete
+    final = subprocess.run(_cmd(db, follow=False), env=env, capture_output=True, timeout=600)
+    assert final.returncode == 0, final.stderr.decode()[-3000:]
+    rep = v.validate_feed(db, TOPIC)
+    assert rep.ok, str(rep)
+    assert _total(db) == rows + 2 * rows + 10  # the scan, both backfill passes, the updates
+    from changefeed.topics import TopicStore
+
+    store = TopicStore(db)
+    try:
+        seen: dict[tuple[bytes | None, bool], int] = {}
+        for p in range(store.topic(TOPIC).partitions):
+            for r in store.read(TOPIC, p, 0, 10 * rows):
+                new = b'"extra"' in r.value
+                seen[(r.key, new)] = seen.get((r.key, new), 0) + 1
+    finally:
+        store.close()
+    # old schema: the initial scan and the duplicate; new schema: the backfill (and the update)
+    updated = {f"[{k}]".encode() for k in range(10)}
+    want = {
+        (f"[{k}]".encode(), new): 2 if not new or f"[{k}]".encode() in updated else 1
+        for k in range(rows)
+        for new in (False, True)
+    }
+    assert seen == want

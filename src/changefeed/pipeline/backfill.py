@@ -55,11 +55,13 @@ from changefeed.feeds.crdb_options import (
 from changefeed.feeds.spec import FeedSpec
 from changefeed.pipeline.core import triggers_backfill
 from changefeed.pipeline.families import family_frame
+from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from changefeed.formats.base import Encoder
+    from changefeed.pipeline.sinks import SinkWriter
 
 #: Change-stream seqs per task when rows are read again in a newer schema.
 REREAD_SEQS = 50_000
@@ -198,23 +200,49 @@ def changes_frame(spark: SparkSession, db: Path, schema: TableSchema, lo: int, h
     )
 
 
+def _plan_name(change: SchemaChange) -> str:
+    return f"backfill-{change.seq}"
+
+
 def backfill_frame(
     spark: SparkSession, db: Path, feed: FeedSpec, part: Backfill
 ) -> tuple[DataFrame, FeedSpec]:
     """Every row of the table as of ``part.change`` in ``part.schema`` (a consistent scan at the
-    change's position, stamped with its timestamp), and the feed spec that encodes it."""
-    from changefeed.pipeline.scan import CHUNK_ROWS, compute_bounds, snapshot_frame
+    change's position, stamped with its timestamp, one Spark partition per key-range chunk of
+    the change's saved scan plan), and the feed spec that encodes it."""
+    from changefeed.pipeline.scan import CHUNK_ROWS, load_or_plan, snapshot_frame
 
     c = part.change
     at = replace(
         feed, created_seq=c.seq, created_wall=c.at.wall, created_logical=c.at.logical, created_tx=c.tx
     )
-    conn = open_sqlite(db / DB_FILE, readonly=True)
-    try:
-        bounds, _ = compute_bounds(conn, part.schema, CHUNK_ROWS)
-    finally:
-        conn.close()
+    bounds = load_or_plan(db, at, part.schema, CHUNK_ROWS, name=_plan_name(c))["bounds"]
     return snapshot_frame(spark, str(db), part.schema, at, bounds, 0, len(bounds) + 1), at
+
+
+def forget_plans(db: Path, feed: FeedSpec, below_seq: int) -> None:
+    """Drop the saved scan plans of backfills at changes below ``below_seq`` (their batches are
+    committed: a replay never needs them again)."""
+    from changefeed.pipeline.scan import plan_path
+
+    for path in plan_path(db, feed.id, "backfill-*").parent.glob(f"feed-{feed.id}.backfill-*"):
+        try:
+            seq = int(path.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if seq < below_seq:
+            path.unlink(missing_ok=True)
+
+
+def _rows_frame(spark: SparkSession, db: Path, df: DataFrame, part: Rows) -> DataFrame:
+    """The change rows of ``part``: from the micro-batch's DataFrame while it has their schema's
+    columns, else read again from the change stream in that schema."""
+    from pyspark.sql import functions as F
+
+    names = change_schema(part.schema).names
+    if set(names) <= set(df.columns):
+        return df.filter((F.col("seq") > part.lo) & (F.col("seq") <= part.hi)).select(*names)
+    return changes_frame(spark, db, part.schema, part.lo, part.hi)
 
 
 def encode_plan(
@@ -230,11 +258,7 @@ def encode_plan(
             rows, spec = backfill_frame(spark, db, feed, part)
             frames.append(encoder.encode_spark(family_frame(rows, part.schema, spec), part.schema, spec))
             continue
-        if set(change_schema(part.schema).names) <= set(df.columns):
-            rows = df.filter((F.col("seq") > part.lo) & (F.col("seq") <= part.hi))
-            rows = rows.select(*change_schema(part.schema).names)
-        else:
-            rows = changes_frame(spark, db, part.schema, part.lo, part.hi)
+        rows = _rows_frame(spark, db, df, part)
         frames.append(encoder.encode_spark(family_frame(rows, part.schema, feed), part.schema, feed))
     cols = ["partition", "key", "value", "ts"]
     if not frames:  # a stop at the batch's very start: nothing to deliver
@@ -248,6 +272,86 @@ def encode_plan(
     for f in frames[1:]:
         out = out.union(f.select(*cols))
     return out
+
+
+def segments(parts: tuple[Rows | Backfill, ...]) -> list[tuple[Rows, ...] | Backfill]:
+    """A plan's parts as delivery segments: each backfill pass alone, the change rows between
+    them together."""
+    out: list[tuple[Rows, ...] | Backfill] = []
+    run: list[Rows] = []
+    for part in parts:
+        if isinstance(part, Backfill):
+            if run:
+                out.append(tuple(run))
+                run = []
+            out.append(part)
+        else:
+            run.append(part)
+    if run:
+        out.append(tuple(run))
+    return out
+
+
+def deliver_plan(
+    spark: SparkSession,
+    db: Path,
+    df: DataFrame,
+    plan: BatchPlan,
+    encoder: Encoder,
+    feed: FeedSpec,
+    store: TopicStore | SinkWriter,
+    writer: str,
+    batch_id: int,
+    resolved: tuple[bytes, int] | None,
+    shuffle_partitions: int,
+    small: bool,
+) -> dict[int, int]:
+    """Deliver micro-batch ``batch_id`` split by ``plan``; returns {topic partition: records}
+    of its last append under ``writer`` (the caller appends ``resolved`` where there was none).
+
+    Into the embedded topics the plan's segments are appended one after the other, each under a
+    writer of its own (``<writer>-s<j>``; the last one under ``writer`` itself, with ``resolved``),
+    so a replayed batch skips the segments it had appended and every topic partition keeps the
+    plan's order. A backfill pass is one Spark job whose tasks each read, encode and append one
+    key-range chunk (writer ``<segment writer>c<chunk>``): no shuffle, and the appends run on
+    every core. The chunks are the change's saved scan plan, the same on a replay. A sink gets
+    the whole batch as one DataFrame (``encode_plan``)."""
+    from changefeed.pipeline.job import write_encoded
+    from changefeed.pipeline.scan import chunk_appender
+
+    if not isinstance(store, TopicStore):
+        encoded = encode_plan(spark, db, df, plan, encoder, feed)
+        return write_encoded(
+            encoded, store, feed, writer, batch_id, resolved, shuffle_partitions, small=small
+        )
+    segs = segments(plan.parts)
+    written: dict[int, int] = {}
+    for j, seg in enumerate(segs):
+        last = j == len(segs) - 1
+        w = writer if last else f"{writer}-s{j}"
+        if isinstance(seg, Backfill):
+            rows, spec = backfill_frame(spark, db, feed, seg)
+            encoded = encoder.encode_spark(family_frame(rows, seg.schema, spec), seg.schema, spec)
+            fn = chunk_appender(store, feed.topic, w, batch_id)
+            encoded.select("partition", "key", "value", "ts").mapInArrow(
+                fn, "partition int, n long"
+            ).collect()
+            continue
+        frames = [
+            encoder.encode_spark(
+                family_frame(_rows_frame(spark, db, df, part), part.schema, feed), part.schema, feed
+            )
+            for part in seg
+        ]
+        encoded = frames[0].select("partition", "key", "value", "ts")
+        for f in frames[1:]:
+            encoded = encoded.union(f.select("partition", "key", "value", "ts"))
+        got = write_encoded(
+            encoded, store, feed, w, batch_id, resolved if last else None, shuffle_partitions, small=small
+        )
+        if last:
+            written = got
+    return written
 
 
 class SchemaChanges:
@@ -274,7 +378,8 @@ class SchemaChanges:
             prev = Cover(feed.created_seq if start is None else start, None, 0)
         return plan_batch(db, feed, table, prev, cover)
 
-    encode = staticmethod(encode_plan)
+    deliver = staticmethod(deliver_plan)
+    forget = staticmethod(forget_plans)
 
 
 def _start_seq(checkpoint: Path, feed: FeedSpec) -> int | None:
@@ -295,7 +400,9 @@ __all__ = [
     "SchemaChanges",
     "backfill_frame",
     "changes_frame",
+    "deliver_plan",
     "encode_plan",
+    "forget_plans",
     "plan_batch",
     "read_cover",
 ]

@@ -22,6 +22,7 @@ by Spark before the batch runs, so resolved timestamps replay deterministically 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -335,23 +336,36 @@ class FeedContext:
         if closed is not None and feed.resolved_ns and self.job_resolved is None:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
-        if plan is None or changes is None:
-            encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
-        else:  # schema changes in or at the batch's range (pipeline/backfill.py)
-            encoded = changes.encode(df.sparkSession, self.db, df, plan, self.encoder, feed)
         rows = batch_rows(self.checkpoint, batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
-        written = write_encoded(
-            encoded,
-            self.store,
-            feed,
-            self.writer,
-            batch_id,
-            resolved if sink is None else None,
-            self.shuffle_partitions,
-            small=(plan is None and rows is not None and rows <= SMALL_BATCH_ROWS)
-            or (sink is not None and sink.driver_only),
-        )
+        if plan is None or changes is None:
+            encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
+            written = write_encoded(
+                encoded,
+                self.store,
+                feed,
+                self.writer,
+                batch_id,
+                resolved if sink is None else None,
+                self.shuffle_partitions,
+                small=(rows is not None and rows <= SMALL_BATCH_ROWS)
+                or (sink is not None and sink.driver_only),
+            )
+        else:  # schema changes in or at the batch's range (pipeline/backfill.py)
+            written = changes.deliver(
+                df.sparkSession,
+                self.db,
+                df,
+                plan,
+                self.encoder,
+                feed,
+                self.store,
+                self.writer,
+                batch_id,
+                resolved if sink is None else None,
+                self.shuffle_partitions,
+                sink is not None and sink.driver_only,
+            )
         if resolved is not None and sink is not None and closed is not None:
             # sinks: one resolved message, after every partition's data was acknowledged
             sink.emit_resolved(feed.topic, self.writer, batch_id, resolved[0], CommitTs(closed[0], closed[1]))
@@ -371,6 +385,12 @@ class FeedContext:
         write_progress(self.db, feed.id, seq, hw[0], hw[1])
         if self.job_resolved is not None:
             self.job_resolved.advance()
+        if plan is not None and changes is not None and batch_id > 0:
+            # the backfill scan plans of earlier batches' changes: those batches are committed
+            with contextlib.suppress(PipelineError):
+                changes.forget(
+                    self.db, feed, int(batch_end_offset(self.checkpoint, batch_id - 1).get("seq", 0))
+                )
         if stop is not None:
             from changefeed.pipeline.crdb_jobs import record_failure
 

@@ -10,19 +10,25 @@ its current row; keys deleted since S come back through their first change's old
 
 Snapshot rows have the change-stream schema with ``op = CHANGE_SNAPSHOT``, the creation
 timestamp, every ``u<id>`` true and no old image; they go through the feed's encoder to its topic
-with writer ``feed-<id>-scan`` and batch id = chunk group number, before the feed's streaming
-query starts, so every key's snapshot record precedes its updates.
+before the feed's streaming query starts, so every key's snapshot record precedes its updates.
 
 Throughput: a group is many chunks (``GROUP_ROWS`` rows, a multiple of the core count, fixed in
-the plan file) so the ~1 s cost of a Spark job is paid a few times per scan, not per chunk pair;
-each task reads one chunk at a time and yields Arrow batches of ``FETCH_ROWS`` rows, so a task's
-memory stays bounded. A group's encoded records are collected on the driver as Arrow and appended
-from there (one append per topic partition, in group order) while a background thread already runs
-the next group's Spark job, so the single-threaded append overlaps the next read + encode; at most
-two groups are in flight (the one being appended and the one being collected).
-Rows without TTLs are fetched as tuples and transposed straight into Arrow columns (no per-row
-dict); only the stored ``c<id>`` columns cross from Python to the JVM, the columns equal on every
-snapshot row are Spark literals (which also lets Spark fold the encoder's branches on ``op``/``ox``).
+the plan file) so the cost of a Spark job is paid a few times per scan, not per chunk. Into the
+embedded topics each chunk's task reads, encodes and appends its own records
+(:func:`chunk_appender`: one append per topic partition under writer ``feed-<id>-scanc<chunk>``,
+batch id = the chunk's group), so the appends run on every core and no record passes through
+the driver; group g's progress is recorded after its Spark job, and a restarted group's chunks
+skip the partitions they already wrote. Into a sink (webhook, cloud storage) a group's encoded
+records are collected on the driver as Arrow and appended from there under writer
+``feed-<id>-scan`` (one append per topic partition, in group order) while a background thread
+already runs the next group's Spark job; at most two groups are in flight.
+
+In Spark's Python workers a chunk is read through the ADBC SQLite driver straight into Arrow
+(``arrow_sqlite``; about four times faster than ``sqlite3``'s tuples), falling back to
+``sqlite3`` where it cannot: rows without TTLs are then fetched as tuples and transposed into
+Arrow columns (no per-row dict). Only the stored ``c<id>`` columns cross from Python to the JVM;
+the columns equal on every snapshot row are Spark literals (which also lets Spark fold the
+encoder's branches on ``op``/``ox``). A task's memory stays bounded by its chunk.
 """
 
 from __future__ import annotations
@@ -45,11 +51,14 @@ from changefeed.engine.changes import (
     META_FIELDS,
     change_schema,
     rows_to_batch,
+    storage_arrow_to_arrow,
+    storage_class,
     storage_to_arrow,
 )
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.engine.storage import TableStore, token
 from changefeed.feeds.spec import FeedSpec
+from changefeed.pipeline import arrow_sqlite
 from changefeed.pipeline.families import family_frame
 from changefeed.pipeline.sinks import SinkWriter, open_delivery
 from changefeed.topics.store import TopicStore
@@ -101,16 +110,18 @@ def compute_bounds(conn: Any, table: TableSchema, chunk_rows: int) -> tuple[list
     return bounds, total
 
 
-def _plan_path(db: Path, feed_id: int) -> Path:
-    return db / "checkpoints" / f"feed-{feed_id}.scan"
+def plan_path(db: Path, feed_id: int, name: str = "scan") -> Path:
+    """Where a scan plan of feed ``feed_id`` is saved: ``scan`` for the initial scan."""
+    return db / "checkpoints" / f"feed-{feed_id}.{name}"
 
 
 def load_or_plan(
-    db: Path, feed: FeedSpec, table: TableSchema, chunk_rows: int, group_chunks: int = 0
+    db: Path, feed: FeedSpec, table: TableSchema, chunk_rows: int, group_chunks: int = 0, name: str = "scan"
 ) -> dict[str, Any]:
-    """The scan plan of ``feed``: the saved one if any (same creation point), else a new one with
-    chunks of ``chunk_rows`` rows and ``group_chunks`` chunks per group (0: one per Spark core)."""
-    path = _plan_path(db, feed.id)
+    """The scan plan ``name`` of ``feed``: the saved one if any (same creation point), else a new
+    one with chunks of ``chunk_rows`` rows and ``group_chunks`` chunks per group (0: one per
+    Spark core), saved before it is used so that a restart re-reads the very same chunks."""
+    path = plan_path(db, feed.id, name)
     if path.exists():
         with path.open("rb") as fh:
             plan: dict[str, Any] = pickle.load(fh)
@@ -139,9 +150,10 @@ def load_or_plan(
 
 
 def _snapshot_batch(
-    st: TableStore, feed: FeedSpec, target: pa.Schema, columns: Sequence[Sequence[Any]], n: int
+    st: TableStore, feed: FeedSpec, target: pa.Schema, columns: Sequence[Sequence[Any] | pa.Array], n: int
 ) -> pa.RecordBatch:
-    """A batch of snapshot rows from storage values, one sequence per ``st.all_cols`` column."""
+    """A batch of snapshot rows from storage values, one sequence per ``st.all_cols`` column
+    (or an Arrow array already of the column's type, from :func:`_read_chunk_arrow`)."""
     meta = (
         feed.created_seq,
         feed.created_wall,
@@ -156,7 +168,8 @@ def _snapshot_batch(
     ]
     base = len(META_FIELDS)
     for j, c in enumerate(st.all_cols):
-        arrays.append(storage_to_arrow(c, columns[j]))
+        col = columns[j]
+        arrays.append(col if isinstance(col, pa.Array) else storage_to_arrow(c, col))
     true = pa.repeat(pa.scalar(True, pa.bool_()), n)
     arrays.extend(true for _ in st.value_cols)
     base += len(st.all_cols) + len(st.value_cols)
@@ -173,29 +186,58 @@ def _live_sql(st: TableStore) -> str:
     return f"_exp IS NULL AND (_m = 0 OR (_m IS NULL AND ({some})))"
 
 
-def read_chunk_batches(
-    db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[Any]], i: int, fetch_rows: int = FETCH_ROWS
-) -> Iterator[pa.RecordBatch]:
-    """The snapshot rows of chunk ``i`` (keys in ``(bounds[i-1], bounds[i]]``), as Arrow batches of
-    at most ``fetch_rows`` rows, all read in one short read transaction.
-
-    Current rows without TTLs are read as tuples straight into Arrow columns; rows with TTLs (rare)
-    go through ``TableStore._decode_row``. Keys changed after S are dropped from the current rows
-    and come back as the old image of their first later change."""
-    st = TableStore(table)
-    target = change_schema(table)
+def _chunk_range(
+    st: TableStore, bounds: list[list[Any]], i: int
+) -> tuple[list[str], list[Any], tuple[Any, ...] | None, tuple[Any, ...] | None]:
+    """Chunk ``i``'s key range: SQL conditions on the storage order, their parameters, and its
+    (exclusive) lower and (inclusive) upper bound, None at the ends."""
     cols = _order_cols(st)
     rv = _row_value(cols)
     ph = ", ".join("?" for _ in cols)
-    conds, params = [], []
+    conds: list[str] = []
+    params: list[Any] = []
     if i > 0:
         conds.append(f"{rv} > ({ph})")
         params.extend(bounds[i - 1])
     if i < len(bounds):
         conds.append(f"{rv} <= ({ph})")
         params.extend(bounds[i])
-    lo = tuple(bounds[i - 1]) if i > 0 else None
-    hi = tuple(bounds[i]) if i < len(bounds) else None
+    return (
+        conds,
+        params,
+        tuple(bounds[i - 1]) if i > 0 else None,
+        tuple(bounds[i]) if i < len(bounds) else None,
+    )
+
+
+def read_chunk_batches(
+    db: str,
+    table: TableSchema,
+    feed: FeedSpec,
+    bounds: list[list[Any]],
+    i: int,
+    fetch_rows: int = FETCH_ROWS,
+    *,
+    arrow: bool = False,
+) -> Iterator[pa.RecordBatch]:
+    """The snapshot rows of chunk ``i`` (keys in ``(bounds[i-1], bounds[i]]``), as Arrow batches of
+    at most ``fetch_rows`` rows, all read in one short read transaction.
+
+    Current rows without TTLs are read as tuples straight into Arrow columns; rows with TTLs (rare)
+    go through ``TableStore._decode_row``. Keys changed after S are dropped from the current rows
+    and come back as the old image of their first later change.
+
+    ``arrow``: read through the ADBC SQLite driver when it can (:func:`_read_chunk_arrow`); only
+    for Spark's Python workers (see ``arrow_sqlite``: no other connection to the file in the
+    process)."""
+    if arrow:
+        fast = _read_chunk_arrow(db, table, feed, bounds, i, fetch_rows)
+        if fast is not None:
+            yield from fast
+            return
+    st = TableStore(table)
+    target = change_schema(table)
+    conds, params, lo, hi = _chunk_range(st, bounds, i)
     nkey = len(st.key_cols)
     value_cols = st.value_cols
     row_ids = {c.id for c in st.row_cols}
@@ -278,6 +320,113 @@ def read_chunk_batches(
         yield _snapshot_batch(st, feed, target, list(zip(*part, strict=True)), len(part))
 
 
+def _read_chunk_arrow(
+    db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[Any]], i: int, fetch_rows: int
+) -> Iterator[pa.RecordBatch] | None:
+    """:func:`read_chunk_batches` through the ADBC SQLite driver, in one read transaction of its
+    own, or None when it cannot, decided before anything is yielded: no driver, a column
+    without a fixed storage class, a value outside its class, or rows that need
+    ``TableStore._decode_row`` (TTLs, CQL rows without a marker). The chunk's current rows are
+    read whole (a chunk is ``CHUNK_ROWS`` rows) and yielded in batches of ``fetch_rows``."""
+    st = TableStore(table)
+    conds, params, lo, hi = _chunk_range(st, bounds, i)
+    nkey = len(st.key_cols)
+    value_cols = st.value_cols
+    row_ids = {c.id for c in st.row_cols}
+    live = _live_sql(st)
+    select = ", ".join(c.db if c.id in row_ids else "NULL" for c in st.all_cols)
+    current_sql = arrow_sqlite.pinned(
+        [storage_class(c.type) for c in st.all_cols],
+        f"SELECT {select} FROM {st.t} WHERE {' AND '.join([*conds, live])}",
+    )
+    xsel = ", ".join(["ox"] + [c.db for c in st.key_cols] + [f"o{c.id}" for c in value_cols])
+    xconds, xparams = ["seq > ?", "st = 0"], [feed.created_seq]
+    if not st.cql:
+        xconds += conds
+        xparams += params
+    first_sql = arrow_sqlite.pinned(
+        [pa.int64()]
+        + [storage_class(c.type) for c in st.key_cols]
+        + [storage_class(c.type) for c in value_cols],
+        f"SELECT {xsel} FROM {st.x} WHERE {' AND '.join(xconds)} ORDER BY seq",
+    )
+    slow_sql = f"SELECT count(*) FROM {st.t} WHERE {' AND '.join([*conds, f'NOT ({live})'])}"
+    if current_sql is None or first_sql is None:
+        return None
+    conn = arrow_sqlite.connect(Path(db) / DB_FILE)
+    if conn is None:
+        return None
+    try:
+        arrow_sqlite.execute(conn, "BEGIN")
+        slow = arrow_sqlite.read_table(conn, str(arrow_sqlite.pinned([pa.int64()], slow_sql)), params, 2)
+        if slow.num_rows != 1 or arrow_sqlite.column(slow, 0)[0].as_py() != 0:
+            return None
+        xs = arrow_sqlite.read_table(conn, first_sql, xparams, 65_536)
+        current = arrow_sqlite.read_table(conn, current_sql, params, CHUNK_ROWS)
+        arrow_sqlite.execute(conn, "COMMIT")
+    except Exception:  # a value outside its column's storage class: read through sqlite3
+        return None
+    finally:
+        conn.close()
+    first: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+    for r in zip(*(arrow_sqlite.column(xs, j).to_pylist() for j in range(xs.num_columns)), strict=True):
+        key = tuple(r[1 : 1 + nkey])
+        if key in first:
+            continue
+        if st.cql:
+            ok = (token(key[: len(st.pk_cols)]), *key)
+            if (lo is not None and ok <= lo) or (hi is not None and ok > hi):
+                continue
+        first[key] = r if r[0] else None
+    return _arrow_chunk_batches(st, change_schema(table), feed, current, first, fetch_rows)
+
+
+def _arrow_chunk_batches(
+    st: TableStore,
+    target: pa.Schema,
+    feed: FeedSpec,
+    current: pa.Table,
+    first: dict[tuple[Any, ...], tuple[Any, ...] | None],
+    fetch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """The snapshot batches of a chunk read by :func:`_read_chunk_arrow`: its current rows
+    (``current``, storage classes, ``st.all_cols`` order) but the keys changed since S, then those
+    keys' old images."""
+    keypos = [j for j, c in enumerate(st.all_cols) if c.is_key]
+    if first and current.num_rows:
+        if len(keypos) == 1:
+            keys = arrow_sqlite.column(current, keypos[0])
+            changed = [k[0] for k in first]
+            try:
+                hit = pc.is_in(keys, value_set=pa.array(changed).cast(keys.type))
+                keep = pc.invert(pc.fill_null(hit, False))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                gone = set(changed)
+                keep = pa.array([v not in gone for v in keys.to_pylist()], type=pa.bool_())
+        else:
+            cols = [arrow_sqlite.column(current, p).to_pylist() for p in keypos]
+            keep = pa.array([k not in first for k in zip(*cols, strict=True)], type=pa.bool_())
+        current = current.filter(keep)
+    arrays = [storage_arrow_to_arrow(c, arrow_sqlite.column(current, j)) for j, c in enumerate(st.all_cols)]
+    n = current.num_rows
+    del current
+    for a in range(0, n, fetch_rows):
+        m = min(fetch_rows, n - a)
+        yield _snapshot_batch(st, feed, target, [x.slice(a, m) for x in arrays], m)
+    images: list[tuple[Any, ...]] = []
+    nkey = len(st.key_cols)
+    for key, x in first.items():
+        if x is None:
+            continue
+        image = dict(zip((c.id for c in st.key_cols), key, strict=True))
+        for j, c in enumerate(st.value_cols):
+            image[c.id] = x[1 + nkey + j]
+        images.append(tuple(image.get(c.id) for c in st.all_cols))
+    for a in range(0, len(images), fetch_rows):
+        part = images[a : a + fetch_rows]
+        yield _snapshot_batch(st, feed, target, list(zip(*part, strict=True)), len(part))
+
+
 def read_chunk(
     db: str, table: TableSchema, feed: FeedSpec, bounds: list[list[Any]], i: int
 ) -> pa.RecordBatch:
@@ -297,7 +446,7 @@ def _chunk_reader(
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for i in b.column("id").to_pylist():
-                for out in read_chunk_batches(db, table, feed, bounds, int(i)):
+                for out in read_chunk_batches(db, table, feed, bounds, int(i), arrow=True):
                     yield out.select(names)
 
     return fn
@@ -357,6 +506,37 @@ def _collect_encoded(encoded: DataFrame) -> pa.Table:
     return t.take(pc.sort_indices(t, sort_keys=[("partition", "ascending")]))
 
 
+def chunk_appender(
+    store: TopicStore, topic: str, writer: str, batch_id: int, first_chunk: int = 0
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow function over one scan chunk's encoded records (the task's partition index
+    counts the chunks from ``first_chunk``): one append per topic partition under
+    ``<writer>c<chunk>``, each partition's records in the chunk's row order. A chunk's appends
+    are idempotent on their own: a restarted scan skips the partitions a chunk already wrote."""
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        chunk = first_chunk + (0 if ctx is None else ctx.partitionId())
+        got = [b for b in batches if b.num_rows]
+        records: list[pa.RecordBatch] = []
+        if got:
+            t = pa.Table.from_batches(got)
+            del got
+            # topic partitions in a rotated order, from the chunk's number on: concurrent tasks
+            # start on different partitions instead of queueing for one partition's write lock
+            parts = store.topic(topic).partitions
+            turn = pc.add(t.column("partition"), pa.scalar(parts - chunk % parts, pa.int32()))
+            order = pc.sort_indices(pc.if_else(pc.less(turn, parts), turn, pc.subtract(turn, parts)))
+            records = t.take(order).to_batches()
+        from changefeed.pipeline import job
+
+        yield from job._make_writer(store, topic, f"{writer}c{chunk}", batch_id, None)(iter(records))
+
+    return fn
+
+
 def _append_group(
     store: TopicStore | SinkWriter, topic: str, writer: str, batch_id: int, records: pa.Table
 ) -> None:
@@ -403,36 +583,39 @@ def run_initial_scan(
         df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
         return _collect_encoded(enc.encode_spark(family_frame(df, table, feed), table, feed))
 
-    # Two groups in flight at most: while the driver appends group g (one core), a background
-    # thread runs group g+1's Spark job (read + encode, collected as Arrow) on the other cores.
-    # Appends stay in group (= batch id) order, and group g's progress is recorded only after its
-    # appends, so a restart resumes exactly at the first group not fully appended.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"scan-{feed.id}") as pool:
-        pending: Future[pa.Table] | None = pool.submit(collect, done) if done < ngroups else None
-        try:
-            for g in range(done, ngroups):
-                assert pending is not None
-                records = pending.result()
-                pending = pool.submit(collect, g + 1) if g + 1 < ngroups else None
-                _append_group(store, feed.topic, writer, g, records)
-                del records
-                scanned = min(total, min(nchunks, (g + 1) * per) * plan["chunk_rows"])
-                job.write_progress(
-                    dbp,
-                    feed.id,
-                    feed.created_seq,
-                    feed.created_wall,
-                    feed.created_logical,
-                    {"scanned": scanned, "total": total, "groups_done": g + 1},
-                )
-                if on_progress is not None:
-                    on_progress(feed, scanned, total)
-        finally:
-            if pending is not None and not pending.cancel():
-                # a failure while appending: let the Spark job in flight finish (or fail) before
-                # returning; its records are dropped (the group is re-read on restart)
-                with contextlib.suppress(Exception):
-                    pending.result()
+    def progressed(g: int) -> None:
+        scanned = min(total, min(nchunks, (g + 1) * per) * plan["chunk_rows"])
+        job.write_progress(
+            dbp,
+            feed.id,
+            feed.created_seq,
+            feed.created_wall,
+            feed.created_logical,
+            {"scanned": scanned, "total": total, "groups_done": g + 1},
+        )
+        if on_progress is not None:
+            on_progress(feed, scanned, total)
+
+    if isinstance(store, TopicStore):
+        # Into the embedded topics every chunk task appends its own records (``chunk_appender``):
+        # no records through the driver, appends on every core. Group g's progress is recorded
+        # after its Spark job, so a restart re-runs it, and its chunks skip what they appended.
+        for g in range(done, ngroups):
+            lo, hi = g * per, min(nchunks, (g + 1) * per)
+            if any(
+                (store.committed_batch(feed.topic, p, writer) or -1) >= g for p in range(feed.partitions)
+            ):  # a group begun by a version that appended whole groups from the driver
+                _append_group(store, feed.topic, writer, g, collect(g))
+            else:
+                df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
+                encoded = enc.encode_spark(family_frame(df, table, feed), table, feed)
+                fn = chunk_appender(store, feed.topic, writer, g, first_chunk=lo)
+                encoded.select("partition", "key", "value", "ts").mapInArrow(
+                    fn, "partition int, n long"
+                ).collect()
+            progressed(g)
+    else:
+        _scan_to_sink(collect, store, feed.topic, writer, done, ngroups, progressed)
     conn = job.engine_conn(dbp)
     try:
         conn.execute("UPDATE _feeds SET state = 'running' WHERE id = ? AND state = 'scanning'", (feed.id,))
@@ -448,6 +631,38 @@ def run_initial_scan(
     )
     if on_progress is not None:
         on_progress(feed, total, total)
+
+
+def _scan_to_sink(
+    collect: Callable[[int], pa.Table],
+    store: TopicStore | SinkWriter,
+    topic: str,
+    writer: str,
+    done: int,
+    ngroups: int,
+    progressed: Callable[[int], None],
+) -> None:
+    """Groups ``done .. ngroups-1`` collected on the driver and appended from there, in order."""
+    # Two groups in flight at most: while the driver appends group g (one core), a background
+    # thread runs group g+1's Spark job (read + encode, collected as Arrow) on the other cores.
+    # Appends stay in group (= batch id) order, and group g's progress is recorded only after its
+    # appends, so a restart resumes exactly at the first group not fully appended.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"scan-{writer}") as pool:
+        pending: Future[pa.Table] | None = pool.submit(collect, done) if done < ngroups else None
+        try:
+            for g in range(done, ngroups):
+                assert pending is not None
+                records = pending.result()
+                pending = pool.submit(collect, g + 1) if g + 1 < ngroups else None
+                _append_group(store, topic, writer, g, records)
+                del records
+                progressed(g)
+        finally:
+            if pending is not None and not pending.cancel():
+                # a failure while appending: let the Spark job in flight finish (or fail) before
+                # returning; its records are dropped (the group is re-read on restart)
+                with contextlib.suppress(Exception):
+                    pending.result()
 
 
 def _schema_at_creation(db: Path, feed: FeedSpec) -> TableSchema:
