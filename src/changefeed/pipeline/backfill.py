@@ -2,15 +2,17 @@
 
 A table's schema history (``engine/schema_history.py``: each ``ADD``/``DROP COLUMN`` with its
 commit timestamp and change-stream position ``S``) splits a feed's micro-batch ``(lo, hi]`` into
-parts, delivered in this order in the batch's one idempotent append per topic partition:
+parts, delivered in this order (:func:`deliver_plan`: each segment under a writer of its own, so
+a replayed batch skips what it appended and every topic partition keeps the order):
 
 1. change rows ``<= S``, encoded in the schema before the change;
 2. what ``schema_change_events`` / ``schema_change_policy`` ask for at the change:
    * ``backfill`` (the default): every row of the table once more in the old schema (the
      duplicates the spec shows), then once in the new one. Each pass is a consistent scan at
      ``S`` (``scan.snapshot_frame``: the current rows with the changes after ``S`` undone
-     through their old images, one Spark task per key-range chunk), stamped with the change's
-     timestamp (``updated``), encoded by the feed's encoder on Spark, like the initial scan;
+     through their old images, one Spark task per key-range chunk of the change's saved scan
+     plan), stamped with the change's timestamp (``updated``), encoded by the feed's encoder on
+     Spark, and appended by the chunk's own task, like the initial scan;
    * ``nobackfill``: only the duplicates (the old schema);
    * ``stop``: nothing more: the rows before the change are delivered (and resolved just below
      it), then the job fails with CockroachDB's ``shut down due to schema change and
