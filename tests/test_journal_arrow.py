@@ -33,16 +33,21 @@ def _python_batch(opts: JS._Options) -> pa.RecordBatch:
         conn.close()
 
 
+def _every(conn: changefeed.Connection) -> None:
+    """The table of every CockroachDB type, with its rows."""
+    conn.execute("CREATE TYPE greeting AS ENUM ('hi', 'bye')")
+    conn.execute(TYPES_TABLE)
+    for row in EVERY_ROWS:
+        cols = ", ".join(f'"{k}"' for k in row)
+        conn.execute(
+            f"INSERT INTO every ({cols}) VALUES ({', '.join('?' for _ in row)})", tuple(row.values())
+        )
+
+
 def test_every_type_reads_the_same(tmp_path: Path) -> None:
     db = tmp_path / "db"
     with changefeed.connect(db) as conn:
-        conn.execute("CREATE TYPE greeting AS ENUM ('hi', 'bye')")
-        conn.execute(TYPES_TABLE)
-        for row in EVERY_ROWS:
-            cols = ", ".join(f'"{k}"' for k in row)
-            conn.execute(
-                f"INSERT INTO every ({cols}) VALUES ({', '.join('?' for _ in row)})", tuple(row.values())
-            )
+        _every(conn)
         conn.execute("UPDATE every SET s = 'z', f = 2.5, d = 3.25, bo = false WHERE id = 1")
         conn.execute("DELETE FROM every WHERE id = 2")
         tid = _table_id(conn, "every")
@@ -129,13 +134,7 @@ def test_the_scan_reads_the_same_through_adbc(tmp_path: Path) -> None:
     """Every type, several chunks, rows changed, deleted and inserted after the snapshot."""
     db = tmp_path / "db"
     with changefeed.connect(db) as conn:
-        conn.execute("CREATE TYPE greeting AS ENUM ('hi', 'bye')")
-        conn.execute(TYPES_TABLE)
-        for row in EVERY_ROWS:
-            cols = ", ".join(f'"{k}"' for k in row)
-            conn.execute(
-                f"INSERT INTO every ({cols}) VALUES ({', '.join('?' for _ in row)})", tuple(row.values())
-            )
+        _every(conn)
         feed, table = _feed_at(conn, "every")
         conn.execute("UPDATE every SET s = 'z', f = 2.5, d = 3.25, bo = false WHERE id = 1")
         conn.execute("UPDATE every SET s = 'y' WHERE id = 1")

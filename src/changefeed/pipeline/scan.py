@@ -37,7 +37,7 @@ import contextlib
 import json
 import os
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -210,6 +210,41 @@ def _chunk_range(
     )
 
 
+def _first_changes(
+    st: TableStore, rows: Iterable[Sequence[Any]], lo: tuple[Any, ...] | None, hi: tuple[Any, ...] | None
+) -> dict[tuple[Any, ...], tuple[Any, ...] | None]:
+    """The first change after S of every key of a chunk, from rows ``(ox, key.., o<id>..)`` in
+    ``seq`` order: the row when the key existed at S (``ox``), None when it did not."""
+    nkey = len(st.key_cols)
+    first: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+    for r in rows:
+        key = tuple(r[1 : 1 + nkey])
+        if key in first:
+            continue
+        if st.cql:  # the change stream is not range-filtered by token: filter here
+            ok = (token(key[: len(st.pk_cols)]), *key)
+            if (lo is not None and ok <= lo) or (hi is not None and ok > hi):
+                continue
+        first[key] = tuple(r) if r[0] else None
+    return first
+
+
+def _old_images(
+    st: TableStore, first: dict[tuple[Any, ...], tuple[Any, ...] | None]
+) -> list[tuple[Any, ...]]:
+    """The values at S (``st.all_cols`` order) of the keys changed since S that existed then."""
+    nkey = len(st.key_cols)
+    images: list[tuple[Any, ...]] = []
+    for key, x in first.items():
+        if x is None:
+            continue
+        image = dict(zip((c.id for c in st.key_cols), key, strict=True))
+        for j, c in enumerate(st.value_cols):
+            image[c.id] = x[1 + nkey + j]
+        images.append(tuple(image.get(c.id) for c in st.all_cols))
+    return images
+
+
 def read_chunk_batches(
     db: str,
     table: TableSchema,
@@ -255,18 +290,12 @@ def read_chunk_batches(
         if not st.cql:
             xconds += conds
             xparams += params
-        first: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
-        for r in conn.execute(
-            f"SELECT {xsel} FROM {st.x} WHERE {' AND '.join(xconds)} ORDER BY seq", xparams
-        ):
-            key = tuple(r[1 : 1 + nkey])
-            if key in first:
-                continue
-            if st.cql:
-                ok = (token(key[: len(st.pk_cols)]), *key)
-                if (lo is not None and ok <= lo) or (hi is not None and ok > hi):
-                    continue
-            first[key] = r if r[0] else None
+        first = _first_changes(
+            st,
+            conn.execute(f"SELECT {xsel} FROM {st.x} WHERE {' AND '.join(xconds)} ORDER BY seq", xparams),
+            lo,
+            hi,
+        )
         single = {k[0] for k in first} if nkey == 1 else None
 
         def current(columns: list[Sequence[Any]], n: int) -> pa.RecordBatch:
@@ -307,14 +336,7 @@ def read_chunk_batches(
     finally:
         conn.close()
     # keys changed since S that existed at S: their old images
-    images: list[tuple[Any, ...]] = []
-    for key, x in first.items():
-        if x is None:
-            continue
-        image = dict(zip((c.id for c in st.key_cols), key, strict=True))
-        for j, c in enumerate(value_cols):
-            image[c.id] = x[1 + nkey + j]
-        images.append(tuple(image.get(c.id) for c in st.all_cols))
+    images = _old_images(st, first)
     for a in range(0, len(images), fetch_rows):
         part = images[a : a + fetch_rows]
         yield _snapshot_batch(st, feed, target, list(zip(*part, strict=True)), len(part))
@@ -330,7 +352,6 @@ def _read_chunk_arrow(
     read whole (a chunk is ``CHUNK_ROWS`` rows) and yielded in batches of ``fetch_rows``."""
     st = TableStore(table)
     conds, params, lo, hi = _chunk_range(st, bounds, i)
-    nkey = len(st.key_cols)
     value_cols = st.value_cols
     row_ids = {c.id for c in st.row_cols}
     live = _live_sql(st)
@@ -368,16 +389,8 @@ def _read_chunk_arrow(
         return None
     finally:
         conn.close()
-    first: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
-    for r in zip(*(arrow_sqlite.column(xs, j).to_pylist() for j in range(xs.num_columns)), strict=True):
-        key = tuple(r[1 : 1 + nkey])
-        if key in first:
-            continue
-        if st.cql:
-            ok = (token(key[: len(st.pk_cols)]), *key)
-            if (lo is not None and ok <= lo) or (hi is not None and ok > hi):
-                continue
-        first[key] = r if r[0] else None
+    rows = zip(*(arrow_sqlite.column(xs, j).to_pylist() for j in range(xs.num_columns)), strict=True)
+    first = _first_changes(st, rows, lo, hi)
     return _arrow_chunk_batches(st, change_schema(table), feed, current, first, fetch_rows)
 
 
@@ -413,15 +426,7 @@ def _arrow_chunk_batches(
     for a in range(0, n, fetch_rows):
         m = min(fetch_rows, n - a)
         yield _snapshot_batch(st, feed, target, [x.slice(a, m) for x in arrays], m)
-    images: list[tuple[Any, ...]] = []
-    nkey = len(st.key_cols)
-    for key, x in first.items():
-        if x is None:
-            continue
-        image = dict(zip((c.id for c in st.key_cols), key, strict=True))
-        for j, c in enumerate(st.value_cols):
-            image[c.id] = x[1 + nkey + j]
-        images.append(tuple(image.get(c.id) for c in st.all_cols))
+    images = _old_images(st, first)
     for a in range(0, len(images), fetch_rows):
         part = images[a : a + fetch_rows]
         yield _snapshot_batch(st, feed, target, list(zip(*part, strict=True)), len(part))
