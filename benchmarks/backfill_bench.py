@@ -20,6 +20,7 @@ start-up and commit), measured the same way just before.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -105,6 +106,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     import changefeed
+    import proctree  # this directory is the script's: first on sys.path
     from changefeed.pipeline.runner import run_until_idle, warm
     from changefeed.pipeline.session import get_spark
 
@@ -119,6 +121,7 @@ def main() -> int:
         run_until_idle(db, spark=spark, gc=False)
         empty = time.perf_counter() - t0
         passes = 2 if args.policy == "backfill" else 1
+        cpu0 = proctree.cpu_seconds(proctree.tree(os.getpid()))
         if args.running:
             seconds, alter = _running(db, spark, args.rows * passes)
         else:
@@ -129,6 +132,7 @@ def main() -> int:
             t0 = time.perf_counter()
             run_until_idle(db, spark=spark, gc=False)
             seconds = time.perf_counter() - t0
+        cpu = proctree.cpu_seconds(proctree.tree(os.getpid())) - cpu0
         messages = count(db, "t")
         if messages != passes * args.rows:
             print(f"error: {messages:,} messages delivered, expected {passes * args.rows:,}")
@@ -139,6 +143,8 @@ def main() -> int:
             f"backfill ({args.policy}): {args.rows:,} rows, {messages:,} messages in {seconds:.1f} s: "
             f"{rate:,.0f} rows/s, {messages / seconds:,.0f} messages/s"
         )
+        load = os.getloadavg()[0]
+        print(f"CPU of the process tree (driver, JVM, workers): {cpu:.1f} s; load average {load:.1f}")
         print(f"target >= {TARGET:,} rows/s: {'yes' if rate >= TARGET else 'no'} (ratio {rate / TARGET:.2f})")
         spark.stop()
     return 0
