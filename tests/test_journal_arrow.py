@@ -15,6 +15,7 @@ from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
 from changefeed.pipeline import journal_source as JS
 from changefeed.pipeline.journal_source import load_table
+from changefeed.testing.workload import CQL_KEYSPACE
 
 from .test_crdb_json import EVERY_ROWS, TYPES_TABLE
 
@@ -88,9 +89,7 @@ def test_a_failed_arrow_read_falls_back_to_python(tmp_path: Path, monkeypatch: p
 def test_varint_columns_read_through_python(tmp_path: Path) -> None:
     db = tmp_path / "db"
     with changefeed.connect(db, dialect="cql") as conn:
-        conn.execute(
-            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
-        )
+        conn.execute(CQL_KEYSPACE.format(ks="ks"))
         conn.execute("CREATE TABLE ks.v (k varint PRIMARY KEY, n varint) WITH cdc = {'enabled': true}")
         tid = _table_id(conn, "ks.v")
     assert JS._ArrowReader.open(JS._Options({"path": str(db), "table_id": str(tid)})) is None
@@ -158,12 +157,9 @@ def test_the_scan_of_a_composite_key_reads_the_same(tmp_path: Path) -> None:
 
 
 def test_the_scan_falls_back_for_rows_with_ttls(tmp_path: Path) -> None:
-
     db = tmp_path / "db"
     with changefeed.connect(db, dialect="cql") as conn:
-        conn.execute(
-            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
-        )
+        conn.execute(CQL_KEYSPACE.format(ks="ks"))
         conn.execute("CREATE TABLE ks.t (k int PRIMARY KEY, v text) WITH cdc = {'enabled': true}")
         for k in range(12):
             conn.execute(

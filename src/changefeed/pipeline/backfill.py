@@ -319,7 +319,7 @@ def deliver_plan(
     every core. The chunks are the change's saved scan plan, the same on a replay. A sink gets
     the whole batch as one DataFrame (``encode_plan``)."""
     from changefeed.pipeline.job import write_encoded
-    from changefeed.pipeline.scan import chunk_appender
+    from changefeed.pipeline.scan import append_chunks
 
     if not isinstance(store, TopicStore):
         encoded = encode_plan(spark, db, df, plan, encoder, feed)
@@ -334,20 +334,9 @@ def deliver_plan(
         if isinstance(seg, Backfill):
             rows, spec = backfill_frame(spark, db, feed, seg)
             encoded = encoder.encode_spark(family_frame(rows, seg.schema, spec), seg.schema, spec)
-            fn = chunk_appender(store, feed.topic, w, batch_id)
-            encoded.select("partition", "key", "value", "ts").mapInArrow(
-                fn, "partition int, n long"
-            ).collect()
+            append_chunks(encoded, store, feed.topic, w, batch_id)
             continue
-        frames = [
-            encoder.encode_spark(
-                family_frame(_rows_frame(spark, db, df, part), part.schema, feed), part.schema, feed
-            )
-            for part in seg
-        ]
-        encoded = frames[0].select("partition", "key", "value", "ts")
-        for f in frames[1:]:
-            encoded = encoded.union(f.select("partition", "key", "value", "ts"))
+        encoded = encode_plan(spark, db, df, BatchPlan(seg), encoder, feed)
         got = write_encoded(
             encoded, store, feed, w, batch_id, resolved if last else None, shuffle_partitions, small=small
         )

@@ -542,6 +542,15 @@ def chunk_appender(
     return fn
 
 
+def append_chunks(
+    encoded: DataFrame, store: TopicStore, topic: str, writer: str, batch_id: int, first_chunk: int = 0
+) -> None:
+    """Run the Spark job whose tasks append their own chunk's encoded records (one Spark
+    partition per chunk, numbered from ``first_chunk``): :func:`chunk_appender`."""
+    fn = chunk_appender(store, topic, writer, batch_id, first_chunk)
+    encoded.select("partition", "key", "value", "ts").mapInArrow(fn, "partition int, n long").collect()
+
+
 def _append_group(
     store: TopicStore | SinkWriter, topic: str, writer: str, batch_id: int, records: pa.Table
 ) -> None:
@@ -614,10 +623,7 @@ def run_initial_scan(
             else:
                 df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
                 encoded = enc.encode_spark(family_frame(df, table, feed), table, feed)
-                fn = chunk_appender(store, feed.topic, writer, g, first_chunk=lo)
-                encoded.select("partition", "key", "value", "ts").mapInArrow(
-                    fn, "partition int, n long"
-                ).collect()
+                append_chunks(encoded, store, feed.topic, writer, g, first_chunk=lo)
             progressed(g)
     else:
         _scan_to_sink(collect, store, feed.topic, writer, done, ngroups, progressed)
