@@ -86,3 +86,40 @@ def test_concurrent_processes_serialise_with_increasing_commit_timestamps(tmp_pa
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
     assert txids == sorted(txids)
     d.close()
+
+
+def _open_new_files(args: tuple[str, float]) -> str:
+    """Open a fresh database, topic store and schema registry at the moment ``start``."""
+    import time
+
+    from changefeed.server.registry.store import RegistryStore
+    from changefeed.topics.store import TopicStore
+
+    root, start = args
+    while time.time() < start:
+        pass
+    with changefeed.connect(Path(root) / "db") as conn:
+        conn.execute("SELECT 1")
+    topics = TopicStore(Path(root) / "db")
+    topics.ensure_topic("t", 2)
+    topics.close()
+    RegistryStore(Path(root) / "registry").close()
+    return "ok"
+
+
+def test_processes_creating_the_same_new_files_at_once_all_succeed(tmp_path: Path) -> None:
+    """Four processes open one new database directory at the same instant, twenty times over.
+
+    Switching a new SQLite file to WAL and bootstrapping it race between processes; the loser of
+    SQLite's lock-upgrade deadlock gets "database is locked" without waiting, and one process
+    could see the other's half-made file. Every open must succeed and agree on one file.
+    """
+    import time
+
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        pool.map(_open_new_files, [(str(tmp_path / "warm"), 0.0)] * 4)  # imports done
+        for i in range(20):
+            root = str(tmp_path / f"r{i}")
+            start = time.time() + 0.1
+            assert pool.map(_open_new_files, [(root, start)] * 4) == ["ok"] * 4

@@ -21,6 +21,7 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs, SystemClock, WallClock
 from changefeed.engine.storage import TableStore
 from changefeed.exceptions import CorruptFile, DatabaseError, UndefinedTable
+from changefeed.sqlite_wal import use_wal
 
 DB_FILE = "changefeed.db"
 FORMAT = "changefeed-db"
@@ -70,8 +71,8 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            if mode is None or str(mode[0]).lower() != "wal":
+            mode = use_wal(conn)
+            if mode != "wal":
                 raise DatabaseError(f"{path}: could not switch to WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous = {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}")
         # Checkpoint the WAL every ~160 MB rather than SQLite's 4 MB. A checkpoint copies the latest
@@ -147,10 +148,11 @@ class Database:
         if not p.exists():
             if not create:
                 raise DatabaseError(f"database directory {p} does not exist")
-            p.mkdir(parents=True)
+            p.mkdir(parents=True, exist_ok=True)  # another process may be making it too
             return
         if not (p / DB_FILE).exists():
-            foreign = [x.name for x in p.iterdir() if not x.name.startswith(".")]
+            # Another process may be creating the database right now: its file is not foreign.
+            foreign = [x.name for x in p.iterdir() if not x.name.startswith((".", DB_FILE))]
             if foreign and not create:
                 raise DatabaseError(f"{p} is not a changefeed database (no {DB_FILE})")
             if foreign:
@@ -161,27 +163,16 @@ class Database:
 
     def _bootstrap(self) -> None:
         c = self.conn
-        row = None
-        try:
-            row = c.execute("SELECT value FROM _meta WHERE key = 'format'").fetchone()
-        except sqlite3.OperationalError:
-            row = None
-        if row is not None:
-            if row[0] != FORMAT:
-                raise CorruptFile(f"{self.file}: not a changefeed database (format {row[0]!r})")
-            version = c.execute("SELECT value FROM _meta WHERE key = 'version'").fetchone()
-            if version is None or version[0] != FORMAT_VERSION:
-                found = "no" if version is None else repr(version[0])
-                raise DatabaseError(
-                    f"{self.file}: database format version {found}, but this changefeed reads version "
-                    f"{FORMAT_VERSION}; export it with the version that wrote it, or recreate it"
-                )
+        if self._check_format():
             return
-        tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if tables:
-            raise CorruptFile(f"{self.file}: an SQLite file that is not a changefeed database")
+        # A new file. Another process may be bootstrapping it too: decide under the write lock.
         c.execute("BEGIN IMMEDIATE")
         try:
+            if self._check_format():
+                c.execute("COMMIT")
+                return
+            if c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise CorruptFile(f"{self.file}: an SQLite file that is not a changefeed database")
             for stmt in _BOOTSTRAP:
                 c.execute(stmt)
             c.execute(
@@ -193,6 +184,26 @@ class Database:
         except BaseException:
             c.execute("ROLLBACK")
             raise
+
+    def _check_format(self) -> bool:
+        """True when the file is a changefeed database of this version; False when it has no
+        ``_meta`` yet; an error when it is another format or version."""
+        try:
+            row = self.conn.execute("SELECT value FROM _meta WHERE key = 'format'").fetchone()
+        except sqlite3.OperationalError:
+            return False
+        if row is None:
+            return False
+        if row[0] != FORMAT:
+            raise CorruptFile(f"{self.file}: not a changefeed database (format {row[0]!r})")
+        version = self.conn.execute("SELECT value FROM _meta WHERE key = 'version'").fetchone()
+        if version is None or version[0] != FORMAT_VERSION:
+            found = "no" if version is None else repr(version[0])
+            raise DatabaseError(
+                f"{self.file}: database format version {found}, but this changefeed reads version "
+                f"{FORMAT_VERSION}; export it with the version that wrote it, or recreate it"
+            )
+        return True
 
     def close(self) -> None:
         self.conn.close()

@@ -37,6 +37,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from changefeed.exceptions import CorruptFile, DatabaseError, TopicError
+from changefeed.sqlite_wal import use_wal
 
 __all__ = [
     "DEFAULT_RETENTION_NS",
@@ -272,25 +273,32 @@ def _open(path: str, app_id: int, schema: str) -> sqlite3.Connection:
         try:
             conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             found = conn.execute("PRAGMA application_id").fetchone()[0]
-            if found == 0:
-                n_tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-                if n_tables:
+            if found == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                # Tables but no id: a foreign file, unless another process created it just now.
+                found = conn.execute("PRAGMA application_id").fetchone()[0]
+                if found == 0:
                     raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
-                conn.execute("PRAGMA journal_mode=WAL")
+            if found == 0:
+                # A new file, which another process may be creating too: decide under the write lock.
+                use_wal(conn)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    if conn.execute("PRAGMA application_id").fetchone()[0] == 0:
+                    found = conn.execute("PRAGMA application_id").fetchone()[0]
+                    if found == 0:
+                        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                            raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
                         for stmt in schema.split(";"):
                             if stmt.strip():
                                 conn.execute(stmt)
                         conn.execute(f"PRAGMA application_id={app_id}")
+                        found = app_id
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
-            elif found != app_id:
+            if found != app_id:
                 raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA cache_size=-16000")
         except BaseException:

@@ -31,6 +31,7 @@ from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.authz import Authorizer
 from changefeed.server.kafka.groups import Coordinator
 from changefeed.server.kafka.records import ProducedBatch, encode_batch
+from changefeed.sqlite_wal import use_wal
 from changefeed.topics.store import RecordSlices, TopicInfo, TopicStore
 
 __all__ = ["Broker", "FetchResult", "ProduceResult"]
@@ -138,7 +139,7 @@ class ProducerIds:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=60)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn)
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ids (id INTEGER PRIMARY KEY CHECK (id = 0), next INTEGER)"
             )

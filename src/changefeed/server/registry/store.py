@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from changefeed.sqlite_wal import use_wal
+
 FILE_NAME = "schema_registry.sqlite"
 DEFAULT_COMPATIBILITY = "BACKWARD"
 COMPATIBILITY_LEVELS = (
@@ -72,7 +74,7 @@ class RegistryStore:
         db_dir.mkdir(parents=True, exist_ok=True)
         self.path = db_dir / FILE_NAME
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        use_wal(self._conn)
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_DDL)
         self._lock = threading.Lock()
