@@ -90,16 +90,16 @@ def profile(db: Path, chunk_rows: int) -> None:
     import cProfile
     import pstats
 
-    from changefeed.pipeline import scan
+    from changefeed.pipeline import chunks, scan
     from changefeed.pipeline.job import active_feeds
     from changefeed.pipeline.journal_source import load_table
 
     feed = active_feeds(db)[0].spec
     table = load_table(db, feed.table_id)
     plan = scan.load_or_plan(db, feed, table, chunk_rows)
-    scan.read_chunk(str(db), table, feed, plan["bounds"], 0)  # warm: imports (pandas via pyarrow), caches
+    chunks.read_chunk(str(db), table, feed, plan["bounds"], 0)  # warm: imports (pandas via pyarrow), caches
     t0 = time.perf_counter()
-    plain = scan.read_chunk(str(db), table, feed, plan["bounds"], 1)
+    plain = chunks.read_chunk(str(db), table, feed, plan["bounds"], 1)
     dt = time.perf_counter() - t0
     print(
         f"read_chunk: {plain.num_rows} rows in {dt:.3f} s ({plain.num_rows / dt:,.0f} rows/s, not profiled)"
@@ -107,7 +107,7 @@ def profile(db: Path, chunk_rows: int) -> None:
     pr = cProfile.Profile()
     t0 = time.perf_counter()
     pr.enable()
-    out = scan.read_chunk(str(db), table, feed, plan["bounds"], 1)
+    out = chunks.read_chunk(str(db), table, feed, plan["bounds"], 1)
     pr.disable()
     dt = time.perf_counter() - t0
     print(f"read_chunk: {out.num_rows} rows in {dt:.3f} s ({out.num_rows / dt:,.0f} rows/s, profiled)")
@@ -117,7 +117,9 @@ def profile(db: Path, chunk_rows: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--chunk-rows", type=int, default=None, help="scan chunk rows (default: scan.CHUNK_ROWS)")
+    ap.add_argument(
+        "--chunk-rows", type=int, default=None, help="scan chunk rows (default: chunks.CHUNK_ROWS)"
+    )
     ap.add_argument(
         "--writer", type=int, default=0, help="concurrent writer rows/s during the scan (0: none)"
     )
@@ -147,9 +149,9 @@ def main() -> int:
     try:
         db = work / "db"
         shutil.copytree(template, db)
-        from changefeed.pipeline import scan
+        from changefeed.pipeline import chunks, scan
 
-        chunk_rows = args.chunk_rows or scan.CHUNK_ROWS
+        chunk_rows = args.chunk_rows or chunks.CHUNK_ROWS
         print(f"scan module: {scan.__file__}")
         if args.profile:
             profile(db, chunk_rows)

@@ -107,7 +107,7 @@ def _both_ways(db: Path, table: TableSchema, feed: FeedSpec, chunk_rows: int) ->
     """Every chunk read through sqlite3 and through ADBC; asserts they are equal. Returns the
     chunks and how many of them the ADBC path left to sqlite3."""
     from changefeed.engine.database import DB_FILE, open_sqlite
-    from changefeed.pipeline.scan import _read_chunk_arrow, compute_bounds, read_chunk_batches
+    from changefeed.pipeline.chunks import _read_chunk_arrow, compute_bounds, read_chunk_batches
 
     conn = open_sqlite(db / DB_FILE, readonly=True)
     try:

@@ -314,10 +314,10 @@ def journal_ts(db: Path) -> list[tuple[int, int]]:
 
 # ----------------------------------------------------------------------------- initial scan
 def test_initial_scan_precedes_updates(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from changefeed.pipeline import scan
+    from changefeed.pipeline import chunks
     from changefeed.pipeline.runner import run_until_idle
 
-    monkeypatch.setattr(scan, "CHUNK_ROWS", 40)
+    monkeypatch.setattr(chunks, "CHUNK_ROWS", 40)
     db = tmp_path / "db"
     conn = make_db(db, extra=", INITIAL_SCAN=TRUE", rows_before=300)
     # changes after the snapshot, before and during the scan

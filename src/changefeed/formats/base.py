@@ -8,6 +8,11 @@ An encoder has two faces that must agree byte for byte:
 * ``encode_python(batch, table, feed)``: the same records from a pyarrow RecordBatch in plain
   Python, the reference used by tests and by the single-process baseline.
 
+An encoder may also have a column-wise face, :class:`BatchEncoder` ``encode_batch``: the same
+records as Arrow columns, computed with Arrow kernels in the calling process. Spark tasks that
+read rows in Python and append records in Python (the initial scan and the schema-change
+backfill into the embedded topics) use it instead of a round trip through the JVM.
+
 Encoders are pure: no clock, no I/O. ``resolved(...)`` builds a resolved-timestamp record value.
 Implementations register themselves in :data:`REGISTRY` by format name.
 """
@@ -16,8 +21,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import numpy as np
 import xxhash
 
 from changefeed.exceptions import InvalidOption
@@ -40,6 +46,39 @@ def partition_of(key: bytes, partitions: int) -> int:
     if h >= 1 << 63:
         h -= 1 << 64
     return h % partitions
+
+
+def partitions_of(keys: pa.Array, partitions: int) -> pa.Array:
+    """:func:`partition_of` of every key of a binary array, as an int32 array."""
+    import pyarrow as pa
+
+    if partitions == 1:
+        return pa.repeat(pa.scalar(0, pa.int32()), len(keys))
+    digest = xxhash.xxh64_intdigest
+    hashes = np.array([digest(k, 42) for k in keys.to_pylist()], dtype=np.uint64).view(np.int64)
+    return pa.array(np.mod(hashes, partitions).astype(np.int32))  # numpy's mod is Spark's pmod
+
+
+def records_table(keys: pa.Array, values: pa.Array, ts: pa.Array, partitions: int) -> pa.Table:
+    """Encoded records as Arrow: ``partition int32, key binary, value binary, ts int64``."""
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "partition": partitions_of(keys, partitions),
+            "key": keys.cast(pa.binary()),
+            "value": values.cast(pa.binary()),
+            "ts": ts.cast(pa.int64()),
+        }
+    )
+
+
+@runtime_checkable
+class BatchEncoder(Protocol):
+    """The column-wise face of an encoder: ``encode_python``'s records as one Arrow table
+    (:func:`records_table`), byte for byte, computed with Arrow kernels."""
+
+    def encode_batch(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> pa.Table: ...
 
 
 class Encoder(ABC):

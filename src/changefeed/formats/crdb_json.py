@@ -35,7 +35,7 @@ from changefeed.feeds.crdb_options import (
     CrdbOptions,
 )
 from changefeed.formats import crdb_values as V
-from changefeed.formats.base import Encoder, Record, partition_of, register
+from changefeed.formats.base import Encoder, Record, partition_of, records_table, register
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -135,7 +135,16 @@ class CrdbJsonEncoder(Encoder):
     def __init__(self) -> None:
         self._columns: dict[tuple[Any, ...], tuple[list[str], Column, Column]] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_columns": {}}  # Spark columns stay on the driver; a task builds none
+
     # ------------------------------------------------------------------ Python
+    def encode_batch(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> pa.Table:
+        """The records of ``batch`` (the rows ``feed`` delivers: its column family's, see
+        :func:`family_rows`) as Arrow columns: :class:`~changefeed.formats.base.BatchEncoder`."""
+        keys, values = self.encode_arrow(batch, table, feed)
+        return records_table(keys, values, batch.column("ts"), feed.partitions)
+
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
         n = batch.num_rows
         if n == 0:

@@ -206,19 +206,29 @@ def _plan_name(change: SchemaChange) -> str:
     return f"backfill-{change.seq}"
 
 
+def backfill_chunks(db: Path, feed: FeedSpec, part: Backfill) -> tuple[list[list[Any]], FeedSpec]:
+    """The key-range chunks of a backfill pass (the change's saved scan plan: a replay cuts the
+    same chunks) and the feed spec that reads and encodes it: ``feed`` as if created at the
+    change (its snapshot point and timestamp)."""
+    from changefeed.pipeline import chunks
+    from changefeed.pipeline.scan import load_or_plan
+
+    c = part.change
+    at = replace(
+        feed, created_seq=c.seq, created_wall=c.at.wall, created_logical=c.at.logical, created_tx=c.tx
+    )
+    return load_or_plan(db, at, part.schema, chunks.CHUNK_ROWS, name=_plan_name(c))["bounds"], at
+
+
 def backfill_frame(
     spark: SparkSession, db: Path, feed: FeedSpec, part: Backfill
 ) -> tuple[DataFrame, FeedSpec]:
     """Every row of the table as of ``part.change`` in ``part.schema`` (a consistent scan at the
     change's position, stamped with its timestamp, one Spark partition per key-range chunk of
     the change's saved scan plan), and the feed spec that encodes it."""
-    from changefeed.pipeline.scan import CHUNK_ROWS, load_or_plan, snapshot_frame
+    from changefeed.pipeline.scan import snapshot_frame
 
-    c = part.change
-    at = replace(
-        feed, created_seq=c.seq, created_wall=c.at.wall, created_logical=c.at.logical, created_tx=c.tx
-    )
-    bounds = load_or_plan(db, at, part.schema, CHUNK_ROWS, name=_plan_name(c))["bounds"]
+    bounds, at = backfill_chunks(db, feed, part)
     return snapshot_frame(spark, str(db), part.schema, at, bounds, 0, len(bounds) + 1), at
 
 
@@ -318,8 +328,9 @@ def deliver_plan(
     key-range chunk (writer ``<segment writer>c<chunk>``): no shuffle, and the appends run on
     every core. The chunks are the change's saved scan plan, the same on a replay. A sink gets
     the whole batch as one DataFrame (``encode_plan``)."""
+    from changefeed.formats.base import BatchEncoder
     from changefeed.pipeline.job import write_encoded
-    from changefeed.pipeline.scan import append_chunks
+    from changefeed.pipeline.scan import append_chunks, append_chunks_batch
 
     if not isinstance(store, TopicStore):
         encoded = encode_plan(spark, db, df, plan, encoder, feed)
@@ -332,6 +343,13 @@ def deliver_plan(
         last = j == len(segs) - 1
         w = writer if last else f"{writer}-s{j}"
         if isinstance(seg, Backfill):
+            if isinstance(encoder, BatchEncoder):  # read, encode and append in the Python tasks
+                bounds, spec = backfill_chunks(db, feed, seg)
+                n = len(bounds) + 1
+                append_chunks_batch(
+                    spark, str(db), seg.schema, spec, bounds, 0, n, encoder, store, feed.topic, w, batch_id
+                )
+                continue
             rows, spec = backfill_frame(spark, db, feed, seg)
             encoded = encoder.encode_spark(family_frame(rows, seg.schema, spec), seg.schema, spec)
             append_chunks(encoded, store, feed.topic, w, batch_id)
@@ -389,6 +407,7 @@ __all__ = [
     "Cover",
     "Rows",
     "SchemaChanges",
+    "backfill_chunks",
     "backfill_frame",
     "changes_frame",
     "deliver_plan",

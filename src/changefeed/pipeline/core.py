@@ -7,7 +7,7 @@ A plain-Python loop, no Spark: it starts at once and delivers a commit within on
    statement's transaction): the target tables, the options, the start point ``S`` (the
    statement's timestamp, or ``cursor``) and each table's change-stream position at ``S``.
 2. **Initial scan** (``initial_scan='yes'``, the default without ``cursor``): every table as it was
-   at ``S`` (the same reconstruction as the Spark scan, :func:`changefeed.pipeline.scan.read_chunk_batches`:
+   at ``S`` (the same reconstruction as the Spark scan, :func:`changefeed.pipeline.chunks.read_chunk_batches`:
    current rows, with later changes undone through their old images), ``updated`` = ``S``.
 3. **Changes**: each poll reads, in one SQLite read transaction, the change streams ``x<id>`` of
    every target past its position, merges them in commit order (``(ts, logical)``), encodes them
@@ -192,7 +192,7 @@ class CoreChangefeed:
             rc.close()
 
     def _scan(self) -> Iterator[Chunk]:
-        from changefeed.pipeline.scan import read_chunk_batches
+        from changefeed.pipeline.chunks import read_chunk_batches
 
         plan = self.plan
         for i, (table, seq) in enumerate(zip(plan.tables, plan.start_seqs, strict=True)):
@@ -296,7 +296,7 @@ class CoreChangefeed:
             yield from self._rescan(new, feed, seq, at)
 
     def _rescan(self, table: TableSchema, feed: FeedSpec, seq: int, at: CommitTs) -> Iterator[Chunk]:
-        from changefeed.pipeline.scan import read_chunk_batches
+        from changefeed.pipeline.chunks import read_chunk_batches
 
         scan_feed = replace(feed, created_seq=seq, created_wall=at.wall, created_logical=at.logical)
         try:

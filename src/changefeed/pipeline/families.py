@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE
-from changefeed.formats.crdb_json import families, family_of
+from changefeed.formats.crdb_json import families, family_of, family_rows
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
     from changefeed.engine.catalog import TableSchema
@@ -56,4 +57,11 @@ def family_frame(df: DataFrame, table: TableSchema, feed: FeedSpec) -> DataFrame
     return df.filter(family_condition(table, feed.family))
 
 
-__all__ = ["family_condition", "family_frame"]
+def family_batch(batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> pa.RecordBatch:
+    """:func:`family_frame` of an Arrow batch."""
+    if feed.family is None:
+        return batch
+    return batch.filter(family_rows(batch, table, feed.family))
+
+
+__all__ = ["family_batch", "family_condition", "family_frame"]

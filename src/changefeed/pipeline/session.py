@@ -8,8 +8,11 @@ every session this returns.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +42,49 @@ def _prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    if "SPARK_HOME" not in os.environ:
+        home = _spark_home()
+        if home is not None:
+            os.environ["SPARK_HOME"] = str(home)
+
+
+def _spark_home() -> Path | None:
+    """A Spark home for the pip-installed PySpark whose Python workers import its compiled modules.
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python process's path (task
+    workers, the planner workers of Python data sources, a streaming source's runner). Python
+    cannot cache compiled modules inside a zip, so each of those processes compiled PySpark from
+    source: about a second of CPU each, paid again at every streaming query's start. This home
+    links the installed PySpark's ``bin``, ``jars`` and ``sbin`` and has no zips, so the processes
+    import the installed package, the very same version, from its ``.pyc`` files. Made once per
+    PySpark installation under the user's cache directory; None when it cannot be made (Spark
+    then uses the installed PySpark's own home)."""
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    real = Path(pyspark.__file__).resolve().parent
+    if not (real / "jars").is_dir() or not (real / "bin").is_dir():
+        return None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(real).encode()).hexdigest()[:12]
+    home = cache / "changefeed" / f"spark-home-{pyspark.__version__}-{digest}"
+    if (home / "jars").is_dir():
+        return home
+    try:
+        home.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=home.name + ".", dir=home.parent))
+        for name in ("bin", "jars", "sbin"):
+            if (real / name).exists():
+                (tmp / name).symlink_to(real / name, target_is_directory=True)
+        (tmp / "python" / "lib").mkdir(parents=True)
+        try:
+            tmp.rename(home)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        return None
+    return home if (home / "jars").is_dir() else None
 
 
 def get_spark(app_name: str = "changefeed", master: str | None = None) -> SparkSession:
