@@ -66,7 +66,10 @@ def _spark_home() -> Path | None:
     real = Path(pyspark.__file__).resolve().parent
     if not (real / "jars").is_dir() or not (real / "bin").is_dir():
         return None
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    try:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError:  # no home directory
+        return None
     digest = hashlib.sha256(str(real).encode()).hexdigest()[:12]
     home = cache / "changefeed" / f"spark-home-{pyspark.__version__}-{digest}"
     if (home / "jars").is_dir():
