@@ -33,7 +33,7 @@ from changefeed.engine.types import Kind
 from changefeed.feeds.spec import FeedSpec, Mode
 from changefeed.formats import get_encoder, partition_of
 from changefeed.formats import values as V
-from changefeed.formats.base import BatchEncoder, Record
+from changefeed.formats.base import ColumnarEncoder, Record
 
 GOLDEN = Path(__file__).parent / "golden" / "ydb"
 FORMATS = ("ydb-json", "debezium-json")
@@ -136,7 +136,7 @@ def test_golden_python(tmp_path: Path, path: Path) -> None:
             feed = feed_of(table, fmt, mode, virtual=virtual)
             encoder = get_encoder(fmt)
             records = encoder.encode_python(batch, table, feed)
-            if isinstance(encoder, BatchEncoder):  # the column-wise face gives the same records
+            if isinstance(encoder, ColumnarEncoder):  # the column-wise face gives the same records
                 t = encoder.encode_batch(batch, table, feed)
                 cols = [t.column(n).to_pylist() for n in ("partition", "key", "value", "ts")]
                 assert list(zip(*cols, strict=True)) == records

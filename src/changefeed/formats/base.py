@@ -8,7 +8,7 @@ An encoder has two faces that must agree byte for byte:
 * ``encode_python(batch, table, feed)``: the same records from a pyarrow RecordBatch in plain
   Python, the reference used by tests and by the single-process baseline.
 
-An encoder may also have a column-wise face, :class:`BatchEncoder` ``encode_batch``: the same
+An encoder may also have a column-wise face, :class:`ColumnarEncoder` ``encode_batch``: the same
 records as Arrow columns, computed with Arrow kernels in the calling process. Spark tasks that
 read rows in Python and append records in Python (the initial scan and the schema-change
 backfill into the embedded topics) use it instead of a round trip through the JVM.
@@ -74,7 +74,7 @@ def records_table(keys: pa.Array, values: pa.Array, ts: pa.Array, partitions: in
 
 
 @runtime_checkable
-class BatchEncoder(Protocol):
+class ColumnarEncoder(Protocol):
     """The column-wise face of an encoder: ``encode_python``'s records as one Arrow table
     (:func:`records_table`), byte for byte, computed with Arrow kernels."""
 

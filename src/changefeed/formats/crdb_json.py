@@ -141,7 +141,7 @@ class CrdbJsonEncoder(Encoder):
     # ------------------------------------------------------------------ Python
     def encode_batch(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> pa.Table:
         """The records of ``batch`` (the rows ``feed`` delivers: its column family's, see
-        :func:`family_rows`) as Arrow columns: :class:`~changefeed.formats.base.BatchEncoder`."""
+        :func:`family_rows`) as Arrow columns: :class:`~changefeed.formats.base.ColumnarEncoder`."""
         keys, values = self.encode_arrow(batch, table, feed)
         return records_table(keys, values, batch.column("ts"), feed.partitions)
 

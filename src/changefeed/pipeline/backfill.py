@@ -328,7 +328,7 @@ def deliver_plan(
     key-range chunk (writer ``<segment writer>c<chunk>``): no shuffle, and the appends run on
     every core. The chunks are the change's saved scan plan, the same on a replay. A sink gets
     the whole batch as one DataFrame (``encode_plan``)."""
-    from changefeed.formats.base import BatchEncoder
+    from changefeed.formats.base import ColumnarEncoder
     from changefeed.pipeline.job import write_encoded
     from changefeed.pipeline.scan import append_chunks, append_chunks_batch
 
@@ -343,7 +343,7 @@ def deliver_plan(
         last = j == len(segs) - 1
         w = writer if last else f"{writer}-s{j}"
         if isinstance(seg, Backfill):
-            if isinstance(encoder, BatchEncoder):  # read, encode and append in the Python tasks
+            if isinstance(encoder, ColumnarEncoder):  # read, encode and append in the Python tasks
                 bounds, spec = backfill_chunks(db, feed, seg)
                 n = len(bounds) + 1
                 append_chunks_batch(

@@ -19,7 +19,7 @@ records are collected on the driver as Arrow and appended from there under write
 ``feed-<id>-scan`` (one append per topic partition, in group order) while a background thread
 already runs the next group's Spark job; at most two groups are in flight.
 
-How a chunk task encodes: with an encoder that has a column-wise face (``BatchEncoder``, the
+How a chunk task encodes: with an encoder that has a column-wise face (``ColumnarEncoder``, the
 CockroachDB JSON encoder) the task that read the chunk encodes it with Arrow kernels and appends
 it, all in one Python worker (:func:`append_chunks_batch`): the rows never cross into the JVM.
 Otherwise the chunk's stored ``c<id>`` columns cross to the JVM (the columns equal on every
@@ -55,7 +55,7 @@ from changefeed.topics.store import TopicStore
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from changefeed.formats.base import BatchEncoder, Encoder
+    from changefeed.formats.base import ColumnarEncoder, Encoder
 
 #: Rows per group (one Spark job, one batch id of the scan's writer).
 GROUP_ROWS = int(os.environ.get("CHANGEFEED_SCAN_GROUP_ROWS", "800000"))
@@ -224,7 +224,7 @@ def append_chunks_batch(
     bounds: list[list[Any]],
     lo: int,
     hi: int,
-    encoder: BatchEncoder,
+    encoder: ColumnarEncoder,
     store: TopicStore,
     topic: str,
     writer: str,
@@ -271,7 +271,7 @@ def run_initial_scan(
 
     # Spark's modules load here, not at import: core changefeeds read snapshots through
     # read_chunk_batches with no Spark in the process.
-    from changefeed.formats.base import BatchEncoder, get_encoder
+    from changefeed.formats.base import ColumnarEncoder, get_encoder
     from changefeed.pipeline import job
 
     dbp = Path(db).absolute()
@@ -318,7 +318,7 @@ def run_initial_scan(
                 (store.committed_batch(feed.topic, p, writer) or -1) >= g for p in range(feed.partitions)
             ):  # a group begun by a version that appended whole groups from the driver
                 _append_group(store, feed.topic, writer, g, collect(g))
-            elif isinstance(enc, BatchEncoder):
+            elif isinstance(enc, ColumnarEncoder):
                 append_chunks_batch(
                     spark, str(dbp), table, feed, bounds, lo, hi, enc, store, feed.topic, writer, g
                 )
