@@ -326,8 +326,11 @@ def deliver_plan(
     so a replayed batch skips the segments it had appended and every topic partition keeps the
     plan's order. A backfill pass is one Spark job whose tasks each read, encode and append one
     key-range chunk (writer ``<segment writer>c<chunk>``): no shuffle, and the appends run on
-    every core. The chunks are the change's saved scan plan, the same on a replay. A sink gets
-    the whole batch as one DataFrame (``encode_plan``)."""
+    every core. The chunks are the change's saved scan plan, the same on a replay. With a
+    column-wise encoder the passes of one change (old schema, new schema) are one job whose task
+    reads its chunk once and appends the old pass's records, then the new pass's: every key's
+    duplicate precedes its new-schema row, as in CockroachDB, where the backfill of one span
+    does not wait for another's. A sink gets the whole batch as one DataFrame (``encode_plan``)."""
     from changefeed.formats.base import ColumnarEncoder
     from changefeed.pipeline.job import write_encoded
     from changefeed.pipeline.scan import append_chunks, append_chunks_batch
@@ -339,16 +342,22 @@ def deliver_plan(
         )
     segs = segments(plan.parts)
     written: dict[int, int] = {}
+    together: list[tuple[TableSchema, str]] = []  # the passes of one change, run as one job
     for j, seg in enumerate(segs):
         last = j == len(segs) - 1
         w = writer if last else f"{writer}-s{j}"
         if isinstance(seg, Backfill):
             if isinstance(encoder, ColumnarEncoder):  # read, encode and append in the Python tasks
+                together.append((seg.schema, w))
+                after = None if last else segs[j + 1]
+                if isinstance(after, Backfill) and after.change == seg.change:
+                    continue
                 bounds, spec = backfill_chunks(db, feed, seg)
                 n = len(bounds) + 1
                 append_chunks_batch(
-                    spark, str(db), seg.schema, spec, bounds, 0, n, encoder, store, feed.topic, w, batch_id
+                    spark, str(db), together, spec, bounds, 0, n, encoder, store, feed.topic, batch_id
                 )
+                together = []
                 continue
             rows, spec = backfill_frame(spark, db, feed, seg)
             encoded = encoder.encode_spark(family_frame(rows, seg.schema, spec), seg.schema, spec)

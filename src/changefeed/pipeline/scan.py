@@ -34,7 +34,7 @@ import contextlib
 import json
 import os
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -219,7 +219,7 @@ def append_chunks(
 def append_chunks_batch(
     spark: SparkSession,
     db: str,
-    table: TableSchema,
+    passes: Sequence[tuple[TableSchema, str]],
     feed: FeedSpec,
     bounds: list[list[Any]],
     lo: int,
@@ -227,25 +227,45 @@ def append_chunks_batch(
     encoder: ColumnarEncoder,
     store: TopicStore,
     topic: str,
-    writer: str,
     batch_id: int,
 ) -> None:
-    """:func:`append_chunks` of chunks ``lo .. hi-1`` with the encoder's column-wise face: each
-    task reads its chunk (``read_chunk_batches``), encodes it (``encode_batch``) and appends it
-    (:func:`_append_chunk`) in one Python worker; no row crosses into the JVM and back."""
+    """:func:`append_chunks` of chunks ``lo .. hi-1`` with the encoder's column-wise face, in one
+    Spark job: each task reads its chunk (``read_chunk_batches``), encodes it (``encode_batch``)
+    and appends it (:func:`_append_chunk`) in one Python worker; no row crosses into the JVM and
+    back. ``passes``: (schema, writer) of each pass over the chunk, appended in that order (a
+    schema change's backfill: the old schema's duplicates, then the new schema's rows). A pass
+    whose columns the last pass's schema has is not read again: it takes those columns."""
+    last = passes[-1][0]
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for i in b.column("id").to_pylist():
-                records = [
-                    encoder.encode_batch(family_batch(rows, table, feed), table, feed)
-                    for rows in read_chunk_batches(db, table, feed, bounds, int(i), arrow=True)
-                ]
-                batches_out = [rb for t in records for rb in t.to_batches()]
-                del records
-                yield from _append_chunk(store, topic, writer, batch_id, int(i), batches_out)
+                chunk = list(read_chunk_batches(db, last, feed, bounds, int(i), arrow=True))
+                for schema, writer in passes:
+                    rows = _columns_of(chunk, change_schema(schema))
+                    if rows is None:
+                        rows = list(read_chunk_batches(db, schema, feed, bounds, int(i), arrow=True))
+                    out = [
+                        rb
+                        for r in rows
+                        for rb in encoder.encode_batch(
+                            family_batch(r, schema, feed), schema, feed
+                        ).to_batches()
+                    ]
+                    yield from _append_chunk(store, topic, writer, batch_id, int(i), out)
 
     spark.range(lo, hi, numPartitions=max(1, hi - lo)).mapInArrow(fn, "partition int, n long").collect()
+
+
+def _columns_of(batches: list[pa.RecordBatch], target: pa.Schema) -> list[pa.RecordBatch] | None:
+    """``batches`` narrowed to the columns of ``target``, or None when one is missing or of
+    another type."""
+    if batches and any(
+        batches[0].schema.get_field_index(f.name) < 0 or batches[0].schema.field(f.name).type != f.type
+        for f in target
+    ):
+        return None
+    return [b.select(target.names) for b in batches]
 
 
 def _append_group(
@@ -320,7 +340,7 @@ def run_initial_scan(
                 _append_group(store, feed.topic, writer, g, collect(g))
             elif isinstance(enc, ColumnarEncoder):
                 append_chunks_batch(
-                    spark, str(dbp), table, feed, bounds, lo, hi, enc, store, feed.topic, writer, g
+                    spark, str(dbp), [(table, writer)], feed, bounds, lo, hi, enc, store, feed.topic, g
                 )
             else:
                 df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
