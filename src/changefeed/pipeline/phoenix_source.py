@@ -137,6 +137,34 @@ class _Options:
     def connect(self) -> Any:
         return open_sqlite(Path(self.path) / DB_FILE, readonly=True)
 
+    def data_span(self, lo: int, hi: int) -> tuple[int, int]:
+        """``[lo, hi)`` narrowed to the changes in it: from the first change's millisecond to one
+        past the last one's (two index seeks per bucket), so time slices split the changes, not
+        the empty time before or after them (a batch read ends now, the history may be old)."""
+        if hi <= lo:
+            return lo, hi
+        p = phoenix.index_table(self.table)
+        conn = self.connect()
+        try:
+            first, last = None, None
+            for b in range(self.buckets):
+                row = conn.execute(
+                    f"SELECT ms FROM {p} WHERE b = ? AND ms >= ? AND ms < ? ORDER BY ms LIMIT 1", (b, lo, hi)
+                ).fetchone()
+                if row is None:
+                    continue
+                top = conn.execute(
+                    f"SELECT ms FROM {p} WHERE b = ? AND ms >= ? AND ms < ? ORDER BY ms DESC LIMIT 1",
+                    (b, lo, hi),
+                ).fetchone()
+                first = int(row[0]) if first is None else min(first, int(row[0]))
+                last = int(top[0]) if last is None else max(last, int(top[0]))
+        finally:
+            conn.close()
+        if first is None or last is None:
+            return lo, lo
+        return first, last + 1
+
     def safe_end(self) -> int:
         db = Database(self.path, create=False)
         try:
@@ -197,7 +225,8 @@ class PhoenixBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         hi = self.opts.end_ms if self.opts.end_ms is not None else self.opts.safe_end()
-        return _partitions(self.opts, self.opts.start_ms, hi) or [RangePartition(0, 0, 0)]
+        lo, hi = self.opts.data_span(self.opts.start_ms, hi)
+        return _partitions(self.opts, lo, hi) or [RangePartition(0, 0, 0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
@@ -253,7 +282,8 @@ class PhoenixStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"ms": self.opts.safe_end()}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return _partitions(self.opts, int(start.get("ms", self.opts.start_ms)), int(end["ms"]))
+        lo, hi = self.opts.data_span(int(start.get("ms", self.opts.start_ms)), int(end["ms"]))
+        return _partitions(self.opts, lo, hi)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
