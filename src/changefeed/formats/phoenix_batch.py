@@ -225,11 +225,13 @@ def encoded_changes(
     key_eq: Mapping[int, Any] | None = None,
     descending: bool = False,
     buckets: Sequence[int] | None = None,
+    after: tuple[int, tuple[Any, ...], int] | None = None,
     first: int = 64,
     most: int = 4096,
 ) -> Iterator[tuple[list[tuple[Any, ...]], list[str]]]:
     """The changes of a range in batches of ``(rows, CDC JSON texts)``; each row starts with
-    ``(ms, key..)`` in storage values. Batches grow from ``first`` rows (the first row of a
+    ``(ms, key..)`` in storage values; ``after`` resumes strictly after a ``(ms, key, seq)``
+    position. Batches grow from ``first`` rows (the first row of a
     time-range query comes at once) to ``most``."""
     enc = EventEncoder(schema, scopes)
     nk, nv = len(schema.key), len(schema.stored_values)
@@ -242,6 +244,7 @@ def encoded_changes(
         key_eq=key_eq,
         descending=descending,
         buckets=buckets,
+        after=after,
         coded=batch is not None,
         with_old=batch is not None and batch.wants_old,
         first=first,
