@@ -258,11 +258,20 @@ def shape_sql(schema: TableSchema) -> str:
     return " | ".join(parts)
 
 
-def differs_sql(schema: TableSchema) -> str:
-    """Bit ``i`` set when value column ``i``'s new value is not its old value."""
-    return (
-        " | ".join(f"((x.{c.db} IS NOT x.o{c.id}) << {i})" for i, c in enumerate(schema.stored_values)) or "0"
-    )
+def differs_sql(schema: TableSchema, shift: int = 0) -> str:
+    """Bit ``shift + i`` set when value column ``i``'s new value is not its old value."""
+    vals = schema.stored_values
+    return " | ".join(f"((x.{c.db} IS NOT x.o{c.id}) << {shift + i})" for i, c in enumerate(vals)) or "0"
+
+
+#: Up to this many value columns the differs bits go into the shape's integer, above its
+#: ``3 + 3 * n`` bits (one column less to read per change); beyond it they are a column of their own.
+MAX_FOLDED_COLUMNS = 15
+
+
+def folded(schema: TableSchema) -> bool:
+    """Whether coded rows carry the differs bits in the shape's integer (:func:`range_sql`)."""
+    return len(schema.stored_values) <= MAX_FOLDED_COLUMNS
 
 
 def range_sql(
@@ -299,7 +308,11 @@ def range_sql(
         params.extend([ams, *akey, aseq])
     select = ["p.ms", *(f"p.{k}" for k in keys), "p.seq"]
     if coded:
-        select += [shape_sql(schema), differs_sql(schema)] + [f"x.{c.db}" for c in vals]
+        if folded(schema):
+            select.append(f"{shape_sql(schema)} | {differs_sql(schema, 3 + 3 * len(vals))}")
+        else:
+            select += [shape_sql(schema), differs_sql(schema)]
+        select += [f"x.{c.db}" for c in vals]
         select += [f"x.o{c.id}" for c in vals] if with_old else []
     else:
         select += ["p.ev", "x.op", "x.ox"]
@@ -332,10 +345,11 @@ def scan_raw(
     SQLite returns them: ``(ms, key.., seq, ev, op, ox, new.., written.., old..)``
     (:func:`change_row` makes a :class:`ChangeRow` of one).
 
-    ``coded``: ``(ms, key.., seq, shape, differs, new.., [old..])`` instead, for the batch
+    ``coded``: ``(ms, key.., seq, code, [differs,] new.., [old..])`` instead, for the batch
     encoder: SQLite computes each change's shape bits (:func:`shape_sql`) and which columns'
-    new values differ from the old ones, so only the values cross into Python (old values only
-    ``with_old``)."""
+    new values differ from the old ones (:func:`differs_sql`: above the shape bits in ``code``
+    when :func:`folded`, else a column of their own), so only the values cross into Python (old
+    values only ``with_old``)."""
     for batch in scan_batches(
         conn,
         schema,
@@ -445,6 +459,7 @@ __all__ = [
     "display_name",
     "expire_index",
     "find_cdc_table",
+    "folded",
     "history_floor_ns",
     "index_changes",
     "index_create_sql",

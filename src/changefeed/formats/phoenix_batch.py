@@ -52,6 +52,11 @@ class BatchEncoder:
         self.enc = encoder
         self.nk = key_count
         self.nv = len(encoder.names)
+        #: The coded rows' layout (:func:`changefeed.engine.phoenix.range_sql`): the differs bits
+        #: above the shape's in one integer, or a column of their own; where the values start.
+        self.folded = self.nv <= phoenix.MAX_FOLDED_COLUMNS
+        self.shape_bits = 3 + 3 * self.nv
+        self.values_at = key_count + (3 if self.folded else 4)
         self._templates: dict[tuple[int, bool], tuple[list[str], list[tuple[int, int]]]] = {}
         self._formats: dict[tuple[int, bool], tuple[str, list[tuple[int, int]]]] = {}
 
@@ -170,7 +175,7 @@ class BatchEncoder:
         return "PRE" in self.enc.scopes
 
     def encode(self, rows: Sequence[Sequence[Any]]) -> list[str]:
-        """The texts of coded rows: ``(ms, key.., seq, shape, differs, new.., [old..])`` as
+        """The texts of coded rows: ``(ms, key.., seq, code, [differs,] new.., [old..])`` as
         :func:`changefeed.engine.phoenix.scan_raw` reads them with ``coded=True`` (old values
         present exactly when :attr:`wants_old`)."""
         n = len(rows)
@@ -180,7 +185,10 @@ class BatchEncoder:
         # Only the columns a shape uses are taken out of the rows, each when first needed.
         code = np.fromiter(map(itemgetter(2 + nk), rows), dtype=np.int64, count=n)
         differs_at: list[np.ndarray[Any, Any]] = []
-        base = nk + 4
+        if self.folded:
+            differs_at.append(code >> self.shape_bits)
+            code = code & ((1 << self.shape_bits) - 1)
+        base = self.values_at
         render = self.enc.render_column
         texts: list[list[list[str] | None]] = [[None] * nv, [None] * nv]
 

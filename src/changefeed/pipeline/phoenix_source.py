@@ -256,7 +256,8 @@ def _arrow_batches(
         return None
     batch = BatchEncoder(phoenix_json.EventEncoder(table, opts.scopes), len(table.key))
     sql, params = phoenix.range_sql(table, part.lo, part.hi, coded=True, with_old=batch.wants_old)
-    classes = [pa.int64(), *(storage_class(c.type) for c in table.key), pa.int64(), pa.int64(), pa.int64()]
+    classes = [pa.int64(), *(storage_class(c.type) for c in table.key), pa.int64(), pa.int64()]
+    classes += [] if batch.folded else [pa.int64()]
     classes += [storage_class(c.type) for c in vals] * (2 if batch.wants_old else 1)
     pinned = arrow_sqlite.pinned(classes, sql)
     if pinned is None:
@@ -289,19 +290,22 @@ def _arrow_read(
             except Exception as exc:  # a value outside its column's storage class
                 raise _ReadFallback from exc
             code = b.column(2 + nk).to_numpy()
-            new = [b.column(4 + nk + i) for i in range(nv)]
-            old = [b.column(4 + nk + nv + i) for i in range(nv)] if batch.wants_old else None
-            texts = encode_arrow(batch, types, code, lambda b=b: b.column(3 + nk).to_numpy(), new, old)
+            if batch.folded:
+                code, differs = code & ((1 << batch.shape_bits) - 1), code >> batch.shape_bits
+            else:
+                differs = b.column(3 + nk).to_numpy()
+            at = batch.values_at
+            new = [b.column(at + i) for i in range(nv)]
+            old = [b.column(at + nv + i) for i in range(nv)] if batch.wants_old else None
+            texts = encode_arrow(batch, types, code, lambda d=differs: d, new, old)
             ms = b.column(0)
             arrays = [pc.multiply(ms, 1000).cast(pa.timestamp("us", tz="UTC"))]
             arrays += [storage_arrow_to_arrow(c, b.column(1 + j)) for j, c in enumerate(table.key)]
             arrays.append(texts)
             last = b.num_rows - 1
-            at = (int(ms[last].as_py()), tuple(b.column(1 + j)[last].as_py() for j in range(nk)))
-            yield (
-                pa.RecordBatch.from_arrays(arrays, schema=schema),
-                (*at, int(b.column(1 + nk)[last].as_py())),
-            )
+            key = tuple(b.column(1 + j)[last].as_py() for j in range(nk))
+            pos = (int(ms[last].as_py()), key, int(b.column(1 + nk)[last].as_py()))
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema), pos
     finally:
         conn.close()
 
