@@ -13,13 +13,14 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 import changefeed
 from changefeed.engine.gc import collect_garbage
-from changefeed.formats.phoenix_arrow import double_texts
-from changefeed.formats.phoenix_json import SCOPES, java_double
+from changefeed.formats.phoenix_arrow import double_array, double_texts
+from changefeed.formats.phoenix_json import SCOPES, EventEncoder, java_double
 from changefeed.pipeline import arrow_sqlite
 from changefeed.pipeline import phoenix_source as ps
 
@@ -49,12 +50,23 @@ def _doubles(rng: random.Random) -> list[float]:
     return out
 
 
-def test_arrow_doubles_are_java_doubles() -> None:
+def test_arrow_doubles_are_java_doubles(tmp_path: Path) -> None:
     """Arrow's shortest-digits cast, with ``.0`` on integral values, is ``Double.toString`` in the
     plain range; every other value (NaN, infinities, exponents) takes the scalar path."""
     xs = _doubles(random.Random(3))
-    assert double_texts(pa.array(xs, type=pa.float64()), java_double) == [java_double(x) for x in xs]
-    assert double_texts(pa.array([None, 2.5], type=pa.float64()), java_double) == ["null", "2.5"]
+    want = [java_double(x) for x in xs]
+    assert double_texts(np.array(xs, dtype=np.float64), java_double) == want
+    assert double_array(pa.array(xs, type=pa.float64()), java_double).to_pylist() == want
+    assert double_array(pa.array([None, 2.5], type=pa.float64()), java_double).to_pylist() == ["null", "2.5"]
+    c = changefeed.connect(tmp_path / "db")
+    c.execute("CREATE TABLE D (k INTEGER PRIMARY KEY, v DOUBLE) COLUMN_ENCODED_BYTES=0")
+    c.execute("SELECT * FROM D")
+    t = c.db.find_table("D")
+    assert t is not None
+    doubles = EventEncoder(t, frozenset()).render_column[0]
+    assert doubles(xs) == want  # the batch encoder's DOUBLE column: Arrow
+    assert doubles([None, *xs[:200]]) == ["null", *want[:200]]  # with a NULL: value by value
+    c.close()
 
 
 TYPES = (

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-import pyarrow as pa
+import numpy as np
 
 from changefeed.engine import phoenix
 from changefeed.engine.catalog import TableSchema
@@ -343,6 +343,7 @@ _VARCHAR = resolve_phoenix_type("VARCHAR")
 #: DOUBLE columns of at least this many values are rendered by Arrow's cast
 #: (:func:`~changefeed.formats.phoenix_arrow.double_texts`), shorter ones value by value.
 ARROW_DOUBLES_FROM = 128
+_FLOATS = {float}  # columns holding NULLs or other types take the value-by-value path
 
 
 def _column_renderer(t: SqlType, one: Any) -> Callable[[Sequence[Any]], list[str]]:
@@ -366,13 +367,8 @@ def _column_renderer(t: SqlType, one: Any) -> Callable[[Sequence[Any]], list[str
     if k is Kind.FLOAT and t.bits == 64:
 
         def doubles(col: Sequence[Any]) -> list[str]:
-            if len(col) >= ARROW_DOUBLES_FROM:
-                try:
-                    a = pa.array(col, type=pa.float64())
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-                    pass  # not all numbers, or an integer a double cannot hold exactly
-                else:
-                    return double_texts(a, one)
+            if len(col) >= ARROW_DOUBLES_FROM and set(map(type, col)) == _FLOATS:
+                return double_texts(np.array(col, dtype=np.float64), one)
             # repr is Java's Double.toString for floats in [1e-3, 1e7) (see _text_renderer)
             return [
                 "null" if v is None else repr(v) if type(v) is float and 1e-3 <= abs(v) < 1e7 else one(v)
