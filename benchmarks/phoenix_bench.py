@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -104,18 +105,41 @@ def stream_rate(conn: changefeed.Connection, lo_ms: int, limit: int) -> tuple[in
     return n, time.perf_counter() - t0, time.process_time() - c0
 
 
-def spark_rate(db: Path) -> tuple[int, float]:
+def tree_cpu() -> float:
+    """CPU seconds of this process and its live descendants (Spark's JVM, its Python workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, float]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            procs[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    tree, grew = {os.getpid()}, True
+    while grew:
+        grew = False
+        for pid, (parent, _) in procs.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    return sum(procs[p][1] for p in tree if p in procs)
+
+
+def spark_rate(db: Path) -> tuple[int, float, float]:
     """The Spark loop's read: every change through ``format("phoenix-cdc")`` into Spark's noop
-    sink (session start and a warm-up read excluded)."""
+    sink (session start and a warm-up read excluded): (changes, wall seconds, CPU seconds of
+    the process tree)."""
     from changefeed.pipeline.session import get_spark
 
     spark = get_spark()
     reader = spark.read.format("phoenix-cdc").option("cdc", "C").option("include", "POST")
     reader.load(str(db)).limit(1000).collect()  # warm: Python workers, imports
     n = reader.load(str(db)).count()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), tree_cpu()
     reader.load(str(db)).write.format("noop").mode("overwrite").save()
-    return n, time.perf_counter() - t0
+    return n, time.perf_counter() - t0, tree_cpu() - c0
 
 
 def write_rate(db: Path, rows: int, cdc: bool) -> tuple[float, float]:
@@ -181,14 +205,17 @@ def main() -> None:
         n, took, cpu = stream_rate(conn, first_ms, args.stream)
         print(
             f"stream: {n:,} changes with post images in {took:.2f} s = {n / took:,.0f} rows/s"
-            f"  (target 200,000: ratio {n / took / 200_000:.2f}); CPU {cpu:.2f} s = {n / cpu:,.0f} rows per CPU second"
+            f"  (target 200,000: ratio {n / took / 200_000:.2f}); CPU {cpu:.2f} s = {n / cpu:,.0f} rows per CPU second;"
+            f" load average {os.getloadavg()[0]:.1f}"
         )
         conn.close()
         if not args.skip_spark:
-            n, took = spark_rate(root / "history")
+            n, took, cpu = spark_rate(root / "history")
             print(
                 f"spark: format('phoenix-cdc') batch read of {n:,} changes with post images in {took:.2f} s"
-                f" = {n / took:,.0f} rows/s  (target 100,000: ratio {n / took / 100_000:.2f})"
+                f" = {n / took:,.0f} rows/s  (target 100,000: ratio {n / took / 100_000:.2f});"
+                f" CPU of the process tree {cpu:.2f} s = {cpu / n * 1e6:.2f} us per change;"
+                f" load average {os.getloadavg()[0]:.1f}"
             )
         plain, with_cdc = write_rates(root, args.write_rows, args.write_rounds)
         print(

@@ -21,6 +21,7 @@ What is Phoenix about a table lives in ``TableSchema.options["phoenix"]`` (see
 from __future__ import annotations
 
 import heapq
+import itertools
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -257,15 +258,23 @@ def shape_sql(schema: TableSchema) -> str:
     return " | ".join(parts)
 
 
-def differs_sql(schema: TableSchema) -> str:
-    """Bit ``i`` set when value column ``i``'s new value is not its old value."""
-    return (
-        " | ".join(f"((x.{c.db} IS NOT x.o{c.id}) << {i})" for i, c in enumerate(schema.stored_values)) or "0"
-    )
+def differs_sql(schema: TableSchema, shift: int = 0) -> str:
+    """Bit ``shift + i`` set when value column ``i``'s new value is not its old value."""
+    vals = schema.stored_values
+    return " | ".join(f"((x.{c.db} IS NOT x.o{c.id}) << {shift + i})" for i, c in enumerate(vals)) or "0"
 
 
-def scan_raw(
-    conn: sqlite3.Connection,
+#: Up to this many value columns the differs bits go into the shape's integer, above its
+#: ``3 + 3 * n`` bits (one column less to read per change); beyond it they are a column of their own.
+MAX_FOLDED_COLUMNS = 15
+
+
+def folded(schema: TableSchema) -> bool:
+    """Whether coded rows carry the differs bits in the shape's integer (:func:`range_sql`)."""
+    return len(schema.stored_values) <= MAX_FOLDED_COLUMNS
+
+
+def range_sql(
     schema: TableSchema,
     lo_ms: int | None,
     hi_ms: int | None,
@@ -273,23 +282,11 @@ def scan_raw(
     key_eq: Mapping[int, Any] | None = None,
     descending: bool = False,
     after: tuple[int, tuple[Any, ...], int] | None = None,
-    buckets: Sequence[int] | None = None,
     coded: bool = False,
     with_old: bool = True,
-) -> Iterator[tuple[Any, ...]]:
-    """Events with ``lo_ms <= ms < hi_ms`` (None: unbounded) in (time, key, seq) order, merged
-    across buckets; ``key_eq`` pins key columns (column id -> storage value); ``after`` resumes
-    strictly after a (ms, key, seq) position; ``buckets`` reads only those buckets. Rows are as
-    SQLite returns them: ``(ms, key.., seq, ev, op, ox, new.., written.., old..)``
-    (:func:`change_row` makes a :class:`ChangeRow` of one).
-
-    ``coded``: ``(ms, key.., seq, shape, differs, new.., [old..])`` instead, for the batch
-    encoder: SQLite computes each change's shape bits (:func:`shape_sql`) and which columns'
-    new values differ from the old ones, so only the values cross into Python (old values only
-    ``with_old``)."""
-    cdc = cdc_of(schema)
-    if cdc is None:
-        return
+) -> tuple[str, list[Any]]:
+    """The query of one bucket of :func:`scan_raw` and its parameters after the bucket (the
+    first parameter, ``?1``)."""
     p = index_table(schema)
     keys = [c.db for c in schema.key]
     vals = schema.stored_values
@@ -311,7 +308,11 @@ def scan_raw(
         params.extend([ams, *akey, aseq])
     select = ["p.ms", *(f"p.{k}" for k in keys), "p.seq"]
     if coded:
-        select += [shape_sql(schema), differs_sql(schema)] + [f"x.{c.db}" for c in vals]
+        if folded(schema):
+            select.append(f"{shape_sql(schema)} | {differs_sql(schema, 3 + 3 * len(vals))}")
+        else:
+            select += [shape_sql(schema), differs_sql(schema)]
+        select += [f"x.{c.db}" for c in vals]
         select += [f"x.o{c.id}" for c in vals] if with_old else []
     else:
         select += ["p.ev", "x.op", "x.ox"]
@@ -322,24 +323,105 @@ def scan_raw(
         f"SELECT {', '.join(select)} FROM {p} p CROSS JOIN x{schema.id} x ON x.seq = p.seq"
         f" WHERE {' AND '.join(conds)} ORDER BY {order}"
     )
-    nk = len(keys)
+    return sql, params
+
+
+def scan_raw(
+    conn: sqlite3.Connection,
+    schema: TableSchema,
+    lo_ms: int | None,
+    hi_ms: int | None,
+    *,
+    key_eq: Mapping[int, Any] | None = None,
+    descending: bool = False,
+    after: tuple[int, tuple[Any, ...], int] | None = None,
+    buckets: Sequence[int] | None = None,
+    coded: bool = False,
+    with_old: bool = True,
+) -> Iterator[tuple[Any, ...]]:
+    """Events with ``lo_ms <= ms < hi_ms`` (None: unbounded) in (time, key, seq) order, merged
+    across buckets; ``key_eq`` pins key columns (column id -> storage value); ``after`` resumes
+    strictly after a (ms, key, seq) position; ``buckets`` reads only those buckets. Rows are as
+    SQLite returns them: ``(ms, key.., seq, ev, op, ox, new.., written.., old..)``
+    (:func:`change_row` makes a :class:`ChangeRow` of one).
+
+    ``coded``: ``(ms, key.., seq, code, [differs,] new.., [old..])`` instead, for the batch
+    encoder: SQLite computes each change's shape bits (:func:`shape_sql`) and which columns'
+    new values differ from the old ones (:func:`differs_sql`: above the shape bits in ``code``
+    when :func:`folded`, else a column of their own), so only the values cross into Python (old
+    values only ``with_old``)."""
+    for batch in scan_batches(
+        conn,
+        schema,
+        lo_ms,
+        hi_ms,
+        key_eq=key_eq,
+        descending=descending,
+        after=after,
+        buckets=buckets,
+        coded=coded,
+        with_old=with_old,
+    ):
+        yield from batch
+
+
+def scan_batches(
+    conn: sqlite3.Connection,
+    schema: TableSchema,
+    lo_ms: int | None,
+    hi_ms: int | None,
+    *,
+    key_eq: Mapping[int, Any] | None = None,
+    descending: bool = False,
+    after: tuple[int, tuple[Any, ...], int] | None = None,
+    buckets: Sequence[int] | None = None,
+    coded: bool = False,
+    with_old: bool = True,
+    first: int = 64,
+    most: int = 4096,
+) -> Iterator[list[tuple[Any, ...]]]:
+    """:func:`scan_raw`'s rows in lists, as ``fetchmany`` returns them when one bucket is read:
+    the first list holds up to ``first`` rows (the first row of a range comes at once), each
+    later one up to four times more, at most ``most``."""
+    cdc = cdc_of(schema)
+    if cdc is None:
+        return
+    sql, params = range_sql(
+        schema,
+        lo_ms,
+        hi_ms,
+        key_eq=key_eq,
+        descending=descending,
+        after=after,
+        coded=coded,
+        with_old=with_old,
+    )
+    nk = len(schema.key)
+    wanted = list(range(cdc.buckets)) if buckets is None else list(buckets)
+    if len(wanted) == 1:
+        cur = conn.execute(sql, [wanted[0], *params])
+        size = first
+        while batch := cur.fetchmany(size):
+            yield batch
+            size = min(size * 4, most)
+        return
 
     def rows(bucket: int) -> Iterator[tuple[Any, ...]]:
         cur = conn.execute(sql, [bucket, *params])
-        size = 64  # the first row of a range comes at once; later fetches are larger
+        size = min(first, 64)
         while batch := cur.fetchmany(size):
             yield from batch
             size = min(size * 4, 4096)
 
-    wanted = list(range(cdc.buckets)) if buckets is None else list(buckets)
-    if len(wanted) == 1:
-        yield from rows(wanted[0])
-        return
-    yield from heapq.merge(
+    merged = heapq.merge(
         *(rows(b) for b in wanted),
         key=lambda r: (r[0], r[1 : 1 + nk], r[1 + nk]),
         reverse=descending,
     )
+    size = first
+    while batch := list(itertools.islice(merged, size)):
+        yield batch
+        size = min(size * 4, most)
 
 
 # ====================================================================================== retention
@@ -377,6 +459,7 @@ __all__ = [
     "display_name",
     "expire_index",
     "find_cdc_table",
+    "folded",
     "history_floor_ns",
     "index_changes",
     "index_create_sql",
@@ -385,8 +468,10 @@ __all__ = [
     "last_change_seq",
     "max_lookback_ms",
     "phoenix_of",
+    "range_sql",
     "row_ttl_s",
     "safe_upper_ms",
+    "scan_batches",
     "scan_raw",
     "set_default_max_lookback",
     "with_phoenix",

@@ -17,8 +17,7 @@ value columns to pack the bits use the scalar path.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -53,7 +52,13 @@ class BatchEncoder:
         self.enc = encoder
         self.nk = key_count
         self.nv = len(encoder.names)
-        self._templates: dict[tuple[int, bool], tuple[str, list[tuple[int, int]]]] = {}
+        #: The coded rows' layout (:func:`changefeed.engine.phoenix.range_sql`): the differs bits
+        #: above the shape's in one integer, or a column of their own; where the values start.
+        self.folded = self.nv <= phoenix.MAX_FOLDED_COLUMNS
+        self.shape_bits = 3 + 3 * self.nv
+        self.values_at = key_count + (3 if self.folded else 4)
+        self._templates: dict[tuple[int, bool], tuple[list[str], list[tuple[int, int]]]] = {}
+        self._formats: dict[tuple[int, bool], tuple[str, list[tuple[int, int]]]] = {}
 
     # ------------------------------------------------------------------ shapes
     def _shape(self, code: int) -> tuple[str, bool, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -66,9 +71,10 @@ class BatchEncoder:
         new_null = tuple(i for i in range(nv) if bits[i] & 4)
         return event, existed, old_present, written, new_null
 
-    def _template(self, code: int, rewrite: bool) -> tuple[str, list[tuple[int, int]]]:
-        """``(format, slots)``: the event's text with ``%s`` where values go, and for each slot
-        (image, column) — the same decisions as :meth:`EventEncoder.encode`, taken once."""
+    def pieces(self, code: int, rewrite: bool) -> tuple[list[str], list[tuple[int, int]]]:
+        """``(texts, slots)``: the event's text cut where values go (one more text than slots),
+        and for each slot (image, column) — the same decisions as :meth:`EventEncoder.encode`,
+        taken once."""
         got = self._templates.get((code, rewrite))
         if got is not None:
             return got
@@ -103,18 +109,29 @@ class BatchEncoder:
                     parts[POST_IMAGE] = image(enc._order(tuple(post_idx)), _NEW)
                 else:
                     parts[POST_IMAGE] = image([i for i, _ in merged], _NEW)
-        fmt: list[str] = ["{"]
+        texts: list[str] = []
+        text: list[str] = ["{"]
         slots: list[tuple[int, int]] = []
         for j, k in enumerate(enc._top_order(event)):
-            fmt.append(("," if j else "") + '"' + k + '":')
+            text.append(("," if j else "") + '"' + k + '":')
             for piece in parts[k]:
                 if isinstance(piece, tuple):
-                    fmt.append("%s")
+                    texts.append("".join(text))
+                    text = []
                     slots.append(piece)
                 else:
-                    fmt.append(piece.replace("%", "%%"))
-        fmt.append("}")
-        got = self._templates[(code, rewrite)] = ("".join(fmt), slots)
+                    text.append(piece)
+        text.append("}")
+        texts.append("".join(text))
+        got = self._templates[(code, rewrite)] = (texts, slots)
+        return got
+
+    def _template(self, code: int, rewrite: bool) -> tuple[str, list[tuple[int, int]]]:
+        """``(format, slots)``: :meth:`pieces` as one ``%``-format with ``%s`` where values go."""
+        got = self._formats.get((code, rewrite))
+        if got is None:
+            texts, slots = self.pieces(code, rewrite)
+            got = self._formats[(code, rewrite)] = ("%s".join(t.replace("%", "%%") for t in texts), slots)
         return got
 
     def _rewrites(self, code: int) -> list[int]:
@@ -128,13 +145,37 @@ class BatchEncoder:
         return [i for i, from_change in enc._post_order(old_present, change_idx) if not from_change]
 
     # ------------------------------------------------------------------ encoding
+    def groups(
+        self, code: np.ndarray[Any, Any], differs: Callable[[], np.ndarray[Any, Any]]
+    ) -> Iterator[tuple[np.ndarray[Any, Any] | None, int, bool]]:
+        """The rows of a batch that share a template: ``(rows, shape, rewrite)``, ``rows`` an
+        array of row numbers or None for all of them; ``differs()`` gives each row's differs bits
+        when a shape needs them (:meth:`_rewrites`)."""
+        n = len(code)
+        uniq, inverse = np.unique(code, return_inverse=True)
+        whole = len(uniq) == 1
+        for g, c in enumerate(uniq.tolist()):
+            idx = None if whole else np.flatnonzero(inverse == g)
+            kept = self._rewrites(c)
+            if not kept:
+                yield idx, c, False
+                continue
+            mask = sum(1 << i for i in kept)
+            rows = np.arange(n) if idx is None else idx
+            diff = (differs()[rows] & mask) != 0
+            for part, rewrite in ((rows[~diff], False), (rows[diff], True)):
+                if len(part) == n:
+                    yield None, c, rewrite
+                elif len(part):
+                    yield part, c, rewrite
+
     @property
     def wants_old(self) -> bool:
         """Whether :meth:`encode` needs the old values (a PRE image is asked for)."""
         return "PRE" in self.enc.scopes
 
     def encode(self, rows: Sequence[Sequence[Any]]) -> list[str]:
-        """The texts of coded rows: ``(ms, key.., seq, shape, differs, new.., [old..])`` as
+        """The texts of coded rows: ``(ms, key.., seq, code, [differs,] new.., [old..])`` as
         :func:`changefeed.engine.phoenix.scan_raw` reads them with ``coded=True`` (old values
         present exactly when :attr:`wants_old`)."""
         n = len(rows)
@@ -144,7 +185,10 @@ class BatchEncoder:
         # Only the columns a shape uses are taken out of the rows, each when first needed.
         code = np.fromiter(map(itemgetter(2 + nk), rows), dtype=np.int64, count=n)
         differs_at: list[np.ndarray[Any, Any]] = []
-        base = nk + 4
+        if self.folded:
+            differs_at.append(code >> self.shape_bits)
+            code = code & ((1 << self.shape_bits) - 1)
+        base = self.values_at
         render = self.enc.render_column
         texts: list[list[list[str] | None]] = [[None] * nv, [None] * nv]
 
@@ -161,34 +205,21 @@ class BatchEncoder:
             return differs_at[0]
 
         out: list[str] = [""] * n
-        uniq, inverse = np.unique(code, return_inverse=True)
-        whole = len(uniq) == 1
-        for g, c in enumerate(uniq.tolist()):
-            idx = np.arange(n) if whole else np.flatnonzero(inverse == g)
-            kept = self._rewrites(c)
-            if kept:
-                mask = sum(1 << i for i in kept)
-                diff = (differs()[idx] & mask) != 0
-                groups = [(idx[~diff], False), (idx[diff], True)]
-            else:
-                groups = [(idx, False)]
-            for part, rewrite in groups:
-                if len(part) == 0:
-                    continue
-                fmt, slots = self._template(c, rewrite)
-                if len(part) == n:
-                    values = [text(k, i) for k, i in slots]
-                    out = [fmt % v for v in zip(*values, strict=True)] if values else [fmt % ()] * n
-                    continue
-                sel = part.tolist()
-                if not slots:
-                    s = fmt % ()
-                    for j in sel:
-                        out[j] = s
-                    continue
-                values = [[col[j] for j in sel] for col in (text(k, i) for k, i in slots)]
-                for j, v in zip(sel, zip(*values, strict=True), strict=True):
-                    out[j] = fmt % v
+        for part, c, rewrite in self.groups(code, differs):
+            fmt, slots = self._template(c, rewrite)
+            if part is None:
+                values = [text(k, i) for k, i in slots]
+                out = [fmt % v for v in zip(*values, strict=True)] if values else [fmt % ()] * n
+                continue
+            sel = part.tolist()
+            if not slots:
+                s = fmt % ()
+                for j in sel:
+                    out[j] = s
+                continue
+            values = [[col[j] for j in sel] for col in (text(k, i) for k, i in slots)]
+            for j, v in zip(sel, zip(*values, strict=True), strict=True):
+                out[j] = fmt % v
         return out
 
 
@@ -202,16 +233,18 @@ def encoded_changes(
     key_eq: Mapping[int, Any] | None = None,
     descending: bool = False,
     buckets: Sequence[int] | None = None,
+    after: tuple[int, tuple[Any, ...], int] | None = None,
     first: int = 64,
     most: int = 4096,
 ) -> Iterator[tuple[list[tuple[Any, ...]], list[str]]]:
     """The changes of a range in batches of ``(rows, CDC JSON texts)``; each row starts with
-    ``(ms, key..)`` in storage values. Batches grow from ``first`` rows (the first row of a
+    ``(ms, key..)`` in storage values; ``after`` resumes strictly after a ``(ms, key, seq)``
+    position. Batches grow from ``first`` rows (the first row of a
     time-range query comes at once) to ``most``."""
     enc = EventEncoder(schema, scopes)
     nk, nv = len(schema.key), len(schema.stored_values)
     batch = BatchEncoder(enc, nk) if nv <= MAX_BATCH_COLUMNS else None
-    rows = phoenix.scan_raw(
+    for chunk in phoenix.scan_batches(
         conn,
         schema,
         lo_ms,
@@ -219,12 +252,12 @@ def encoded_changes(
         key_eq=key_eq,
         descending=descending,
         buckets=buckets,
+        after=after,
         coded=batch is not None,
         with_old=batch is not None and batch.wants_old,
-    )
-    size = first
-    while chunk := list(itertools.islice(rows, size)):
-        size = min(size * 4, most)
+        first=first,
+        most=most,
+    ):
         if batch is not None:
             yield chunk, batch.encode(chunk)
         else:

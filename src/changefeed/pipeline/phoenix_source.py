@@ -21,7 +21,10 @@ Options:
 
 Rows: ``phoenix_row_timestamp timestamp, <key columns>, cdc_json string`` (Phoenix's
 ``PHOENIX_ROW_TIMESTAMP()`` and ``"CDC JSON"`` under names every Spark sink accepts). One input
-partition per time-index bucket and time slice; rows come as Arrow record batches.
+partition per time-index bucket and time slice of the span the range's changes cover; a task
+reads its partition through the ADBC SQLite driver into Arrow and builds the JSON column-wise
+(``formats/phoenix_arrow.py``), through ``sqlite3`` where it cannot; rows come as Arrow record
+batches.
 """
 
 from __future__ import annotations
@@ -40,10 +43,11 @@ from pyspark.sql.types import StructType
 
 from changefeed.engine import phoenix
 from changefeed.engine.catalog import TableSchema
-from changefeed.engine.changes import arrow_type, storage_to_arrow
+from changefeed.engine.changes import arrow_type, storage_arrow_to_arrow, storage_class, storage_to_arrow
 from changefeed.engine.database import DB_FILE, Database, open_sqlite
 from changefeed.exceptions import InvalidOption, PhoenixTableUndefined
 from changefeed.formats import phoenix_json
+from changefeed.pipeline import arrow_sqlite
 
 __all__ = ["PhoenixCdcDataSource", "arrow_schema"]
 
@@ -137,6 +141,34 @@ class _Options:
     def connect(self) -> Any:
         return open_sqlite(Path(self.path) / DB_FILE, readonly=True)
 
+    def data_span(self, lo: int, hi: int) -> tuple[int, int]:
+        """``[lo, hi)`` narrowed to the changes in it: from the first change's millisecond to one
+        past the last one's (two index seeks per bucket), so time slices split the changes, not
+        the empty time before or after them (a batch read ends now, the history may be old)."""
+        if hi <= lo:
+            return lo, hi
+        p = phoenix.index_table(self.table)
+        conn = self.connect()
+        try:
+            first, last = None, None
+            for b in range(self.buckets):
+                row = conn.execute(
+                    f"SELECT ms FROM {p} WHERE b = ? AND ms >= ? AND ms < ? ORDER BY ms LIMIT 1", (b, lo, hi)
+                ).fetchone()
+                if row is None:
+                    continue
+                top = conn.execute(
+                    f"SELECT ms FROM {p} WHERE b = ? AND ms >= ? AND ms < ? ORDER BY ms DESC LIMIT 1",
+                    (b, lo, hi),
+                ).fetchone()
+                first = int(row[0]) if first is None else min(first, int(row[0]))
+                last = int(top[0]) if last is None else max(last, int(top[0]))
+        finally:
+            conn.close()
+        if first is None or last is None:
+            return lo, lo
+        return first, last + 1
+
     def safe_end(self) -> int:
         db = Database(self.path, create=False)
         try:
@@ -154,6 +186,25 @@ class RangePartition(InputPartition):
 
 
 def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]:
+    """The rows of one partition: through the ADBC SQLite driver when it can
+    (:func:`_arrow_batches`), else, or from where a failed Arrow read stopped, through
+    ``sqlite3``."""
+    done: tuple[int, tuple[Any, ...], int] | None = None
+    fast = _arrow_batches(opts, part)
+    if fast is not None:
+        try:
+            for out, last in fast:
+                yield out
+                done = last
+            return
+        except _ReadFallback:
+            pass  # the ADBC connection is closed: read the rest through sqlite3
+    yield from _sqlite_batches(opts, part, done)
+
+
+def _sqlite_batches(
+    opts: _Options, part: RangePartition, after: tuple[int, tuple[Any, ...], int] | None
+) -> Iterator[pa.RecordBatch]:
     from changefeed.formats.phoenix_batch import encoded_changes
 
     table = opts.table
@@ -161,7 +212,15 @@ def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]
     conn = opts.connect()
     try:
         for chunk, texts in encoded_changes(
-            conn, table, opts.scopes, part.lo, part.hi, buckets=[part.bucket], first=CHUNK, most=CHUNK
+            conn,
+            table,
+            opts.scopes,
+            part.lo,
+            part.hi,
+            buckets=[part.bucket],
+            after=after,
+            first=CHUNK,
+            most=CHUNK,
         ):
             cols = list(zip(*chunk, strict=True))
             arrays: list[pa.Array] = [
@@ -171,6 +230,82 @@ def read_range(opts: _Options, part: RangePartition) -> Iterator[pa.RecordBatch]
                 arrays.append(storage_to_arrow(c, cols[1 + j]))
             arrays.append(pa.array(texts, type=pa.string()))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    finally:
+        conn.close()
+
+
+class _ReadFallback(Exception):
+    """The ADBC read failed (a value outside its column's storage class): read through sqlite3."""
+
+
+def _arrow_batches(
+    opts: _Options, part: RangePartition
+) -> Iterator[tuple[pa.RecordBatch, tuple[int, tuple[Any, ...], int]]] | None:
+    """The partition read by the ADBC SQLite driver straight into Arrow and encoded column-wise
+    (:func:`changefeed.formats.phoenix_arrow.encode_arrow`), each batch with the ``(ms, key,
+    seq)`` position of its last row; None when it cannot (no driver, too many value columns for
+    the shape bits, a column without a fixed storage class). A value outside its storage class
+    ends the iteration with :class:`_ReadFallback`, after the connection is closed (Spark's
+    Python workers hold no other connection to the file meanwhile: see ``arrow_sqlite``)."""
+    from changefeed.formats.phoenix_arrow import encode_arrow
+    from changefeed.formats.phoenix_batch import MAX_BATCH_COLUMNS, BatchEncoder
+
+    table = opts.table
+    vals = table.stored_values
+    if len(vals) > MAX_BATCH_COLUMNS or not arrow_sqlite.available():
+        return None
+    batch = BatchEncoder(phoenix_json.EventEncoder(table, opts.scopes), len(table.key))
+    sql, params = phoenix.range_sql(table, part.lo, part.hi, coded=True, with_old=batch.wants_old)
+    classes = [pa.int64(), *(storage_class(c.type) for c in table.key), pa.int64(), pa.int64()]
+    classes += [] if batch.folded else [pa.int64()]
+    classes += [storage_class(c.type) for c in vals] * (2 if batch.wants_old else 1)
+    pinned = arrow_sqlite.pinned(classes, sql)
+    if pinned is None:
+        return None
+    return _arrow_read(opts, part, batch, pinned, [part.bucket, *params], encode_arrow)
+
+
+def _arrow_read(
+    opts: _Options,
+    part: RangePartition,
+    batch: Any,
+    sql: str,
+    params: list[Any],
+    encode_arrow: Any,
+) -> Iterator[tuple[pa.RecordBatch, tuple[int, tuple[Any, ...], int]]]:
+    table = opts.table
+    schema = arrow_schema(table)
+    nk, nv = len(table.key), len(table.stored_values)
+    types = [c.type for c in table.stored_values]
+    conn = arrow_sqlite.connect(Path(opts.path) / DB_FILE)
+    if conn is None:
+        raise _ReadFallback
+    try:
+        reader = arrow_sqlite.read_batches(conn, sql, params, CHUNK)
+        while True:
+            try:
+                b = next(reader)
+            except StopIteration:
+                return
+            except Exception as exc:  # a value outside its column's storage class
+                raise _ReadFallback from exc
+            code = b.column(2 + nk).to_numpy()
+            if batch.folded:
+                code, differs = code & ((1 << batch.shape_bits) - 1), code >> batch.shape_bits
+            else:
+                differs = b.column(3 + nk).to_numpy()
+            at = batch.values_at
+            new = [b.column(at + i) for i in range(nv)]
+            old = [b.column(at + nv + i) for i in range(nv)] if batch.wants_old else None
+            texts = encode_arrow(batch, types, code, lambda d=differs: d, new, old)
+            ms = b.column(0)
+            arrays = [pc.multiply(ms, 1000).cast(pa.timestamp("us", tz="UTC"))]
+            arrays += [storage_arrow_to_arrow(c, b.column(1 + j)) for j, c in enumerate(table.key)]
+            arrays.append(texts)
+            last = b.num_rows - 1
+            key = tuple(b.column(1 + j)[last].as_py() for j in range(nk))
+            pos = (int(ms[last].as_py()), key, int(b.column(1 + nk)[last].as_py()))
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema), pos
     finally:
         conn.close()
 
@@ -197,7 +332,8 @@ class PhoenixBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         hi = self.opts.end_ms if self.opts.end_ms is not None else self.opts.safe_end()
-        return _partitions(self.opts, self.opts.start_ms, hi) or [RangePartition(0, 0, 0)]
+        lo, hi = self.opts.data_span(self.opts.start_ms, hi)
+        return _partitions(self.opts, lo, hi) or [RangePartition(0, 0, 0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
@@ -253,7 +389,8 @@ class PhoenixStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"ms": self.opts.safe_end()}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return _partitions(self.opts, int(start.get("ms", self.opts.start_ms)), int(end["ms"]))
+        lo, hi = self.opts.data_span(int(start.get("ms", self.opts.start_ms)), int(end["ms"]))
+        return _partitions(self.opts, lo, hi)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
