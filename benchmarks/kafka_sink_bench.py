@@ -12,7 +12,9 @@ with 4 partitions; the topic ``t`` is created with 4 partitions first. After a w
 has arrived (Spark's start excluded), a writer commits 250 rows every 50 ms (5,000 rows/s) for
 ``--seconds``; a consumer stamps each data message on arrival. Latency = arrival - the message's
 timestamp (the commit time, in ms). Prints p50/p99/max against the target p99 <= 1.5 s, the rows
-delivered and the machine's load average.
+delivered and the machine's load average. ``--batches FILE``: the job runs through
+``run_progress.py``, which writes each micro-batch's Spark durations and CPU seconds to FILE, and
+the benchmark prints their medians (less sensitive to the machine's load than the latencies).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import run_progress  # this directory is the script's: first on sys.path
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +75,12 @@ DEFAULT_WITH = "updated, resolved = '1s', min_checkpoint_frequency = '1s', no_in
 
 
 def run(
-    seconds: float, rate: int, tick: float = 0.05, options: str = DEFAULT_WITH, baseline: bool = False
+    seconds: float,
+    rate: int,
+    tick: float = 0.05,
+    options: str = DEFAULT_WITH,
+    baseline: bool = False,
+    batches: str | None = None,
 ) -> dict[str, Any]:
     """One measurement; ``baseline``: the same job INTO 'topics://' (the embedded topic log, read
     in-process), no Kafka at all."""
@@ -87,7 +96,7 @@ def run(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         if baseline:
-            return _baseline(src, seconds, rate, tick, options, procs)
+            return _baseline(src, seconds, rate, tick, options, procs, batches)
         serve = subprocess.Popen(
             [PY, "-m", "changefeed.cli.main", "serve", "--db", str(cluster), "--kafka", f"127.0.0.1:{port}"],
             env=env(),
@@ -98,7 +107,7 @@ def run(
         wait_port(port, serve)
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
         admin.create_topics([NewTopic("t", PARTITIONS, 1)])["t"].result(10)
-        conn, runner = _start_job(src, f"kafka://127.0.0.1:{port}", options, procs)
+        conn, runner = _start_job(src, f"kafka://127.0.0.1:{port}", options, procs, batches)
         consumer = ck.Consumer(
             {"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench", "fetch.wait.max.ms": 10}
         )
@@ -125,9 +134,10 @@ def run(
 
 
 def _start_job(
-    src: Path, sink: str, options: str, procs: list[subprocess.Popen[bytes]]
+    src: Path, sink: str, options: str, procs: list[subprocess.Popen[bytes]], batches: str | None = None
 ) -> tuple[Any, subprocess.Popen[bytes]]:
-    """The benchmark table, a CockroachDB job on it into ``sink``, and ``changefeed run``."""
+    """The benchmark table, a CockroachDB job on it into ``sink``, and ``changefeed run`` (or, with
+    ``batches``, ``run_progress.py`` writing each micro-batch's figures there)."""
     import changefeed
 
     conn = changefeed.connect(src)
@@ -135,8 +145,11 @@ def _start_job(
         f"CREATE TABLE t (k INT PRIMARY KEY, a STRING, b INT) WITH (uniform_partitions = {PARTITIONS})"
     )
     conn.execute(f"CREATE CHANGEFEED FOR t INTO '{sink}' WITH {options}")
+    cmd = [PY, "-m", "changefeed.cli.main", "run", "--db", str(src)]
+    if batches:
+        cmd = [PY, str(ROOT / "benchmarks" / "run_progress.py"), str(src), batches]
     runner = subprocess.Popen(
-        [PY, "-m", "changefeed.cli.main", "run", "--db", str(src)],
+        cmd,
         env=env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -146,11 +159,17 @@ def _start_job(
 
 
 def _baseline(
-    src: Path, seconds: float, rate: int, tick: float, options: str, procs: list[subprocess.Popen[bytes]]
+    src: Path,
+    seconds: float,
+    rate: int,
+    tick: float,
+    options: str,
+    procs: list[subprocess.Popen[bytes]],
+    batches: str | None = None,
 ) -> dict[str, Any]:
     from changefeed.topics import TopicStore
 
-    conn, runner = _start_job(src, "topics://", options, procs)
+    conn, runner = _start_job(src, "topics://", options, procs, batches)
     store = TopicStore(src)
     nxt = dict.fromkeys(range(PARTITIONS), 0)
     lat: list[float] = []
@@ -241,17 +260,24 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=5000)
     ap.add_argument("--with", dest="options", default=DEFAULT_WITH, help="the job's WITH options")
     ap.add_argument("--skip-baseline", action="store_true", help="measure only the kafka:// job")
+    ap.add_argument("--batches", metavar="FILE", help="write each micro-batch's durations and CPU to FILE")
     a = ap.parse_args()
     print(
         f"commit -> CockroachDB job -> sink -> reader, {a.rate:,} rows/s for {a.seconds:g} s, WITH {a.options}"
     )
-    r = run(a.seconds, a.rate, options=a.options)
+    r = run(a.seconds, a.rate, options=a.options, batches=a.batches)
     _print("kafka:// -> confluent-kafka consumer", r)
+    if a.batches:
+        print("  " + run_progress.summary(a.batches))
     ok = r["p99"] <= P99_TARGET_S and r["delivered"] >= r["rows"]
     print(f"  target p99 <= {P99_TARGET_S} s: {'met' if ok else 'NOT met'} ({os.cpu_count()} cores)")
     if not a.skip_baseline:
-        b = run(a.seconds, a.rate, options=a.options, baseline=True)
+        b = run(
+            a.seconds, a.rate, options=a.options, baseline=True, batches=a.batches and a.batches + ".topics"
+        )
         _print("baseline topics:// (embedded topic log, read in-process)", b)
+        if a.batches:
+            print("  " + run_progress.summary(a.batches + ".topics"))
         print(f"  p99 kafka / baseline: x{r['p99'] / b['p99']:.2f}, p50: x{r['p50'] / b['p50']:.2f}")
     return 0 if ok else 1
 

@@ -14,6 +14,13 @@ Shape of one micro-batch (``foreachBatch(df, batch_id)``):
    in the same append of every partition (partitions without data get a resolved-only append);
 5. the feed's ``_progress`` row is upserted (high water, delivered seq).
 
+A micro-batch of at most ``DRIVER_ENCODE_ROWS`` journal rows (a continuous job's usual batch)
+skips steps 1-3's Spark job: the driver reads its rows (the same seq range, from the offset log)
+and encodes them with the encoder's Python face (``encode_python``, byte for byte the same
+records), then appends them as in step 3. Planning and scheduling a Spark job over the wide
+encoder expression costs ~0.5 s whatever the batch size; this keeps a small batch's cost to its
+rows. The offsets, appends, idempotence markers and progress are the same either way.
+
 The append is idempotent per (writer, batch id) and partition, and Spark replays the same batch id
 with the same offsets after a crash, so every change reaches the topic exactly once. The batch's
 end offset is read from the query's own offset log (``<checkpoint>/offsets/<batch id>``), written
@@ -54,7 +61,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from changefeed.formats.base import Encoder
+    from changefeed.formats.base import Encoder, Record
     from changefeed.pipeline.backfill import SchemaChanges
     from changefeed.pipeline.job_resolved import JobResolved
     from changefeed.pipeline.sinks import SinkWriter
@@ -65,6 +72,9 @@ DEFAULT_TRIGGER = os.environ.get("CHANGEFEED_TRIGGER", "100 milliseconds")
 #: Micro-batches of at most this many journal rows are appended from the driver in one stage
 #: (latency); larger ones are shuffled by topic partition and appended on the executors (throughput).
 SMALL_BATCH_ROWS = int(os.environ.get("CHANGEFEED_SMALL_BATCH_ROWS", "20000"))
+#: Micro-batches of at most this many journal rows are read and encoded on the driver through the
+#: encoder's Python face, without a Spark job (a continuous job's latency); 0 turns that off.
+DRIVER_ENCODE_ROWS = int(os.environ.get("CHANGEFEED_DRIVER_ENCODE_ROWS", "20000"))
 ACTIVE_STATES = ("running", "scanning")
 #: How often a CockroachDB job's feed without ``resolved`` closes a timestamp.
 CRDB_CLOSE_NS = 5_000_000_000
@@ -259,6 +269,54 @@ def _make_writer(
     return write
 
 
+def append_on_driver(
+    table: pa.Table,
+    store: TopicStore | SinkWriter,
+    feed: FeedSpec,
+    writer: str,
+    batch_id: int,
+    resolved: tuple[bytes, int] | None,
+) -> dict[int, int]:
+    """Append encoded records (``partition, key, value, ts`` in journal order) from this process:
+    stable-sorted by topic partition, one append per partition; {topic partition: records}."""
+    table = table.take(pc.sort_indices(table, sort_keys=[("partition", "ascending")]))
+    fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
+    out: dict[int, int] = {}
+    for rb in fn(iter(table.to_batches())):
+        for p, n in zip(rb.column("partition").to_pylist(), rb.column("n").to_pylist(), strict=True):
+            out[int(p)] = int(n)
+    return out
+
+
+def encode_on_driver(
+    db: Path, table: TableSchema, encoder: Encoder, feed: FeedSpec, lo: int, hi: int
+) -> pa.Table:
+    """The records of journal rows ``lo < seq <= hi`` through the encoder's Python face, read and
+    encoded in this process (no Spark job): ``partition, key, value, ts`` in journal order, the
+    same records ``encode_spark`` gives (the two faces agree byte for byte)."""
+    from changefeed.formats.crdb_json import family_rows
+    from changefeed.pipeline.journal_source import read_table
+
+    rows = read_table(db, table, lo, hi).combine_chunks()
+    recs: list[Record] = []
+    if rows.num_rows:
+        batch = rows.to_batches()[0]
+        if feed.family is not None:  # the Python face of family_frame
+            batch = batch.filter(family_rows(batch, table, feed.family))
+        if batch.num_rows:
+            recs = encoder.encode_python(batch, table, feed)
+    cols: list[tuple[Any, ...]] = list(zip(*recs, strict=True)) if recs else [(), (), (), ()]
+    return pa.table(
+        [
+            pa.array(cols[0], pa.int32()),
+            pa.array(cols[1], pa.binary()),
+            pa.array(cols[2], pa.binary()),
+            pa.array(cols[3], pa.int64()),
+        ],
+        names=["partition", "key", "value", "ts"],
+    )
+
+
 def write_encoded(
     encoded: DataFrame,
     store: TopicStore | SinkWriter,
@@ -275,15 +333,9 @@ def write_encoded(
 
     if small:
         # One stage: collect as Arrow (journal order: the source's partitions are consecutive seq
-        # ranges), stable-sort by topic partition, append from the driver.
+        # ranges), append from the driver.
         table = encoded.select("partition", "key", "value", "ts").toArrow()
-        table = table.take(pc.sort_indices(table, sort_keys=[("partition", "ascending")]))
-        fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
-        out: dict[int, int] = {}
-        for rb in fn(iter(table.to_batches())):
-            for p, n in zip(rb.column("partition").to_pylist(), rb.column("n").to_pylist(), strict=True):
-                out[int(p)] = int(n)
-        return out
+        return append_on_driver(table, store, feed, writer, batch_id, resolved)
 
     ordered = (
         encoded.select("partition", "key", "value", "ts", F.monotonically_increasing_id().alias("_o"))
@@ -338,7 +390,19 @@ class FeedContext:
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
         rows = batch_rows(self.checkpoint, batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
-        if plan is None or changes is None:
+        if (plan is None or changes is None) and rows is not None and 0 < DRIVER_ENCODE_ROWS >= rows:
+            # a small batch: read and encoded here, no Spark job (its planning and scheduling
+            # would cost more than the rows); same records, same appends, same checkpoint
+            lo = int(end.get("seq", 0)) - rows
+            written = append_on_driver(
+                encode_on_driver(self.db, self.table, self.encoder, feed, lo, lo + rows),
+                self.store,
+                feed,
+                self.writer,
+                batch_id,
+                resolved if sink is None else None,
+            )
+        elif plan is None or changes is None:
             encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
             written = write_encoded(
                 encoded,

@@ -47,7 +47,7 @@ from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import InvalidOption, UndefinedTable
 from changefeed.pipeline import arrow_sqlite
 
-__all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "spark_schema"]
+__all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "read_table", "spark_schema"]
 
 DEFAULT_MAX_ROWS = 500_000
 #: Rows per Arrow batch handed to Spark (bounds a reader task's memory).
@@ -113,7 +113,7 @@ def _int_opt(options: Mapping[str, str], name: str, default: int | None) -> int 
 
 
 class _Options:
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], table: TableSchema | None = None) -> None:
         path = _opt(options, "path")
         if not path:
             raise InvalidOption("the changefeed-journal source needs option path (the database directory)")
@@ -131,7 +131,7 @@ class _Options:
         # A CockroachDB job's end_time: nothing committed after (end_wall, end_logical) is read.
         self.end_wall = _int_opt(options, "end_wall", None)
         self.end_logical = _int_opt(options, "end_logical", 0) or 0
-        self.table = load_table(self.path, tid)
+        self.table = table if table is not None else load_table(self.path, tid)
 
     @property
     def file(self) -> Path:
@@ -168,11 +168,12 @@ def _columns(table: TableSchema) -> str:
     return ", ".join(change_schema(table).names)
 
 
-def read_range(opts: _Options, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
+def read_range(opts: _Options, lo: int, hi: int, *, adbc: bool = True) -> Iterator[pa.RecordBatch]:
     """Change rows ``lo < seq <= hi`` in batches of at most CHUNK seqs: straight into Arrow
     through the ADBC SQLite driver when every column's storage class is known, else (or from the
-    first value that does not have its column's storage class on) through Python's sqlite3."""
-    arrow = _ArrowReader.open(opts)
+    first value that does not have its column's storage class on) through Python's sqlite3.
+    ``adbc=False``: sqlite3 only (the driver process, see ``arrow_sqlite``)."""
+    arrow = _ArrowReader.open(opts) if adbc else None
     conn = None
     sql = _select_sql(opts.table)
     try:
@@ -194,6 +195,14 @@ def read_range(opts: _Options, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
             conn.close()
         if arrow is not None:
             arrow.close()
+
+
+def read_table(db_dir: str | Path, table: TableSchema, lo: int, hi: int) -> pa.Table:
+    """Change rows ``lo < seq <= hi`` in ``table``'s schema, read in this process through
+    Python's sqlite3 (the job's small micro-batches are read and encoded on the driver, which
+    must never open the file with the ADBC driver's own SQLite: see ``arrow_sqlite``)."""
+    opts = _Options({"path": str(db_dir), "table_id": str(table.id)}, table)
+    return pa.Table.from_batches(list(read_range(opts, lo, hi, adbc=False)), schema=change_schema(table))
 
 
 class _ArrowReader:
