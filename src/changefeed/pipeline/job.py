@@ -53,7 +53,7 @@ from changefeed.feeds import jobs as J
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import FeedRow, all_feeds
 from changefeed.pipeline import job_resolved
-from changefeed.pipeline.families import family_frame
+from changefeed.pipeline.families import family_batch, family_frame
 from changefeed.pipeline.journal_source import closed_of, load_table
 from changefeed.topics.store import TopicStore
 
@@ -294,15 +294,15 @@ def encode_on_driver(
     """The records of journal rows ``lo < seq <= hi`` through the encoder's Python face, read and
     encoded in this process (no Spark job): ``partition, key, value, ts`` in journal order, the
     same records ``encode_spark`` gives (the two faces agree byte for byte)."""
-    from changefeed.formats.crdb_json import family_rows
+    from changefeed.formats.base import ColumnarEncoder
     from changefeed.pipeline.journal_source import read_table
 
     rows = read_table(db, table, lo, hi).combine_chunks()
     recs: list[Record] = []
     if rows.num_rows:
-        batch = rows.to_batches()[0]
-        if feed.family is not None:  # the Python face of family_frame
-            batch = batch.filter(family_rows(batch, table, feed.family))
+        batch = family_batch(rows.to_batches()[0], table, feed)
+        if batch.num_rows and isinstance(encoder, ColumnarEncoder):
+            return encoder.encode_batch(batch, table, feed)  # column-wise: no tuple per record
         if batch.num_rows:
             recs = encoder.encode_python(batch, table, feed)
     cols: list[tuple[Any, ...]] = list(zip(*recs, strict=True)) if recs else [(), (), (), ()]
