@@ -23,17 +23,7 @@ from changefeed.formats.phoenix_arrow import double_array, double_texts
 from changefeed.formats.phoenix_json import SCOPES, EventEncoder, java_double
 from changefeed.pipeline import arrow_sqlite
 from changefeed.pipeline import phoenix_source as ps
-
-MS = 1_000_000
-START_NS = 1_716_890_130_123 * MS
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START_NS
-
-    def now_ns(self) -> int:
-        return self.now
+from tests.phoenix_clock import MS, Clock
 
 
 def _doubles(rng: random.Random) -> list[float]:

@@ -24,17 +24,7 @@ from changefeed.exceptions import (
     PhoenixTableUndefined,
     UnknownChangeScope,
 )
-
-MS = 1_000_000
-START_NS = 1_716_890_130_123 * MS
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START_NS
-
-    def now_ns(self) -> int:
-        return self.now
+from tests.phoenix_clock import MS, Clock
 
 
 @pytest.fixture

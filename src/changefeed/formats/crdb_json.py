@@ -35,7 +35,7 @@ from changefeed.feeds.crdb_options import (
     CrdbOptions,
 )
 from changefeed.formats import crdb_values as V
-from changefeed.formats.base import Encoder, Record, partition_of, records_table, register
+from changefeed.formats.base import Encoder, Record, records_table, register
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -146,20 +146,11 @@ class CrdbJsonEncoder(Encoder):
         return records_table(keys, values, batch.column("ts"), feed.partitions)
 
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
-        n = batch.num_rows
-        if n == 0:
+        if batch.num_rows == 0:
             return []
-        keys, values = self.encode_arrow(batch, table, feed)
-        key_bytes: list[bytes] = keys.to_pylist()
-        value_bytes: list[bytes] = values.to_pylist()
-        tss: list[int] = batch.column("ts").to_pylist()
-        parts_n = feed.partitions
-        if parts_n == 1:
-            return list(zip([0] * n, key_bytes, value_bytes, tss, strict=True))
-        return [
-            (partition_of(kb, parts_n), kb, v, t)
-            for kb, v, t in zip(key_bytes, value_bytes, tss, strict=True)
-        ]
+        t = self.encode_batch(batch, table, feed)
+        cols = [t.column(n).to_pylist() for n in ("partition", "key", "value", "ts")]
+        return list(zip(*cols, strict=True))
 
     def encode_arrow(
         self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec, family: str | None = None
