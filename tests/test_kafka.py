@@ -487,6 +487,27 @@ def test_kafka_python_producer_and_admin(db: Path, port: int) -> None:
     admin.close()
 
 
+@pytest.mark.spark
+def test_pipeline_run_keeps_topics_kafka_clients_created(db: Path, port: int, spark: Any) -> None:
+    """Issue 21: ``changefeed run`` once dropped every topic that belonged to no feed, records too."""
+    from changefeed.pipeline.runner import run_until_idle
+
+    admin = kp.KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+    admin.create_topics([kp_admin.NewTopic("kp-kept", 2, 1)])
+    producer = kp.KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}")
+    for i in range(50):
+        producer.send("kp-kept", key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
+    producer.flush()
+    producer.close()
+    before = stored(db, "kp-kept")
+    assert len(before) == 50
+    run_until_idle(db, spark=spark)
+    assert "kp-kept" in admin.list_topics()
+    assert stored(db, "kp-kept") == before
+    admin.delete_topics(["kp-kept"])
+    admin.close()
+
+
 def test_acks_compression_and_configs(db: Path, port: int) -> None:
     TopicStore(db).ensure_topic("codecs", 1)
     sent = {"none-acks0": {"acks": 0}, "gzip": {"compression.codec": "gzip"}}

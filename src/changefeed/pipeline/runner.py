@@ -49,14 +49,15 @@ def feed_specs(db: Path) -> list[tuple[FeedSpec, str]]:
 
 
 def sync_topics(db: Path, feeds: list[tuple[FeedSpec, str]]) -> None:
-    """Ensure every feed's topic exists; drop topics that belong to no feed."""
+    """Ensure every feed's topic exists.
+
+    Never drops one: a topic lives until someone deletes it (``DROP CHANGEFEED``, ``DROP TABLE``
+    of a YDB feed's table, or a Kafka client's DeleteTopics). Topics that belong to no feed are
+    Kafka clients' own, or a canceled CockroachDB job's output, which CockroachDB leaves in place.
+    """
     store = TopicStore(db)
-    wanted = {f.topic for f, _ in feeds}
     for f, _ in feeds:
         store.ensure_topic(f.topic, f.partitions, f.retention_ns)
-    for info in store.topics():
-        if info.name not in wanted:
-            store.drop_topic(info.name, missing_ok=True)
 
 
 def _start(spark: SparkSession, db: Path, f: FeedSpec, jobs: dict[int, Any], **kw: Any) -> StreamingQuery:
