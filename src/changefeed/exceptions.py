@@ -259,3 +259,29 @@ class PhoenixIllegalData(_PhoenixCode, TypeMismatch):
 
     def __init__(self, detail: str = "") -> None:
         super().__init__(self.phoenix_message(detail))
+
+
+# --------------------------------------------------------------------------------------------------
+# YDB asynchronous replication (issue 20): YDB's texts for writes to replicas and for schema
+# operations on them; the replication's own errors.
+
+
+class ReplicaReadOnly(ChangefeedError):
+    """A write to a replica of a running asynchronous replication (YDB answers the same text, with
+    status BAD_REQUEST): ``Can't execute write tx at replicated table``."""
+
+    code = "25006"
+
+
+class ReplicaSchemaLocked(ChangefeedError):
+    """A schema operation (ALTER TABLE, changefeeds, DROP TABLE) on a replica of a running
+    asynchronous replication: ``path is an async replica table``, as YDB's scheme shard says."""
+
+    code = "55000"
+
+
+class ReplicationError(ChangefeedError):
+    """An asynchronous replication failed: its source could not be reached or refused a request,
+    a replica could not be written. The replication's state shows the same text."""
+
+    code = "58P05"

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from changefeed.engine import phoenix, privileges
+from changefeed.engine import phoenix, privileges, replicas
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import BUSY_TIMEOUT_MS, Database
@@ -157,8 +157,10 @@ class Bound:
 class Transaction:
     """A SQLite transaction on a :class:`Database`; see the module docstring."""
 
-    def __init__(self, db: Database, *, write: bool = True) -> None:
+    def __init__(self, db: Database, *, write: bool = True, replica_writer: bool = False) -> None:
         self.db = db
+        #: The apply of an asynchronous replication: the only writer replica tables accept.
+        self.replica_writer = replica_writer
         self.conn: sqlite3.Connection = db.conn
         self.write = write
         self.active = False
@@ -285,6 +287,14 @@ class Transaction:
             raise TransactionError("cannot write in a read-only transaction")
         return self.ts
 
+    def _require_table_write(self, schema: TableSchema) -> CommitTs:
+        """A write to ``schema``: a write transaction, and not a replica (issue 20) unless this is
+        the replication's own apply."""
+        ts = self._require_write()
+        if not self.replica_writer:
+            replicas.check_writable(schema)
+        return ts
+
     # ------------------------------------------------------------------ helpers
     def _next_bsn(self, schema: TableSchema, pk: tuple[Any, ...]) -> int:
         per_table = self._bsn.setdefault(schema.id, _SeqNos()).index()
@@ -403,7 +413,7 @@ class Transaction:
         Old rows are read in bulk when images need them (``olds`` passes rows the caller already
         read: a key missing from it did not exist); data and journal rows are built column by
         column and written with multi-row INSERTs (``storage.insert_columns``)."""
-        self._require_write()
+        self._require_table_write(schema)
         n = len(keys)
         if n == 0:
             return
@@ -571,7 +581,7 @@ class Transaction:
         self, schema: TableSchema, pk: tuple[Any, ...], cells: dict[int, Any], *, ttl: int | None = None
     ) -> None:
         """Set static cells of partition ``pk`` (a CQL static-row update, always Scylla op 1)."""
-        self._require_write()
+        self._require_table_write(schema)
         st = self.store(schema)
         cdc = schema.cdc
         need_old = schema.changes or (cdc.enabled and (cdc.preimage != "false" or cdc.postimage))
@@ -617,7 +627,7 @@ class Transaction:
     ) -> None:
         """``delete_row`` for many distinct keys, in bulk. A key without a row still logs its
         delete, as ScyllaDB does; only rows that existed get a pre-image."""
-        self._require_write()
+        self._require_table_write(schema)
         n = len(keys)
         if n == 0:
             return
@@ -657,7 +667,7 @@ class Transaction:
     ) -> int:
         """Delete the clustering rows of partition ``pk`` whose clustering key starts with
         ``prefix`` and whose next clustering column lies between the bounds. Scylla ops 5-8."""
-        self._require_write()
+        self._require_table_write(schema)
         st = self.store(schema)
         conds, params = [], []
         for c, v in zip(st.ck_cols, prefix, strict=False):
@@ -697,7 +707,7 @@ class Transaction:
 
     def delete_partition(self, schema: TableSchema, pk: tuple[Any, ...]) -> int:
         """Delete a whole CQL partition, its static row included: Scylla op 4."""
-        self._require_write()
+        self._require_table_write(schema)
         st = self.store(schema)
         if schema.changes:
             for row in st.scan_rows(self.conn, self.now_ns, pk):

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.clock import CommitTs
 from changefeed.engine.types import Kind, parse_interval
 from changefeed.exceptions import InvalidOption
 from changefeed.feeds.crdb_options import CrdbOptions
@@ -32,6 +33,8 @@ class Mode(enum.Enum):
 OPT_MODE = "mode"
 OPT_FORMAT = "format"
 OPT_VIRTUAL_TIMESTAMPS = "virtual_timestamps"
+OPT_BARRIERS_INTERVAL = "barriers_interval"
+#: The older name of BARRIERS_INTERVAL (YDB's changefeeds called barriers resolved timestamps).
 OPT_RESOLVED_TIMESTAMPS = "resolved_timestamps"
 OPT_INITIAL_SCAN = "initial_scan"
 OPT_RETENTION_PERIOD = "retention_period"
@@ -44,6 +47,7 @@ YDB_OPTIONS = (
     OPT_MODE,
     OPT_FORMAT,
     OPT_VIRTUAL_TIMESTAMPS,
+    OPT_BARRIERS_INTERVAL,
     OPT_RESOLVED_TIMESTAMPS,
     OPT_INITIAL_SCAN,
     OPT_RETENTION_PERIOD,
@@ -54,6 +58,8 @@ YDB_OPTIONS = (
 YDB_FORMATS = {"JSON": "ydb-json", "DEBEZIUM_JSON": "debezium-json"}
 
 DEFAULT_RETENTION = dt.timedelta(hours=24)
+#: Barriers carry whole milliseconds (YDB's step): a shorter interval could not advance them.
+MIN_BARRIERS_INTERVAL = dt.timedelta(milliseconds=1)
 MAX_RETENTION = dt.timedelta(days=30)
 MAX_TOPIC_PARTITIONS = 1000
 
@@ -102,6 +108,16 @@ class FeedSpec:
 
     def with_ids(self, **kw: Any) -> FeedSpec:
         return replace(self, **kw)
+
+
+def barrier_of(closed: CommitTs, interval_ns: int) -> CommitTs:
+    """YDB's barrier for a closed timestamp: its step (ms) rounded down to a whole number of
+    intervals, with transaction id 0 (YDB's ``AdjustVersion``). Every change with a virtual
+    timestamp below it (step < barrier) is at or below ``closed``; barriers of feeds with one
+    interval fall on the same steps, so a consumer of several topics can cut all at one barrier."""
+    interval_ms = max(1, interval_ns // 1_000_000)
+    step = closed.wall // 1_000_000 // interval_ms * interval_ms
+    return CommitTs(step * 1_000_000, 0)
 
 
 def _text(value: Any, option: str) -> str:
@@ -158,12 +174,20 @@ def parse_ydb_options(
     if fmt_text not in YDB_FORMATS:
         raise InvalidOption(f"invalid FORMAT {opts[OPT_FORMAT]!r}; expected JSON or DEBEZIUM_JSON")
     virtual = _bool(opts.get(OPT_VIRTUAL_TIMESTAMPS, False), OPT_VIRTUAL_TIMESTAMPS)
+    if OPT_BARRIERS_INTERVAL in opts and OPT_RESOLVED_TIMESTAMPS in opts:
+        raise InvalidOption(
+            "BARRIERS_INTERVAL and RESOLVED_TIMESTAMPS are one option (RESOLVED_TIMESTAMPS is its older name);"
+            " give only one"
+        )
     resolved_ns = None
-    if OPT_RESOLVED_TIMESTAMPS in opts:
-        resolved = _interval(opts[OPT_RESOLVED_TIMESTAMPS], OPT_RESOLVED_TIMESTAMPS)
-        if resolved <= dt.timedelta(0):
-            raise InvalidOption("RESOLVED_TIMESTAMPS must be a positive interval")
-        resolved_ns = int(resolved.total_seconds() * NS_PER_S)
+    for opt in (OPT_BARRIERS_INTERVAL, OPT_RESOLVED_TIMESTAMPS):
+        if opt in opts:
+            interval = _interval(opts[opt], opt)
+            if interval < MIN_BARRIERS_INTERVAL:
+                raise InvalidOption(
+                    f"{opt.upper()} must be an interval of at least 1 millisecond, got {interval}"
+                )
+            resolved_ns = interval // dt.timedelta(microseconds=1) * 1_000
     initial_scan = _bool(opts.get(OPT_INITIAL_SCAN, False), OPT_INITIAL_SCAN)
     retention = _interval(opts.get(OPT_RETENTION_PERIOD, DEFAULT_RETENTION), OPT_RETENTION_PERIOD)
     if retention <= dt.timedelta(0):

@@ -1242,6 +1242,50 @@ class _Builder(Transformer[Token, Any]):
     def cdc_include(self, c: list[ast.Ident]) -> _C:
         return _C("include", tuple(c))
 
+    # -- YDB asynchronous replication (issue 20) ---------------------------------------------------
+
+    def repl_item(self, c: list[ast.QName]) -> ast.ReplicationItem:
+        return ast.ReplicationItem(c[0], c[1])
+
+    def repl_cascade(self, c: list[Any]) -> _C:
+        return _C("cascade", True)
+
+    def or_replace(self, c: list[Any]) -> _C:
+        return _C("or_replace", True)
+
+    @v_args(meta=True)
+    def create_async_replication(self, meta: Any, c: list[Any]) -> ast.Statement:
+        items = tuple(x for x in c if isinstance(x, ast.ReplicationItem))
+        options = tuple(x for x in c if isinstance(x, tuple))
+        return ast.CreateAsyncReplication(_first(c, ast.QName), items, options, pos=_pos(meta))
+
+    @v_args(meta=True)
+    def alter_async_replication(self, meta: Any, c: list[Any]) -> ast.Statement:
+        options = tuple(x for x in c if isinstance(x, tuple))
+        return ast.AlterAsyncReplication(_first(c, ast.QName), options, pos=_pos(meta))
+
+    @v_args(meta=True)
+    def drop_async_replication(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.DropAsyncReplication(
+            _first(c, ast.QName), _clauses(c).get("cascade", False), pos=_pos(meta)
+        )
+
+    @v_args(meta=True)
+    def create_secret(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        options = tuple(x for x in c if isinstance(x, tuple))
+        return ast.CreateSecret(
+            _first(c, ast.QName),
+            options,
+            or_replace=cl.get("or_replace", False),
+            if_not_exists=cl.get("if_not_exists", False),
+            pos=_pos(meta),
+        )
+
+    @v_args(meta=True)
+    def drop_secret(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.DropSecret(_first(c, ast.QName), _clauses(c).get("if_exists", False), pos=_pos(meta))
+
     @v_args(meta=True)
     def create_cdc(self, meta: Any, c: list[Any]) -> ast.Statement:
         cl = _clauses(c)

@@ -12,6 +12,8 @@
                    PAUSE/RESUME/CANCEL JOB, ALTER CHANGEFEED, CONFIGURE ZONE (gc.ttlseconds)
 ``phoenix``        Apache Phoenix CREATE TABLE forms, ALTER TABLE .. SET, CREATE/DROP CDC, CDC
                    queries (with the CDC_INCLUDE hint), UPSERT .. SELECT
+``replication``    YDB CREATE/ALTER/DROP ASYNC REPLICATION, CREATE/DROP SECRET, the
+                   ``.sys/async_replications`` and ``.sys/table_schemas`` views
 =================  ==========================================================================
 
 A new family is a module with ``FAMILY = StatementFamily("name")`` whose handlers register with
@@ -22,11 +24,22 @@ from __future__ import annotations
 
 from changefeed.engine.database import Database
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import access, crdb_feeds, crdb_jobs, ddl, dml, phoenix, select, ydb_feeds
+from changefeed.sql.statements import (
+    access,
+    crdb_feeds,
+    crdb_jobs,
+    ddl,
+    dml,
+    phoenix,
+    replication,
+    select,
+    ydb_feeds,
+)
 
 #: Every statement a session runs, by AST node type.
 STATEMENTS = StatementFamily.merge(
-    "all", [f.FAMILY for f in (ddl, dml, select, access, ydb_feeds, crdb_feeds, crdb_jobs, phoenix)]
+    "all",
+    [f.FAMILY for f in (ddl, dml, select, access, ydb_feeds, crdb_feeds, crdb_jobs, phoenix, replication)],
 )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from changefeed.engine import schema_history
+from changefeed.engine import replicas, schema_history
 from changefeed.engine.catalog import CdcOptions, ColumnSchema, Role, TableSchema
 from changefeed.engine.phoenix import phoenix_of
 from changefeed.engine.phoenix_types import resolve_phoenix_type
@@ -218,6 +218,7 @@ def drop_table(session: Session, txn: Transaction, s: ast.DropTable, ev: Params)
             return Result(status="DROP TABLE")
         raise
     session.require(txn, schema, Privilege.DROP)
+    replicas.check_schema_change(schema)  # issue 20: a running replication's replica stays
     for hook in session.statements.drop_table_hooks:
         hook(session, txn, schema)
     for stmt in TableStore(schema).drop_sql():
@@ -229,6 +230,7 @@ def drop_table(session: Session, txn: Transaction, s: ast.DropTable, ev: Params)
 @FAMILY.statement(ast.AlterTable)
 def alter_table(session: Session, txn: Transaction, s: ast.AlterTable, ev: Params) -> Result:
     schema = session.resolve_table(txn, s.name)
+    replicas.check_schema_change(schema)  # issue 20: a replica's schema is its source's
     for action in s.actions:
         schema = _alter_one(session, txn, schema, action, ev)
     return Result(status="ALTER TABLE")

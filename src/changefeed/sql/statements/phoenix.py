@@ -21,7 +21,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
-from changefeed.engine import phoenix
+from changefeed.engine import phoenix, replicas
 from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
 from changefeed.engine.phoenix import CdcObject, PhoenixTable
 from changefeed.engine.phoenix_types import resolve_phoenix_type
@@ -266,6 +266,7 @@ def create_cdc(session: Session, txn: Transaction, s: ast.CreateCdc, ev: Params)
     if schema.is_cql:
         raise PhoenixTableUndefined(f" tableName={schema.name} (a CQL table: CDC is ScyllaDB's log there)")
     session.require(txn, schema, Privilege.CREATE)
+    replicas.check_schema_change(schema)
     if phoenix.cdc_of(schema) is not None:
         raise CdcAlreadyEnabled(f" tableName={schema.name}")
     prefix = schema.keyspace

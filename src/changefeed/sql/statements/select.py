@@ -37,8 +37,16 @@ class Relation:
     star: list[str] | None = None  # column order of ``SELECT *`` when it differs from ``columns``
 
 
+#: System views by lower-cased name (``.sys/async_replications``, ``SYSTEM.CDC_STREAM``...): a
+#: family registers what it owns; a SELECT reads them like any table (WHERE, ORDER BY, LIMIT..).
+SYSTEM_VIEWS: dict[str, Callable[[Session, Transaction], Relation]] = {}
+
+
 def relation(session: Session, txn: Transaction, q: ast.QName) -> Relation:
     name = session.table_name(q)
+    view = SYSTEM_VIEWS.get(".".join(session.ident(p) for p in q.parts).lower())
+    if view is not None:
+        return view(session, txn)
     if name.endswith(LOG_SUFFIX) and session.db.find_table(name) is None:
         base_q = ast.QName(
             (*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted))
