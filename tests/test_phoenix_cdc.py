@@ -53,8 +53,8 @@ def _state(c: Connection) -> Any:
     [
         ("CREATE CDC X ON MISSING", PhoenixTableUndefined, "42M03", "tableName=MISSING"),
         ("CREATE CDC X ON C", PhoenixTableUndefined, "42M03", "(a CDC object, not a table)"),
-        ("CREATE CDC C2 ON T", CdcAlreadyEnabled, "44A45", "tableName=T"),
-        ("CREATE CDC IF NOT EXISTS C ON T", CdcAlreadyEnabled, "44A45", "tableName=T"),
+        ("CREATE CDC C2 ON T", CdcAlreadyEnabled, "44A45", "tableName=phoenix/cdc/stream/T/C/1716890130123/2024-05-28T09:55:30.123"),
+        ("CREATE CDC IF NOT EXISTS C ON T", CdcAlreadyEnabled, "44A45", "tableName=phoenix/cdc/stream/T/C/1716890130123/2024-05-28T09:55:30.123"),
         ("CREATE CDC C ON U", PhoenixTableAlreadyExists, "42M04", "tableName=C"),
         ("CREATE CDC X ON U INCLUDE (abc)", PhoenixSyntaxError, "42P00", "ABC)"),
         ("SELECT /*+ CDC_INCLUDE(DUMMY) */ * FROM C", UnknownChangeScope, "44A40", ": DUMMY"),

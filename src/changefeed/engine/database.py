@@ -19,6 +19,7 @@ import orjson
 
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs, SystemClock, WallClock
+from changefeed.engine.regions import register_functions
 from changefeed.engine.storage import TableStore
 from changefeed.exceptions import CorruptFile, DatabaseError, UndefinedTable
 from changefeed.sqlite_wal import use_wal
@@ -84,6 +85,7 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute(
             f"PRAGMA wal_autocheckpoint = {int(os.environ.get('CHANGEFEED_WAL_AUTOCHECKPOINT', WAL_AUTOCHECKPOINT))}"
         )
+        register_functions(conn)
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")

@@ -11,8 +11,16 @@ the columns written: exactly what a Phoenix event needs), and the time index is 
 written at commit in the same SQLite transaction as the data and the change rows (capture once,
 at commit), for the changes Phoenix reports: an upsert that wrote a non-key column, and the
 delete of a row that existed. A time range is one index range scan per bucket, joined to the
-change stream by ``seq``; ``SALT_BUCKETS = n`` spreads index rows over ``n`` buckets (by change
-sequence, round robin) and readers merge the buckets back into global (time, key) order.
+change stream by ``seq``.
+
+Buckets: Phoenix 5.3 partitions its CDC index by *data table region* (``PARTITION_ID()``, the
+region's encoded name, leads the index key), so one row's changes are in one partition, in time
+order. Here the regions of a table are its salt buckets (Phoenix ``SALT_BUCKETS`` on CREATE TABLE)
+or its partitions (YDB ``UNIFORM_PARTITIONS``), fixed when the CDC is created; a key's region is a
+hash of its key values (``region_of``, registered in SQLite as ``cf_region``). The design's
+``SALT_BUCKETS`` on CREATE CDC further spreads each region's rows over that many buckets (by change
+sequence). Bucket ``b = region * salt + seq % salt``; a region is buckets ``[region * salt,
+(region + 1) * salt)``, and readers merge buckets back into (time, key) order.
 
 What is Phoenix about a table lives in ``TableSchema.options["phoenix"]`` (see
 :class:`PhoenixTable`), so it travels with the catalog and needs no table of its own.
@@ -20,6 +28,7 @@ What is Phoenix about a table lives in ``TableSchema.options["phoenix"]`` (see
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
 import sqlite3
@@ -29,6 +38,7 @@ from typing import Any, NamedTuple
 
 from changefeed.engine.catalog import ColumnSchema, TableSchema
 from changefeed.engine.database import Database
+from changefeed.engine.regions import region_of, register_functions
 from changefeed.engine.storage import CHANGE_ERASE, CHANGE_UPSERT
 
 NS_PER_MS = 1_000_000
@@ -48,12 +58,24 @@ class CdcObject:
 
     name: str
     include: tuple[str, ...] = ()  # sorted scope words, () when no INCLUDE
-    salt_buckets: int = 0  # 0: unsalted (one bucket)
+    salt_buckets: int = 0  # 0: unsalted (one bucket per region)
     created_ms: int = 0
+    #: The data table's regions (salt buckets or partitions) when the CDC was created: Phoenix
+    #: 5.3's partitions (``PARTITION_ID()``).
+    regions: int = 1
+
+    @property
+    def salt(self) -> int:
+        """Index buckets per region (the design's ``SALT_BUCKETS`` on CREATE CDC)."""
+        return max(1, self.salt_buckets)
 
     @property
     def buckets(self) -> int:
-        return max(1, self.salt_buckets)
+        """Index buckets in all: ``regions * salt``."""
+        return max(1, self.regions) * self.salt
+
+    def region_buckets(self, region: int) -> list[int]:
+        return list(range(region * self.salt, (region + 1) * self.salt))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,13 +83,82 @@ class CdcObject:
             "include": list(self.include),
             "salt_buckets": self.salt_buckets,
             "created_ms": self.created_ms,
+            "regions": self.regions,
         }
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> CdcObject:
         return CdcObject(
-            d["name"], tuple(d.get("include", ())), int(d.get("salt_buckets", 0)), int(d.get("created_ms", 0))
+            d["name"],
+            tuple(d.get("include", ())),
+            int(d.get("salt_buckets", 0)),
+            int(d.get("created_ms", 0)),
+            int(d.get("regions", 1)),
         )
+
+
+#: ``SYSTEM.CDC_STREAM_STATUS.STREAM_STATUS`` values (``CDCUtil.CdcStreamStatus``).
+STREAM_ENABLED = "ENABLED"
+STREAM_ENABLING = "ENABLING"
+STREAM_DISABLED = "DISABLED"
+STREAM_DISABLING = "DISABLING"
+#: ``CDCUtil.CDC_STREAM_NAME_FORMAT``: table, CDC name, CDC index timestamp, its UTC date-time.
+STREAM_NAME_FORMAT = "phoenix/cdc/stream/{table}/{cdc}/{ms}/{utc}"
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A CDC stream of a table (``SYSTEM.CDC_STREAM_STATUS``): made by CREATE CDC, DISABLED by
+    DROP CDC, forgotten with the table. Its partitions (``SYSTEM.CDC_STREAM``) are the table's
+    regions when the CDC was made, all opened at ``created_ms`` and never split."""
+
+    name: str
+    status: str
+    regions: int
+    created_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "regions": self.regions,
+            "created_ms": self.created_ms,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Stream:
+        return Stream(d["name"], d["status"], int(d["regions"]), int(d["created_ms"]))
+
+
+def stream_name(table: str, cdc: str, created_ms: int) -> str:
+    import datetime as dt
+
+    utc = (
+        dt.datetime.fromtimestamp(created_ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        + f"{created_ms % 1000:03d}"
+    )
+    return STREAM_NAME_FORMAT.format(table=table, cdc=cdc, ms=created_ms, utc=utc)
+
+
+def region_keys(region: int, regions: int) -> tuple[bytes | None, bytes | None]:
+    """A region's start and end row keys: salt-byte prefixes, as Phoenix pre-splits a salted
+    table (None: the table's first start / last end)."""
+    start = None if region == 0 else bytes([region])
+    end = None if region == regions - 1 else bytes([region + 1])
+    return start, end
+
+
+def partition_id(table: str, region: int, regions: int, created_ms: int) -> str:
+    """``PARTITION_ID()``: HBase's encoded region name, the MD5 (hex) of the region name
+    ``<table>,<start key>,<region id>`` (32 characters)."""
+    start, _ = region_keys(region, regions)
+    name = table.encode() + b"," + (start or b"") + b"," + str(created_ms).encode()
+    return hashlib.md5(name, usedforsecurity=False).hexdigest()
+
+
+def partition_ids(table: str, cdc: CdcObject) -> list[str]:
+    """The partition id of each region (index = region)."""
+    return [partition_id(table, r, cdc.regions, cdc.created_ms) for r in range(max(1, cdc.regions))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +174,8 @@ class PhoenixTable:
     #: Other properties as written (``COLUMN_ENCODED_BYTES``, ``MULTI_TENANT``...), kept verbatim.
     properties: dict[str, Any] = field(default_factory=dict)
     cdc: tuple[CdcObject, ...] = ()
+    #: CDC streams (Phoenix 5.3's ``SYSTEM.CDC_STREAM_STATUS``), newest last
+    streams: tuple[Stream, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +186,7 @@ class PhoenixTable:
             "immutable_rows": self.immutable_rows,
             "properties": self.properties,
             "cdc": [c.to_json() for c in self.cdc],
+            "streams": [st.to_json() for st in self.streams],
         }
 
     @staticmethod
@@ -105,6 +199,7 @@ class PhoenixTable:
             immutable_rows=bool(d.get("immutable_rows", False)),
             properties=dict(d.get("properties", {})),
             cdc=tuple(CdcObject.from_json(c) for c in d.get("cdc", ())),
+            streams=tuple(Stream.from_json(st) for st in d.get("streams", ())),
         )
 
 
@@ -192,6 +287,22 @@ def _event_filter(schema: TableSchema) -> str:
     return f"((op = {CHANGE_UPSERT} AND ({written})) OR (op = {CHANGE_ERASE} AND ox = 1))"
 
 
+def table_regions(schema: TableSchema) -> int:
+    """The regions a CDC created now partitions by: the Phoenix table's salt buckets, else the
+    table's partitions (YDB ``UNIFORM_PARTITIONS``), else one."""
+    salt = phoenix_of(schema).salt_buckets
+    return max(1, int(salt)) if salt else max(1, schema.partitions)
+
+
+def bucket_sql(schema: TableSchema, cdc: CdcObject) -> str:
+    """The index bucket of a change row (columns of ``x<id>``): its key's region, then its salt."""
+    salt = f"seq % {cdc.salt}" if cdc.salt > 1 else ""
+    if cdc.regions <= 1:
+        return salt or "0"
+    region = f"cf_region({cdc.regions}, {', '.join(c.db for c in schema.key)})"
+    return f"{region} * {cdc.salt} + {salt}" if salt else region
+
+
 def index_changes(
     conn: sqlite3.Connection, schema: TableSchema, after_seq: int, wall_ns: int, ev: int = EV_CHANGE
 ) -> None:
@@ -200,7 +311,7 @@ def index_changes(
     if cdc is None:
         return
     keys = ", ".join(c.db for c in schema.key)
-    bucket = f"seq % {cdc.buckets}" if cdc.buckets > 1 else "0"
+    bucket = bucket_sql(schema, cdc)
     conn.execute(
         f"INSERT INTO {index_table(schema)} (b, ms, {keys}, seq, ev)"
         f" SELECT {bucket}, ?, {keys}, seq, ? FROM x{schema.id} WHERE seq > ? AND {_event_filter(schema)}",
@@ -452,9 +563,15 @@ __all__ = [
     "EV_CHANGE",
     "EV_TTL_DELETE",
     "META_MAX_LOOKBACK",
+    "STREAM_DISABLED",
+    "STREAM_DISABLING",
+    "STREAM_ENABLED",
+    "STREAM_ENABLING",
     "CdcObject",
     "ChangeRow",
     "PhoenixTable",
+    "Stream",
+    "bucket_sql",
     "cdc_of",
     "display_name",
     "expire_index",
@@ -467,13 +584,20 @@ __all__ = [
     "index_table",
     "last_change_seq",
     "max_lookback_ms",
+    "partition_id",
+    "partition_ids",
     "phoenix_of",
     "range_sql",
+    "region_keys",
+    "region_of",
+    "register_functions",
     "row_ttl_s",
     "safe_upper_ms",
     "scan_batches",
     "scan_raw",
     "set_default_max_lookback",
+    "stream_name",
+    "table_regions",
     "with_phoenix",
 ]
 

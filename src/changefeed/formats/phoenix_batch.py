@@ -277,15 +277,25 @@ def cdc_rows(
     *,
     key_eq: Mapping[int, Any] | None = None,
     descending: bool = False,
+    buckets: Sequence[int] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """CDC table rows ``(PHOENIX_ROW_TIMESTAMP(), key..., CDC JSON)`` in change order, encoded
-    a batch at a time (:func:`~changefeed.formats.phoenix_batch.encoded_changes`)."""
+    a batch at a time (:func:`~changefeed.formats.phoenix_batch.encoded_changes`); ``buckets``
+    reads only those index buckets (one partition's, for ``PARTITION_ID()``)."""
     keys = schema.key
     nk = len(keys)
     convert = [(j, c.type.from_db) for j, c in enumerate(keys) if not c.type.stored_as_is]
     last_ms, when = None, _EPOCH
     for chunk, texts in encoded_changes(
-        conn, schema, scopes, lo_ms, hi_ms, key_eq=key_eq, descending=descending, most=CDC_BATCH_ROWS
+        conn,
+        schema,
+        scopes,
+        lo_ms,
+        hi_ms,
+        key_eq=key_eq,
+        descending=descending,
+        buckets=buckets,
+        most=CDC_BATCH_ROWS,
     ):
         for r, text in zip(chunk, texts, strict=True):
             ms = r[0]

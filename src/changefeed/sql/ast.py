@@ -411,6 +411,7 @@ class Select:
     allow_filtering: bool = False
     as_of: Expr | None = None  # ``AS OF SYSTEM TIME x``
     pos: Pos = field(default=Pos(), compare=False)
+    group_by: tuple[Expr, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -414,6 +414,9 @@ class _Builder(Transformer[Token, Any]):
     def order_by(self, c: list[ast.OrderItem]) -> _C:
         return _C("order_by", tuple(c))
 
+    def group_by(self, c: list[tuple[ast.Expr, ...]]) -> _C:
+        return _C("group_by", tuple(c[0]))
+
     def order_item(self, c: list[Any]) -> ast.OrderItem:
         return ast.OrderItem(c[0], descending=c[1] == "DESC")
 
@@ -1021,6 +1024,7 @@ class _Builder(Transformer[Token, Any]):
             limit=cl.get("limit"),
             distinct=cl.get("distinct", False),
             allow_filtering=cl.get("allow_filtering", False),
+            group_by=cl.get("group_by", ()),
             as_of=cl.get("as_of"),
             pos=_pos(meta),
         )

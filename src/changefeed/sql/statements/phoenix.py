@@ -267,8 +267,10 @@ def create_cdc(session: Session, txn: Transaction, s: ast.CreateCdc, ev: Params)
         raise PhoenixTableUndefined(f" tableName={schema.name} (a CQL table: CDC is ScyllaDB's log there)")
     session.require(txn, schema, Privilege.CREATE)
     replicas.check_schema_change(schema)
-    if phoenix.cdc_of(schema) is not None:
-        raise CdcAlreadyEnabled(f" tableName={schema.name}")
+    live = [st for st in phoenix.phoenix_of(schema).streams if st.status != phoenix.STREAM_DISABLED]
+    if phoenix.cdc_of(schema) is not None or live:
+        # Phoenix names the enabled stream (``getStreamNameIfCDCEnabled``)
+        raise CdcAlreadyEnabled(f" tableName={live[-1].name if live else schema.name}")
     prefix = schema.keyspace
     qualified = f"{prefix}.{cdc_name}" if prefix else cdc_name
     clash = session.db.find_table(qualified)
@@ -278,10 +280,16 @@ def create_cdc(session: Session, txn: Transaction, s: ast.CreateCdc, ev: Params)
             return Result(status="CREATE CDC")
         raise PhoenixTableAlreadyExists(f" tableName={cdc_name}")
     assert txn.ts is not None
-    cdc = CdcObject(cdc_name, include, salt, txn.ts.wall // phoenix.NS_PER_MS)
+    created = txn.ts.wall // phoenix.NS_PER_MS
+    cdc = CdcObject(cdc_name, include, salt, created, phoenix.table_regions(schema))
     pt = phoenix.phoenix_of(schema)
+    # Phoenix 5.3's stream: its partitions are the table's regions now; Phoenix fills them in a
+    # background task (ENABLING, then ENABLED), here they are known at once.
+    stream = phoenix.Stream(
+        phoenix.stream_name(schema.name, cdc_name, created), phoenix.STREAM_ENABLED, cdc.regions, created
+    )
     schema = _set_changes(session, txn, schema, True)
-    new = phoenix.with_phoenix(schema, replace(pt, cdc=(cdc,)))
+    new = phoenix.with_phoenix(schema, replace(pt, cdc=(cdc,), streams=(*pt.streams, stream)))
     txn.conn.execute(phoenix.index_create_sql(new))
     session.db.save_table(new)
     session.db.refresh_catalog()
@@ -303,7 +311,11 @@ def drop_cdc(session: Session, txn: Transaction, s: ast.DropCdc, ev: Params) -> 
     has_feeds = txn.conn.execute("SELECT 1 FROM _feeds WHERE table_id = ?", (schema.id,)).fetchone()
     if has_feeds is None and not schema.options.get("changes"):
         schema = _set_changes(session, txn, schema, False)
-    session.db.save_table(phoenix.with_phoenix(schema, replace(pt, cdc=())))
+    streams = tuple(
+        replace(st, status=phoenix.STREAM_DISABLED) if st.status != phoenix.STREAM_DISABLED else st
+        for st in pt.streams
+    )
+    session.db.save_table(phoenix.with_phoenix(schema, replace(pt, cdc=(), streams=streams)))
     session.db.refresh_catalog()
     return Result(status="DROP CDC")
 
@@ -354,10 +366,17 @@ def hinted_select(session: Session, txn: Transaction, s: ast.HintedSelect, ev: P
     return select.select(session, txn, s.select, ev)  # other hints are ignored, as Phoenix does
 
 
+#: The hidden column of a CDC row that ``PARTITION_ID()`` reads (Phoenix 5.3).
+PARTITION_COLUMN = "PARTITION_ID()"
+
+
 def _rewrite(e: Any) -> Any:
-    """``PHOENIX_ROW_TIMESTAMP()`` calls become references to the CDC row's time column."""
+    """``PHOENIX_ROW_TIMESTAMP()`` and ``PARTITION_ID()`` calls become references to the CDC
+    row's time and partition columns."""
     if isinstance(e, ast.FuncCall) and e.name.upper() == "PHOENIX_ROW_TIMESTAMP" and not e.args:
         return ast.Column(ast.Ident(ROW_TIMESTAMP, True))
+    if isinstance(e, ast.FuncCall) and e.name.upper() == "PARTITION_ID" and not e.args:
+        return ast.Column(ast.Ident(PARTITION_COLUMN, True))
     if isinstance(e, ast.FuncCall):
         return ast.FuncCall(e.name, tuple(_rewrite(a) for a in e.args))
     if isinstance(e, ast.BinaryOp):
@@ -377,6 +396,51 @@ def _rewrite(e: Any) -> Any:
 
 def _is_ts(e: Any) -> bool:
     return isinstance(e, ast.Column) and e.name.quoted and e.name.name == ROW_TIMESTAMP
+
+
+def _is_pid(e: Any) -> bool:
+    return isinstance(e, ast.Column) and e.name.quoted and e.name.name == PARTITION_COLUMN
+
+
+def _mentions_pid(e: Any) -> bool:
+    """Whether an expression (already rewritten) reads ``PARTITION_ID()``."""
+    if _is_pid(e):
+        return True
+    if isinstance(e, ast.FuncCall):
+        return any(_mentions_pid(a) for a in e.args)
+    if isinstance(e, ast.BinaryOp):
+        return _mentions_pid(e.left) or _mentions_pid(e.right)
+    if isinstance(e, ast.UnaryOp):
+        return _mentions_pid(e.operand)
+    if isinstance(e, ast.Between):
+        return _mentions_pid(e.expr) or _mentions_pid(e.low) or _mentions_pid(e.high)
+    if isinstance(e, ast.InList):
+        return _mentions_pid(e.expr) or any(_mentions_pid(x) for x in e.items)
+    if isinstance(e, ast.IsNull | ast.Cast):
+        return _mentions_pid(e.expr)
+    return False
+
+
+def partitions_wanted(where: Any, evaluate: Any) -> set[str] | None:
+    """The partition ids ``PARTITION_ID() = ..`` / ``IN (..)`` conjuncts allow (None: all)."""
+    out: set[str] | None = None
+    for rel in conjuncts(where) if where is not None else ():
+        ids: set[str] | None = None
+        if isinstance(rel, ast.BinaryOp) and rel.op == "=":
+            if _is_pid(rel.left) and _const(rel.right):
+                ids = {str(evaluate(rel.right))}
+            elif _is_pid(rel.right) and _const(rel.left):
+                ids = {str(evaluate(rel.left))}
+        elif (
+            isinstance(rel, ast.InList)
+            and not rel.negated
+            and _is_pid(rel.expr)
+            and all(_const(x) for x in rel.items)
+        ):
+            ids = {str(evaluate(x)) for x in rel.items}
+        if ids is not None:
+            out = ids if out is None else out & ids
+    return out
 
 
 def _ms(v: Any) -> float:
@@ -501,13 +565,28 @@ def cdc_query(
 
     lo, hi = time_range(where, evaluate)
     names, types = cdc_columns(schema)
+    star_names, star_types = list(names), list(types)
+    group_by = tuple(_rewrite(g) for g in s.group_by)
+    # Phoenix 5.3: PARTITION_ID() anywhere reads partition by partition, in index order
+    # (partition id, then time, then key), each row with its partition's id.
+    partitioned = any(
+        _mentions_pid(x)
+        for x in [
+            *(_rewrite(it.expr) for it in s.items),
+            *([where] if where is not None else []),
+            *group_by,
+            *(_rewrite(o.expr) for o in s.order_by),
+        ]
+    )
+    if partitioned:
+        names, types = [*names, PARTITION_COLUMN], [*types, resolve_phoenix_type("CHAR", (32,), False)]
     index = {n: i for i, n in enumerate(names)}
     upper = {n.upper(): i for i, n in enumerate(names)}
 
     def scope(row: tuple[Any, ...]) -> Scope:
         return Scope(_CdcRow(row, index, upper))
 
-    order = _natural_order(s.order_by, schema)
+    order = _natural_order(s.order_by, schema) if not partitioned else (False if not s.order_by else None)
     limit = None
     if s.limit is not None:
         limit = evaluate(s.limit)
@@ -516,25 +595,39 @@ def cdc_query(
     items: list[tuple[str, Any, SqlType | None]] = []
     for it in s.items:
         if isinstance(it.expr, ast.Star):
-            items.extend((n, ast.Column(ast.Ident(n, True)), t) for n, t in zip(names, types, strict=True))
+            items.extend(
+                (n, ast.Column(ast.Ident(n, True)), t) for n, t in zip(star_names, star_types, strict=True)
+            )
         else:
             e = _rewrite(it.expr)
             label = session.ident(it.alias) if it.alias is not None else _label(it.expr, e, names)
             t = types[index[label]] if label in index else None
             items.append((label, e, t))
     rows: list[tuple[Any, ...]] = []
-    source = cdc_rows(
-        txn.conn, schema, scopes, lo, hi, key_eq=_key_eq(schema, where, evaluate), descending=bool(order)
-    )
+    key_eq = _key_eq(schema, where, evaluate)
+    source: Iterator[tuple[Any, ...]]
+    if partitioned:
+        source = _partitioned_rows(
+            txn, schema, cdc, scopes, lo, hi, key_eq, partitions_wanted(where, evaluate)
+        )
+    else:
+        source = cdc_rows(txn.conn, schema, scopes, lo, hi, key_eq=key_eq, descending=bool(order))
     aggregate = any(has_aggregate(e) for _, e, _ in items)
-    stop_early = order is not None and limit is not None and not aggregate and not s.distinct
+    stop_early = order is not None and limit is not None and not aggregate and not s.distinct and not group_by
     for r in source:
         if where is not None and evaluator.eval(where, scope(r)) is not True:
             continue
         rows.append(r)
         if stop_early and limit is not None and len(rows) >= limit:
             break
-    if aggregate:
+    if group_by:
+        out = select.grouped(evaluator, [scope(r) for r in rows], group_by, [e for _, e, _ in items])
+        if s.order_by:
+            order_items = tuple(ast.OrderItem(_rewrite(o.expr), o.descending) for o in s.order_by)
+            out = select.order_output(out, order_items, [e for _, e, _ in items], [n for n, _, _ in items])
+        if s.distinct:
+            out = list(dict.fromkeys(out))
+    elif aggregate:
         out = [tuple(evaluator.eval_aggregate(e, [scope(r) for r in rows]) for _, e, _ in items)]
     else:
         if order is None:
@@ -559,9 +652,33 @@ def cdc_query(
     )
 
 
+def _partitioned_rows(
+    txn: Transaction,
+    schema: TableSchema,
+    cdc: CdcObject,
+    scopes: frozenset[str],
+    lo: int | None,
+    hi: int | None,
+    key_eq: Mapping[int, Any],
+    wanted: set[str] | None,
+) -> Iterator[tuple[Any, ...]]:
+    """The CDC rows of each partition in turn (ordered by partition id, as Phoenix's index key
+    starts with it), each row ending with its partition id."""
+    ids = phoenix.partition_ids(schema.name, cdc)
+    for pid, region in sorted((pid, r) for r, pid in enumerate(ids)):
+        if wanted is not None and pid not in wanted:
+            continue
+        for row in cdc_rows(
+            txn.conn, schema, scopes, lo, hi, key_eq=key_eq, buckets=cdc.region_buckets(region)
+        ):
+            yield (*row, pid)
+
+
 def _label(original: Any, e: Any, names: Sequence[str]) -> str:
     if _is_ts(e):
         return ROW_TIMESTAMP
+    if _is_pid(e):
+        return PARTITION_COLUMN
     if isinstance(e, ast.Column):
         n = e.name.name
         for x in names:
@@ -618,14 +735,93 @@ def select_cdc(session: Session, txn: Transaction, s: ast.Select, ev: Params) ->
 select.SELECT_HOOKS.append(select_cdc)
 
 
+# ===================================================================================== stream tables
+
+#: Phoenix 5.3's ``SYSTEM.CDC_STREAM_STATUS`` and ``SYSTEM.CDC_STREAM`` columns (QueryConstants).
+STREAM_STATUS_COLUMNS = (
+    ("TABLE_NAME", "VARCHAR"),
+    ("STREAM_NAME", "VARCHAR"),
+    ("STREAM_STATUS", "VARCHAR"),
+    ("STREAM_TYPE", "VARCHAR"),
+)
+STREAM_COLUMNS = (
+    ("TABLE_NAME", "VARCHAR"),
+    ("STREAM_NAME", "VARCHAR"),
+    ("PARTITION_ID", "VARCHAR"),
+    ("PARENT_PARTITION_ID", "VARCHAR"),
+    ("PARTITION_START_TIME", "BIGINT"),
+    ("PARTITION_END_TIME", "BIGINT"),
+    ("PARTITION_START_KEY", "VARBINARY_ENCODED"),
+    ("PARTITION_END_KEY", "VARBINARY_ENCODED"),
+    ("PARENT_PARTITION_START_TIME", "BIGINT"),
+)
+
+
+def _visible_tables(session: Session, txn: Transaction) -> list[TableSchema]:
+    from changefeed.engine.privileges import check_any_table_privilege
+    from changefeed.exceptions import PermissionDenied
+
+    privs = session.privileges(txn)
+    out = []
+    for t in session.db.tables():
+        try:
+            check_any_table_privilege(privs, t)
+        except PermissionDenied:
+            continue
+        out.append(t)
+    return out
+
+
+def _relation(name: str, columns: Sequence[tuple[str, str]], rows: list[tuple[Any, ...]]) -> select.Relation:
+    return select.Relation(
+        name,
+        [c for c, _ in columns],
+        [resolve_phoenix_type(t, (), False) for _, t in columns],
+        lambda _: iter(sorted(rows, key=lambda r: tuple("" if v is None else v for v in r[:4]))),
+    )
+
+
+def stream_status_view(session: Session, txn: Transaction) -> select.Relation:
+    """``SYSTEM.CDC_STREAM_STATUS``: each table's CDC streams (DROP CDC leaves its stream
+    DISABLED; DROP TABLE forgets them). ``STREAM_TYPE`` is NULL, as Phoenix writes it."""
+    rows = [
+        (t.name, st.name, st.status, None)
+        for t in _visible_tables(session, txn)
+        for st in phoenix.phoenix_of(t).streams
+    ]
+    return _relation("SYSTEM.CDC_STREAM_STATUS", STREAM_STATUS_COLUMNS, rows)
+
+
+def stream_view(session: Session, txn: Transaction) -> select.Relation:
+    """``SYSTEM.CDC_STREAM``: one row per partition (region) of each stream, all opened when the
+    stream was (``PARTITION_START_TIME``: the region id Phoenix uses) and never split here, so
+    no parent and no end time."""
+    rows = []
+    for t in _visible_tables(session, txn):
+        for st in phoenix.phoenix_of(t).streams:
+            for r in range(max(1, st.regions)):
+                start, end = phoenix.region_keys(r, st.regions)
+                pid = phoenix.partition_id(t.name, r, st.regions, st.created_ms)
+                rows.append((t.name, st.name, pid, None, st.created_ms, None, start, end, None))
+    return _relation("SYSTEM.CDC_STREAM", STREAM_COLUMNS, rows)
+
+
+select.SYSTEM_VIEWS["system.cdc_stream_status"] = stream_status_view
+select.SYSTEM_VIEWS["system.cdc_stream"] = stream_view
+
+
 __all__ = [
     "CDC_JSON",
     "FAMILY",
+    "PARTITION_COLUMN",
     "ROW_TIMESTAMP",
     "cdc_query",
     "find_cdc",
     "hint_scopes",
+    "partitions_wanted",
     "pident",
     "select_cdc",
+    "stream_status_view",
+    "stream_view",
     "time_range",
 ]

@@ -253,7 +253,11 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
     if lim is not None and not aggregate and not s.order_by and not s.distinct:
         scanned = islice(scanned, lim)  # rows come in output order: stop the scan early
     rows = list(scanned)
-    if aggregate:
+    if s.group_by:
+        out_rows = grouped(evaluator, [scope(r) for r in rows], s.group_by, [e for _, e, _ in items])
+        if s.order_by:
+            out_rows = order_output(out_rows, s.order_by, [e for _, e, _ in items], [n for n, _, _ in items])
+    elif aggregate:
         out_rows = [tuple(evaluator.eval_aggregate(e, [scope(r) for r in rows]) for _, e, _ in items)]
     else:
         if s.order_by:
@@ -280,6 +284,42 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         status=f"SELECT {len(out_rows)}",
         rowcount=len(out_rows),
     )
+
+
+def grouped(
+    evaluator: Evaluator, scopes: list[Scope], group_by: tuple[ast.Expr, ...], items: list[ast.Expr]
+) -> list[tuple[Any, ...]]:
+    """``GROUP BY``: one output row per distinct value of the grouping expressions, in the order
+    groups first appear; aggregates run over the group's rows, other expressions on its first."""
+    groups: dict[tuple[Any, ...], list[Scope]] = {}
+    for sc in scopes:
+        groups.setdefault(tuple(evaluator.eval(g, sc) for g in group_by), []).append(sc)
+    return [tuple(evaluator.eval_aggregate(e, members) for e in items) for members in groups.values()]
+
+
+def order_output(
+    rows: list[tuple[Any, ...]],
+    order_by: tuple[ast.OrderItem, ...],
+    exprs: list[ast.Expr],
+    names: list[str],
+) -> list[tuple[Any, ...]]:
+    """Order a grouped query's output by ORDER BY items that are one of its select list's
+    expressions or name one of its columns."""
+    lowered = [n.lower() for n in names]
+    for o in reversed(order_by):
+        e = o.expr
+        at = next((i for i, x in enumerate(exprs) if x == e), None)
+        if at is None and isinstance(e, ast.Column) and e.name.name.lower() in lowered:
+            at = lowered.index(e.name.name.lower())
+        if at is None:
+            raise InvalidStatement("ORDER BY of a grouped query must name one of its select list's columns")
+        column: int = at
+
+        def key(r: tuple[Any, ...], i: int = column) -> tuple[int, Any]:
+            return sort_key(r[i])
+
+        rows.sort(key=key, reverse=o.descending)
+    return rows
 
 
 def _column_at(
