@@ -232,6 +232,15 @@ def test_resolved() -> None:
         == b'{"resolved":[1670792400890,562949953607163]}'
     )
     assert get_encoder("debezium-json").resolved(ts, 7, feed) == b'{"payload":{"resolved":[1670792400890,7]}}'
+    # a feed with barriers (BARRIERS_INTERVAL): YDB's barrier, the step rounded down, txId 0
+    barriers = FeedSpec(1, 1, "f", "ydb", "t/f", 1, "ydb-json", Mode.UPDATES, resolved_ns=10_000_000_000)
+    assert (
+        get_encoder("ydb-json").resolved(ts, 562949953607163, barriers) == b'{"resolved":[1670792400000,0]}'
+    )
+    assert (
+        get_encoder("debezium-json").resolved(ts, 7, barriers)
+        == b'{"payload":{"resolved":[1670792400000,0]}}'
+    )
 
 
 def test_unknown_format() -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE
-from changefeed.feeds.spec import Mode
+from changefeed.feeds.spec import Mode, barrier_of
 from changefeed.formats import values as V
 from changefeed.formats.base import Encoder, Record, register
 from changefeed.formats.ydb_json import NEW_MODES, NS_PER_MS, OLD_MODES, session_tz, spark_output
@@ -143,6 +143,10 @@ class DebeziumJsonEncoder(Encoder):
 
     # ------------------------------------------------------------------ resolved
     def resolved(self, ts: CommitTs, tx: int, feed: FeedSpec) -> bytes:
+        # YDB's barrier (BARRIERS_INTERVAL): the closed timestamp's step rounded down to a whole
+        # number of intervals, transaction id 0 (``{"resolved":[1670792500000,0]}``)
+        if feed.resolved_ns:
+            ts, tx = barrier_of(ts, feed.resolved_ns), 0
         step, tx_id = ts.ydb(tx)
         return f'{{"payload":{{"resolved":[{step},{tx_id}]}}}}'.encode()
 

@@ -14,7 +14,8 @@ One record per change row (one transaction's net change to one key)::
 * ``ts``: ``[commit ms, transaction id]`` with VIRTUAL_TIMESTAMPS.
 
 Records are compact JSON with the fields in that order; values render as in
-:mod:`changefeed.formats.values`. A resolved record is ``{"resolved":[step,txId]}``.
+:mod:`changefeed.formats.values`. A barrier (``BARRIERS_INTERVAL``, formerly
+``RESOLVED_TIMESTAMPS``) is ``{"resolved":[step,0]}``: the step a multiple of the interval.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE
-from changefeed.feeds.spec import Mode
+from changefeed.feeds.spec import Mode, barrier_of
 from changefeed.formats import values as V
 from changefeed.formats.base import Encoder, Record, register
 
@@ -148,6 +149,10 @@ class YdbJsonEncoder(Encoder):
 
     # ------------------------------------------------------------------ resolved
     def resolved(self, ts: CommitTs, tx: int, feed: FeedSpec) -> bytes:
+        # YDB's barrier (BARRIERS_INTERVAL): the closed timestamp's step rounded down to a whole
+        # number of intervals, transaction id 0 (``{"resolved":[1670792500000,0]}``)
+        if feed.resolved_ns:
+            ts, tx = barrier_of(ts, feed.resolved_ns), 0
         step, tx_id = ts.ydb(tx)
         return f'{{"resolved":[{step},{tx_id}]}}'.encode()
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from changefeed.engine import replicas
 from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
 from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import OP_INSERT, OP_UPDATE
@@ -80,6 +81,7 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
         return None
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_insert_privileges(session, s))
+    replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
     cols = (
         [session.column(schema, i) for i in s.columns]
         if s.columns
@@ -199,6 +201,7 @@ def _default(session: Session, col: ColumnSchema, ev: Params, ctx: EvalContext) 
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_insert_privileges(session, s))
+    replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
     if s.columns:
         cols = [session.column(schema, i) for i in s.columns]
     else:
@@ -361,6 +364,7 @@ def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int |
 def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Result:
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.UPDATE))
+    replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
     assigns = [(session.column(schema, i), e) for i, e in s.assignments]
@@ -433,6 +437,7 @@ def _cql_update(
 def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Result:
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.DELETE))
+    replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
     if session.dialect == "cql":
