@@ -10,9 +10,9 @@ on its own copy of a database, not next to ``changefeed run`` on the same feed.
 Exactly once: the batch id of a chunk is its end seq. On start, the last committed batch of every
 partition is read back; if a crash left partitions at two different batches, the chunk between
 them is redone first (partitions that have it skip it), then delivery continues from there.
-Resolved timestamps (``RESOLVED_TIMESTAMPS``): the clock is closed with an empty transaction, and
-the resolved record follows the data of the chunk that reaches every change visible after the
-close, in the same append. Initial scans (``INITIAL_SCAN``): the rows at the feed's creation
+Barriers (``BARRIERS_INTERVAL``, formerly ``RESOLVED_TIMESTAMPS``): the clock is closed with an
+empty transaction, and the barrier (``[step, 0]``, the close rounded down to the interval) follows
+the data of the chunk that reaches every change visible after the close, in the same append. Initial scans (``INITIAL_SCAN``): the rows at the feed's creation
 (the current table with later changes undone by their old images) go first, as snapshot rows.
 
 Command line: ``python -m changefeed.pipeline.baseline --db DIR [--feed NAME] [--batch-rows N] [--follow]``.
@@ -34,7 +34,7 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import read_changes
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
-from changefeed.feeds.spec import FeedSpec
+from changefeed.feeds.spec import FeedSpec, barrier_of
 from changefeed.feeds.store import all_feeds
 from changefeed.formats.base import Encoder, get_encoder
 from changefeed.topics import TopicStore
@@ -165,7 +165,8 @@ class _Feed:
             resolved: tuple[bytes, int] | None = None
             if self.resolved_due():
                 ts, tx = self.db.close_timestamp()
-                resolved = (self.encoder.resolved(ts, tx, feed), ts.wall)
+                when = barrier_of(ts, feed.resolved_ns or 1).wall if feed.kind == "ydb" else ts.wall
+                resolved = (self.encoder.resolved(ts, tx, feed), when)
             top = self.top()
             if not follow:
                 top = max(top if resolved is not None else target, target)

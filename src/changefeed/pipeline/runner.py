@@ -1,4 +1,5 @@
-"""``changefeed run``: topics, initial scans, one streaming query per feed, retention and GC."""
+"""``changefeed run``: topics, initial scans, one streaming query per feed, retention and GC, and
+the destination side of asynchronous replications (``pipeline/replication/``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
 from changefeed.pipeline import crdb_jobs
 from changefeed.pipeline.delivery.progress import ACTIVE_STATES, checkpoint_dir
+from changefeed.pipeline.replication.runner import ReplicationRunner
 from changefeed.pipeline.snapshot import backfill
 from changefeed.pipeline.stream import query as job
 from changefeed.pipeline.stream import resolved as job_resolved
@@ -130,19 +132,26 @@ def run_until_idle(
     sync_topics(dbp, feeds)
     _scan_all(spark, dbp, feeds, on_progress)
     jobs = crdb_jobs.job_of_feeds(dbp)
+    locks = {f.id: runners.try_feed_lock(dbp, f.id) for f, s in feeds if s in ACTIVE_STATES}
     queries = [
         (f, _start(spark, dbp, f, jobs, available_now=True, **kw))
         for f, s in feeds
-        if s in ACTIVE_STATES and crdb_jobs.streams(jobs.get(f.id))
+        if s in ACTIVE_STATES and crdb_jobs.streams(jobs.get(f.id)) and locks.get(f.id) is not None
     ]
-    errors = []
-    for f, q in queries:
-        try:
-            job.await_query(q, f, checkpoint_dir(dbp, f.id))
-        except PipelineError as exc:
-            errors.append(exc)  # a job's feed too: the job stays running, the next run retries
+    errors: list[ChangefeedError] = []
+    try:
+        for f, q in queries:
+            try:
+                job.await_query(q, f, checkpoint_dir(dbp, f.id))
+            except PipelineError as exc:
+                errors.append(exc)  # a job's feed too: the job stays running, the next run retries
+    finally:
+        for fd in locks.values():
+            runners.release(fd)
     job_resolved.flush(dbp)  # multi-feed jobs: their frontier once every feed has caught up
     crdb_jobs.advance(dbp)
+    # asynchronous replications of this database (issue 20): their local sources' feeds, then the applies
+    errors += [PipelineError(e) for e in ReplicationRunner(dbp, on_progress).run_until_idle(spark)]
     if errors:
         raise errors[0]
     if gc:
@@ -169,19 +178,7 @@ def _batches_done(q: StreamingQuery) -> int:
 
 
 def _stop_between_batches(q: StreamingQuery, timeout_s: float = 60.0) -> None:
-    """Stop a query while no trigger is executing (stop() mid-batch can crash Spark's interrupt)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if not q.isActive or not q.status.get("isTriggerActive", False):
-                break
-        except Exception:
-            break
-        time.sleep(0.02)
-    try:
-        q.stop()
-    except Exception as exc:
-        log.warning("stopping %s: %s", q.name, exc)
+    job.stop_between_batches(q, timeout_s)
 
 
 def run_forever(
@@ -210,6 +207,8 @@ def run_forever(
     if signals:
         on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
+    locks: dict[int, int] = {}  # the exclusive lock of each feed whose query runs here
+    replicating = ReplicationRunner(dbp, on_progress)  # issue 20
     failures: dict[int, int] = {}
     columns: dict[int, tuple[int, ...]] = {}  # a job feed's table columns when its query started
     last_retention = last_gc = 0.0
@@ -223,6 +222,8 @@ def run_forever(
             live = {f.id: (f, s) for f, s in feeds if s in ACTIVE_STATES}
             for fid in [i for i in running if i not in live]:
                 _stop_between_batches(running.pop(fid)[1])
+            for fid in [i for i in locks if i not in running and i not in live]:
+                runners.release(locks.pop(fid))
 
             def failed(fid: int, message: str, jobs: Any = jobs) -> None:
                 if fid not in jobs:
@@ -251,6 +252,11 @@ def run_forever(
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
+                if fid not in locks:
+                    fd = runners.try_feed_lock(dbp, fid)
+                    if fd is None:
+                        continue  # another runner runs this feed's query
+                    locks[fid] = fd
                 if state == "scanning":
                     from changefeed.pipeline.snapshot.scan import run_initial_scan
 
@@ -266,6 +272,8 @@ def run_forever(
                 columns[fid] = _columns(dbp, f)
                 running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
             crdb_jobs.advance(dbp, running_feeds=running.keys())
+            if not stop.is_set():
+                replicating.tick(spark)
             now = time.monotonic()
             if now - last_retention >= RETENTION_EVERY_S:
                 TopicStore(dbp).apply_retention()
@@ -277,4 +285,7 @@ def run_forever(
     finally:
         for _, q in running.values():
             _stop_between_batches(q)
+        replicating.stop()
+        for fd in locks.values():
+            runners.release(fd)
         presence.__exit__(None, None, None)

@@ -56,7 +56,7 @@ class SourceRecord:
 
 @dataclass
 class ApplyResult:
-    applied: int = 0  # changes written to replicas
+    applied: int = 0  # changes applied to replicas (several of one key may be one row write)
     buffered: int = 0  # GLOBAL: changes kept for a later barrier
     skipped: int = 0  # records below next_offset
     barrier: int | None = None  # GLOBAL: the barrier (wall ns) applied now, if it advanced
@@ -219,7 +219,8 @@ class Applier:
         for item_id, entries in changes.items():
             entries.sort(key=lambda e: (e[0], e[1]))
             schema, _ = self._decoder(items[item_id])
-            res.applied += write_net(txn, schema, collapse(e[2] for e in entries))
+            write_net(txn, schema, collapse(e[2] for e in entries))
+            res.applied += len(entries)
         if not rep.spec.global_ and oldest_ts is not None:
             applied_wall = max(applied_wall, max(newest.values()))
         conn.executemany(

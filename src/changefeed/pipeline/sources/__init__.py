@@ -26,4 +26,10 @@ def all_sources() -> list[type[Any]]:
         pass
     else:
         found.append(PhoenixCdcDataSource)
+    try:  # YDB asynchronous replication (issue 20)
+        from changefeed.pipeline.sources.replication import ReplicationDataSource
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        found.append(ReplicationDataSource)
     return found

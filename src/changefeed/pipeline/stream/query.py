@@ -42,7 +42,7 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.exceptions import PipelineError
 from changefeed.feeds import jobs as J
-from changefeed.feeds.spec import FeedSpec
+from changefeed.feeds.spec import FeedSpec, barrier_of
 from changefeed.pipeline import crdb_jobs
 from changefeed.pipeline.delivery.append import RECORDS, append_on_driver, encode_on_driver, write_encoded
 from changefeed.pipeline.delivery.families import family_frame
@@ -80,6 +80,14 @@ SMALL_BATCH_ROWS = int(os.environ.get("CHANGEFEED_SMALL_BATCH_ROWS", "20000"))
 DRIVER_ENCODE_ROWS = int(os.environ.get("CHANGEFEED_DRIVER_ENCODE_ROWS", "20000"))
 #: How often a CockroachDB job's feed without ``resolved`` closes a timestamp.
 CRDB_CLOSE_NS = 5_000_000_000
+
+
+def record_ts(feed: FeedSpec, wall: int, logical: int) -> int:
+    """The topic record time of a resolved record: a YDB feed's barrier time (its payload is the
+    barrier ``[step, 0]``: the closed timestamp rounded down to the interval), else the closed time."""
+    if feed.kind == "ydb" and feed.resolved_ns:
+        return barrier_of(CommitTs(wall, logical), feed.resolved_ns).wall
+    return wall
 
 
 @dataclass
@@ -121,7 +129,10 @@ class FeedContext:
         resolved: tuple[bytes, int] | None = None
         if closed is not None and feed.resolved_ns and self.job_resolved is None:
             wall, logical, tx = closed
-            resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
+            resolved = (
+                self.encoder.resolved(CommitTs(wall, logical), tx, feed),
+                record_ts(feed, wall, logical),
+            )
         rows = batch_rows(self.checkpoint, batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
         if (plan is None or changes is None) and rows is not None and 0 < DRIVER_ENCODE_ROWS >= rows:
@@ -290,6 +301,25 @@ def failure_message(exc: BaseException, feed: FeedSpec, checkpoint: Path | None)
             "resumes from its last recorded progress (the last micro-batch may be delivered twice; nothing is lost)"
         )
     return f"feed {feed.id} ({feed.topic}) failed: {cause}"
+
+
+def stop_between_batches(q: StreamingQuery, timeout_s: float = 60.0) -> None:
+    """Stop a query while no trigger is executing (stop() mid-batch can crash Spark's interrupt)."""
+    import logging
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not q.isActive or not q.status.get("isTriggerActive", False):
+                break
+        except Exception:
+            break
+        time.sleep(0.02)
+    try:
+        q.stop()
+    except Exception as exc:
+        logging.getLogger(__name__).warning("stopping %s: %s", q.name, exc)
 
 
 def await_query(query: StreamingQuery, feed: FeedSpec, checkpoint: Path | None = None) -> None:
