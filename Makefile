@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup pg-clients run test test-fast soak lint bench clean
+.PHONY: setup pg-clients net-tools run test test-fast soak lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,12 +12,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-setup: $(VENV)/.installed pg-clients
+setup: $(VENV)/.installed pg-clients net-tools
 
 # PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
 pg-clients:
 	@command -v psql >/dev/null || (apt-get update -q && apt-get install -y -q postgresql-client) || echo "WARNING: could not install postgresql-client; psql tests will be skipped"
 	@test -e /usr/share/java/postgresql.jar || (apt-get update -q && apt-get install -y -q libpostgresql-jdbc-java) || echo "WARNING: could not install libpostgresql-jdbc-java; JDBC tests will be skipped"
+
+# Replication to another "host" (tests/test_replication_node.py): `ip netns` and veth pairs, from
+# iproute2 (skipped loudly when absent or not root).
+net-tools:
+	@command -v ip >/dev/null || (apt-get update -q && apt-get install -y -q -o DPkg::Lock::Timeout=600 iproute2) || echo "WARNING: could not install iproute2; the network-namespace replication test will be skipped"
 
 # The main job on the embedded default: a fresh database with tables and a YDB changefeed,
 # changes written in both dialects, the Spark pipeline run until idle, and the topic read back.
@@ -32,7 +37,7 @@ test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not soak" --durations=15
 
 # The soaks: ten kill -9s of a CockroachDB job's run, five of the Phoenix CDC stream, 100,000
-# Kafka produces across three endpoint restarts.
+# Kafka produces across three endpoint restarts, five of an asynchronous replication's run.
 soak: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak
 
@@ -49,6 +54,8 @@ bench: setup
 	$(BIN)/python benchmarks/pipeline_bench.py
 	# avro: encoding (loop / Python / Spark) and schema registry lookups
 	$(BIN)/python benchmarks/avro_bench.py
+	# asynchronous replication: applied rows/s (ROW, GLOBAL) and the GLOBAL lag at 5,000 rows/s
+	$(BIN)/python benchmarks/replication_bench.py
 
 clean:
 	rm -rf $(VENV) $(DB) build dist src/*.egg-info

@@ -27,22 +27,13 @@ from changefeed.exceptions import (
 from changefeed.feeds import replication as R
 from changefeed.pipeline import baseline
 from changefeed.pipeline.replication.apply import Applier, SourceRecord
-from changefeed.testing.replication import check_at_barrier, check_equal
+from changefeed.testing.replication import bank_transactions, check_at_barrier, check_equal, setup_bank
 from changefeed.topics import TopicStore
-
-TABLES = (
-    "CREATE TABLE accounts (id Uint64, owner Utf8, balance Int64, PRIMARY KEY (id)) WITH (UNIFORM_PARTITIONS = 3)",
-    "CREATE TABLE moves (acct Uint64, n Int32, amount Double, note Utf8, PRIMARY KEY (acct, n))",
-)
 
 
 def _source(path: Path) -> Connection:
-    c = changefeed.connect(path)
-    for t in TABLES:
-        c.execute(t)
-    for i in range(20):
-        c.execute("UPSERT INTO accounts (id, owner, balance) VALUES (?, ?, ?)", (i, f"o{i}", 100))
-    return c
+    setup_bank(path)
+    return changefeed.connect(path)
 
 
 def _pump(src: Path, dst: Path, name: str, applier: Applier, rng: random.Random | None = None) -> int:
@@ -92,27 +83,7 @@ def _pump(src: Path, dst: Path, name: str, applier: Applier, rng: random.Random 
 
 
 def _workload(c: Connection, rng: random.Random, txns: int) -> None:
-    for _ in range(txns):
-        with c.transaction():
-            for _ in range(rng.randint(1, 5)):
-                r = rng.random()
-                a, b = rng.randrange(30), rng.randrange(30)
-                if r < 0.35:  # a transfer: two accounts and a move, atomically
-                    amt = rng.randint(1, 9)
-                    c.execute("UPDATE accounts SET balance = balance - ? WHERE id = ?", (amt, a))
-                    c.execute("UPDATE accounts SET balance = balance + ? WHERE id = ?", (amt, b))
-                    c.execute(
-                        "UPSERT INTO moves (acct, n, amount, note) VALUES (?, ?, ?, ?)",
-                        (a, rng.randrange(5), amt * 1.5, rng.choice([None, "t", "é"])),
-                    )
-                elif r < 0.6:
-                    c.execute("UPSERT INTO accounts (id, owner) VALUES (?, ?)", (a, f"n{rng.randrange(9)}"))
-                elif r < 0.75:
-                    c.execute("DELETE FROM accounts WHERE id = ?", (a,))
-                elif r < 0.9:
-                    c.execute("DELETE FROM moves WHERE acct = ?", (a,))
-                else:
-                    c.execute("REPLACE INTO accounts (id, balance) VALUES (?, ?)", (a, rng.randint(0, 50)))
+    bank_transactions(c, rng, txns)
 
 
 def _replication(dst: Connection, src: Path, level: str, extra: str = "") -> None:

@@ -149,6 +149,7 @@ def feeds_report(db: Path) -> list[dict[str, Any]]:
                 }
             )
         out.extend(_job_rows(conn, now))
+        out.extend(_replication_rows(conn, now))
     finally:
         conn.close()
     return out
@@ -187,13 +188,50 @@ def _job_rows(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _replication_rows(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
+    """One row per asynchronous replication of this (destination) database (issue 20): its state,
+    how far it applied (GLOBAL: the barrier the replicas are consistent as of) and its lag."""
+    from changefeed.feeds import replication as R
+
+    rows = []
+    for st in R.status(conn, now):
+        rep = st.replication
+        wall = rep.applied_wall
+        rows.append(
+            {
+                "id": rep.id,
+                "table": ",".join(f"{it.source_path}->{it.target_name}" for it in rep.items),
+                "name": rep.name,
+                "kind": "async replication",
+                "format": rep.spec.consistency.shown,
+                "mode": "",
+                "topic": ",".join(it.topic for it in rep.items),
+                "partitions": sum(it.partitions for it in rep.items),
+                "state": rep.state,
+                "high_water": {"wall": wall, "logical": 0},
+                "high_water_ydb": _ydb_ts(wall, 0) if wall else "",
+                "high_water_crdb": f"{wall}.0000000000" if wall else "",
+                "lag_s": round(st.lag_ns / 1e9, 3) if st.lag_ns is not None else 0.0,
+                "scan": None,
+                "error": rep.error,
+                "endpoint": rep.spec.endpoint.shown,
+                "applied_rows": rep.applied_rows,
+                "buffered_changes": st.buffered,
+                "initial_scan_progress": list(st.scan_progress),
+                "updated_ns": rep.applied_ns or rep.modified_ns,
+            }
+        )
+    return rows
+
+
 @click.command("feeds")
 @click.option(
     "--db", "db", required=True, type=click.Path(file_okay=False, path_type=Path), help="Database directory."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per feed.")
 def feeds(db: Path, as_json: bool) -> None:
-    """Every changefeed with its state, high-water timestamp and lag."""
+    """Every changefeed with its state, high-water timestamp and lag (asynchronous replications of
+    this database too: their state, the barrier applied and the replica lag)."""
     try:
         rows = feeds_report(db)
     except ChangefeedError as exc:

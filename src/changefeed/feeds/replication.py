@@ -673,6 +673,44 @@ def status(conn: sqlite3.Connection, now_ns: int) -> list[Status]:
     return out
 
 
+#: Metric names for a node's ``/metrics`` (Prometheus text): one sample per replication, label
+#: ``replication``. ``*_lag_seconds`` is the status's lag (GLOBAL: behind the clock as of the
+#: barrier applied; ROW: the last batch's wait); state is 1 for the replication's current state.
+METRICS = (
+    ("changefeed_replication_lag_seconds", "gauge", "Replica lag behind the source, seconds"),
+    ("changefeed_replication_applied_rows", "counter", "Changes applied to the replicas"),
+    ("changefeed_replication_buffered_changes", "gauge", "GLOBAL: changes received, waiting for a barrier"),
+    (
+        "changefeed_replication_barrier_seconds",
+        "gauge",
+        "GLOBAL: the barrier the replicas are consistent as of",
+    ),
+    ("changefeed_replication_running", "gauge", "1 while the replication runs, else 0"),
+    ("changefeed_replication_error", "gauge", "1 when the replication stopped on an error or last failed"),
+)
+
+
+def metric_samples(conn: sqlite3.Connection, now_ns: int) -> list[tuple[str, dict[str, str], float]]:
+    """The replications' figures as (metric name, labels, value), for a node's metrics endpoint."""
+    out: list[tuple[str, dict[str, str], float]] = []
+    for st in status(conn, now_ns):
+        rep = st.replication
+        labels = {"replication": rep.name, "consistency": rep.spec.consistency.shown}
+        out += [
+            ("changefeed_replication_lag_seconds", labels, (st.lag_ns or 0) / 1e9),
+            ("changefeed_replication_applied_rows", labels, float(rep.applied_rows)),
+            ("changefeed_replication_buffered_changes", labels, float(st.buffered)),
+            (
+                "changefeed_replication_barrier_seconds",
+                labels,
+                rep.applied_wall / 1e9 if rep.spec.global_ else 0.0,
+            ),
+            ("changefeed_replication_running", labels, 1.0 if rep.state == RUNNING else 0.0),
+            ("changefeed_replication_error", labels, 1.0 if rep.error else 0.0),
+        ]
+    return out
+
+
 # ------------------------------------------------------------------------------ secrets
 def put_secret(conn: sqlite3.Connection, name: str, value: str, owner: str, *, replace_: bool) -> bool:
     """Store a secret; False when it exists and ``replace_`` is not set."""
@@ -716,6 +754,7 @@ __all__ = [
     "DEFAULT_COMMIT_INTERVAL",
     "DONE",
     "ERROR",
+    "METRICS",
     "PAUSED",
     "RUNNING",
     "SOURCE_RETENTION",
@@ -739,6 +778,7 @@ __all__ = [
     "has_tables",
     "insert_item",
     "insert_replication",
+    "metric_samples",
     "parse_alter_options",
     "parse_connection_string",
     "parse_create_options",

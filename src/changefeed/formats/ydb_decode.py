@@ -51,88 +51,90 @@ def _us(v: dt.datetime) -> int:
     return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
-def decoder(col: ColumnSchema) -> Decoder:
-    """JSON value (as orjson parses it) -> storage value of ``col``; None stays None."""
-    t, name, k = col.type, col.name, col.type.kind
-
-    def wrap(f: Callable[[Any], Any]) -> Decoder:
-        def dec(v: Any) -> Any:
-            if v is None:
-                return None
-            try:
-                return f(v)
-            except TypeMismatch:
-                raise
-            except (ValueError, TypeError, KeyError, InvalidOperation, OverflowError, binascii.Error):
-                raise _bad(name, t, v) from None
-
-        return dec
-
+def raw_decoder(t: SqlType) -> Decoder:
+    """JSON value (not None) -> storage value of type ``t``; raises TypeError, ValueError...
+    on a value of another type (:func:`decoder` turns that into a TypeMismatch naming the column)."""
+    k = t.kind
     if k is Kind.BOOL:
 
         def boolean(v: Any) -> int:
-            if not isinstance(v, bool):
-                raise TypeError
-            return 1 if v else 0
+            if v is True:
+                return 1
+            if v is False:
+                return 0
+            raise TypeError
 
-        return wrap(boolean)
-    if k is Kind.INT:
+        return boolean
+    if k in (Kind.INT, Kind.TIME, Kind.INTERVAL):
 
         def integer(v: Any) -> int:
-            if isinstance(v, bool) or not isinstance(v, int):
+            if type(v) is not int:
                 raise TypeError
             return v
 
-        return wrap(integer)
+        return integer
     if k is Kind.UINT:
         bias = UINT64_BIAS if t.bits == 64 else 0
 
         def unsigned(v: Any) -> int:
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            if type(v) is not int or v < 0:
                 raise TypeError
             return v - bias
 
-        return wrap(unsigned)
+        return unsigned
     if k is Kind.VARINT:
-        return wrap(lambda v: t.to_db(int(v)))
+        return lambda v: t.to_db(int(v))
     if k is Kind.FLOAT:
 
         def floating(v: Any) -> float:
-            if isinstance(v, str):
+            tv = type(v)
+            if tv is float:
+                return v  # type: ignore[no-any-return]
+            if tv is int:
+                return float(v)
+            if tv is str:
                 return _SPECIAL_FLOATS[v]
-            if isinstance(v, bool):
-                raise TypeError
-            return float(v)
+            raise TypeError
 
-        return wrap(floating)
+        return floating
     if k is Kind.DECIMAL:
-        return wrap(lambda v: t.to_db(t.coerce(Decimal(v) if isinstance(v, str) else v)))
+        return lambda v: t.to_db(t.coerce(Decimal(v) if isinstance(v, str) else v))
     if k is Kind.BYTES:
-        return wrap(lambda v: base64.b64decode(v, validate=True))
+        return lambda v: base64.b64decode(v, validate=True)
     if k is Kind.DATE:
-        return wrap(lambda v: (dt.date.fromisoformat(v) - EPOCH_DATE).days)
+        return lambda v: (dt.date.fromisoformat(v) - EPOCH_DATE).days
     if k is Kind.DATETIME:
-        return wrap(lambda v: _us(_iso_ts(v)) // 1_000_000)
+        return lambda v: _us(_iso_ts(v)) // 1_000_000
     if k is Kind.TIMESTAMP:
-        return wrap(lambda v: _us(_iso_ts(v)))
-    if k in (Kind.TIME, Kind.INTERVAL):
-
-        def micros(v: Any) -> int:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TypeError
-            return v
-
-        return wrap(micros)
+        return lambda v: _us(_iso_ts(v))
     if k in (Kind.JSON, Kind.ARRAY):
-        return wrap(lambda v: orjson.dumps(v).decode())
-    # text, uuid, timeuuid, inet, bit, enum: stored as their text
+        return lambda v: orjson.dumps(v).decode()
 
-    def text(v: Any) -> str:
-        if not isinstance(v, str):
+    def text(v: Any) -> str:  # text, uuid, timeuuid, inet, bit, enum: stored as their text
+        if type(v) is not str:
             raise TypeError
         return v
 
-    return wrap(text)
+    return text
+
+
+def decoder(col: ColumnSchema) -> Decoder:
+    """JSON value (as orjson parses it) -> storage value of ``col``; None stays None; a value of
+    another type is a TypeMismatch naming the column."""
+    t, name = col.type, col.name
+    f = raw_decoder(t)
+
+    def dec(v: Any) -> Any:
+        if v is None:
+            return None
+        try:
+            return f(v)
+        except TypeMismatch:
+            raise
+        except (ValueError, TypeError, KeyError, InvalidOperation, OverflowError, binascii.Error):
+            raise _bad(name, t, v) from None
+
+    return dec
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,23 +156,95 @@ class Barrier:
     tx: int
 
 
+#: :meth:`RecordDecoder.parse`'s kinds of record.
+UPDATE, ERASE, BARRIER = 0, 1, 2
+
+Parsed = tuple[int, tuple[Any, ...], dict[int, Any], int | None]
+
+
 class RecordDecoder:
-    """Decodes the records of one table's YDB JSON changefeed."""
+    """Decodes the records of one table's YDB JSON changefeed.
+
+    The common case goes through :meth:`_fast` (no per-value error handling); a record it cannot
+    decode is decoded again by :meth:`_checked`, which names what is wrong."""
 
     def __init__(self, table: TableSchema) -> None:
         self.table = table
+        self.nk = len(table.key)
         self.keys = [decoder(c) for c in table.key]
+        self.key_raw = [raw_decoder(c.type) for c in table.key]
         self.columns: dict[str, tuple[int, Decoder]] = {
             c.name: (c.id, decoder(c)) for c in table.stored_values
         }
+        self.columns_raw: dict[str, tuple[int, Decoder]] = {
+            c.name: (c.id, raw_decoder(c.type)) for c in table.stored_values
+        }
 
     def decode(self, value: bytes | str | Mapping[str, Any]) -> Change | Barrier:
-        rec = value if isinstance(value, Mapping) else orjson.loads(value)
+        rec = value if type(value) is dict else orjson.loads(value)  # type: ignore[arg-type]
+        try:
+            return self._fast(rec)
+        except Exception:
+            return self._checked(rec, value)
+
+    def parse(self, rec: Any) -> Parsed:
+        """One parsed record (orjson's dict) as ``(kind, key, cells, step)``, the apply's form:
+        kind :data:`UPDATE` / :data:`ERASE` with the key's storage values and the columns written
+        (by column id), and ``step`` the virtual timestamp's step (ms) when the feed carries
+        them; or :data:`BARRIER` with the barrier's step. Same checks as :meth:`decode`."""
+        try:
+            if type(rec) is dict and "key" in rec:
+                key = rec["key"]
+                if len(key) != self.nk:
+                    raise ValueError
+                k = tuple([None if v is None else f(v) for f, v in zip(self.key_raw, key)])  # noqa: B905
+                ts = rec.get("ts")
+                step = ts[0] if ts is not None else None
+                if type(step) is not int and step is not None:
+                    raise TypeError
+                if "erase" in rec:
+                    return ERASE, k, {}, step
+                cols = self.columns_raw
+                cells: dict[int, Any] = {}
+                for name, v in rec["update"].items():
+                    cid, f = cols[name]
+                    cells[cid] = None if v is None else f(v)
+                return UPDATE, k, cells, step
+        except Exception:
+            pass
+        got = self._checked(rec, rec)
+        if isinstance(got, Barrier):
+            return BARRIER, (), {}, got.step
+        return (ERASE if got.erase else UPDATE), got.key, dict(got.cells), (got.ts[0] if got.ts else None)
+
+    def _fast(self, rec: dict[str, Any]) -> Change | Barrier:
+        if "resolved" in rec:
+            r = rec["resolved"]
+            return Barrier(int(r[0]), int(r[1]))
+        key = rec["key"]
+        if len(key) != self.nk:
+            raise ValueError
+        k = tuple([None if v is None else f(v) for f, v in zip(self.key_raw, key)])  # noqa: B905
+        ts = rec.get("ts")
+        vts = (ts[0], ts[1]) if ts is not None else None
+        if "erase" in rec:
+            return Change(k, True, {}, vts)
+        cols = self.columns_raw
+        cells: dict[int, Any] = {}
+        for name, v in rec["update"].items():
+            cid, f = cols[name]
+            cells[cid] = None if v is None else f(v)
+        return Change(k, False, cells, vts)
+
+    def _checked(self, rec: Any, value: Any) -> Change | Barrier:
         if not isinstance(rec, Mapping):
             raise TypeMismatch(f"changefeed record of {self.table.name} is not a JSON object: {value!r:.80}")
         if "resolved" in rec:
             r = rec["resolved"]
-            return Barrier(int(r[0]), int(r[1]))
+            try:
+                return Barrier(int(r[0]), int(r[1]))
+            except (TypeError, ValueError, IndexError, KeyError):
+                raise TypeMismatch(f"changefeed record of {self.table.name}: bad barrier {r!r:.80}") from None
         key = rec.get("key")
         if not isinstance(key, list) or len(key) != len(self.keys):
             raise TypeMismatch(
@@ -199,4 +273,16 @@ def decode_many(dec: RecordDecoder, values: Sequence[bytes]) -> list[Change | Ba
     return [dec.decode(v) for v in values]
 
 
-__all__ = ["Barrier", "Change", "Decoder", "RecordDecoder", "decode_many", "decoder"]
+__all__ = [
+    "BARRIER",
+    "ERASE",
+    "UPDATE",
+    "Barrier",
+    "Change",
+    "Decoder",
+    "Parsed",
+    "RecordDecoder",
+    "decode_many",
+    "decoder",
+    "raw_decoder",
+]

@@ -101,6 +101,11 @@ class _Feed:
         records: list[tuple[int, bytes | None, bytes, int]],
         resolved: tuple[bytes, int] | None,
     ) -> None:
+        writer = self.writer
+        if not records and resolved is not None:
+            # a resolved record alone (an idle feed): its own writer, batch id its time, so it
+            # is not taken for a replay of the last data batch (same end seq)
+            writer, batch_id = f"{self.writer}-resolved", resolved[1]
         parts: list[list[tuple[bytes | None, bytes, int]]] = [[] for _ in range(self.feed.partitions)]
         for p, k, v, ts in records:
             parts[p].append((k, v, ts))
@@ -112,7 +117,7 @@ class _Feed:
                 [pa.array(keys, pa.binary()), pa.array(vals, pa.binary()), pa.array(tss, pa.int64())],
                 schema=_RECORDS,
             )
-            self.delivered += self.store.append(self.feed.topic, p, self.writer, batch_id, t)
+            self.delivered += self.store.append(self.feed.topic, p, writer, batch_id, t)
 
     def encode(self, batch: pa.RecordBatch) -> list[tuple[int, bytes | None, bytes, int]]:
         return self.encoder.encode_python(batch, self.table, self.feed)

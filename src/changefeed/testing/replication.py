@@ -7,18 +7,26 @@
   images) must equal the replicas, every item;
 * :func:`check_equal` — replicas equal their source tables now (after ``STATE = "DONE"`` on a quiet
   source, or a ``ROW`` replication that caught up);
-* :func:`wait_caught_up` — polls until the replication applied everything its source committed.
+* :func:`wait_caught_up` — polls until the replication applied everything its source committed;
+* a multi-table transactional workload for the source (:func:`setup_bank`, :func:`bank_transactions`,
+  :class:`BankWorkload` in background processes): transfers between accounts with a move row in the
+  same transaction, inserts, deletes, REPLACE, range deletes.
 
 Rows compare as storage values by column id (a replica keeps its source's column ids).
 """
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import changefeed
+from changefeed.connection import Connection
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.engine.storage import TableStore
@@ -186,12 +194,105 @@ def wait_caught_up(src: str | Path, dst: str | Path, name: str, timeout_s: float
         time.sleep(0.1)
 
 
+# ------------------------------------------------------------------------------ the workload
+BANK_TABLES = (
+    "CREATE TABLE accounts (id Uint64, owner Utf8, balance Int64, PRIMARY KEY (id)) WITH (UNIFORM_PARTITIONS = 3)",
+    "CREATE TABLE moves (acct Uint64, n Int32, amount Double, note Utf8, PRIMARY KEY (acct, n))",
+)
+
+
+def setup_bank(db: str | os.PathLike[str], accounts: int = 20) -> None:
+    c = changefeed.connect(db)
+    try:
+        for t in BANK_TABLES:
+            c.execute(t)
+        c.executemany(
+            "UPSERT INTO accounts (id, owner, balance) VALUES (?, ?, ?)",
+            [(i, f"o{i}", 100) for i in range(accounts)],
+        )
+    finally:
+        c.close()
+
+
+def bank_transactions(c: Connection, rng: random.Random, txns: int, keys: int = 30) -> int:
+    """``txns`` random transactions over both tables; returns how many committed."""
+    done = 0
+    for _ in range(txns):
+        with c.transaction():
+            for _ in range(rng.randint(1, 5)):
+                r = rng.random()
+                a, b = rng.randrange(keys), rng.randrange(keys)
+                if r < 0.35:  # a transfer: two accounts and a move, atomically
+                    amt = rng.randint(1, 9)
+                    c.execute("UPDATE accounts SET balance = balance - ? WHERE id = ?", (amt, a))
+                    c.execute("UPDATE accounts SET balance = balance + ? WHERE id = ?", (amt, b))
+                    c.execute(
+                        "UPSERT INTO moves (acct, n, amount, note) VALUES (?, ?, ?, ?)",
+                        (a, rng.randrange(5), amt * 1.5, rng.choice([None, "t", "é"])),
+                    )
+                elif r < 0.6:
+                    c.execute("UPSERT INTO accounts (id, owner) VALUES (?, ?)", (a, f"n{rng.randrange(9)}"))
+                elif r < 0.75:
+                    c.execute("DELETE FROM accounts WHERE id = ?", (a,))
+                elif r < 0.9:
+                    c.execute("DELETE FROM moves WHERE acct = ?", (a,))
+                else:
+                    c.execute("REPLACE INTO accounts (id, balance) VALUES (?, ?)", (a, rng.randint(0, 50)))
+        done += 1
+    return done
+
+
+def _bank_worker(args: tuple[str, int, float, float, int]) -> int:
+    db, seed, duration, sleep, keys = args
+    rng = random.Random(seed)
+    c = changefeed.connect(db)
+    done = 0
+    deadline = time.monotonic() + duration
+    try:
+        while time.monotonic() < deadline:
+            done += bank_transactions(c, rng, 1, keys)
+            if sleep:
+                time.sleep(sleep)
+    finally:
+        c.close()
+    return done
+
+
+class BankWorkload:
+    """:func:`bank_transactions` in background processes (one per seed) for ``duration`` s."""
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str],
+        *,
+        seeds: list[int],
+        duration: float,
+        sleep: float = 0.0,
+        keys: int = 30,
+    ) -> None:
+        ctx = mp.get_context("spawn")
+        self._pool = ctx.Pool(len(seeds))
+        self._result = self._pool.map_async(
+            _bank_worker, [(str(db), s, duration, sleep, keys) for s in seeds]
+        )
+
+    def join(self, timeout: float | None = None) -> int:
+        n = sum(self._result.get(timeout))
+        self._pool.close()
+        self._pool.join()
+        return n
+
+
 __all__ = [
+    "BANK_TABLES",
+    "BankWorkload",
     "Check",
     "Mismatch",
+    "bank_transactions",
     "check_at_barrier",
     "check_equal",
     "rows_as_of",
+    "setup_bank",
     "source_last_commit",
     "table_rows",
     "wait_caught_up",

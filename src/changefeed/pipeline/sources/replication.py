@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -44,6 +45,8 @@ __all__ = [
     "ReplicationDataSource",
     "SourceTopics",
     "open_topics",
+    "read_partition",
+    "replication_key",
 ]
 
 SCHEMA = "item int, partition int, offset long, ts long, value binary"
@@ -69,7 +72,9 @@ class SourceTopics(Protocol):
 
     def read(
         self, topic: str, partition: int, start: int, end: int
-    ) -> Iterator[tuple[list[int], list[int], list[bytes]]]: ...
+    ) -> Iterator[tuple[Sequence[int], Sequence[int], Sequence[bytes]]]:
+        """Records ``[start, end)`` in chunks of (offsets, commit times in ns, values)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -85,18 +90,15 @@ class LocalTopics:
 
     def read(
         self, topic: str, partition: int, start: int, end: int
-    ) -> Iterator[tuple[list[int], list[int], list[bytes]]]:
+    ) -> Iterator[tuple[Sequence[int], Sequence[int], Sequence[bytes]]]:
+        info = self.store.topic(topic)
         at = start
         while at < end:
-            stop = min(end, at + CHUNK)
-            t = self.store.read_arrow(topic, partition, at, stop)
-            if t.num_rows:
-                yield (
-                    t.column("offset").to_pylist(),
-                    t.column("ts").to_pylist(),
-                    [bytes(v) for v in t.column("value").to_pylist()],
-                )
-            at = stop
+            cols = self.store.read_columns(info, partition, at, min(CHUNK, end - at))
+            if not cols.offsets:
+                return
+            yield cols.offsets, cols.timestamps, cols.values
+            at = cols.offsets[-1] + 1
 
     def close(self) -> None:
         self.store.close()
@@ -147,7 +149,7 @@ class KafkaTopics:
 
     def read(
         self, topic: str, partition: int, start: int, end: int
-    ) -> Iterator[tuple[list[int], list[int], list[bytes]]]:
+    ) -> Iterator[tuple[Sequence[int], Sequence[int], Sequence[bytes]]]:
         import time
 
         from confluent_kafka import KafkaError, TopicPartition
@@ -210,6 +212,33 @@ def open_topics(db: Path, rep: R.Replication) -> SourceTopics:
     return KafkaTopics(rep.spec, password)
 
 
+def read_partition(
+    topics: SourceTopics, name: str, topic: str, partition: int, start: int, end: int
+) -> Iterator[tuple[Sequence[int], Sequence[int], Sequence[bytes]]]:
+    """Records ``[start, end)`` of one source topic partition, all of them: offsets deleted by the
+    source's retention before they were read, or missing, are a ReplicationError."""
+    low, _ = topics.watermarks(topic, partition)
+    if low > start:
+        raise ReplicationError(
+            f"asynchronous replication {name}: {topic} partition {partition} lost"
+            f" offsets {start} to {low - 1} to the source's retention before they were applied"
+        )
+    expect = start
+    for offsets, tss, values in topics.read(topic, partition, start, end):
+        if offsets and offsets[0] != expect:
+            raise ReplicationError(
+                f"asynchronous replication {name}: {topic} partition {partition}:"
+                f" offset {expect} is missing (next is {offsets[0]})"
+            )
+        expect = offsets[-1] + 1 if offsets else expect
+        yield offsets, tss, values
+
+
+def replication_key(item: int, partition: int) -> str:
+    """A partition's key in this source's offsets: ``"<item>:<partition>"``."""
+    return f"{item}:{partition}"
+
+
 def _replication(db: Path, rid: int) -> R.Replication:
     conn = open_sqlite(db / DB_FILE, readonly=True)
     try:
@@ -219,10 +248,6 @@ def _replication(db: Path, rid: int) -> R.Replication:
     if rep is None:
         raise ReplicationError(f"asynchronous replication {rid} no longer exists in {db}")
     return rep
-
-
-def _key(item: int, partition: int) -> str:
-    return f"{item}:{partition}"
 
 
 class ReplicationPartition(InputPartition):
@@ -251,12 +276,12 @@ class ReplicationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             pos = R.positions(conn, self.rid)
         finally:
             conn.close()
-        return {_key(i, p): v.next_offset for (i, p), v in pos.items()}
+        return {replication_key(i, p): v.next_offset for (i, p), v in pos.items()}
 
     def _ends(self) -> dict[str, int]:
         t = self.topics()
         return {
-            _key(it.item_id, p): t.watermarks(it.topic, p)[1]
+            replication_key(it.item_id, p): t.watermarks(it.topic, p)[1]
             for it in self.rep.items
             for p in range(it.partitions)
         }
@@ -287,7 +312,7 @@ class ReplicationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         parts: list[InputPartition] = []
         for it in self.rep.items:
             for p in range(it.partitions):
-                k = _key(it.item_id, p)
+                k = replication_key(it.item_id, p)
                 s, e = int(start.get(k, 0)), int(end.get(k, 0))
                 if e > s:
                     parts.append(ReplicationPartition(it.item_id, it.topic, p, s, e))
@@ -298,26 +323,17 @@ class ReplicationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         part = partition
         topics = open_topics(self.db, self.rep)
         try:
-            low, _ = topics.watermarks(part.topic, part.partition)
-            if low > part.start:
-                raise ReplicationError(
-                    f"asynchronous replication {self.rep.name}: {part.topic} partition {part.partition} lost"
-                    f" offsets {part.start} to {low - 1} to the source's retention before they were applied"
-                )
-            expect = part.start
-            for offsets, tss, values in topics.read(part.topic, part.partition, part.start, part.end):
-                if offsets and offsets[0] != expect:
-                    raise ReplicationError(
-                        f"asynchronous replication {self.rep.name}: {part.topic} partition {part.partition}:"
-                        f" offset {expect} is missing (next is {offsets[0]})"
-                    )
-                expect = offsets[-1] + 1 if offsets else expect
+            for offsets, tss, values in read_partition(
+                topics, self.rep.name, part.topic, part.partition, part.start, part.end
+            ):
                 n = len(offsets)
                 yield pa.RecordBatch.from_arrays(
                     [
-                        pa.array([part.item] * n, pa.int32()),
-                        pa.array([part.partition] * n, pa.int32()),
-                        pa.array(offsets, pa.int64()),
+                        pa.array(np.full(n, part.item, np.int32)),
+                        pa.array(np.full(n, part.partition, np.int32)),
+                        pa.array(np.arange(offsets.start, offsets.stop, dtype=np.int64))
+                        if isinstance(offsets, range)
+                        else pa.array(offsets, pa.int64()),
                         pa.array(tss, pa.int64()),
                         pa.array(values, pa.binary()),
                     ],

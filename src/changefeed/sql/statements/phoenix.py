@@ -614,9 +614,13 @@ def cdc_query(
         source = cdc_rows(txn.conn, schema, scopes, lo, hi, key_eq=key_eq, descending=bool(order))
     aggregate = any(has_aggregate(e) for _, e, _ in items)
     stop_early = order is not None and limit is not None and not aggregate and not s.distinct and not group_by
+    # the conjuncts the read answers exactly (time bounds, partitions) are not evaluated per row
+    residual = [c for c in conjuncts(where) if not _pushed(c, evaluate)] if where is not None else []
     for r in source:
-        if where is not None and evaluator.eval(where, scope(r)) is not True:
-            continue
+        if residual:
+            sc = scope(r)
+            if not all(evaluator.eval(c, sc) is True for c in residual):
+                continue
         rows.append(r)
         if stop_early and limit is not None and len(rows) >= limit:
             break
@@ -638,7 +642,12 @@ def cdc_query(
                     return sort_key(evaluator.eval(x, scope(r)))
 
                 rows.sort(key=order_key, reverse=o.descending)
-        out = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
+        picks = [_column_index(session, e, index) for _, e, _ in items]
+        if all(i is not None for i in picks):  # plain columns (SELECT *): no evaluator per row
+            cols = [i for i in picks if i is not None]
+            out = [tuple([r[i] for i in cols]) for r in rows]
+        else:
+            out = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
         if s.distinct:
             out = list(dict.fromkeys(out))
     if limit is not None:
@@ -650,6 +659,39 @@ def cdc_query(
         status=f"SELECT {len(out)}",
         rowcount=len(out),
     )
+
+
+def _pushed(rel: Any, evaluate: Any) -> bool:
+    """Whether the read answers conjunct ``rel`` exactly: a ``PHOENIX_ROW_TIMESTAMP()`` bound
+    (:func:`time_range`; rows are whole milliseconds) or ``PARTITION_ID() = / IN`` constants
+    (:func:`partitions_wanted`). A bound that is NULL is not pushed (it filters every row)."""
+    if isinstance(rel, ast.BinaryOp) and rel.op in _FLIP:
+        for a, b in ((rel.left, rel.right), (rel.right, rel.left)):
+            if _is_ts(a) and _const(b):
+                return evaluate(b) is not None
+            if _is_pid(a) and rel.op == "=" and _const(b):
+                return True
+        return False
+    if isinstance(rel, ast.Between) and not rel.negated and _is_ts(rel.expr):
+        return (
+            _const(rel.low)
+            and _const(rel.high)
+            and evaluate(rel.low) is not None
+            and evaluate(rel.high) is not None
+        )
+    return (
+        isinstance(rel, ast.InList)
+        and not rel.negated
+        and _is_pid(rel.expr)
+        and all(_const(x) for x in rel.items)
+    )
+
+
+def _column_index(session: Session, e: Any, index: Mapping[str, int]) -> int | None:
+    """The row index of a plain column reference (as the evaluator resolves it), else None."""
+    if isinstance(e, ast.Column) and e.table is None:
+        return index.get(session.ident(e.name))
+    return None
 
 
 def _partitioned_rows(
