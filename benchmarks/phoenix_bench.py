@@ -252,7 +252,7 @@ def main() -> None:
         for _ in range(2):
             part = partition_window_read(conn, lo, hi)
         print(
-            f"one partition's window {args.window_ms} ms ({part[3]} partitions, PARTITION_ID() = ? through SQL):"
+            f"one partition's window {args.window_ms} ms ({part[4]} partitions, PARTITION_ID() = ? through SQL):"
             f" {part[0]:.2f} ms to first row ({part[3]:.1f} ms for all {part[2]:,} rows); the SELECT statement"
             f" through SQL, result materialized, {part[1]:.1f} ms  (target 20 ms to the first row);"
             f" load average {os.getloadavg()[0]:.1f}"

@@ -157,6 +157,7 @@ def _kill_run(tmp_path: Path, kills: int, duration: float) -> None:
         stop.set()
         sampler.join()
         log.close()
+    samples.append(check_at_barrier(src, dst, "g"))  # caught up: the barrier past the last change
     bad = [c for c in samples if not c.ok]
     assert not bad, str(bad[0])
     assert len({c.barrier for c in samples if c.barrier}) > kills, barriers_at_kill

@@ -170,9 +170,48 @@ def source_last_commit(src: str | Path, rep: R.Replication) -> int:
         conn.close()
 
 
+def row_caught_up(src: str | Path, dst: str | Path, rep: R.Replication) -> bool:
+    """Whether every change of the source's tables is applied: each item's changefeed delivered
+    the table's whole change stream, and every partition of its topic is applied to its end.
+    (The newest commit applied is not enough: one item's or partition's records may lag another's.)"""
+    from changefeed.feeds.store import all_feeds
+    from changefeed.topics.store import TopicStore
+
+    conn = open_sqlite(Path(src) / DB_FILE, readonly=True)
+    try:
+        feeds = {(f.spec.table_id, f.spec.name): f.spec.id for f in all_feeds(conn)}
+        for it in rep.items:
+            fid = feeds.get((it.source_table_id, it.changefeed))
+            if fid is None:
+                return False
+            top = int(conn.execute(f"SELECT COALESCE(MAX(seq), 0) FROM x{it.source_table_id}").fetchone()[0])
+            row = conn.execute("SELECT seq FROM _progress WHERE feed_id = ?", (fid,)).fetchone()
+            if row is None or int(row[0]) < top:
+                return False
+    finally:
+        conn.close()
+    dconn = open_sqlite(Path(dst) / DB_FILE, readonly=True)
+    try:
+        pos = R.positions(dconn, rep.id)
+    finally:
+        dconn.close()
+    store = TopicStore(src)
+    try:
+        for it in rep.items:
+            for p in range(it.partitions):
+                end = store.partition_offsets(it.topic, p)[1]
+                got = pos.get((it.item_id, p))
+                if got is None or got.next_offset < end:
+                    return False
+    finally:
+        store.close()
+    return True
+
+
 def wait_caught_up(src: str | Path, dst: str | Path, name: str, timeout_s: float = 120.0) -> R.Replication:
     """Wait until the replication applied everything its source committed: GLOBAL, a barrier
-    past the source's newest change; ROW, that change applied. Raises TimeoutError."""
+    past the source's newest change; ROW, every change (:func:`row_caught_up`). Raises
+    TimeoutError."""
     deadline = time.monotonic() + timeout_s
     while True:
         conn = open_sqlite(Path(dst) / DB_FILE, readonly=True)
@@ -185,7 +224,7 @@ def wait_caught_up(src: str | Path, dst: str | Path, name: str, timeout_s: float
         newest = source_last_commit(src, rep)
         if rep.spec.global_ and rep.applied_wall > newest:
             return rep
-        if not rep.spec.global_ and rep.applied_wall >= newest and rep.applied_ns:
+        if not rep.spec.global_ and row_caught_up(src, dst, rep):
             return rep
         if time.monotonic() > deadline:
             raise TimeoutError(
@@ -291,6 +330,7 @@ __all__ = [
     "bank_transactions",
     "check_at_barrier",
     "check_equal",
+    "row_caught_up",
     "rows_as_of",
     "setup_bank",
     "source_last_commit",

@@ -3,7 +3,7 @@
 Reads the changefeed topics of one replication's source, every item and partition at once:
 
 * a source on this machine (``file://``): its embedded topic store, directly;
-* a source node (``changefeed://``): its Kafka endpoint, with a librdkafka consumer per Spark task
+* a source node (``changefeed://``): its Kafka endpoint, with a librdkafka consumer (per Spark task, or the driver's)
   (``assign`` from the batch's first offset, consume to its end), authenticated with SASL
   SCRAM-SHA-256 as the replication's ``USER`` when it has one, TLS for ``changefeeds://``.
 
