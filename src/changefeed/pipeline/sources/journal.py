@@ -9,7 +9,10 @@ Options:
   splits a transaction: the end is extended to the last row of the cut row's transaction;
 * ``resolved_ns`` (streaming): when set, a micro-batch that reaches the end of the committed
   stream, at least this long after the previous closed timestamp, closes a timestamp first
-  (``Database.close_timestamp``) and records it in its end offset (see :func:`closed_of`).
+  (``Database.close_timestamp``) and records it in its end offset (see :func:`closed_of`);
+* ``resolved_aligned`` (``true``; YDB barriers): closes right after each whole multiple of
+  ``resolved_ns`` passes instead, so a barrier (the close rounded down to the interval) follows
+  the interval it ends at once rather than up to an interval later.
 
 Rows: ``changefeed.engine.changes.change_schema(table)``, read as Arrow record batches.
 Streaming offsets are ``{"seq": N, "closed": [wall, logical, tx] | null, "new": bool}``:
@@ -128,6 +131,7 @@ class _Options:
         if self.max_rows <= 0:
             raise InvalidOption("option maxRowsPerBatch must be positive")
         self.resolved_ns = _int_opt(options, "resolved_ns", None)
+        self.resolved_aligned = (_opt(options, "resolved_aligned") or "").lower() == "true"
         # A CockroachDB job's end_time: nothing committed after (end_wall, end_logical) is read.
         self.end_wall = _int_opt(options, "end_wall", None)
         self.end_logical = _int_opt(options, "end_logical", 0) or 0
@@ -340,6 +344,13 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ).fetchone()[0]
         return int(end)
 
+    def _close_due(self, now: int, last: int) -> bool:
+        """Whether to close a timestamp now, the last one closed at wall ns ``last``."""
+        ns = self.opts.resolved_ns or 1
+        if self.opts.resolved_aligned:  # YDB barriers: right after each whole interval passes
+            return now // ns > last // ns
+        return now - last >= ns
+
     # -- the DataSourceStreamReader API ------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
         return {"seq": self.opts.start_seq, "closed": None, "new": False}
@@ -365,7 +376,7 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             top = self._top()
             if self.opts.resolved_ns:
                 now = time.time_ns()
-                if closed is None or now - int(closed[0]) >= self.opts.resolved_ns:
+                if closed is None or self._close_due(now, int(closed[0])):
                     fresh = self._close_ts()
                     top = self._top()  # after the close: covers it
                     end = top if max_rows is None else self._cut(s, top, max_rows)

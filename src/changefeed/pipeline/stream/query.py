@@ -256,6 +256,8 @@ def start_feed_query(
     close_ns = feed.resolved_ns or (CRDB_CLOSE_NS if feed.crdb is not None else None)
     if close_ns:
         reader = reader.option("resolved_ns", str(close_ns))
+        if feed.kind == "ydb" and feed.resolved_ns:
+            reader = reader.option("resolved_aligned", "true")  # barriers at once after each interval
     if end is not None:
         reader = reader.option("end_wall", str(end.wall)).option("end_logical", str(end.logical))
     df = reader.load()
