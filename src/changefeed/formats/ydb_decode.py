@@ -162,6 +162,46 @@ UPDATE, ERASE, BARRIER = 0, 1, 2
 Parsed = tuple[int, tuple[Any, ...], dict[int, Any], int | None]
 
 
+def as_is(t: SqlType) -> type | None:
+    """The JSON value type (as orjson parses it) a column of ``t`` stores unchanged, if any."""
+    k = t.kind
+    if k in (Kind.INT, Kind.TIME, Kind.INTERVAL):
+        return int
+    if k is Kind.FLOAT:
+        return float
+    if k in (Kind.TEXT, Kind.UUID, Kind.TIMEUUID, Kind.INET, Kind.BIT, Kind.ENUM):
+        return str
+    return None
+
+
+def _key_decoder(fs: Sequence[Decoder]) -> Callable[[Any], tuple[Any, ...]]:
+    """JSON key list -> key storage values (one- and two-column keys without a loop)."""
+    if len(fs) == 1:
+        f0 = fs[0]
+
+        def one(key: Any) -> tuple[Any, ...]:
+            (v,) = key
+            return (None if v is None else f0(v),)
+
+        return one
+    if len(fs) == 2:
+        f0, f1 = fs
+
+        def two(key: Any) -> tuple[Any, ...]:
+            a, b = key
+            return (None if a is None else f0(a), None if b is None else f1(b))
+
+        return two
+    n = len(fs)
+
+    def many(key: Any) -> tuple[Any, ...]:
+        if len(key) != n:
+            raise ValueError
+        return tuple([None if v is None else f(v) for f, v in zip(fs, key)])  # noqa: B905
+
+    return many
+
+
 class RecordDecoder:
     """Decodes the records of one table's YDB JSON changefeed.
 
@@ -179,6 +219,11 @@ class RecordDecoder:
         self.columns_raw: dict[str, tuple[int, Decoder]] = {
             c.name: (c.id, raw_decoder(c.type)) for c in table.stored_values
         }
+        #: name -> (column id, decoder, the JSON value's type when it is stored as is)
+        self.columns_fast: dict[str, tuple[int, Decoder, type | None]] = {
+            c.name: (c.id, raw_decoder(c.type), as_is(c.type)) for c in table.stored_values
+        }
+        self.key_of = _key_decoder(self.key_raw)
 
     def decode(self, value: bytes | str | Mapping[str, Any]) -> Change | Barrier:
         rec = value if type(value) is dict else orjson.loads(value)  # type: ignore[arg-type]
@@ -194,21 +239,18 @@ class RecordDecoder:
         them; or :data:`BARRIER` with the barrier's step. Same checks as :meth:`decode`."""
         try:
             if type(rec) is dict and "key" in rec:
-                key = rec["key"]
-                if len(key) != self.nk:
-                    raise ValueError
-                k = tuple([None if v is None else f(v) for f, v in zip(self.key_raw, key)])  # noqa: B905
+                k = self.key_of(rec["key"])
                 ts = rec.get("ts")
                 step = ts[0] if ts is not None else None
                 if type(step) is not int and step is not None:
                     raise TypeError
                 if "erase" in rec:
                     return ERASE, k, {}, step
-                cols = self.columns_raw
+                cols = self.columns_fast
                 cells: dict[int, Any] = {}
                 for name, v in rec["update"].items():
-                    cid, f = cols[name]
-                    cells[cid] = None if v is None else f(v)
+                    cid, f, same = cols[name]
+                    cells[cid] = v if v is None or type(v) is same else f(v)
                 return UPDATE, k, cells, step
         except Exception:
             pass
