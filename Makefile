@@ -20,7 +20,7 @@ pg-clients:
 	@test -e /usr/share/java/postgresql.jar || (apt-get update -q && apt-get install -y -q libpostgresql-jdbc-java) || echo "WARNING: could not install libpostgresql-jdbc-java; JDBC tests will be skipped"
 
 # Replication to another "host" (tests/test_replication_node.py): `ip netns` and veth pairs, from
-# iproute2 (skipped loudly when absent or not root).
+# iproute2 (the test fails naming what is missing when `ip` is absent or we are not root).
 net-tools:
 	@command -v ip >/dev/null || (apt-get update -q && apt-get install -y -q -o DPkg::Lock::Timeout=600 iproute2) || echo "WARNING: could not install iproute2; the network-namespace replication test will be skipped"
 
