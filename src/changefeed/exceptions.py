@@ -136,6 +136,12 @@ class PipelineError(ChangefeedError):
     code = "58P02"
 
 
+class EndpointError(ChangefeedError):
+    """A network endpoint could not start: its port is in use, its address is not this machine's."""
+
+    code = "58030"
+
+
 class SinkError(ChangefeedError):
     """A sink refused or failed a write."""
 

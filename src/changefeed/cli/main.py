@@ -87,6 +87,9 @@ def _register_optional() -> None:
     from changefeed.cli.serve_cmd import serve_cmd
 
     cli.add_command(serve_cmd, "serve")
+    from changefeed.cli.start_cmd import start_cmd
+
+    cli.add_command(start_cmd, "start")
     # Apache Phoenix CDC (issue 11): the design's polling loop.
     from changefeed.cli.phoenix_cmd import cdc_poll
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -88,103 +87,21 @@ def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
 
 
 # ------------------------------------------------------------------------------------------ feeds
-def _ydb_ts(wall: int, tx: int | None) -> str:
-    return f"[{wall // 1_000_000}, {tx if tx is not None else 0}]"
-
-
 def feeds_report(db: Path) -> list[dict[str, Any]]:
+    """Every YDB changefeed and CockroachDB job (one row each) with its state, high water, lag
+    and whether a pipeline holds it (``changefeed.feeds.status``: the figures a node serves)."""
     from changefeed.engine.database import DB_FILE, open_sqlite
     from changefeed.exceptions import DatabaseError
-    from changefeed.feeds.store import all_feeds
+    from changefeed.feeds.status import statuses
 
     p = Path(db).absolute()
     if not (p / DB_FILE).exists():
         raise DatabaseError(f"{p} is not a changefeed database (no {DB_FILE})")
     conn = open_sqlite(p / DB_FILE, readonly=True)
-    out = []
     try:
-        progress = {
-            r[0]: r[1:]
-            for r in conn.execute("SELECT feed_id, seq, wall, logical, updated_ns, detail FROM _progress")
-        }
-        now = time.time_ns()
-        for fr in all_feeds(conn):
-            f = fr.spec
-            seq, wall, logical, updated, detail = progress.get(
-                f.id, (f.created_seq, f.created_wall, f.created_logical, None, None)
-            )
-            try:
-                newest = conn.execute(
-                    f"SELECT seq, ts, tx FROM x{f.table_id} ORDER BY seq DESC LIMIT 1"
-                ).fetchone()
-                hw_tx = conn.execute(
-                    f"SELECT tx FROM x{f.table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)
-                ).fetchone()
-            except sqlite3.OperationalError:
-                newest, hw_tx = None, None
-            pending = newest is not None and int(newest[0]) > int(seq)
-            lag = max(0.0, (now - int(wall)) / 1e9) if pending else 0.0
-            if pending and newest is not None:
-                lag = max(0.0, (int(newest[1]) - int(wall)) / 1e9) or lag
-            scan = json.loads(detail) if detail else None
-            out.append(
-                {
-                    "id": f.id,
-                    "table": fr.table,
-                    "name": f.name,
-                    "kind": f.kind,
-                    "format": f.format,
-                    "mode": f.mode.value,
-                    "topic": f.topic,
-                    "partitions": f.partitions,
-                    "state": fr.state,
-                    "high_water": {"wall": int(wall), "logical": int(logical)},
-                    "high_water_ydb": _ydb_ts(int(wall), int(hw_tx[0]) if hw_tx else f.created_tx),
-                    "high_water_crdb": f"{int(wall)}.{int(logical):010d}",
-                    "delivered_seq": int(seq),
-                    "pending_changes": bool(pending),
-                    "lag_s": round(lag, 3),
-                    "scan": scan if fr.state == "scanning" or scan else None,
-                    "updated_ns": updated,
-                }
-            )
-        out.extend(_job_rows(conn, now))
+        return [s.to_json() for s in statuses(conn, p, time.time_ns())]
     finally:
         conn.close()
-    return out
-
-
-def _job_rows(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
-    """One row per CockroachDB changefeed job: its status, high water (the minimum over its feeds)
-    and lag behind the clock."""
-    from changefeed.feeds.jobs import all_jobs
-
-    rows = []
-    for j in all_jobs(conn):
-        hw = j.high_water or j.start
-        lag = max(0.0, (now - hw.wall) / 1e9) if j.status in ("running", "paused") else 0.0
-        rows.append(
-            {
-                "id": j.id,
-                "table": ",".join(t.name for t in j.targets),
-                "name": f"job {j.id}",
-                "kind": "crdb job",
-                "format": j.format,
-                "mode": "",
-                "topic": ",".join(j.topics),
-                "partitions": "",
-                "state": j.status,
-                "high_water": {"wall": hw.wall, "logical": hw.logical},
-                "high_water_ydb": "",
-                "high_water_crdb": hw.crdb(),
-                "lag_s": round(lag, 3),
-                "scan": None,
-                "error": j.error,
-                "feed_ids": list(j.feed_ids),
-                "updated_ns": j.modified,
-            }
-        )
-    return rows
 
 
 @click.command("feeds")
@@ -220,6 +137,7 @@ def feeds(db: Path, as_json: bool) -> None:
         "high water (hlc)",
         "lag",
         "scan",
+        "running status",
     ):
         t.add_column(col, no_wrap=True)
     for r in rows:
@@ -240,5 +158,6 @@ def feeds(db: Path, as_json: bool) -> None:
             r["high_water_crdb"],
             f"{r['lag_s']:.3f}s",
             scan_text,
+            r["running_status"] or "",
         )
     Console(width=400 if not sys.stdout.isatty() else None).print(t)

@@ -88,8 +88,33 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")
     except sqlite3.DatabaseError as exc:
-        raise CorruptFile(f"{path}: not a readable changefeed database file ({exc})") from None
+        raise open_error(path, exc, readonly=readonly) from None
     return conn
+
+
+def open_error(path: Path, exc: sqlite3.DatabaseError, *, readonly: bool = False) -> DatabaseError:
+    """What is wrong when SQLite cannot use ``path``: a read-only directory, a file it cannot
+    open, or a file that is not a changefeed database."""
+    if isinstance(exc, sqlite3.OperationalError):
+        if not readonly and not _writable(path.parent):
+            return DatabaseError(
+                f"database directory {path.parent} is read-only: changefeed writes {path.name} and its "
+                f"journal files there ({exc})"
+            )
+        if "unable to open" in str(exc):
+            return DatabaseError(f"{path}: cannot open the database file ({exc})")
+    return CorruptFile(f"{path}: not a readable changefeed database file ({exc})")
+
+
+def _writable(directory: Path) -> bool:
+    """Whether this process can create files in ``directory`` (tried: root ignores mode bits)."""
+    probe = directory / f".changefeed-write-check-{os.getpid()}-{threading.get_ident()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError:
+        return False
+    return True
 
 
 _gates: dict[str, threading.Lock] = {}
@@ -131,7 +156,7 @@ class Database:
             self._bootstrap()
         except sqlite3.DatabaseError as exc:
             self.conn.close()
-            raise CorruptFile(f"{self.file}: not a readable changefeed database file ({exc})") from None
+            raise open_error(self.file, exc) from None
         self._catalog_version = -1
         self.catalog_changed = False
         self._tables: dict[int, TableSchema] = {}

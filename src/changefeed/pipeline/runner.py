@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -118,9 +119,22 @@ def run_until_idle(
     **kw: Any,
 ) -> None:
     """Deliver everything committed before the call, then return (and trim the change stream)."""
-    from changefeed.pipeline.session import get_spark
 
     dbp = check_db(db)
+    with runners.claim(dbp, "run"):
+        _run_until_idle(dbp, spark=spark, on_progress=on_progress, gc=gc, **kw)
+
+
+def _run_until_idle(
+    dbp: Path,
+    *,
+    spark: SparkSession | None,
+    on_progress: ScanProgress | None,
+    gc: bool,
+    **kw: Any,
+) -> None:
+    from changefeed.pipeline.session import get_spark
+
     spark = spark or warm(get_spark())
     feeds = feed_specs(dbp)
     sync_topics(dbp, feeds)
@@ -187,9 +201,12 @@ def run_forever(
     stop: threading.Event | None = None,
     on_progress: ScanProgress | None = None,
     install_signals: bool = True,
+    claim_lock: bool = True,
+    on_ready: Callable[[], None] | None = None,
     **kw: Any,
 ) -> None:
-    """Run every feed continuously until ``stop`` is set (or SIGINT/SIGTERM)."""
+    """Run every feed continuously until ``stop`` is set (or SIGINT/SIGTERM). ``claim_lock``:
+    take the database's pipeline lock (False: the caller, a node, holds it)."""
     from changefeed.pipeline.session import get_spark
 
     dbp = check_db(db)
@@ -209,8 +226,10 @@ def run_forever(
     failures: dict[int, int] = {}
     columns: dict[int, tuple[int, ...]] = {}  # a job feed's table columns when its query started
     last_retention = last_gc = 0.0
-    presence = runners.presence(dbp)
+    presence = runners.presence(dbp) if claim_lock else contextlib.nullcontext()
     presence.__enter__()  # PAUSE JOB asks for pause-requested while this runner lives
+    if on_ready is not None:
+        on_ready()
     try:
         while not stop.is_set():
             feeds = feed_specs(dbp)

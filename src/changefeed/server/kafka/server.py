@@ -117,6 +117,8 @@ class KafkaEndpoint:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
+        metrics = self.config.metrics
+        metrics.connection_opened(self.name)
         peer = writer.get_extra_info("peername") or ("?", 0)
         local = writer.get_extra_info("sockname") or (self.bound[0], self.bound[1])
         session = Session("", str(peer[0]), str(local[0]), self.bound[1])
@@ -128,15 +130,18 @@ class KafkaEndpoint:
                     return
                 (size,) = _SIZE.unpack(head)
                 if size < 0 or size > MAX_REQUEST_BYTES:
+                    metrics.error(self.name)
                     log.warning("kafka: %s sent a request of %d bytes; closing", peer, size)
                     return
                 try:
                     frame = await reader.readexactly(size)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
+                metrics.request(self.name)
                 try:
                     response = await self._handle(session, frame)
                 except (MalformedRequest, CloseConnection, UnsupportedBatch) as exc:
+                    metrics.error(self.name)
                     log.warning("kafka: closing connection from %s: %s", peer, exc)
                     return
                 if response is not None:
@@ -151,8 +156,10 @@ class KafkaEndpoint:
         except ConnectionError:
             pass
         except Exception:
+            metrics.error(self.name)
             log.exception("kafka: internal error serving %s; closing its connection", peer)
         finally:
+            metrics.connection_closed(self.name)
             self._conns.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):

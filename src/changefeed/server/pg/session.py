@@ -34,6 +34,7 @@ from changefeed.connection import Connection, Result
 from changefeed.engine import auth
 from changefeed.engine.auth import ScramSecret
 from changefeed.exceptions import ChangefeedError, LockNotAvailable
+from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server.pg import catalog
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
@@ -94,6 +95,7 @@ class Backend:
     db: Path
     pool: Executor
     registry: Registry
+    metrics: EndpointMetrics = NULL_ENDPOINT_METRICS
 
 
 @dataclass
@@ -279,6 +281,7 @@ class PgSession:
                 await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
 
     def send_error(self, exc: BaseException) -> None:
+        self.endpoint.metrics.error("pg")
         code, message = self.error_of(exc)
         self.send(p.error_response(code, message))
         if self.conn is not None and self.conn.session.in_transaction:
@@ -317,6 +320,8 @@ class PgSession:
                 return
             if skipping and kind not in (b"S",):
                 continue
+            if kind in (b"Q", b"E"):
+                self.endpoint.metrics.request("pg")
             try:
                 if kind == b"Q":
                     await self.simple_query(msg.cstr())

@@ -32,6 +32,7 @@ from changefeed.feeds.crdb_options import FORMAT_JSON, OPTION_KINDS, CrdbOptions
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
+from changefeed.feeds.status import job_running_statuses
 from changefeed.feeds.store import insert_feed
 from changefeed.formats.crdb_json import families
 from changefeed.sql import ast
@@ -385,7 +386,13 @@ def show_jobs(session: Session, txn: Transaction, s: ast.Show | None = None) -> 
         and (admin or j.user_name == session.user)
     ]
     jobs.sort(key=lambda j: (-(j.finished or now), -(j.started or 0)))
-    return _result(list(SHOW_COLUMNS), [show_row(j) for j in jobs])
+    live = _live(session, txn) if jobs else {}
+    return _result(list(SHOW_COLUMNS), [show_row(replace(j, running_status=live.get(j.id))) for j in jobs])
+
+
+def _live(session: Session, txn: Transaction) -> dict[int, str | None]:
+    """job id -> its ``running_status`` now: whether a pipeline holds it and what it does."""
+    return job_running_statuses(txn.conn, session.db.path, session.db.clock.now_ns())
 
 
 SHOW_JOBS_COLUMNS = [
@@ -414,7 +421,8 @@ def show_job(session: Session, txn: Transaction, stmt: ast.ShowChangefeedJob, ev
     job = J.get_job(txn.conn, job_id)
     if job is None or not (privileges.is_admin(txn.conn, session.user) or job.user_name == session.user):
         return _result(list(SHOW_COLUMNS), [])
-    return _result(list(SHOW_COLUMNS), [show_row(job)])
+    live = _live(session, txn)
+    return _result(list(SHOW_COLUMNS), [show_row(replace(job, running_status=live.get(job.id)))])
 
 
 # ==================================================================================== control
