@@ -45,7 +45,7 @@ __all__ = [
 #: Feed states a pipeline delivers.
 ACTIVE_STATES = ("running", "scanning")
 #: ``running_status`` of an active feed or job that no pipeline holds.
-WAITING = "waiting for a pipeline: no changefeed node (changefeed start) or changefeed run is delivering it"
+WAITING = "waiting for a pipeline: no node (changefeed start) or changefeed run is delivering it"
 
 _STATUS_DDL = (
     "CREATE TABLE IF NOT EXISTS _feed_status (feed_id INTEGER PRIMARY KEY, running_status TEXT,"

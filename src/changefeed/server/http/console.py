@@ -88,6 +88,7 @@ table{border-collapse:collapse;width:100%;background:#fff;font-size:13px}
 th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e3e7ee;white-space:nowrap}
 th{background:#eef1f6;font-weight:600}
 td.err{color:#c0392b;white-space:normal;max-width:420px}
+td.rs{white-space:normal;max-width:300px}
 .state{padding:2px 8px;border-radius:10px;font-size:12px}
 .s-running{background:#d4f4e2;color:#146c3a}.s-scanning{background:#dde9ff;color:#1d4ed8}
 .s-paused,.s-pause-requested{background:#fff1c2;color:#8a5a00}
@@ -121,7 +122,7 @@ function hw(f){const w=f.high_water.wall; if(!w) return ""; const d=new Date(w/1
 function lag(s){if(!s) return "0 s"; if(s<60) return s.toFixed(3)+" s"; if(s<3600) return (s/60).toFixed(1)+" min"; return (s/3600).toFixed(1)+" h";}
 function row(f){
   return "<tr data-feed=\\""+esc(f.label)+"\\"><td>"+esc(f.label)+"</td><td>"+esc(f.kind)+"</td><td>"+esc(f.table)+"</td><td>"+esc(f.topic)+
-    "</td><td><span class=\\"state s-"+esc(f.state)+"\\">"+esc(f.state)+"</span></td><td>"+esc(f.running_status)+
+    "</td><td><span class=\\"state s-"+esc(f.state)+"\\">"+esc(f.state)+"</span></td><td class=rs>"+esc(f.running_status)+
     "</td><td title=\\""+esc(f.high_water_crdb)+"\\">"+esc(hw(f))+"</td><td>"+esc(lag(f.lag_s))+"</td><td>"+esc(f.emitted_messages)+
     "</td><td>"+(f.commit_latency_p99_s===null?"<span class=muted>-</span>":"&le; "+esc(f.commit_latency_p99_s)+" s")+
     "</td><td>"+esc(f.error_retries)+"</td><td class=err>"+esc(f.error)+"</td></tr>";
