@@ -83,8 +83,9 @@ def test_metrics_names_labels_and_counts(served: tuple[Served, Path]) -> None:
     s, db = served
     job = str(_job_id(db))
     now = time.time_ns()
-    s.metrics.emitted("orders/updates", 3, 120, [now - 5_000_000] * 3, 2_000_000)
-    s.metrics.emitted(job, 2, 80, [now - 30_000_000] * 2, 1_000_000)
+    s.metrics.emitted("orders/updates", 3, 120, now - 5_000_000, 2_000_000)
+    s.metrics.emitted(job, 2, 80, now - 30_000_000, 1_000_000)
+    s.metrics.emitted(job, 0, 0, now - 20_000_000, 1_000_000)
     s.metrics.retried(job)
     r = httpx.get(s.url + "/metrics", timeout=10)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
@@ -262,8 +263,8 @@ def test_console_in_headless_chromium(served: tuple[Served, Path], tmp_path: Pat
     job = str(_job_id(db))
     for i in range(4):
         now = time.time_ns()
-        s.metrics.emitted("orders/updates", 10 * (i + 1), 100, [now - 1_000_000] * (10 * (i + 1)), 1_000_000)
-        s.metrics.emitted(job, 5, 100, [now - 1_000_000] * 5, 1_000_000)
+        s.metrics.emitted("orders/updates", 10 * (i + 1), 100, now - 1_000_000, 1_000_000)
+        s.metrics.emitted(job, 5, 100, now - 1_000_000, 1_000_000)
         s.endpoint.sample()
     data: dict[str, Any] = httpx.get(s.url + "/api/console", timeout=10).json()
     assert {f["label"] for f in data["feeds"]} == {"orders/updates", job}

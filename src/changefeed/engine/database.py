@@ -137,6 +137,42 @@ def write_gate(file: Path) -> threading.Lock:
         return gate
 
 
+class CommitSignal:
+    """Wakes this process's waiters when a transaction of this process commits on a file (the
+    pipeline of a node waits on it: a change written through an endpoint is delivered at once,
+    without waiting for a poll). Commits of other processes are found by polling."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def notify(self) -> None:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> int:
+        """Wait until a commit after the one numbered ``seen`` (at most ``timeout`` s); returns the
+        latest commit number."""
+        with self._cond:
+            if self.count == seen:
+                self._cond.wait(timeout)
+            return self.count
+
+
+_signals: dict[str, CommitSignal] = {}
+
+
+def commit_signal(file: Path) -> CommitSignal:
+    """The :class:`CommitSignal` of ``file`` in this process."""
+    key = os.path.realpath(file)
+    with _gates_lock:
+        sig = _signals.get(key)
+        if sig is None:
+            sig = _signals[key] = CommitSignal()
+        return sig
+
+
 class Database:
     """One open database directory: a SQLite connection plus cached catalog."""
 
@@ -147,6 +183,7 @@ class Database:
         self._check_dir(create)
         self.file = self.path / DB_FILE
         self.write_gate = write_gate(self.file)
+        self.commit_signal = commit_signal(self.file)
         #: False: a write transaction that would wait for another writer of this process raises
         #: LockNotAvailable instead (a server's event loop runs short statements itself and must
         #: never block).

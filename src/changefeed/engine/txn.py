@@ -230,6 +230,8 @@ class Transaction:
             self.active = False
             self.db.catalog_changed = False
             self._release()
+        if self.write:
+            self.db.commit_signal.notify()
         after, self._after_commit = self._after_commit, []
         for fn in after:
             fn()

@@ -37,6 +37,7 @@ import orjson
 
 from changefeed.engine.clock import CommitTs
 from changefeed.exceptions import InvalidOption, JobNotFound, JobStateError
+from changefeed.feeds.store import bump_feeds_version
 
 # --------------------------------------------------------------------------- statuses
 RUNNING = "running"
@@ -180,6 +181,7 @@ def load_job(conn: sqlite3.Connection, job_id: int) -> Job:
 
 def insert_job(conn: sqlite3.Connection, job: Job) -> None:
     ensure_table(conn)
+    bump_feeds_version(conn)
     conn.execute(
         f"INSERT INTO _jobs (job_type, {_COLS}) VALUES (?, {', '.join('?' * 25)})",
         (JOB_TYPE, *_row(job)),
@@ -245,6 +247,7 @@ def parse_job_id(value: Any, *, what: str = "job ID") -> int:
 
 # --------------------------------------------------------------------------- transitions
 def set_feed_states(conn: sqlite3.Connection, job: Job, state: str, *, only: Sequence[str] = ()) -> None:
+    bump_feeds_version(conn)
     for fid in job.feed_ids:
         if only:
             conn.execute(
@@ -359,6 +362,8 @@ def _update(
     kw: dict[str, Any] = {"modified": now}
     if status is not _UNSET:
         kw["status"] = status
+        if status != job.status:
+            bump_feeds_version(conn)
     if running_status is not _UNSET:
         kw["running_status"] = running_status
     if error is not _UNSET:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -67,11 +67,10 @@ class PipelineMetrics(Protocol):
         """The feed's delivery started (True) or stopped (False) in this process."""
         ...
 
-    def emitted(
-        self, feed: str, messages: int, nbytes: int, commit_ns: Sequence[int] | Any, batch_ns: int
-    ) -> None:
-        """A micro-batch was durably delivered: ``messages`` data messages of ``nbytes`` key and
-        value bytes, committed at ``commit_ns`` (wall ns, one per message; numpy array or list),
+    def emitted(self, feed: str, messages: int, nbytes: int, oldest_ns: int | None, batch_ns: int) -> None:
+        """A micro-batch was durably delivered: ``messages`` messages of ``nbytes`` key and value
+        bytes, the oldest committed at ``oldest_ns`` (wall ns; its commit-to-acknowledged time is
+        the batch's ``changefeed.commit_latency``, as CockroachDB records it per emitted batch),
         after ``batch_ns`` of delivery work."""
         ...
 
@@ -112,9 +111,7 @@ class _NullPipeline:
     def feed_running(self, feed: str, running: bool) -> None:
         pass
 
-    def emitted(
-        self, feed: str, messages: int, nbytes: int, commit_ns: Sequence[int] | Any, batch_ns: int
-    ) -> None:
+    def emitted(self, feed: str, messages: int, nbytes: int, oldest_ns: int | None, batch_ns: int) -> None:
         pass
 
     def resolved(self, feed: str, messages: int) -> None:
@@ -250,19 +247,16 @@ class Metrics:
         with self._lock:
             self._feed(feed).running = running
 
-    def emitted(
-        self, feed: str, messages: int, nbytes: int, commit_ns: Sequence[int] | Any, batch_ns: int
-    ) -> None:
+    def emitted(self, feed: str, messages: int, nbytes: int, oldest_ns: int | None, batch_ns: int) -> None:
         now = self.clock()
-        walls = np.asarray(commit_ns, dtype=np.int64)
         with self._lock:
             f = self._feed(feed)
             f.emitted_messages += int(messages)
             f.emitted_bytes += int(nbytes)
             f.flushes += 1
             f.last_emit_ns = now
-            if walls.size:
-                f.commit_latency.observe_many(np.maximum(now - walls, 0))
+            if oldest_ns is not None:
+                f.commit_latency.observe(float(max(0, now - oldest_ns)))
             f.batch_hist.observe(float(max(batch_ns, 0)))
             f.batch_sizes.observe(float(messages))
 

@@ -36,7 +36,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,7 @@ from changefeed.exceptions import PipelineError
 from changefeed.feeds import jobs as J
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import FeedRow, all_feeds
+from changefeed.observe import NULL_PIPELINE_METRICS, PipelineMetrics
 from changefeed.pipeline import job_resolved
 from changefeed.pipeline.families import family_batch, family_frame
 from changefeed.pipeline.journal_source import closed_of, load_table
@@ -269,6 +270,77 @@ def _make_writer(
     return write
 
 
+def _nbytes(b: pa.RecordBatch | pa.Table) -> int:
+    """Key and value bytes of the records in ``b``."""
+    total = 0
+    for name in ("key", "value"):
+        got = pc.sum(pc.binary_length(b.column(name))).as_py()
+        total += int(got or 0)
+    return total
+
+
+_STATS_SCHEMA = "partition int, n long, bytes long, oldest long"
+
+
+def _with_stats(
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A writer function that also reports the key and value bytes and the oldest commit of the
+    records it was given (on its first output row: ``partition, n, bytes, oldest``)."""
+
+    def wrapped(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        seen = [0, None]
+
+        def tee() -> Iterator[pa.RecordBatch]:
+            for b in batches:
+                if b.num_rows:
+                    seen[0] = int(seen[0] or 0) + _nbytes(b)
+                    low = pc.min(b.column("ts")).as_py()
+                    if low is not None and (seen[1] is None or low < int(seen[1])):
+                        seen[1] = int(low)
+                yield b
+
+        first = True
+        for rb in fn(tee()):
+            n = rb.num_rows
+            yield pa.RecordBatch.from_arrays(
+                [
+                    rb.column("partition"),
+                    rb.column("n"),
+                    pa.array([int(seen[0] or 0) if first and i == 0 else 0 for i in range(n)], pa.int64()),
+                    pa.array([seen[1] if first and i == 0 else None for i in range(n)], pa.int64()),
+                ],
+                names=["partition", "n", "bytes", "oldest"],
+            )
+            first = first and n == 0
+
+    return wrapped
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch appended: messages, key and value bytes, the oldest commit (wall ns)."""
+
+    messages: int = 0
+    nbytes: int = 0
+    oldest_ns: int | None = None
+
+    def add(self, n: int, nbytes: int, oldest: int | None) -> None:
+        self.messages += int(n)
+        self.nbytes += int(nbytes)
+        if oldest is not None and oldest > 0 and (self.oldest_ns is None or oldest < self.oldest_ns):
+            self.oldest_ns = int(oldest)
+
+    def add_rows(self, rows: Iterable[Any]) -> dict[int, int]:
+        """Fold the writer's output rows (``partition, n, bytes, oldest``); {partition: n}."""
+        out: dict[int, int] = {}
+        for r in rows:
+            p, n, b, t = (r["partition"], r["n"], r["bytes"], r["oldest"]) if not isinstance(r, tuple) else r
+            out[int(p)] = int(n)
+            self.add(int(n), int(b), None if t is None else int(t))
+        return out
+
+
 def append_on_driver(
     table: pa.Table,
     store: TopicStore | SinkWriter,
@@ -276,15 +348,17 @@ def append_on_driver(
     writer: str,
     batch_id: int,
     resolved: tuple[bytes, int] | None,
+    stats: BatchStats | None = None,
 ) -> dict[int, int]:
     """Append encoded records (``partition, key, value, ts`` in journal order) from this process:
     stable-sorted by topic partition, one append per partition; {topic partition: records}."""
     table = table.take(pc.sort_indices(table, sort_keys=[("partition", "ascending")]))
-    fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
+    fn = _with_stats(_make_writer(store, feed.topic, writer, batch_id, resolved))
+    stats = stats if stats is not None else BatchStats()
     out: dict[int, int] = {}
     for rb in fn(iter(table.to_batches())):
-        for p, n in zip(rb.column("partition").to_pylist(), rb.column("n").to_pylist(), strict=True):
-            out[int(p)] = int(n)
+        cols = [rb.column(c).to_pylist() for c in ("partition", "n", "bytes", "oldest")]
+        out.update(stats.add_rows(zip(*cols, strict=True)))
     return out
 
 
@@ -294,13 +368,22 @@ def encode_on_driver(
     """The records of journal rows ``lo < seq <= hi`` through the encoder's Python face, read and
     encoded in this process (no Spark job): ``partition, key, value, ts`` in journal order, the
     same records ``encode_spark`` gives (the two faces agree byte for byte)."""
-    from changefeed.formats.base import ColumnarEncoder
     from changefeed.pipeline.journal_source import read_table
 
     rows = read_table(db, table, lo, hi).combine_chunks()
+    return encode_rows(rows.to_batches()[0] if rows.num_rows else None, table, encoder, feed)
+
+
+def encode_rows(
+    rows: pa.RecordBatch | None, table: TableSchema, encoder: Encoder, feed: FeedSpec
+) -> pa.Table:
+    """Change rows (the change stream's schema) through the encoder's Python face, in this
+    process: ``partition, key, value, ts`` in row order."""
+    from changefeed.formats.base import ColumnarEncoder
+
     recs: list[Record] = []
-    if rows.num_rows:
-        batch = family_batch(rows.to_batches()[0], table, feed)
+    if rows is not None and rows.num_rows:
+        batch = family_batch(rows, table, feed)
         if batch.num_rows and isinstance(encoder, ColumnarEncoder):
             return encoder.encode_batch(batch, table, feed)  # column-wise: no tuple per record
         if batch.num_rows:
@@ -326,26 +409,26 @@ def write_encoded(
     resolved: tuple[bytes, int] | None,
     shuffle_partitions: int,
     small: bool = False,
+    stats: BatchStats | None = None,
 ) -> dict[int, int]:
     """Append encoded records (in the DataFrame's row order per topic partition) on the executors;
     returns {topic partition: records appended}."""
     from pyspark.sql import functions as F
 
+    stats = stats if stats is not None else BatchStats()
     if small:
         # One stage: collect as Arrow (journal order: the source's partitions are consecutive seq
         # ranges), append from the driver.
         table = encoded.select("partition", "key", "value", "ts").toArrow()
-        return append_on_driver(table, store, feed, writer, batch_id, resolved)
+        return append_on_driver(table, store, feed, writer, batch_id, resolved, stats)
 
     ordered = (
         encoded.select("partition", "key", "value", "ts", F.monotonically_increasing_id().alias("_o"))
         .repartition(max(1, min(shuffle_partitions, feed.partitions)), "partition")
         .sortWithinPartitions("partition", "_o")
     )
-    fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
-    return {
-        int(r["partition"]): int(r["n"]) for r in ordered.mapInArrow(fn, "partition int, n long").collect()
-    }
+    fn = _with_stats(_make_writer(store, feed.topic, writer, batch_id, resolved))
+    return stats.add_rows(ordered.mapInArrow(fn, _STATS_SCHEMA).collect())
 
 
 @dataclass
@@ -367,10 +450,43 @@ class FeedContext:
     schema_changes: SchemaChanges | None = None
     #: the job failed at a schema change (``schema_change_policy='stop'``): deliver nothing more
     stopped: bool = False
+    #: where delivered batches are counted, under ``label`` (a YDB feed's topic, a job's id)
+    metrics: PipelineMetrics = NULL_PIPELINE_METRICS
+    label: str = ""
 
-    def deliver(self, df: DataFrame, batch_id: int) -> None:
+    def driver_can_deliver(self, batch_id: int) -> bool:
+        """Whether batch ``batch_id`` (its offsets written) can be delivered without Spark: few
+        enough rows, and no schema change in its range."""
+        if self.stopped:
+            return True
+        end = batch_end_offset(self.checkpoint, batch_id)
+        rows = self._rows(batch_id, end)
+        if rows is None or not 0 < DRIVER_ENCODE_ROWS >= rows:
+            return rows == 0
+        changes = self.schema_changes
+        return (
+            changes is None
+            or changes.plan(self.db, self.feed, self.table, self.checkpoint, batch_id, end) is None
+        )
+
+    def _rows(self, batch_id: int, end: dict[str, Any]) -> int | None:
+        if batch_id == 0:
+            return max(0, int(end.get("seq", 0)) - self.start_seq)
+        return batch_rows(self.checkpoint, batch_id, end)
+
+    def deliver(self, df: DataFrame | None, batch_id: int) -> None:
+        """Deliver micro-batch ``batch_id`` (``foreachBatch``); ``df`` None: on the driver alone
+        (:meth:`driver_can_deliver` said it can)."""
         if self.stopped:
             return
+        t0 = time.monotonic_ns()
+        stats = BatchStats()
+        self._deliver(df, batch_id, stats)
+        self.metrics.emitted(
+            self.label, stats.messages, stats.nbytes, stats.oldest_ns, time.monotonic_ns() - t0
+        )
+
+    def _deliver(self, df: DataFrame | None, batch_id: int, stats: BatchStats) -> None:
         feed = self.feed
         end = batch_end_offset(self.checkpoint, batch_id)
         closed = closed_of(end)
@@ -388,9 +504,15 @@ class FeedContext:
         if closed is not None and feed.resolved_ns and self.job_resolved is None:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
-        rows = batch_rows(self.checkpoint, batch_id, end)
+        rows = self._rows(batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
-        if (plan is None or changes is None) and rows is not None and 0 < DRIVER_ENCODE_ROWS >= rows:
+        if df is None and not ((plan is None or changes is None) and rows is not None):
+            raise PipelineError(f"feed {feed.id} ({feed.topic}): batch {batch_id} needs Spark")
+        if (
+            (plan is None or changes is None)
+            and rows is not None
+            and (df is None or 0 < DRIVER_ENCODE_ROWS >= rows)
+        ):
             # a small batch: read and encoded here, no Spark job (its planning and scheduling
             # would cost more than the rows); same records, same appends, same checkpoint
             lo = int(end.get("seq", 0)) - rows
@@ -401,7 +523,10 @@ class FeedContext:
                 self.writer,
                 batch_id,
                 resolved if sink is None else None,
+                stats,
             )
+        elif df is None:
+            raise PipelineError(f"feed {feed.id} ({feed.topic}): batch {batch_id} needs Spark")
         elif plan is None or changes is None:
             encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
             written = write_encoded(
@@ -414,6 +539,7 @@ class FeedContext:
                 self.shuffle_partitions,
                 small=(rows is not None and rows <= SMALL_BATCH_ROWS)
                 or (sink is not None and sink.driver_only),
+                stats=stats,
             )
         else:  # schema changes in or at the batch's range (pipeline/backfill.py)
             written = changes.deliver(
@@ -430,6 +556,7 @@ class FeedContext:
                 self.shuffle_partitions,
                 sink is not None and sink.driver_only,
             )
+            stats.add(sum(written.values()), 0, None)
         if resolved is not None and sink is not None and closed is not None:
             # sinks: one resolved message, after every partition's data was acknowledged
             sink.emit_resolved(feed.topic, self.writer, batch_id, resolved[0], CommitTs(closed[0], closed[1]))
@@ -442,6 +569,7 @@ class FeedContext:
             for p in range(feed.partitions):
                 if p not in got:
                     self.store.append(feed.topic, p, self.writer, batch_id, rec)
+                    stats.add(1, 0, None)
         seq = int(end.get("seq", feed.created_seq)) if stop is None else stop.seq
         hw = _ts_at(self.db, feed.table_id, seq) or (feed.created_wall, feed.created_logical)
         if closed is not None and (closed[0], closed[1]) > hw:
@@ -462,22 +590,23 @@ class FeedContext:
             self.stopped = True  # the runner stops the query: its feed is failed now
 
 
-def start_feed_query(
-    spark: SparkSession,
+def feed_context(
     db: str | Path,
     feed: FeedSpec,
     *,
-    available_now: bool,
-    trigger: str = DEFAULT_TRIGGER,
+    parallelism: int = 2,
     max_rows: int = DEFAULT_MAX_ROWS,
     encoder: Encoder | None = None,
     end: CommitTs | None = None,
     crdb_job: J.Job | None = None,
     schema_changes: SchemaChanges | None = None,
-) -> StreamingQuery:
-    """Start the streaming query of one feed (its topic must exist). ``end``: deliver nothing
-    committed after it (a CockroachDB job's ``end_time``); ``crdb_job``: the job the feed belongs
-    to (its resolved messages are job-wide when it has several feeds)."""
+    metrics: PipelineMetrics = NULL_PIPELINE_METRICS,
+    label: str = "",
+) -> tuple[FeedContext, dict[str, str]]:
+    """What delivers one feed's micro-batches (its topic must exist), and its journal source's
+    options (``changefeed-journal``): the same for a Spark query and for the driver's batches.
+    ``end``: deliver nothing committed after it (a CockroachDB job's ``end_time``); ``crdb_job``:
+    the job the feed belongs to (its resolved messages are job-wide when it has several feeds)."""
     from changefeed.formats.base import get_encoder
     from changefeed.pipeline.sinks import open_delivery
 
@@ -494,32 +623,70 @@ def start_feed_query(
         encoder=enc,
         store=open_delivery(dbp, feed, table),
         checkpoint=ckpt,
-        shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
+        shuffle_partitions=max(2, parallelism),
         writer=writer_id(feed, epoch),
         start_seq=start_seq,
         schema_changes=schema_changes,
+        metrics=metrics,
+        label=label or feed.topic,
     )
     if crdb_job is not None:
         ctx.job_resolved = job_resolved.for_job(dbp, crdb_job, feed, enc, ctx.store)
-    reader = (
-        spark.readStream.format("changefeed-journal")
-        .option("path", str(dbp))
-        .option("table_id", str(feed.table_id))
-        .option("start_seq", str(start_seq))
-        .option("maxRowsPerBatch", str(max_rows))
-    )
+    options = {
+        "path": str(dbp),
+        "table_id": str(feed.table_id),
+        "start_seq": str(start_seq),
+        "maxRowsPerBatch": str(max_rows),
+    }
     # Closed timestamps: resolved messages; a CockroachDB job's feed closes them without
     # ``resolved`` too (its high water advances on an idle table, and a schema change after
     # the last row gets the micro-batch that delivers its backfill: pipeline/backfill.py).
     close_ns = feed.resolved_ns or (CRDB_CLOSE_NS if feed.crdb is not None else None)
     if close_ns:
-        reader = reader.option("resolved_ns", str(close_ns))
+        options["resolved_ns"] = str(close_ns)
     if end is not None:
-        reader = reader.option("end_wall", str(end.wall)).option("end_logical", str(end.logical))
+        options["end_wall"] = str(end.wall)
+        options["end_logical"] = str(end.logical)
+    return ctx, options
+
+
+def start_feed_query(
+    spark: SparkSession,
+    db: str | Path,
+    feed: FeedSpec,
+    *,
+    available_now: bool,
+    trigger: str = DEFAULT_TRIGGER,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    encoder: Encoder | None = None,
+    end: CommitTs | None = None,
+    crdb_job: J.Job | None = None,
+    schema_changes: SchemaChanges | None = None,
+    metrics: PipelineMetrics = NULL_PIPELINE_METRICS,
+    label: str = "",
+    context: tuple[FeedContext, dict[str, str]] | None = None,
+) -> StreamingQuery:
+    """Start the streaming query of one feed (its topic must exist): :func:`feed_context`'s
+    delivery as ``foreachBatch`` over its journal source (``context``: one made already)."""
+    ctx, options = context or feed_context(
+        db,
+        feed,
+        parallelism=int(spark.sparkContext.defaultParallelism),
+        max_rows=max_rows,
+        encoder=encoder,
+        end=end,
+        crdb_job=crdb_job,
+        schema_changes=schema_changes,
+        metrics=metrics,
+        label=label,
+    )
+    reader = spark.readStream.format("changefeed-journal")
+    for k, v in options.items():
+        reader = reader.option(k, v)
     df = reader.load()
     writer = (
         df.writeStream.foreachBatch(ctx.deliver)
-        .option("checkpointLocation", str(ckpt))
+        .option("checkpointLocation", str(ctx.checkpoint))
         .queryName(f"feed-{feed.id}")
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger)
@@ -528,7 +695,7 @@ def start_feed_query(
     except Exception as exc:  # an unreadable checkpoint surfaces here
         raise PipelineError(
             f"feed {feed.id} ({feed.topic}): could not start its streaming query: {_short(exc)}; if the checkpoint "
-            f"{ckpt} is damaged, delete it: the feed then resumes from its last recorded progress "
+            f"{ctx.checkpoint} is damaged, delete it: the feed then resumes from its last recorded progress "
             "(the last micro-batch may be delivered twice; nothing is lost)"
         ) from None
 

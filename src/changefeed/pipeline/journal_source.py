@@ -47,7 +47,15 @@ from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import InvalidOption, UndefinedTable
 from changefeed.pipeline import arrow_sqlite
 
-__all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "read_table", "spark_schema"]
+__all__ = [
+    "JournalDataSource",
+    "JournalPartition",
+    "closed_of",
+    "load_table",
+    "read_table",
+    "spark_schema",
+    "stream_reader",
+]
 
 DEFAULT_MAX_ROWS = 500_000
 #: Rows per Arrow batch handed to Spark (bounds a reader task's memory).
@@ -394,6 +402,12 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def stream_reader(options: Mapping[str, str]) -> JournalStreamReader:
+    """The streaming reader a query with these options would use, for the driver to plan the
+    same micro-batches without Spark (``changefeed.pipeline.node_runner``)."""
+    return JournalStreamReader(_Options(options))
 
 
 class JournalDataSource(DataSource):

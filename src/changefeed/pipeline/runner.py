@@ -1,4 +1,5 @@
-"""``changefeed run``: topics, initial scans, one streaming query per feed, retention and GC."""
+"""``changefeed run``: the pipeline's entry points (to idle, continuously), over the one runner of
+:mod:`changefeed.pipeline.node_runner` that a node runs too."""
 
 from __future__ import annotations
 
@@ -6,28 +7,24 @@ import contextlib
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from changefeed.engine.database import DB_FILE, open_sqlite
-from changefeed.exceptions import ChangefeedError, DatabaseError, PipelineError
+from changefeed.exceptions import DatabaseError
 from changefeed.feeds import runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
-from changefeed.pipeline import backfill, crdb_jobs, job, job_resolved
+from changefeed.observe import NULL_PIPELINE_METRICS, PipelineMetrics
+from changefeed.pipeline import job
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 
-FEED_POLL_S = 3.0
-RETENTION_EVERY_S = 60.0
-GC_EVERY_S = 60.0
 #: Consecutive failures of a CockroachDB job's feed query before the job fails (or pauses).
 JOB_RETRIES = 3
 
@@ -61,42 +58,6 @@ def sync_topics(db: Path, feeds: list[tuple[FeedSpec, str]]) -> None:
         store.ensure_topic(f.topic, f.partitions, f.retention_ns)
 
 
-def _start(spark: SparkSession, db: Path, f: FeedSpec, jobs: dict[int, Any], **kw: Any) -> StreamingQuery:
-    """A feed's streaming query; a CockroachDB job's feed stops at the job's end_time."""
-    job_ = jobs.get(f.id)
-    return job.start_feed_query(
-        spark,
-        db,
-        f,
-        end=None if job_ is None else job_.end,
-        crdb_job=job_,
-        # every feed: a micro-batch holding a schema change is encoded in each side's schema
-        # (YDB feeds too: their messages before a DROP COLUMN keep the column)
-        schema_changes=backfill.SchemaChanges(),
-        **kw,
-    )
-
-
-def _scan_all(
-    spark: SparkSession, db: Path, feeds: list[tuple[FeedSpec, str]], on_progress: ScanProgress | None
-) -> None:
-    from changefeed.pipeline.scan import run_initial_scan
-
-    for f, state in feeds:
-        if state == "scanning":
-            run_initial_scan(spark, db, f, on_progress=on_progress)
-
-
-def _columns(db: Path, f: FeedSpec) -> tuple[int, ...]:
-    """The ids of the stored columns of ``f``'s table now (() once the table is gone)."""
-    from changefeed.pipeline.journal_source import load_table
-
-    try:
-        return tuple(c.id for c in load_table(db, f.table_id).stored)
-    except ChangefeedError:
-        return ()
-
-
 def warm(spark: SparkSession) -> SparkSession:
     """Start the executors' Python workers (an Arrow round trip) before the first micro-batch,
     which otherwise pays several seconds of worker start-up inside the delivery path."""
@@ -116,50 +77,28 @@ def run_until_idle(
     spark: SparkSession | None = None,
     on_progress: ScanProgress | None = None,
     gc: bool = True,
-    **kw: Any,
+    metrics: PipelineMetrics = NULL_PIPELINE_METRICS,
+    on_phase: Callable[[str], None] | None = None,
+    max_rows: int = job.DEFAULT_MAX_ROWS,
 ) -> None:
-    """Deliver everything committed before the call, then return (and trim the change stream)."""
+    """Deliver everything committed before the call, then return (and trim the change stream):
+    :class:`~changefeed.pipeline.node_runner.Runner` to idle, holding the database's runner lock.
+    A Spark session is made only if some feed needs one (``spark``: use this one)."""
+    from changefeed.pipeline.node_runner import Runner
 
     dbp = check_db(db)
     with runners.claim(dbp, "run"):
-        _run_until_idle(dbp, spark=spark, on_progress=on_progress, gc=gc, **kw)
-
-
-def _run_until_idle(
-    dbp: Path,
-    *,
-    spark: SparkSession | None,
-    on_progress: ScanProgress | None,
-    gc: bool,
-    **kw: Any,
-) -> None:
-    from changefeed.pipeline.session import get_spark
-
-    spark = spark or warm(get_spark())
-    feeds = feed_specs(dbp)
-    sync_topics(dbp, feeds)
-    _scan_all(spark, dbp, feeds, on_progress)
-    jobs = crdb_jobs.job_of_feeds(dbp)
-    queries = [
-        (f, _start(spark, dbp, f, jobs, available_now=True, **kw))
-        for f, s in feeds
-        if s in job.ACTIVE_STATES and crdb_jobs.streams(jobs.get(f.id))
-    ]
-    errors = []
-    for f, q in queries:
+        r = Runner(
+            dbp, spark=spark, max_rows=max_rows, metrics=metrics, on_progress=on_progress, on_phase=on_phase
+        )
         try:
-            job.await_query(q, f, job.checkpoint_dir(dbp, f.id))
-        except PipelineError as exc:
-            errors.append(exc)  # a job's feed too: the job stays running, the next run retries
-    job_resolved.flush(dbp)  # multi-feed jobs: their frontier once every feed has caught up
-    crdb_jobs.advance(dbp)
-    if errors:
-        raise errors[0]
-    if gc:
-        _gc(dbp)
+            r.run(until_idle=True, gc=gc)
+        finally:
+            r.close()
 
 
-def _gc(db: Path) -> None:
+def collect_garbage(db: Path) -> None:
+    """Trim the change stream below what every feed delivered (best effort)."""
     from changefeed.engine.database import Database
     from changefeed.engine.gc import collect_garbage
 
@@ -173,27 +112,6 @@ def _gc(db: Path) -> None:
         log.warning("change stream GC failed: %s", exc)
 
 
-def _batches_done(q: StreamingQuery) -> int:
-    progress: dict[str, Any] | None = q.lastProgress
-    return int(progress.get("batchId", -1)) if progress else -1
-
-
-def _stop_between_batches(q: StreamingQuery, timeout_s: float = 60.0) -> None:
-    """Stop a query while no trigger is executing (stop() mid-batch can crash Spark's interrupt)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if not q.isActive or not q.status.get("isTriggerActive", False):
-                break
-        except Exception:
-            break
-        time.sleep(0.02)
-    try:
-        q.stop()
-    except Exception as exc:
-        log.warning("stopping %s: %s", q.name, exc)
-
-
 def run_forever(
     db: str | Path,
     *,
@@ -203,93 +121,28 @@ def run_forever(
     install_signals: bool = True,
     claim_lock: bool = True,
     on_ready: Callable[[], None] | None = None,
-    **kw: Any,
+    metrics: PipelineMetrics = NULL_PIPELINE_METRICS,
+    on_phase: Callable[[str], None] | None = None,
+    max_rows: int = job.DEFAULT_MAX_ROWS,
+    warm_spark: bool = True,
 ) -> None:
-    """Run every feed continuously until ``stop`` is set (or SIGINT/SIGTERM). ``claim_lock``:
-    take the database's pipeline lock (False: the caller, a node, holds it)."""
-    from changefeed.pipeline.session import get_spark
+    """Run every feed continuously until ``stop`` is set (or SIGINT/SIGTERM): the
+    :class:`~changefeed.pipeline.node_runner.Runner` a node runs. ``claim_lock``: take the
+    database's runner lock (False: the caller, a node, holds it)."""
+    from changefeed.pipeline.node_runner import Runner
 
     dbp = check_db(db)
     stop = stop or threading.Event()
-    signals = install_signals and threading.current_thread() is threading.main_thread()
-
-    def on_signals() -> None:
+    if install_signals and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-
-    if signals:
-        on_signals()
-    spark = spark or warm(get_spark())
-    if signals:
-        on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
-    running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
-    failures: dict[int, int] = {}
-    columns: dict[int, tuple[int, ...]] = {}  # a job feed's table columns when its query started
-    last_retention = last_gc = 0.0
-    presence = runners.presence(dbp) if claim_lock else contextlib.nullcontext()
-    presence.__enter__()  # PAUSE JOB asks for pause-requested while this runner lives
-    if on_ready is not None:
-        on_ready()
-    try:
-        while not stop.is_set():
-            feeds = feed_specs(dbp)
-            sync_topics(dbp, feeds)
-            jobs = crdb_jobs.job_of_feeds(dbp)
-            live = {f.id: (f, s) for f, s in feeds if s in job.ACTIVE_STATES}
-            for fid in [i for i in running if i not in live]:
-                _stop_between_batches(running.pop(fid)[1])
-
-            def failed(fid: int, message: str, jobs: Any = jobs) -> None:
-                if fid not in jobs:
-                    raise PipelineError(message)
-                # A job's feed is retried (restarted at the next poll, from its checkpoint);
-                # after JOB_RETRIES failures in a row its job fails (or pauses: on_error).
-                failures[fid] = failures.get(fid, 0) + 1
-                if failures[fid] >= JOB_RETRIES:
-                    failures.pop(fid)
-                    crdb_jobs.record_failure(dbp, fid, message)
-                else:
-                    log.warning("%s; retrying (%d of %d)", message, failures[fid], JOB_RETRIES)
-
-            for fid, (f, q) in list(running.items()):
-                if not q.isActive:
-                    exc = q.exception()
-                    running.pop(fid)
-                    if exc is not None:
-                        failed(fid, job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
-                elif fid in failures and _batches_done(q) >= 1:
-                    failures.pop(fid)  # delivering again
-            for fid in [i for i in running if _columns(dbp, running[i][0]) != columns.get(i)]:
-                # a feed's table gained or lost a column: restart its query in the new schema
-                # (until then its batches are read again in their schema: pipeline/backfill.py)
-                _stop_between_batches(running.pop(fid)[1])
-            for fid, (f, state) in live.items():
-                if fid in running or stop.is_set():
-                    continue
-                if state == "scanning":
-                    from changefeed.pipeline.scan import run_initial_scan
-
-                    try:
-                        run_initial_scan(spark, dbp, f, on_progress=on_progress)
-                    except ChangefeedError as exc:  # (issue 10) a job's sink failing its scan: retried too
-                        if isinstance(exc, DatabaseError):
-                            raise
-                        failed(fid, f"feed {fid} ({f.topic}) failed: {exc}")
-                        continue
-                if not crdb_jobs.streams(jobs.get(fid)):
-                    continue  # initial_scan='only': advance() finishes it
-                columns[fid] = _columns(dbp, f)
-                running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
-            crdb_jobs.advance(dbp, running_feeds=running.keys())
-            now = time.monotonic()
-            if now - last_retention >= RETENTION_EVERY_S:
-                TopicStore(dbp).apply_retention()
-                last_retention = now
-            if now - last_gc >= GC_EVERY_S:
-                _gc(dbp)
-                last_gc = now
-            stop.wait(FEED_POLL_S)
-    finally:
-        for _, q in running.values():
-            _stop_between_batches(q)
-        presence.__exit__(None, None, None)
+    with runners.claim(dbp, "run") if claim_lock else contextlib.nullcontext():
+        r = Runner(
+            dbp, spark=spark, max_rows=max_rows, metrics=metrics, on_progress=on_progress, on_phase=on_phase
+        )
+        try:
+            if warm_spark and spark is None:
+                r.warm_in_background()
+            r.run(stop, on_ready=on_ready)
+        finally:
+            r.close()
