@@ -175,7 +175,11 @@ def test_python_chunk_tasks_write_what_the_spark_face_writes(
     shutil.copytree(db, other)
 
     _run(db, spark)
+    from changefeed.pipeline import job, scan
+
     monkeypatch.delattr(CrdbJsonEncoder, "encode_batch")
+    monkeypatch.setattr(job, "DRIVER_ENCODE_ROWS", 0)  # the JVM face: every batch and scan on Spark
+    monkeypatch.setattr(scan, "DRIVER_SCAN_ROWS", 0)
     _run(other, spark)
 
     def per_key(records: list[tuple[int, int, bytes | None, bytes, int]]) -> dict[Any, list[Any]]:

@@ -71,7 +71,9 @@ def test_a_port_in_use_is_one_error_naming_it(tmp_path: Path, busy_port: int, co
     args = ["--pg", f"127.0.0.1:{busy_port}"]
     if command == "start":
         args = [*FREE[2:], *args]
-    line = _one_error(_cli(command, "--db", str(db), *args), f"127.0.0.1:{busy_port}", "address already in use")
+    line = _one_error(
+        _cli(command, "--db", str(db), *args), f"127.0.0.1:{busy_port}", "address already in use"
+    )
     assert line.startswith("ERROR: pg: ")
     assert _rows(db) == [(1, "kept")]
 

@@ -517,7 +517,9 @@ class FeedContext:
             # would cost more than the rows); same records, same appends, same checkpoint
             lo = int(end.get("seq", 0)) - rows
             written = append_on_driver(
-                encode_on_driver(self.db, self.table, self.encoder, feed, lo, lo + rows),
+                encode_on_driver(self.db, self.table, self.encoder, feed, lo, lo + rows)
+                if rows
+                else encode_rows(None, self.table, self.encoder, feed),
                 self.store,
                 feed,
                 self.writer,
