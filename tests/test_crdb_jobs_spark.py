@@ -138,7 +138,7 @@ def test_python_chunk_tasks_write_what_the_spark_face_writes(
     import shutil
 
     from changefeed.formats.crdb_json import CrdbJsonEncoder
-    from changefeed.pipeline import chunks
+    from changefeed.pipeline.snapshot import chunks
 
     monkeypatch.setattr(chunks, "CHUNK_ROWS", 9)  # several chunks per pass
     db = tmp_path / "db"
@@ -175,10 +175,11 @@ def test_python_chunk_tasks_write_what_the_spark_face_writes(
     shutil.copytree(db, other)
 
     _run(db, spark)
-    from changefeed.pipeline import job, scan
+    from changefeed.pipeline.snapshot import scan
+    from changefeed.pipeline.stream import query
 
     monkeypatch.delattr(CrdbJsonEncoder, "encode_batch")
-    monkeypatch.setattr(job, "DRIVER_ENCODE_ROWS", 0)  # the JVM face: every batch and scan on Spark
+    monkeypatch.setattr(query, "DRIVER_ENCODE_ROWS", 0)  # the JVM face: every batch and scan on Spark
     monkeypatch.setattr(scan, "DRIVER_SCAN_ROWS", 0)
     _run(other, spark)
 

@@ -53,7 +53,7 @@ class Pipeline(Protocol):
 def default_pipeline(
     db: Path, *, stop: threading.Event, metrics: Metrics, on_ready: Callable[[], None]
 ) -> None:
-    from changefeed.pipeline.node_runner import run_node
+    from changefeed.pipeline.runner import run_node
 
     run_node(db, stop=stop, metrics=metrics, on_ready=on_ready)
 

@@ -45,7 +45,7 @@ from changefeed.engine.changes import (
 )
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import InvalidOption, UndefinedTable
-from changefeed.pipeline import arrow_sqlite
+from changefeed.pipeline.sources import arrow_sqlite
 
 __all__ = [
     "JournalDataSource",
@@ -406,7 +406,7 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def stream_reader(options: Mapping[str, str]) -> JournalStreamReader:
     """The streaming reader a query with these options would use, for the driver to plan the
-    same micro-batches without Spark (``changefeed.pipeline.node_runner``)."""
+    same micro-batches without Spark (``changefeed.pipeline.runner``)."""
     return JournalStreamReader(_Options(options))
 
 

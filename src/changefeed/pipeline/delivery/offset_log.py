@@ -3,7 +3,7 @@
 A Structured Streaming checkpoint keeps ``offsets/<batch id>`` (written before the batch runs:
 ``v1``, the batch's metadata with the session's relevant confs, the source's end offset) and
 ``commits/<batch id>`` (written once it is delivered). The runner delivers small micro-batches
-on the driver without Spark (:mod:`changefeed.pipeline.node_runner`); it writes the same two
+on the driver without Spark (:mod:`changefeed.pipeline.runner`); it writes the same two
 files in the same format, in the same order, with the same batch ids, so the checkpoint stays
 one history: a Spark query started on it later (a large backlog, a schema change's backfill)
 resumes after the driver's last batch, and re-runs a batch whose offsets are written but whose
