@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,31 +22,65 @@ def _fail(exc: BaseException) -> None:
     raise SystemExit(1)
 
 
-class _ScanBar:
-    """A rich progress bar per scanning feed, only on a terminal."""
+class _Progress:
+    """What ``run`` is doing, live on a terminal (a rich display: the phase, each feed's messages
+    and bytes delivered, initial scans as bars); elsewhere, log lines on stderr."""
 
-    def __init__(self) -> None:
-        self.progress: Any = None
-        self.tasks: dict[int, Any] = {}
+    def __init__(self, metrics: Any) -> None:
+        self.metrics = metrics
+        self.tty = sys.stderr.isatty()
+        self.phase_text = "starting"
+        self.scanned: set[str] = set()
+        self.live: Any = None
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
 
-    def __call__(self, feed: Any, scanned: int, total: int) -> None:
-        if not sys.stdout.isatty():
-            return
-        from rich.progress import Progress
-
-        if self.progress is None:
-            self.progress = Progress()
-            self.progress.start()
-        tid = self.tasks.get(feed.id)
-        if tid is None:
-            tid = self.tasks[feed.id] = self.progress.add_task(
-                f"initial scan {feed.topic}", total=max(total, 1)
+            self.live = Live(
+                self._render(), console=Console(stderr=True), refresh_per_second=4, transient=False
             )
-        self.progress.update(tid, completed=scanned, total=max(total, 1))
+            self.live.start()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._refresh, daemon=True)
+            self._thread.start()
+
+    def phase(self, text: str) -> None:
+        self.phase_text = text
+        if not self.tty:
+            click.echo(f"changefeed run: {text}", err=True)
+
+    def scan(self, feed: Any, scanned: int, total: int) -> None:
+        if not self.tty and scanned >= total and feed.topic not in self.scanned:
+            self.scanned.add(feed.topic)
+            click.echo(f"changefeed run: initial scan of {feed.topic} done", err=True)
+
+    def _render(self) -> Any:
+        from rich.table import Table
+
+        t = Table(title=f"changefeed run: {self.phase_text}", title_justify="left", box=None)
+        for col in ("feed / job", "messages", "bytes", "retries", "backfill ranges left"):
+            t.add_column(col)
+        figures = self.metrics.snapshot()
+        for label in sorted(figures):
+            f = figures[label]
+            t.add_row(
+                label,
+                str(f.emitted_messages),
+                str(f.emitted_bytes),
+                str(f.error_retries),
+                str(f.backfill_pending_ranges) if f.backfill_pending_ranges else "",
+            )
+        return t
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(0.25):
+            self.live.update(self._render())
 
     def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
+        if self.live is not None:
+            self._stop.set()
+            self.live.update(self._render())
+            self.live.stop()
 
 
 @click.command("run")
@@ -62,27 +97,36 @@ class _ScanBar:
     help="Journal rows per micro-batch at most (admission control; default 500000).",
 )
 def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
-    """Run the Spark pipeline for every changefeed of the database: initial scans, then one
-    streaming query per feed delivering its changes, exactly once, to its topic. Without
-    --until-idle it runs until Ctrl-C or SIGTERM, then stops between micro-batches and exits 0."""
+    """Run the pipeline for every changefeed of the database, exactly once into its topic or
+    sink: initial scans, then each feed's changes in micro-batches (small ones on the driver,
+    large backlogs and schema-change backfills on Spark, whose session starts only when needed).
+    Without --until-idle it runs until Ctrl-C or SIGTERM, then stops between micro-batches and
+    exits 0. One pipeline per database: a node (changefeed start) already runs one."""
+    from changefeed.observe import Metrics
     from changefeed.pipeline import runner
     from changefeed.pipeline.spark.session import COMPILE_HUGE_METHODS
 
     kw: dict[str, Any] = {}
     if max_rows:
         kw["max_rows"] = max_rows
-    bar = _ScanBar()
+    metrics = Metrics()
+    progress = _Progress(metrics)
     try:
         if until_idle:
-            runner.run_until_idle(db, on_progress=bar, **kw)
+            runner.run_until_idle(
+                db, on_progress=progress.scan, on_phase=progress.phase, metrics=metrics, **kw
+            )
         else:
+            from changefeed.cli.start_cmd import setup_logging
+
+            setup_logging()
             # latency over throughput: leave HotSpot's huge-method limit in place (pipeline/spark/session.py)
             os.environ.setdefault(COMPILE_HUGE_METHODS, "0")
-            runner.run_forever(db, on_progress=bar, **kw)
+            runner.run_forever(db, on_progress=progress.scan, on_phase=progress.phase, metrics=metrics, **kw)
     except ChangefeedError as exc:
-        bar.close()
+        progress.close()
         _fail(exc)
-    bar.close()
+    progress.close()
     raise SystemExit(0)
 
 

@@ -358,13 +358,26 @@ class Runner:
             w.idle_target = True
 
     def _scan(self, w: FeedWork) -> None:
+        from changefeed.pipeline.snapshot.chunks import CHUNK_ROWS
         from changefeed.pipeline.snapshot.scan import DRIVER_SCAN_ROWS, run_initial_scan, scan_rows
 
         self.on_phase(f"{w.label}: initial scan")
         rows = scan_rows(self.db, w.spec)
         on_driver = 0 < DRIVER_SCAN_ROWS >= rows
         log.info("feed %s: initial scan of %d rows%s", w.label, rows, " (on the driver)" if on_driver else "")
-        run_initial_scan(None if on_driver else self.spark(), self.db, w.spec, on_progress=self.on_progress)
+        seen = [0]
+
+        def progressed(feed: FeedSpec, scanned: int, total: int) -> None:
+            # the scan's records count as emitted (CockroachDB counts its backfill's messages;
+            # commit latency leaves them out) and its chunks left as pending ranges
+            if scanned > seen[0]:
+                self.metrics.emitted(w.label, scanned - seen[0], 0, None, 0)
+                seen[0] = scanned
+            self.metrics.backfill(w.label, -(-(total - scanned) // max(1, CHUNK_ROWS)))
+            if self.on_progress is not None:
+                self.on_progress(feed, scanned, total)
+
+        run_initial_scan(None if on_driver else self.spark(), self.db, w.spec, on_progress=progressed)
         w.state = "running"
         log.info("feed %s: initial scan done", w.label)
         if not crdb_jobs.streams(w.job):  # initial_scan='only': advance() finishes its job
