@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -98,10 +99,8 @@ class NodeProcess:
                 self.proc.wait()
             else:
                 # nothing of the node (its JVM included) outlives it
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             self._close_log()
         return code
 

@@ -7,6 +7,7 @@ job: the at-least-once checks). ``CHANGEFEED_NODE_KILLS`` rounds (3 in ``make te
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -183,10 +184,8 @@ class Writer(threading.Thread):
                 time.sleep(0.01)
             except psycopg.Error:
                 if conn is not None:
-                    try:
+                    with contextlib.suppress(psycopg.Error):
                         conn.close()
-                    except psycopg.Error:
-                        pass
                 conn = None
                 self.reconnects += 1
                 time.sleep(0.2)

@@ -432,7 +432,9 @@ class Runner:
         busy = False
         now = time.monotonic()
         wall = time.time_ns()
-        for w in list(self.works.values()):
+        # initial scans first: a job's resolved timestamps are job-wide, and must not reach the
+        # topic of a feed whose snapshot is not there yet
+        for w in sorted(self.works.values(), key=lambda w: w.state != "scanning"):
             if stop.is_set():
                 break
             if w.done or w.retry_at > now:
@@ -444,12 +446,15 @@ class Runner:
             try:
                 got = 0
                 while got < BATCHES_PER_ROUND and not stop.is_set() and w.spec.id in self.works:
+                    scanning = w.state == "scanning"
                     try:
                         if not self._deliver(w, until_idle):
                             break
                     except NeedsSpark:
                         self._spark_catch_up(w, until_idle)
                     got += 1
+                    if scanning:
+                        break  # every feed's scan before any feed streams (job-wide resolved)
                 if got:
                     busy = True
                     w.delivered += got
