@@ -22,6 +22,8 @@ import asyncio
 import contextlib
 import gzip
 import logging
+import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,8 @@ class HttpEndpoint:
         self.endpoints: dict[str, str] = {}  # name -> "host:port", set by the node
         self.started = time.time()
         self._plotly: tuple[bytes, bytes] | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._conn_lock = threading.Lock()
 
     async def start(self) -> tuple[str, int]:
         self._http = HttpServer(self.handle, _error, metrics=self.metrics, name=self.name)
@@ -80,17 +84,27 @@ class HttpEndpoint:
         if self._http is not None:
             await self._http.stop()
             self._http = None
+        with self._conn_lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     # -- figures -----------------------------------------------------------------------------
     def statuses(self) -> list[FeedStatus]:
+        """Every feed's status, through one read-only connection kept open (a new connection
+        parses the whole schema, hundreds of tables, before its first query)."""
         db = Path(self.config.db).absolute()
-        if not (db / DB_FILE).exists():
-            return []
-        conn = open_sqlite(db / DB_FILE, readonly=True)
-        try:
-            return statuses(conn, db, time.time_ns())
-        finally:
-            conn.close()
+        with self._conn_lock:
+            if self._conn is None:
+                if not (db / DB_FILE).exists():
+                    return []
+                self._conn = open_sqlite(db / DB_FILE, readonly=True)
+            try:
+                return statuses(self._conn, db, time.time_ns())
+            except sqlite3.Error:
+                self._conn.close()
+                self._conn = None
+                raise
 
     def sample(self) -> None:
         sts = self.statuses()
@@ -109,10 +123,11 @@ class HttpEndpoint:
 
     def metrics_text(self) -> bytes:
         sts = self.statuses()
-        fams = exposition.pipeline_families(self.metrics.snapshot(), sts)
-        fams += exposition.endpoint_families(self.metrics)
-        fams += exposition.process_families()
-        return exposition.render(fams)
+        t = exposition.Text()
+        exposition.pipeline_text(t, self.metrics.snapshot(), sts)
+        exposition.endpoint_text(t, self.metrics)
+        t.metrics(exposition.process_families())
+        return t.bytes()
 
     # -- routes ------------------------------------------------------------------------------
     async def handle(self, req: Request) -> Response:

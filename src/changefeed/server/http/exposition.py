@@ -13,18 +13,28 @@ come from ``prometheus_client``'s process collector.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import cast
 
 from prometheus_client import ProcessCollector
 from prometheus_client.metrics_core import Metric
-from prometheus_client.utils import floatToGoString
 
 from changefeed.feeds import jobs as J
 from changefeed.feeds.status import FeedStatus
 from changefeed.observe.metrics import FeedFigures, Histogram, Metrics
 
-#: prometheus_client's float rendering (``+Inf``, ``1000.0``), typed
-_fmt = cast(Callable[[float], str], floatToGoString)
+_INF = float("inf")
+
+
+def _fmt(v: float) -> str:
+    """A sample value as Prometheus (and prometheus_client) write it: ``5.0``, ``+Inf``, ``NaN``."""
+    v = float(v)
+    if v != v:
+        return "NaN"
+    if v in (_INF, -_INF):
+        return "+Inf" if v > 0 else "-Inf"
+    if v.is_integer() and abs(v) < 1e15:
+        return f"{int(v)}.0"
+    return repr(v)
+
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -60,95 +70,113 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render(families: Iterable[Metric]) -> bytes:
-    """The text format, each family under its own name (a counter keeps its name as given)."""
-    out: list[str] = []
-    for m in families:
-        mtype = "untyped" if m.type == "unknown" else m.type
-        doc = m.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-        out.append(f"# HELP {m.name} {doc}\n# TYPE {m.name} {mtype}\n")
-        for s in m.samples:
-            if s.name.endswith("_created"):
-                continue
-            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(s.labels.items()))
-            out.append(f"{s.name}{{{labels}}} {_fmt(s.value)}\n" if labels else f"{s.name} {_fmt(s.value)}\n")
-    return "".join(out).encode()
+class Text:
+    """The text format written family by family (a counter keeps its name as given: no
+    ``_total``); label strings are made once per feed, not once per sample."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+
+    def family(self, name: str, doc: str, typ: str) -> None:
+        doc = doc.replace("\\", "\\\\").replace("\n", "\\n")
+        self.out.append(f"# HELP {name} {doc}\n# TYPE {name} {typ}\n")
+
+    def sample(self, name: str, labels: str, value: float) -> None:
+        self.out.append(f"{name}{{{labels}}} {_fmt(value)}\n" if labels else f"{name} {_fmt(value)}\n")
+
+    def histogram(self, name: str, labels: str, h: Histogram) -> None:
+        sep = "," if labels else ""
+        for le, count in h.cumulative():
+            self.out.append(f'{name}_bucket{{{labels}{sep}le="{le}"}} {_fmt(float(count))}\n')
+        self.sample(name + "_sum", labels, float(h.total))
+        self.sample(name + "_count", labels, float(h.n))
+
+    def metrics(self, families: Iterable[Metric]) -> None:
+        """``prometheus_client`` families (the process collector's)."""
+        for m in families:
+            self.family(m.name, m.documentation, "untyped" if m.type == "unknown" else m.type)
+            for smp in m.samples:
+                if smp.name.endswith("_created"):
+                    continue
+                labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(smp.labels.items()))
+                self.sample(smp.name, labels, smp.value)
+
+    def bytes(self) -> bytes:
+        return "".join(self.out).encode()
 
 
-def _family(name: str, doc: str, typ: str) -> Metric:
-    return Metric(name, doc, typ)
+def _lag(st: FeedStatus) -> float:
+    return float(st.lag_ns)
 
 
-def _add_histogram(m: Metric, labels: dict[str, str], h: Histogram) -> None:
-    for le, count in h.cumulative():
-        m.add_sample(m.name + "_bucket", {**labels, "le": le}, float(count))
-    m.add_sample(m.name + "_sum", labels, float(h.total))
-    m.add_sample(m.name + "_count", labels, float(h.n))
+def _high_water(st: FeedStatus) -> float:
+    return float(st.high_water.wall)
 
 
-def pipeline_families(figures: dict[str, FeedFigures], statuses: Sequence[FeedStatus]) -> list[Metric]:
+def pipeline_text(t: Text, figures: dict[str, FeedFigures], statuses: Sequence[FeedStatus]) -> None:
     """Per feed label: counters and histograms from ``figures``; state gauges from ``statuses``
     (every feed and job of the database, whether or not it emitted in this process)."""
-    labels = sorted({s.label for s in statuses} | set(figures))
+    by_label = {s.label: s for s in statuses}
+    labels = sorted(set(by_label) | set(figures))
+    lab = {label: f'feed="{_escape(label)}"' for label in labels}
     empty = FeedFigures()
-    fams: list[Metric] = []
-    running = _family(
-        "changefeed_running", "Number of currently running changefeeds, including sinkless", "gauge"
+
+    def scanning(st: FeedStatus | None) -> bool:
+        return st is not None and st.scan is not None and st.scan.get("scanned") != st.scan.get("total")
+
+    t.family("changefeed_running", "Number of currently running changefeeds, including sinkless", "gauge")
+    for label in labels:
+        st = by_label.get(label)
+        active = st is not None and st.held and st.state in ("running", "scanning")
+        t.sample("changefeed_running", lab[label], 1.0 if active else 0.0)
+    for name, attr, doc in _COUNTERS:
+        t.family(name, doc, "counter")
+        for label in labels:
+            t.sample(name, lab[label], float(getattr(figures.get(label, empty), attr)))
+    for name, attr, doc in _HISTOGRAMS:
+        t.family(name, doc, "histogram")
+        for label in labels:
+            t.histogram(name, lab[label], getattr(figures.get(label, empty), attr))
+    gauges: tuple[tuple[str, str, Callable[[FeedStatus], float]], ...] = (
+        (
+            "changefeed_max_behind_nanos",
+            "The most any changefeed's persisted checkpoint is behind the present",
+            _lag,
+        ),
+        (
+            "changefeed_aggregator_progress",
+            "The earliest timestamp up to which any aggregator is guaranteed to have emitted all values for",
+            _high_water,
+        ),
+        (
+            "changefeed_checkpoint_progress",
+            "The earliest timestamp of any changefeed's persisted checkpoint (values prior to this "
+            "timestamp will never need to be re-emitted)",
+            _high_water,
+        ),
     )
-    behind = _family(
-        "changefeed_max_behind_nanos",
-        "The most any changefeed's persisted checkpoint is behind the present",
-        "gauge",
-    )
-    aggregator = _family(
-        "changefeed_aggregator_progress",
-        "The earliest timestamp up to which any aggregator is guaranteed to have emitted all values for",
-        "gauge",
-    )
-    checkpoint = _family(
-        "changefeed_checkpoint_progress",
-        "The earliest timestamp of any changefeed's persisted checkpoint (values prior to this timestamp will never need to be re-emitted)",
-        "gauge",
-    )
-    backfill = _family(
-        "changefeed_backfill_count", "Number of changefeeds currently executing backfill", "gauge"
-    )
-    pending = _family(
+    for name, doc, value in gauges:
+        t.family(name, doc, "gauge")
+        for label in labels:
+            st = by_label.get(label)
+            if st is not None:
+                t.sample(name, lab[label], value(st))
+    t.family("changefeed_backfill_count", "Number of changefeeds currently executing backfill", "gauge")
+    for label in labels:
+        fig = figures.get(label, empty)
+        busy = scanning(by_label.get(label)) or fig.backfill_pending_ranges > 0
+        t.sample("changefeed_backfill_count", lab[label], 1.0 if busy else 0.0)
+    t.family(
         "changefeed_backfill_pending_ranges",
         "Number of ranges in an ongoing backfill that are yet to be fully emitted",
         "gauge",
     )
-    by_label = {s.label: s for s in statuses}
     for label in labels:
-        lab = {"feed": label}
         st = by_label.get(label)
-        fig = figures.get(label, empty)
-        active = st is not None and st.held and st.state in ("running", "scanning")
-        running.add_sample("changefeed_running", lab, 1.0 if active else 0.0)
-        if st is not None:
-            behind.add_sample("changefeed_max_behind_nanos", lab, float(st.lag_ns))
-            aggregator.add_sample("changefeed_aggregator_progress", lab, float(st.high_water.wall))
-            checkpoint.add_sample("changefeed_checkpoint_progress", lab, float(st.high_water.wall))
-        scanning = st is not None and st.scan is not None and st.scan.get("scanned") != st.scan.get("total")
-        backfill.add_sample(
-            "changefeed_backfill_count", lab, 1.0 if scanning or fig.backfill_pending_ranges else 0.0
-        )
-        ranges = fig.backfill_pending_ranges
-        if not ranges and scanning and st is not None and st.scan is not None:
+        ranges = figures.get(label, empty).backfill_pending_ranges
+        if not ranges and st is not None and st.scan is not None and scanning(st):
             ranges = max(0, int(st.scan.get("total", 0)) - int(st.scan.get("scanned", 0)))
-        pending.add_sample("changefeed_backfill_pending_ranges", lab, float(ranges))
-    fams += [running]
-    for name, attr, doc in _COUNTERS:
-        m = _family(name, doc, "counter")
-        for label in labels:
-            m.add_sample(name, {"feed": label}, float(getattr(figures.get(label, empty), attr)))
-        fams.append(m)
-    for name, attr, doc in _HISTOGRAMS:
-        m = _family(name, doc, "histogram")
-        for label in labels:
-            _add_histogram(m, {"feed": label}, getattr(figures.get(label, empty), attr))
-        fams.append(m)
-    fams += [behind, aggregator, checkpoint, backfill, pending]
+        t.sample("changefeed_backfill_pending_ranges", lab[label], float(ranges))
     jobs = [s for s in statuses if s.kind == "crdb job"]
     for status, name, doc in (
         (
@@ -162,16 +190,14 @@ def pipeline_families(figures: dict[str, FeedFigures], statuses: Sequence[FeedSt
             "Number of changefeed jobs currently considered Paused",
         ),
     ):
-        g = _family(name, doc, "gauge")
-        g.add_sample(name, {}, float(sum(1 for s in jobs if s.state == status)))
-        fams.append(g)
-    return fams
+        t.family(name, doc, "gauge")
+        t.sample(name, "", float(sum(1 for s in jobs if s.state == status)))
 
 
-def endpoint_families(metrics: Metrics) -> list[Metric]:
+def endpoint_text(t: Text, metrics: Metrics) -> None:
     """The endpoints' own counters, by ``endpoint`` label."""
     eps = metrics.endpoint_snapshot()
-    spec = (
+    for name, attr, typ, doc in (
         ("endpoint_connections", "connections", "gauge", "Connections open now"),
         ("endpoint_new_connections", "connections_total", "counter", "Connections accepted"),
         (
@@ -186,14 +212,10 @@ def endpoint_families(metrics: Metrics) -> list[Metric]:
             "counter",
             "Requests answered with an error and connections closed for a protocol error",
         ),
-    )
-    fams = []
-    for name, attr, typ, doc in spec:
-        m = _family(name, doc, typ)
+    ):
+        t.family(name, doc, typ)
         for ep in sorted(eps):
-            m.add_sample(name, {"endpoint": ep}, float(getattr(eps[ep], attr)))
-        fams.append(m)
-    return fams
+            t.sample(name, f'endpoint="{_escape(ep)}"', float(getattr(eps[ep], attr)))
 
 
 def process_families() -> list[Metric]:
