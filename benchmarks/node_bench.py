@@ -225,9 +225,16 @@ def idle(feeds: int, seconds: float) -> dict[str, Any]:
                     conn.execute(
                         f"ALTER TABLE t{i} ADD CHANGEFEED f WITH (FORMAT = 'JSON', MODE = 'UPDATES')"
                     )
-        time.sleep(30)  # deliver, warm Spark, settle
         assert node.proc is not None
         pid = node.proc.pid
+        # settle: the Spark session warms in the background (JVM start, JIT); measure once a
+        # 5 s window of the whole tree uses under 10 % of a core (at most 240 s)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            a = cpu_seconds(tree(pid))
+            time.sleep(5)
+            if cpu_seconds(tree(pid)) - a < 0.5 and len(tree(pid)) > 2:
+                break
         c0, t0 = cpu_seconds(tree(pid)), time.monotonic()
         peak = 0
         while time.monotonic() - t0 < seconds:

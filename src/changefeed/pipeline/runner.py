@@ -104,10 +104,12 @@ def warm(spark: SparkSession) -> SparkSession:
     return spark
 
 
-#: Seconds between two looks at the commit clock when nothing in this process commits.
-POLL_S = 0.05
-#: Seconds between recording jobs' progress (high water, done, paused) in ``_jobs``.
-ADVANCE_S = 1.0
+#: Seconds between two looks at the commit clock when nothing in this process commits (another
+#: process's commit waits at most this long; this process's own commits wake the runner at once).
+POLL_S = 0.1
+#: Seconds between recording jobs' progress (high water, done, paused) in ``_jobs``; at once when
+#: the feeds' version moved (a pause asked for, say).
+ADVANCE_S = 2.0
 RETENTION_EVERY_S = 60.0
 GC_EVERY_S = 60.0
 #: Consecutive failures of a CockroachDB job's feed before the job fails (or pauses).
@@ -504,7 +506,8 @@ class Runner:
         self.on_phase("delivering")
         while not stop.is_set():
             versions, clock = self._look()
-            if versions != self._versions:
+            moved = versions != self._versions
+            if moved:
                 self.reload()
                 self._versions = versions
             if not ready:
@@ -515,7 +518,7 @@ class Runner:
             self._clock = clock
             busy = self._round(until_idle, stop, changed)
             now = time.monotonic()
-            if now - last_advance >= ADVANCE_S or (until_idle and not busy):
+            if moved or now - last_advance >= ADVANCE_S or (until_idle and not busy):
                 crdb_jobs.advance(self.db, running_feeds=self.works.keys())
                 last_advance = now
             if until_idle and all(w.done for w in self.works.values()):
