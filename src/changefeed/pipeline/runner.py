@@ -58,6 +58,7 @@ from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from changefeed.pipeline.sources.journal import JournalStreamReader
 
@@ -123,6 +124,22 @@ BATCHES_PER_ROUND = 20
 ScanProgress = Callable[[FeedSpec, int, int], None]
 
 
+def stop_between_batches(q: StreamingQuery, timeout_s: float = 60.0) -> None:
+    """Stop a query while no trigger is executing (stop() mid-batch can crash Spark's interrupt)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not q.isActive or not q.status.get("isTriggerActive", False):
+                break
+        except Exception:
+            break
+        time.sleep(0.02)
+    try:
+        q.stop()
+    except Exception as exc:
+        log.warning("stopping %s: %s", q.name, exc)
+
+
 class NeedsSpark(Exception):
     """A feed's next micro-batch must run on Spark."""
 
@@ -179,6 +196,7 @@ class Runner:
         self._clock: tuple[int, int] | None = None
         self._conn = open_sqlite(self.db / DB_FILE, readonly=True)
         self.signal = commit_signal(self.db / DB_FILE)
+        self._stop = threading.Event()
 
     # -- Spark, only when needed -------------------------------------------------------------
     def spark(self) -> SparkSession:
@@ -349,6 +367,11 @@ class Runner:
         q = job.start_feed_query(
             spark, self.db, w.spec, available_now=True, context=(ctx, w.options), max_rows=self.max_rows
         )
+        while q.isActive and not self._stop.is_set():
+            q.awaitTermination(1)
+        if q.isActive:  # stopping: after the micro-batch in flight (its batch is replayed later)
+            stop_between_batches(q)
+            return
         job.await_query(q, w.spec, ctx.checkpoint)
         # the query's reader advanced past the driver's; plan from the checkpoint again
         w.planned = offset_log.latest(ctx.checkpoint, "offsets")
@@ -500,6 +523,7 @@ class Runner:
         """Deliver until ``stop`` is set (``until_idle``: until everything committed before the
         call is delivered). Raises the first feed error of an ``until_idle`` run."""
         stop = stop or threading.Event()
+        self._stop = stop
         last_advance = last_retention = last_gc = time.monotonic()
         seen = self.signal.count
         ready = False
