@@ -61,10 +61,8 @@ def read(checkpoint: Path, batch_id: int) -> tuple[dict[str, Any], dict[str, Any
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w") as f:
+    with open(tmp, "w") as f:  # no fsync, as Spark's own checkpoint files (a kill -9 keeps them)
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
     crc = path.parent / f".{path.name}.crc"
     if crc.exists():  # Hadoop's checksum of an older file of that name would not match
         crc.unlink()
