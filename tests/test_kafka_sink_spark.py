@@ -225,7 +225,7 @@ def test_unreachable_broker_retries_then_pauses(
             f"CREATE CHANGEFEED FOR t INTO 'kafka://127.0.0.1:{dead}' WITH on_error = 'pause'"
         ).rows[0]
     monkeypatch.setattr(KW, "METADATA_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(runner, "FEED_POLL_S", 0.5)
+    monkeypatch.setattr(runner, "RETRY_FIRST_S", 0.5)
     stop = threading.Event()
     t = threading.Thread(
         target=runner.run_forever, args=(db,), kwargs={"spark": spark, "stop": stop, "install_signals": False}

@@ -426,8 +426,14 @@ class Runner:
         wait = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (w.failures - 1))
         w.retry_at = time.monotonic() + wait
         if w.failures == 1 or w.failures & (w.failures - 1) == 0:  # 1, 2, 4, 8 ..: rate-limited
+            of = f" of {JOB_RETRIES}" if w.job is not None else ""
             log.warning(
-                "feed %s: retryable error (retry %d in %.0f s): %s", w.label, w.failures, wait, message
+                "feed %s: retryable error, retrying (%d%s) in %.0f s: %s",
+                w.label,
+                w.failures,
+                of,
+                wait,
+                message,
             )
         self._note(w, f"retryable error: {message}", message)
 
