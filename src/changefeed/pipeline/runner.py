@@ -390,23 +390,34 @@ class Runner:
         rows = scan_rows(self.db, w.spec)
         on_driver = 0 < DRIVER_SCAN_ROWS >= rows
         log.info("feed %s: initial scan of %d rows%s", w.label, rows, " (on the driver)" if on_driver else "")
-        seen = [0]
 
         def progressed(feed: FeedSpec, scanned: int, total: int) -> None:
-            # the scan's records count as emitted (CockroachDB counts its backfill's messages;
-            # commit latency leaves them out) and its chunks left as pending ranges
-            if scanned > seen[0]:
-                self.metrics.emitted(w.label, scanned - seen[0], 0, None, 0)
-                seen[0] = scanned
             self.metrics.backfill(w.label, -(-(total - scanned) // max(1, CHUNK_ROWS)))
             if self.on_progress is not None:
                 self.on_progress(feed, scanned, total)
 
+        before = self._topic_records(w.spec.topic)
         run_initial_scan(None if on_driver else self.spark(), self.db, w.spec, on_progress=progressed)
+        # the scan's records count as emitted (CockroachDB counts its backfill's messages; commit
+        # latency leaves them out): what the topic gained (a sink's scan is not counted)
+        after = self._topic_records(w.spec.topic)
+        if after > before:
+            self.metrics.emitted(w.label, after - before, 0, None, 0)
+        self.metrics.backfill(w.label, 0)
         w.state = "running"
         log.info("feed %s: initial scan done", w.label)
         if not crdb_jobs.streams(w.job):  # initial_scan='only': advance() finishes its job
             self.works.pop(w.spec.id, None)
+
+    def _topic_records(self, topic: str) -> int:
+        """Records in ``topic`` of the embedded topics (0 when it is not one of theirs)."""
+        store = TopicStore(self.db)
+        try:
+            return sum(end for _, end in store.offsets(topic).values())
+        except ChangefeedError:
+            return 0
+        finally:
+            store.close()
 
     def _failed(self, w: FeedWork, exc: BaseException) -> None:
         message = (
