@@ -203,6 +203,9 @@ class PgSession:
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
         self.conn = await self.call(Connection, self.endpoint.db, user=self.user)
+        # Group commit on the event loop: commits leave their durability ticket on the database,
+        # and flush() awaits it before any reply goes out (an acknowledged commit is durable).
+        self.conn.db.defer_durable = True
         for name, value in self.startup.items():
             if name in ("user", "database", "replication"):
                 continue
@@ -233,6 +236,8 @@ class PgSession:
         self.closing = True
         self.cancel()
         with contextlib.suppress(Exception):
+            if self.conn is not None and self.conn.db.pending_durable:
+                self.conn.db.sync()
             self.writer.write(b"".join(self.out))
             self.out.clear()
             self.writer.write(
@@ -269,6 +274,7 @@ class PgSession:
 
     async def flush(self, force: bool = False) -> None:
         if self.out and (force or self.pending >= FLUSH_BYTES):
+            await self.durable()
             data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
             self.out.clear()
             self.pending = 0
@@ -277,6 +283,24 @@ class PgSession:
             if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
                 # The client reads slower than we write: wait (bounded) for it to catch up.
                 await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
+
+    async def durable(self) -> None:
+        """Wait until every commit this session made is durable (group commit, see
+        ``changefeed.sqlite_wal``); if it cannot be made durable, the replies queued so far are
+        dropped and the connection ends with a FATAL error, as PostgreSQL does when it cannot
+        flush its WAL."""
+        db = self.conn.db if self.conn is not None else None
+        if db is None or not db.pending_durable or db.syncer is None:
+            return
+        ticket, db.pending_durable = db.pending_durable, 0
+        try:
+            await db.syncer.wait_async(ticket, self.endpoint.pool)
+        except ChangefeedError as exc:
+            self.out.clear()
+            self.pending = 0
+            self.writer.write(p.error_response("58030", str(exc), severity="FATAL"))
+            self.closing = True
+            raise ConnectionError(str(exc)) from None
 
     def send_error(self, exc: BaseException) -> None:
         code, message = self.error_of(exc)
