@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup pg-clients run test test-fast soak lint bench clean
+.PHONY: setup pg-clients build-tools run test test-fast soak lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,7 +12,13 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-setup: $(VENV)/.installed pg-clients
+setup: $(VENV)/.installed pg-clients build-tools
+
+# The crash-consistency tests build an LD_PRELOAD shim (tests/crashfs) with the C compiler;
+# benchmarks/pgbench_bench.py runs PostgreSQL's server and pgbench from Debian's packages.
+build-tools:
+	@command -v cc >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q gcc libc6-dev) || echo "WARNING: could not install gcc; the crash tests will fail"
+	@command -v pgbench >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql postgresql-contrib) || echo "WARNING: could not install postgresql; benchmarks/pgbench_bench.py and the pgbench tests need it"
 
 # PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
 pg-clients:
