@@ -18,7 +18,7 @@ setup: $(VENV)/.installed pg-clients build-tools
 # benchmarks/pgbench_bench.py runs PostgreSQL's server and pgbench from Debian's packages.
 build-tools:
 	@command -v cc >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q gcc libc6-dev) || echo "WARNING: could not install gcc; the crash tests will fail"
-	@command -v pgbench >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql postgresql-contrib) || echo "WARNING: could not install postgresql; benchmarks/pgbench_bench.py and the pgbench tests need it"
+	@command -v pgbench >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql) || echo "WARNING: could not install postgresql; benchmarks/pgbench_bench.py and the pgbench tests need it"
 
 # PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
 pg-clients:
