@@ -142,7 +142,7 @@ class Postgres:
                 ]
             ),
             stdout=subprocess.DEVNULL,
-            stderr=open(root / "postgres.log", "wb"),
+            stderr=subprocess.DEVNULL,
         )
         wait_port(port, self.proc)
 
@@ -328,29 +328,28 @@ def main() -> None:
     print(
         f"cores {os.cpu_count()}, load average {load_load()} at start, {args.seconds} s per run", flush=True
     )
+    sides = [s for s in ("postgres", "changefeed") if args.only in (None, s)]
+    servers: dict[str, tuple[int, str, str]] = {}  # side -> (port, user, database)
+    pg: Postgres | None = None
+    proc: subprocess.Popen[bytes] | None = None
     try:
-        sides = [s for s in ("postgres", "changefeed") if args.only in (None, s)]
-        for side in sides:
-            if side == "postgres":
-                port = free_port()
-                pg = Postgres(tmp / "pg", port)
-                try:
-                    pg.psql("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
-                    pg.psql(f"INSERT INTO t SELECT g, 'value ' || g FROM generate_series(1, {args.rows}) g")
-                    pg.psql("VACUUM ANALYZE t")
-                    durability["postgres"] = (
-                        f"PostgreSQL {pg.psql('SHOW server_version')}: fsync={pg.psql('SHOW fsync')}, "
-                        f"synchronous_commit={pg.psql('SHOW synchronous_commit')}, "
-                        f"wal_sync_method={pg.psql('SHOW wal_sync_method')}"
-                    )
-                    runs += run_side(side, port, "postgres", "postgres", tmp, args, scripts, clients, logdir)
-                finally:
-                    pg.stop()
-            else:
-                db = tmp / "cfdb"
-                load_changefeed(db, args.rows, args.feed)
-                port = free_port()
-                env = {**os.environ, "PYTHONPATH": str(SRC)}
+        if "postgres" in sides:
+            pg = Postgres(tmp / "pg", free_port())
+            pg.psql("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
+            pg.psql(f"INSERT INTO t SELECT g, 'value ' || g FROM generate_series(1, {args.rows}) g")
+            pg.psql("VACUUM ANALYZE t")
+            durability["postgres"] = (
+                f"PostgreSQL {pg.psql('SHOW server_version')}: fsync={pg.psql('SHOW fsync')}, "
+                f"synchronous_commit={pg.psql('SHOW synchronous_commit')}, "
+                f"wal_sync_method={pg.psql('SHOW wal_sync_method')}"
+            )
+            servers["postgres"] = (pg.port, "postgres", "postgres")
+        if "changefeed" in sides:
+            db = tmp / "cfdb"
+            load_changefeed(db, args.rows, args.feed)
+            port = free_port()
+            env = {**os.environ, "PYTHONPATH": str(SRC)}
+            with open(tmp / "serve.log", "wb") as log:
                 proc = subprocess.Popen(
                     [
                         sys.executable,
@@ -363,19 +362,34 @@ def main() -> None:
                         f"127.0.0.1:{port}",
                     ],
                     stdout=subprocess.DEVNULL,
-                    stderr=open(tmp / "serve.log", "wb"),
+                    stderr=log,
                     env=env,
                 )
-                try:
-                    wait_port(port, proc)
-                    runs += run_side(side, port, "root", "defaultdb", tmp, args, scripts, clients, logdir)
-                finally:
-                    proc.send_signal(signal.SIGTERM)
-                    try:
-                        proc.wait(30)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+            wait_port(port, proc)
+            servers["changefeed"] = (port, "root", "defaultdb")
+        # Both servers run for the whole benchmark and each pair of runs (same script and clients)
+        # goes back to back, so that both sides of a ratio meet the same load on a shared machine.
+        files = {side: script_files(tmp, side, args.rows) for side in servers}
+        for script in scripts:
+            for c in clients:
+                for side, (port, user, dbname) in servers.items():
+                    fargs, mode = files[side][script]
+                    r = pgbench(side, script, fargs, mode, c, args.seconds, port, user, dbname, logdir)
+                    print(
+                        f"{side:<10} {script:<16} {c:>3} clients: {r.tps:>9,.0f} tps  p50 {r.p50_ms:.2f} ms"
+                        f"  p99 {r.p99_ms:.2f} ms  failed {r.failed}  (load {load_load()})",
+                        flush=True,
+                    )
+                    runs.append(r)
     finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if pg is not None:
+            pg.stop()
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -399,32 +413,6 @@ def main() -> None:
             ratio = f"{a.tps / b.tps:.2f}" if a and b and b.tps else "-"
             print(f"{s:<16} {c:>7} | {left} | {right} | {ratio}")
     print("(latencies in ms; ratio = changefeed tps / PostgreSQL tps)")
-
-
-def run_side(
-    side: str,
-    port: int,
-    user: str,
-    dbname: str,
-    tmp: Path,
-    args: argparse.Namespace,
-    scripts: list[str],
-    clients: list[int],
-    logdir: Path,
-) -> list[Run]:
-    files = script_files(tmp, side, args.rows)
-    out = []
-    for s in scripts:
-        for c in clients:
-            fargs, mode = files[s]
-            r = pgbench(side, s, fargs, mode, c, args.seconds, port, user, dbname, logdir)
-            print(
-                f"{side:<10} {s:<16} {c:>3} clients: {r.tps:>9,.0f} tps  p50 {r.p50_ms:.2f} ms"
-                f"  p99 {r.p99_ms:.2f} ms  failed {r.failed}  (load {load_load()})",
-                flush=True,
-            )
-            out.append(r)
-    return out
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from changefeed.server.pg.errors import (
     UndefinedStatement,
     UndefinedVariable,
 )
+from changefeed.server.pg import normalise as norm_
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
 from changefeed.server.pg.values import (
@@ -192,6 +193,8 @@ class PgSession:
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self.cache: OrderedDict[str, Prepared] = OrderedDict()
+        #: Whether statements of a normalised text run on the loop (see ``from_template``).
+        self.template_inline: dict[str, bool] = {}
         self.running: Running | None = None
         self.cancelled = threading.Event()
         self.closing = False
@@ -412,7 +415,26 @@ class PgSession:
         if len(stmts) == 1 and isinstance(stmts[0], ast.CreateChangefeed) and stmts[0].sink is None:
             return Prepared(sql, "stream", stmts=stmts)
         assert self.conn is not None
+        # Whether it is short depends on the tables' keys: a connection's first statement comes
+        # before any transaction has read the catalog.
+        self.conn.db.refresh_catalog()
+        if len(stmts) == 1 and (norm := norm_.normalise(sql)) is not None and norm_.cached(norm) is None:
+            norm_.template(norm, stmts)  # the next texts of this shape skip the parse
         return Prepared(sql, "engine", stmts=stmts, inline=runs_inline(self.conn.session, stmts))
+
+    def from_template(self, sql: str) -> Prepared | None:
+        """``sql`` from the cache of normalised statements (see normalise.py), or None."""
+        norm = norm_.normalise(sql)
+        if norm is None:
+            return None
+        tmpl = norm_.cached(norm)
+        if not tmpl or tmpl is True:
+            return None
+        inline = self.template_inline.get(norm.key)
+        if inline is None:
+            assert self.conn is not None
+            inline = self.template_inline[norm.key] = runs_inline(self.conn.session, tmpl)
+        return Prepared(sql, "engine", stmts=norm_.bind(tmpl, norm.values), inline=inline)
 
     # ------------------------------------------------------------------ simple query
     async def simple_query(self, sql: str) -> None:
@@ -420,7 +442,7 @@ class PgSession:
         if not pieces:
             self.send(p.EMPTY_QUERY)
         for piece in pieces:
-            prep = await self.call(self.classify, piece) if piece not in self.cache else self.cache[piece]
+            prep = self.cache.get(piece) or self.from_template(piece) or await self.call(self.classify, piece)
             res = await self.execute(prep, [])
             if res is not None:
                 await self.send_result(res, prep, [], describe=True, limit=0)
