@@ -202,8 +202,9 @@ class Session:
                     raise TransactionError(
                         "current transaction is aborted, commands ignored until end of transaction block"
                     )
+                txn = self._start()  # may wait for (or, not waiting, refuse) the write lock
                 try:
-                    return fn(self._start())
+                    return fn(txn)
                 except BaseException:
                     self.aborted = True
                     raise
