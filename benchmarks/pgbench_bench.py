@@ -64,6 +64,9 @@ class Run:
     p99_ms: float
     failed: int
     transactions: int
+    #: Server CPU (user + system, all its processes) per transaction, µs: steadier than tps on a
+    #: shared machine.
+    cpu_us: float
 
 
 def free_port() -> int:
@@ -221,6 +224,16 @@ def script_files(tmp: Path, side: str, rows: int) -> dict[str, tuple[list[str], 
     }
 
 
+def server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and of its children it has reaped: PostgreSQL's
+    backends, which exit with their connections, count in the postmaster's once reaped."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def pgbench(
     side: str,
     script: str,
@@ -232,9 +245,11 @@ def pgbench(
     user: str,
     dbname: str,
     logdir: Path,
+    server_pid: int,
 ) -> Run:
     for f in logdir.glob("log*"):
         f.unlink()
+    cpu0 = server_cpu_s(server_pid)
     cmd = [
         "pgbench",
         "-n",
@@ -258,6 +273,8 @@ def pgbench(
         dbname,
     ]
     out = subprocess.run(cmd, capture_output=True, text=True)
+    time.sleep(0.5)  # PostgreSQL's backends exit and are reaped
+    cpu1 = server_cpu_s(server_pid)
     text = out.stdout + out.stderr
     m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", text)
     if out.returncode != 0 or m is None:
@@ -278,7 +295,7 @@ def pgbench(
     lat.sort()
     p50 = lat[len(lat) // 2] / 1000 if lat else 0.0
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] / 1000 if lat else 0.0
-    return Run(side, script, clients, tps, p50, p99, failed, len(lat))
+    return Run(side, script, clients, tps, p50, p99, failed, len(lat), (cpu1 - cpu0) * 1e6 / max(len(lat), 1))
 
 
 def load_changefeed(db: Path, rows: int, feed: bool) -> None:
@@ -329,7 +346,7 @@ def main() -> None:
         f"cores {os.cpu_count()}, load average {load_load()} at start, {args.seconds} s per run", flush=True
     )
     sides = [s for s in ("postgres", "changefeed") if args.only in (None, s)]
-    servers: dict[str, tuple[int, str, str]] = {}  # side -> (port, user, database)
+    servers: dict[str, tuple[int, str, str, int]] = {}  # side -> (port, user, database, pid)
     pg: Postgres | None = None
     proc: subprocess.Popen[bytes] | None = None
     try:
@@ -343,7 +360,7 @@ def main() -> None:
                 f"synchronous_commit={pg.psql('SHOW synchronous_commit')}, "
                 f"wal_sync_method={pg.psql('SHOW wal_sync_method')}"
             )
-            servers["postgres"] = (pg.port, "postgres", "postgres")
+            servers["postgres"] = (pg.port, "postgres", "postgres", pg.proc.pid)
         if "changefeed" in sides:
             db = tmp / "cfdb"
             load_changefeed(db, args.rows, args.feed)
@@ -366,18 +383,18 @@ def main() -> None:
                     env=env,
                 )
             wait_port(port, proc)
-            servers["changefeed"] = (port, "root", "defaultdb")
+            servers["changefeed"] = (port, "root", "defaultdb", proc.pid)
         # Both servers run for the whole benchmark and each pair of runs (same script and clients)
         # goes back to back, so that both sides of a ratio meet the same load on a shared machine.
         files = {side: script_files(tmp, side, args.rows) for side in servers}
         for script in scripts:
             for c in clients:
-                for side, (port, user, dbname) in servers.items():
+                for side, (port, user, dbname, pid) in servers.items():
                     fargs, mode = files[side][script]
-                    r = pgbench(side, script, fargs, mode, c, args.seconds, port, user, dbname, logdir)
+                    r = pgbench(side, script, fargs, mode, c, args.seconds, port, user, dbname, logdir, pid)
                     print(
                         f"{side:<10} {script:<16} {c:>3} clients: {r.tps:>9,.0f} tps  p50 {r.p50_ms:.2f} ms"
-                        f"  p99 {r.p99_ms:.2f} ms  failed {r.failed}  (load {load_load()})",
+                        f"  p99 {r.p99_ms:.2f} ms  server CPU {r.cpu_us:,.0f} us/txn  failed {r.failed}  (load {load_load()})",
                         flush=True,
                     )
                     runs.append(r)
@@ -402,17 +419,27 @@ def main() -> None:
     by = {(r.side, r.script, r.clients): r for r in runs}
     print()
     print(
-        f"{'script':<16} {'clients':>7} | {'changefeed tps':>14} {'p50':>7} {'p99':>7} {'fail':>4} | "
-        f"{'postgres tps':>12} {'p50':>7} {'p99':>7} {'fail':>4} | ratio"
+        f"{'script':<16} {'clients':>7} | {'changefeed tps':>14} {'p50':>6} {'p99':>7} {'cpu':>5} {'fail':>4} | "
+        f"{'postgres tps':>12} {'p50':>6} {'p99':>7} {'cpu':>5} {'fail':>4} | ratio"
     )
     for s in scripts:
         for c in clients:
             a, b = by.get(("changefeed", s, c)), by.get(("postgres", s, c))
-            left = f"{a.tps:>14,.0f} {a.p50_ms:>7.2f} {a.p99_ms:>7.2f} {a.failed:>4}" if a else " " * 35
-            right = f"{b.tps:>12,.0f} {b.p50_ms:>7.2f} {b.p99_ms:>7.2f} {b.failed:>4}" if b else " " * 33
+            left = (
+                f"{a.tps:>14,.0f} {a.p50_ms:>6.2f} {a.p99_ms:>7.2f} {a.cpu_us:>5,.0f} {a.failed:>4}"
+                if a
+                else " " * 40
+            )
+            right = (
+                f"{b.tps:>12,.0f} {b.p50_ms:>6.2f} {b.p99_ms:>7.2f} {b.cpu_us:>5,.0f} {b.failed:>4}"
+                if b
+                else " " * 38
+            )
             ratio = f"{a.tps / b.tps:.2f}" if a and b and b.tps else "-"
             print(f"{s:<16} {c:>7} | {left} | {right} | {ratio}")
-    print("(latencies in ms; ratio = changefeed tps / PostgreSQL tps)")
+    print(
+        "(p50/p99 latency in ms; cpu: server CPU per transaction in us; ratio = changefeed tps / PostgreSQL tps)"
+    )
 
 
 if __name__ == "__main__":

@@ -74,7 +74,18 @@ def _scripts(d: Path) -> list[str]:
 def _follow(db: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     return subprocess.Popen(
-        [sys.executable, "-m", "changefeed.pipeline.baseline", "--db", str(db), "--feed", "f", "--batch-rows", "500", "--follow"],
+        [
+            sys.executable,
+            "-m",
+            "changefeed.pipeline.baseline",
+            "--db",
+            str(db),
+            "--feed",
+            "f",
+            "--batch-rows",
+            "500",
+            "--follow",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
     )

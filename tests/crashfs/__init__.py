@@ -32,7 +32,9 @@ def build() -> Path:
         raise RuntimeError("crash tests need a C compiler (cc): `make setup` installs gcc")
     LIBRARY.parent.mkdir(parents=True, exist_ok=True)
     tmp = LIBRARY.with_suffix(f".{os.getpid()}.so")
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SOURCE), "-ldl", "-lpthread"], check=True)
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SOURCE), "-ldl", "-lpthread"], check=True
+    )
     tmp.replace(LIBRARY)
     return LIBRARY
 

@@ -104,7 +104,9 @@ def normalise(sql: str) -> Normalised | None:
             value = _number(m.group())
         else:
             # A string: only where a value stands (not after a type name or a prefix letter).
-            if not (prev in _VALUE_BEFORE or (prev_word in _VALUE_WORDS and before.lower().endswith(prev_word))):
+            if not (
+                prev in _VALUE_BEFORE or (prev_word in _VALUE_WORDS and before.lower().endswith(prev_word))
+            ):
                 prev_word = ""
                 continue
             value = m.group()[1:-1].replace("''", "'")
@@ -177,7 +179,7 @@ def template(norm: Normalised, original: list[ast.Statement]) -> list[ast.Statem
     return None if result is _NOT else result  # type: ignore[return-value]
 
 
-def cached(norm: Normalised) -> list[ast.Statement] | None | bool:
+def cached(norm: Normalised) -> list[ast.Statement] | bool | None:
     """The template of ``norm`` if one was made; False if the text is known not normalisable;
     None if it was never seen."""
     with _lock:

@@ -35,6 +35,7 @@ from changefeed.engine import auth
 from changefeed.engine.auth import ScramSecret
 from changefeed.exceptions import ChangefeedError, LockNotAvailable
 from changefeed.server.pg import catalog
+from changefeed.server.pg import normalise as norm_
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.commands import Command, parse_command, split_statements
@@ -49,7 +50,6 @@ from changefeed.server.pg.errors import (
     UndefinedStatement,
     UndefinedVariable,
 )
-from changefeed.server.pg import normalise as norm_
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
 from changefeed.server.pg.values import (
@@ -442,7 +442,9 @@ class PgSession:
         if not pieces:
             self.send(p.EMPTY_QUERY)
         for piece in pieces:
-            prep = self.cache.get(piece) or self.from_template(piece) or await self.call(self.classify, piece)
+            prep = self.cache.get(piece) or self.from_template(piece)
+            if prep is None:
+                prep = await self.call(self.classify, piece)
             res = await self.execute(prep, [])
             if res is not None:
                 await self.send_result(res, prep, [], describe=True, limit=0)
