@@ -139,6 +139,10 @@ class WalSync:
             self._issued += 1
             return self._issued
 
+    def pending(self) -> bool:
+        """Whether a commit of this process may be visible to readers but not durable yet."""
+        return self._issued > self._synced
+
     def barrier(self) -> None:
         """Make everything written to the file so far durable (by this or any process)."""
         self.wait(self.ticket())

@@ -289,13 +289,19 @@ class PgSession:
 
     async def durable(self) -> None:
         """Wait until every commit this session made is durable (group commit, see
-        ``changefeed.sqlite_wal``); if it cannot be made durable, the replies queued so far are
-        dropped and the connection ends with a FATAL error, as PostgreSQL does when it cannot
-        flush its WAL."""
+        ``changefeed.sqlite_wal``), and every commit of this server it may have read: SQLite shows
+        a commit once its frames are in the WAL, before the sync, and PostgreSQL never shows a
+        reader a commit that a power loss could take back. If a sync fails, the replies queued so
+        far are dropped and the connection ends with a FATAL error, as PostgreSQL does when it
+        cannot flush its WAL."""
         db = self.conn.db if self.conn is not None else None
-        if db is None or not db.pending_durable or db.syncer is None:
+        if db is None or db.syncer is None:
             return
         ticket, db.pending_durable = db.pending_durable, 0
+        if not ticket:
+            if not db.syncer.pending():
+                return
+            ticket = db.syncer.ticket()  # what this reply may show is in the WAL by now
         try:
             await db.syncer.wait_async(ticket, self.endpoint.pool)
         except ChangefeedError as exc:
