@@ -240,3 +240,45 @@ def _simple_protocol(psycopg: Any, dsn: str) -> None:
         with pytest.raises(psycopg.Error, match="cannot compare"):  # as without the cache
             conn.execute("SELECT v FROM s WHERE id = 'nope'", prepare=False)
         assert conn.execute("SELECT count(*) FROM s").fetchone() == (20,)
+
+
+# ------------------------------------------------------------------ pipelined executemany (bulk)
+def test_pipelined_executemany_runs_as_one_bulk_write(tmp_path: Path) -> None:
+    import psycopg
+
+    from tests.pg_server import start_server
+
+    server = start_server(tmp_path / "db")
+    try:
+        with psycopg.connect(server.dsn()) as conn:
+            conn.execute("CREATE TABLE b (id INT PRIMARY KEY, v TEXT, n INT)")
+            conn.commit()
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO b (id, v, n) VALUES (%s, %s, %s)", [(i, f"v{i}", i) for i in range(2500)]
+                )
+                # The batch runs before anything else of the transaction.
+                assert cur.execute("SELECT count(*), sum(n) FROM b").fetchone() == (2500, sum(range(2500)))
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    "UPSERT INTO b (id, v, n) VALUES (%s, %s, %s)", [(i, "u", -i) for i in range(10)]
+                )
+            assert conn.execute("SELECT v, n FROM b WHERE id = 7").fetchone() == ("u", -7)
+            conn.commit()
+            # A duplicate key fails the whole transaction: nothing of it stays.
+            with pytest.raises(psycopg.errors.UniqueViolation), conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO b (id, v, n) VALUES (%s, %s, %s)",
+                    [(5000 + i, "x", 0) for i in range(50)] + [(3, "dup", 0)],
+                )
+            assert conn.execute("SELECT count(*) FROM b").fetchone() == (2500,)
+            conn.commit()
+            # Outside a transaction each statement stays its own (autocommit): no batching.
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO b (id, v, n) VALUES (%s, %s, %s)", [(9000, "a", 0), (9001, "b", 0)]
+                )
+            assert conn.execute("SELECT count(*) FROM b").fetchone() == (2502,)
+    finally:
+        server.stop()

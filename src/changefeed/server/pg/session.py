@@ -86,6 +86,8 @@ FLUSH_BYTES = 256 * 1024
 ENCODE_CHUNK = 2000
 #: Parsed query texts kept per connection.
 PARSE_CACHE = 256
+#: Batched Executes (see ``PgSession.flush_batch``) run once this many are waiting.
+BATCH_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,7 @@ class PgSession:
     ) -> None:
         self.endpoint = endpoint
         self.reader = reader
+        self.messages = p.MessageStream(reader)
         self.writer = writer
         self.user = user
         self.peer = peer
@@ -201,6 +204,9 @@ class PgSession:
         self.session_id = uuid.uuid4().hex
         self.loop = asyncio.get_running_loop()
         self.out: list[bytes] = []  # messages not yet handed to the transport
+        #: Executes of one single-row INSERT/UPSERT in an explicit transaction, not run yet: they
+        #: run as one bulk write (see :meth:`flush_batch`).
+        self.batch: tuple[Prepared, list[list[Any]]] | None = None
         self.pending = 0  # bytes in ``out``
 
     # ------------------------------------------------------------------ lifecycle
@@ -341,7 +347,7 @@ class PgSession:
         skipping = False  # after an error in the extended protocol: until Sync
         while not self.closing:
             try:
-                kind, msg = await p.read_message(self.reader)
+                kind, msg = await self.messages.read()
             except p.ProtocolViolation as exc:
                 self.send(p.error_response(exc.code, str(exc), severity="FATAL"))
                 await self.flush(True)
@@ -350,6 +356,14 @@ class PgSession:
                 return
             if skipping and kind not in (b"S",):
                 continue
+            if self.batch is not None and kind not in (b"B", b"D", b"E"):
+                try:
+                    await self.flush_batch()
+                except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+                    self.send_error(exc)
+                    skipping = True
+                if skipping and kind not in (b"S",):
+                    continue
             try:
                 if kind == b"Q":
                     await self.simple_query(msg.cstr())
@@ -748,16 +762,10 @@ class PgSession:
         self.send(p.PARSE_COMPLETE)
 
     async def on_bind(self, msg: p.Reader) -> None:
-        portal_name = msg.cstr()
-        stmt_name = msg.cstr()
-        pf = [msg.int16() for _ in range(max(msg.int16(), 0))]
-        nparams = msg.int16()
-        raw: list[bytes | None] = []
-        for _ in range(max(nparams, 0)):
-            length = msg.int32()
-            raw.append(None if length < 0 else msg.bytes_(length))
-        rf = [msg.int16() for _ in range(max(msg.int16(), 0))]
-        msg.done()
+        self.bind(msg.rest())
+
+    def bind(self, body: bytes) -> Portal:
+        portal_name, stmt_name, pf, raw, rf = p.parse_bind(body)
         prep = self.prepared.get(stmt_name)
         if prep is None:
             raise UndefinedStatement(f'prepared statement "{stmt_name}" does not exist')
@@ -767,8 +775,46 @@ class PgSession:
         ]
         if portal_name and portal_name in self.portals:
             raise DuplicateCursor(f'portal "{portal_name}" already exists')
-        self.portals[portal_name] = Portal(prep, params, rf)
+        portal = self.portals[portal_name] = Portal(prep, params, list(rf))
         self.send(p.BIND_COMPLETE)
+        return portal
+
+    def take_pipelined(self) -> None:
+        """After an Execute went into the batch: take the Bind/Describe/Execute messages of the
+        same statement that have already arrived, without a trip through the main loop each
+        (a pipelining client sends thousands per segment). Stops at anything else, or at a
+        message not here whole yet; the main loop goes on from there."""
+        batch = self.batch
+        if batch is None:
+            return
+        prep, rows = batch
+        stream = self.messages
+        while len(rows) < BATCH_ROWS:
+            nxt = stream.peek()
+            if nxt is None:
+                return
+            kind, body = nxt
+            if kind == b"B":
+                if not body.startswith(b"\x00"):  # a named portal: the main loop's
+                    return
+                z = body.find(b"\x00", 1)
+                if z < 0 or self.prepared.get(body[1:z].decode("utf-8", "replace")) is not prep:
+                    return
+                stream.advance()
+                self.bind(body)
+                continue
+            portal = self.portals.get("")
+            if portal is None or portal.prepared is not prep or portal.result is not None:
+                return
+            if kind == b"D" and body == b"P\x00":
+                stream.advance()
+                self.send(p.NO_DATA)
+                portal.described = True
+            elif kind == b"E" and body.startswith(b"\x00") and len(body) == 5:
+                stream.advance()
+                rows.append(portal.params)
+            else:
+                return
 
     async def on_describe(self, msg: p.Reader) -> None:
         what = msg.byte()
@@ -806,6 +852,12 @@ class PgSession:
             )
             portal.described = True
             return
+        if portal.result is None and self.batchable(prep):
+            self.send(p.NO_DATA)  # runs at Execute, with the others of its batch
+            portal.described = True
+            return
+        if self.batch is not None:
+            await self.flush_batch()
         if portal.result is None:
             portal.result = await self.execute(prep, portal.params)
         described = portal.result
@@ -859,6 +911,53 @@ class PgSession:
             return list(zip(res.columns, oids, strict=True))
         return []
 
+    def batchable(self, prep: Prepared) -> bool:
+        """Executes of ``prep`` may wait to run together: a single-row INSERT/UPSERT of bound
+        values without RETURNING, inside an explicit transaction (so running them together changes
+        nothing a client can see: every reply comes before the transaction ends, and an error
+        aborts the transaction either way)."""
+        if prep.kind != "engine" or len(prep.stmts) != 1 or self.conn is None:
+            return False
+        stmt = prep.stmts[0]
+        session = self.conn.session
+        return (
+            isinstance(stmt, ast.Insert)
+            and len(stmt.rows) == 1
+            and not stmt.returning
+            and not stmt.on_conflict_do_nothing  # its tag counts the rows each one wrote
+            and session.in_transaction
+            and not session.aborted
+            and session.statements.handler(stmt).plan_many is not None
+        )
+
+    async def flush_batch(self) -> None:
+        """Run the batched Executes as one ``execute_many`` (the engine's bulk write, as
+        ``Connection.executemany`` in one process) and send each its CommandComplete. psycopg's
+        ``executemany`` and JDBC batches pipeline Bind/Execute pairs up to one Sync, so a
+        1,000-row transaction costs one bulk write instead of 1,000 statements. On an error the
+        first Execute gets it and the rest are skipped to Sync, as if that row had failed."""
+        batch, self.batch = self.batch, None
+        if batch is None or self.conn is None:
+            return
+        prep, rows = batch
+        session = self.conn.session
+        stmt = prep.stmts[0]
+        self.cancelled.clear()
+        self.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
+        try:
+            if len(rows) == 1:
+                await self.call(self._run_engine, prep.stmts, rows[0])
+            else:
+                await self.call(session.execute_many, stmt, rows)
+        except BaseException:
+            session.aborted = True
+            raise
+        finally:
+            self.running = None
+        tag = p.command_complete(normalise_tag(Result(status="INSERT 1"), stmt))
+        for _ in rows:
+            self.send(tag)
+
     async def on_execute(self, msg: p.Reader) -> None:
         name = msg.cstr()
         limit = msg.int32()
@@ -867,6 +966,18 @@ class PgSession:
         if portal is None:
             raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
+        if portal.result is None and self.batchable(prep):
+            if self.batch is not None and self.batch[0] is not prep:
+                await self.flush_batch()
+            if self.batch is None:
+                self.batch = (prep, [])
+            self.batch[1].append(portal.params)
+            self.take_pipelined()
+            if len(self.batch[1]) >= BATCH_ROWS:
+                await self.flush_batch()
+            return
+        if self.batch is not None:
+            await self.flush_batch()
         if prep.kind == "stream":
             await self.run_stream(prep, portal.formats, describe=False, params=portal.params)
             return
