@@ -2,7 +2,7 @@
 
     python benchmarks/pgbench_bench.py [--seconds 20] [--clients 1,8,32] [--rows 100000]
         [--scripts select-simple,select-extended,select-prepared,upsert,mix,txn] [--feed]
-        [--only changefeed|postgres] [--keep]
+        [--only changefeed|postgres] [--keep] [--bulk 30]
 
 Starts PostgreSQL from Debian's packages (``initdb`` as the unprivileged user ``nobody`` in a
 temporary directory, ``fsync = on``, ``synchronous_commit = on``, loopback only) and
@@ -22,6 +22,9 @@ PostgreSQL, which has no UPSERT):
 * ``upsert``: one single-row upsert per transaction (``-M prepared``);
 * ``mix``: 90% the point select, 10% the upsert (``-M prepared``);
 * ``txn``: ``BEGIN; UPDATE; SELECT; UPSERT; COMMIT`` (``-M prepared``);
+
+Then the bulk figure: ``executemany`` of ``--bulk`` transactions of 1,000 rows through
+``changefeed.connect`` in this process and with psycopg through the endpoint, rows/s and ratio.
 
 ``--feed`` adds a YDB changefeed (``NEW_AND_OLD_IMAGES``) to the changefeed table, so each write
 also writes the change stream. The changefeed side's durability is ``CHANGEFEED_SYNCHRONOUS`` as
@@ -312,6 +315,48 @@ def load_changefeed(db: Path, rows: int, feed: bool) -> None:
             )
 
 
+def bulk(tmp: Path, transactions: int) -> tuple[float, float, float, float]:
+    """``executemany`` of 1,000-row transactions: through ``changefeed.connect`` in this process,
+    then with psycopg (pipelined Bind/Execute, as its executemany sends them) through a fresh
+    ``changefeed serve --pg``. Returns (in-process rows/s, its CPU us/row, endpoint rows/s, the
+    server's CPU us/row)."""
+    import psycopg
+
+    db = tmp / "bulkdb"
+    rows = [[(t * 1000 + j, "value", j) for j in range(1000)] for t in range(transactions)]
+    with changefeed.connect(db) as conn:
+        conn.execute("CREATE TABLE b1 (id INT PRIMARY KEY, v TEXT, n INT)")
+        conn.execute("CREATE TABLE b2 (id INT PRIMARY KEY, v TEXT, n INT)")
+        c0, t0 = time.process_time(), time.perf_counter()
+        for batch in rows:
+            conn.executemany("INSERT INTO b1 (id, v, n) VALUES ($1, $2, $3)", batch)
+        local_s, local_cpu = time.perf_counter() - t0, time.process_time() - c0
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--pg", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_port(port, proc)
+        with psycopg.connect(f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable") as pc:
+            cpu0, t0 = server_cpu_s(proc.pid), time.perf_counter()
+            for batch in rows:
+                with pc.transaction(), pc.cursor() as cur:
+                    cur.executemany("INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", batch)
+            wire_s, wire_cpu = time.perf_counter() - t0, server_cpu_s(proc.pid) - cpu0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    n = transactions * 1000
+    return n / local_s, local_cpu * 1e6 / n, n / wire_s, wire_cpu * 1e6 / n
+
+
 def load_load() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -326,6 +371,12 @@ def main() -> None:
     ap.add_argument("--feed", action="store_true", help="a YDB changefeed on the changefeed table")
     ap.add_argument("--only", choices=("changefeed", "postgres"))
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument(
+        "--bulk",
+        type=int,
+        default=30,
+        help="1,000-row executemany transactions for the bulk figure (0: skip)",
+    )
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     scripts = [s for s in args.scripts.split(",") if s]
@@ -440,6 +491,18 @@ def main() -> None:
     print(
         "(p50/p99 latency in ms; cpu: server CPU per transaction in us; ratio = changefeed tps / PostgreSQL tps)"
     )
+    if args.bulk > 0 and args.only != "postgres":
+        tmp2 = Path(tempfile.mkdtemp(prefix="pgbench_bulk"))
+        try:
+            local, local_cpu, wire, wire_cpu = bulk(tmp2, args.bulk)
+        finally:
+            shutil.rmtree(tmp2, ignore_errors=True)
+        print()
+        print(
+            f"bulk executemany, {args.bulk} transactions of 1,000 rows: changefeed.connect {local:,.0f} rows/s"
+            f" ({local_cpu:.1f} us CPU/row), endpoint (psycopg) {wire:,.0f} rows/s (server {wire_cpu:.1f} us"
+            f" CPU/row): ratio {wire / local:.2f} (target >= 0.7); load {load_load()}"
+        )
 
 
 if __name__ == "__main__":

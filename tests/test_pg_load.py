@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -282,3 +283,62 @@ def test_pipelined_executemany_runs_as_one_bulk_write(tmp_path: Path) -> None:
             assert conn.execute("SELECT count(*) FROM b").fetchone() == (2502,)
     finally:
         server.stop()
+
+
+def _msg(kind: bytes, body: bytes) -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def test_batched_replies_keep_the_order_of_the_messages(tmp_path: Path) -> None:
+    """Bind/Describe/Execute × 3 of one INSERT in a transaction, pipelined to one Sync: the replies
+    are BindComplete, NoData, CommandComplete per row, in that order, as PostgreSQL sends them."""
+    from tests.pg_server import start_server
+
+    server = start_server(tmp_path / "db")
+    try:
+        with changefeed.connect(tmp_path / "db") as conn:
+            conn.execute("CREATE TABLE o (id INT PRIMARY KEY, v TEXT)")
+        s = socket.create_connection((server.host, server.port), timeout=10)
+        body = struct.pack("!i", 196608) + b"user\x00root\x00database\x00defaultdb\x00\x00"
+        s.sendall(struct.pack("!i", len(body) + 4) + body)
+        _read(s, b"Z")
+        s.sendall(_msg(b"Q", b"BEGIN\x00"))
+        _read(s, b"Z")
+        out = _msg(b"P", b"ins\x00INSERT INTO o (id, v) VALUES ($1, $2)\x00" + struct.pack("!h", 0))
+        for i in range(3):
+            vals = [str(i).encode(), f"v{i}".encode()]
+            params = b"".join(struct.pack("!i", len(v)) + v for v in vals)
+            out += _msg(
+                b"B",
+                b"\x00ins\x00" + struct.pack("!h", 0) + struct.pack("!h", 2) + params + struct.pack("!h", 0),
+            )
+            out += _msg(b"D", b"P\x00")
+            out += _msg(b"E", b"\x00" + struct.pack("!i", 0))
+        s.sendall(out + _msg(b"S", b""))
+        kinds = [k for k, _ in _read(s, b"Z")]
+        assert kinds == [b"1"] + [b"2", b"n", b"C"] * 3 + [b"Z"]
+        s.sendall(_msg(b"Q", b"COMMIT\x00"))
+        _read(s, b"Z")
+        s.close()
+        with changefeed.connect(tmp_path / "db") as conn:
+            assert conn.execute("SELECT id, v FROM o ORDER BY id").rows == [(0, "v0"), (1, "v1"), (2, "v2")]
+    finally:
+        server.stop()
+
+
+def _read(s: socket.socket, until: bytes) -> list[tuple[bytes, bytes]]:
+    out: list[tuple[bytes, bytes]] = []
+    buf = b""
+    while True:
+        while len(buf) >= 5:
+            (n,) = struct.unpack("!i", buf[1:5])
+            if len(buf) < 1 + n:
+                break
+            kind, body, buf = buf[:1], buf[5 : 1 + n], buf[1 + n :]
+            out.append((kind, body))
+            if kind == until:
+                return out
+        chunk = s.recv(65536)
+        if not chunk:
+            return out
+        buf += chunk

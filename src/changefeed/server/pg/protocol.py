@@ -142,7 +142,9 @@ class MessageStream:
             return 0
         (length,) = _I.unpack_from(buf, pos + 1)
         if length < 4:
-            raise ProtocolViolation(f"invalid message length {length} for message type {buf[pos : pos + 1]!r}")
+            raise ProtocolViolation(
+                f"invalid message length {length} for message type {buf[pos : pos + 1]!r}"
+            )
         if length - 4 > MAX_MESSAGE:
             raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {MAX_MESSAGE} bytes")
         return length + 1 if len(buf) - pos >= length + 1 else 0

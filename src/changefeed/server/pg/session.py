@@ -110,6 +110,18 @@ class Prepared:
 
 
 @dataclass
+class Batch:
+    """Executes of one statement waiting to run together (``PgSession.flush_batch``), with the
+    replies due before each one's CommandComplete (BindComplete, NoData), held back so that the
+    replies go out in the order of the messages."""
+
+    prepared: Prepared
+    rows: list[list[Any]] = field(default_factory=list)
+    replies: list[bytes] = field(default_factory=list)
+    pending: list[bytes] = field(default_factory=list)
+
+
+@dataclass
 class Portal:
     prepared: Prepared
     params: list[Any]
@@ -206,7 +218,7 @@ class PgSession:
         self.out: list[bytes] = []  # messages not yet handed to the transport
         #: Executes of one single-row INSERT/UPSERT in an explicit transaction, not run yet: they
         #: run as one bulk write (see :meth:`flush_batch`).
-        self.batch: tuple[Prepared, list[list[Any]]] | None = None
+        self.batch: Batch | None = None
         self.pending = 0  # bytes in ``out``
 
     # ------------------------------------------------------------------ lifecycle
@@ -356,10 +368,16 @@ class PgSession:
                 return
             if skipping and kind not in (b"S",):
                 continue
-            if self.batch is not None and kind not in (b"B", b"D", b"E"):
+            if self.batch is not None:
                 try:
+                    if self.batch_message(kind, msg.data):
+                        self.take_pipelined()
+                        if len(self.batch.rows) >= BATCH_ROWS:
+                            await self.flush_batch()
+                        continue
                     await self.flush_batch()
                 except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+                    self.batch = None
                     self.send_error(exc)
                     skipping = True
                 if skipping and kind not in (b"S",):
@@ -394,6 +412,10 @@ class PgSession:
                 await self.flush(True)
                 return
             except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+                if self.batch is not None:  # the transaction is aborted: its batch never runs
+                    self.batch = None
+                    if self.conn is not None:
+                        self.conn.session.aborted = True
                 self.send_error(exc)
                 if kind == b"Q":
                     self.send(p.ready_for_query(self.txn_status))
@@ -762,7 +784,8 @@ class PgSession:
         self.send(p.PARSE_COMPLETE)
 
     async def on_bind(self, msg: p.Reader) -> None:
-        self.bind(msg.rest())
+        self.bind(msg.data)
+        self.send(p.BIND_COMPLETE)
 
     def bind(self, body: bytes) -> Portal:
         portal_name, stmt_name, pf, raw, rf = p.parse_bind(body)
@@ -776,45 +799,47 @@ class PgSession:
         if portal_name and portal_name in self.portals:
             raise DuplicateCursor(f'portal "{portal_name}" already exists')
         portal = self.portals[portal_name] = Portal(prep, params, list(rf))
-        self.send(p.BIND_COMPLETE)
         return portal
 
-    def take_pipelined(self) -> None:
-        """After an Execute went into the batch: take the Bind/Describe/Execute messages of the
-        same statement that have already arrived, without a trip through the main loop each
-        (a pipelining client sends thousands per segment). Stops at anything else, or at a
-        message not here whole yet; the main loop goes on from there."""
+    def batch_message(self, kind: bytes, body: bytes) -> bool:
+        """Take one message into the batch if it belongs there: a Bind of the batch's statement to
+        the unnamed portal, a Describe or an Execute of that portal. False: the batch runs first."""
         batch = self.batch
         if batch is None:
-            return
-        prep, rows = batch
+            return False
+        prep = batch.prepared
+        if kind == b"B":
+            if not body.startswith(b"\x00"):
+                return False
+            z = body.find(b"\x00", 1)
+            if z < 0 or self.prepared.get(body[1:z].decode("utf-8", "replace")) is not prep:
+                return False
+            self.bind(body)
+            batch.pending.append(p.BIND_COMPLETE)
+            return True
+        portal = self.portals.get("")
+        if portal is None or portal.prepared is not prep or portal.result is not None:
+            return False
+        if kind == b"D" and body == b"P\x00":
+            batch.pending.append(p.NO_DATA)
+            portal.described = True
+            return True
+        if kind == b"E" and body.startswith(b"\x00") and len(body) == 5:
+            batch.rows.append(portal.params)
+            batch.replies.append(b"".join(batch.pending))
+            batch.pending.clear()
+            return True
+        return False
+
+    def take_pipelined(self) -> None:
+        """Take into the batch the messages that belong there and have already arrived, without a
+        trip through the main loop each (a pipelining client sends thousands per segment)."""
         stream = self.messages
-        while len(rows) < BATCH_ROWS:
+        while self.batch is not None and len(self.batch.rows) < BATCH_ROWS:
             nxt = stream.peek()
-            if nxt is None:
+            if nxt is None or not self.batch_message(*nxt):
                 return
-            kind, body = nxt
-            if kind == b"B":
-                if not body.startswith(b"\x00"):  # a named portal: the main loop's
-                    return
-                z = body.find(b"\x00", 1)
-                if z < 0 or self.prepared.get(body[1:z].decode("utf-8", "replace")) is not prep:
-                    return
-                stream.advance()
-                self.bind(body)
-                continue
-            portal = self.portals.get("")
-            if portal is None or portal.prepared is not prep or portal.result is not None:
-                return
-            if kind == b"D" and body == b"P\x00":
-                stream.advance()
-                self.send(p.NO_DATA)
-                portal.described = True
-            elif kind == b"E" and body.startswith(b"\x00") and len(body) == 5:
-                stream.advance()
-                rows.append(portal.params)
-            else:
-                return
+            stream.advance()
 
     async def on_describe(self, msg: p.Reader) -> None:
         what = msg.byte()
@@ -932,14 +957,15 @@ class PgSession:
 
     async def flush_batch(self) -> None:
         """Run the batched Executes as one ``execute_many`` (the engine's bulk write, as
-        ``Connection.executemany`` in one process) and send each its CommandComplete. psycopg's
+        ``Connection.executemany`` in one process) and send each its replies. psycopg's
         ``executemany`` and JDBC batches pipeline Bind/Execute pairs up to one Sync, so a
         1,000-row transaction costs one bulk write instead of 1,000 statements. On an error the
-        first Execute gets it and the rest are skipped to Sync, as if that row had failed."""
+        first Execute gets it and the rest are skipped to Sync: the transaction is aborted, as it
+        would be had one of the rows failed on its own."""
         batch, self.batch = self.batch, None
         if batch is None or self.conn is None:
             return
-        prep, rows = batch
+        prep, rows = batch.prepared, batch.rows
         session = self.conn.session
         stmt = prep.stmts[0]
         self.cancelled.clear()
@@ -947,16 +973,19 @@ class PgSession:
         try:
             if len(rows) == 1:
                 await self.call(self._run_engine, prep.stmts, rows[0])
-            else:
+            elif rows:
                 await self.call(session.execute_many, stmt, rows)
         except BaseException:
             session.aborted = True
+            if batch.replies:
+                self.send(batch.replies[0])
             raise
         finally:
             self.running = None
         tag = p.command_complete(normalise_tag(Result(status="INSERT 1"), stmt))
-        for _ in rows:
-            self.send(tag)
+        self.send(b"".join(r + tag for r in batch.replies))
+        if batch.pending:
+            self.send(b"".join(batch.pending))
 
     async def on_execute(self, msg: p.Reader) -> None:
         name = msg.cstr()
@@ -966,14 +995,10 @@ class PgSession:
         if portal is None:
             raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
-        if portal.result is None and self.batchable(prep):
-            if self.batch is not None and self.batch[0] is not prep:
-                await self.flush_batch()
-            if self.batch is None:
-                self.batch = (prep, [])
-            self.batch[1].append(portal.params)
+        if portal.result is None and self.batchable(prep) and name == "" and limit == 0:
+            self.batch = Batch(prep, [portal.params], [b""])
             self.take_pipelined()
-            if len(self.batch[1]) >= BATCH_ROWS:
+            if len(self.batch.rows) >= BATCH_ROWS:
                 await self.flush_batch()
             return
         if self.batch is not None:
