@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import itertools
 import os
 import re
 import secrets
@@ -26,7 +25,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +33,7 @@ from changefeed.connection import Connection, Result
 from changefeed.engine import auth
 from changefeed.engine.auth import ScramSecret
 from changefeed.exceptions import ChangefeedError, LockNotAvailable
+from changefeed.server.pg import batch as batches
 from changefeed.server.pg import catalog
 from changefeed.server.pg import normalise as norm_
 from changefeed.server.pg import protocol as p
@@ -52,6 +52,7 @@ from changefeed.server.pg.errors import (
 )
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
+from changefeed.server.pg.portals import Batch, Portal, Prepared, Running, new_query_id
 from changefeed.server.pg.values import (
     column_oids,
     data_rows,
@@ -86,8 +87,6 @@ FLUSH_BYTES = 256 * 1024
 ENCODE_CHUNK = 2000
 #: Parsed query texts kept per connection.
 PARSE_CACHE = 256
-#: Batched Executes (see ``PgSession.flush_batch``) run once this many are waiting.
-BATCH_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -97,56 +96,6 @@ class Backend:
     db: Path
     pool: Executor
     registry: Registry
-
-
-@dataclass
-class Prepared:
-    sql: str
-    kind: str  # empty | command | catalog | engine | stream
-    stmts: list[ast.Statement] = field(default_factory=list)
-    command: Command | None = None
-    param_oids: list[int] = field(default_factory=list)
-    inline: bool = False  # short: run on the event loop (see inline.py)
-
-
-@dataclass
-class Batch:
-    """Executes of one statement waiting to run together (``PgSession.flush_batch``), with the
-    replies due before each one's CommandComplete (BindComplete, NoData), held back so that the
-    replies go out in the order of the messages."""
-
-    prepared: Prepared
-    rows: list[list[Any]] = field(default_factory=list)
-    replies: list[bytes] = field(default_factory=list)
-    pending: list[bytes] = field(default_factory=list)
-
-
-@dataclass
-class Portal:
-    prepared: Prepared
-    params: list[Any]
-    formats: list[int]
-    result: Result | None = None
-    pos: int = 0
-    described: bool = False
-
-
-_query_ids = itertools.count(1)
-_QUERY_ID_BASE = uuid.uuid4().int >> 64  # per server process; CockroachDB ids are 128-bit hex too
-
-
-def new_query_id() -> str:
-    """A query's id for SHOW QUERIES / CANCEL QUERY: unique per server, 32 hex digits, without a
-    random read per statement (``uuid4`` costs a ``getrandom`` system call each time)."""
-    return f"{_QUERY_ID_BASE:016x}{next(_query_ids):016x}"
-
-
-@dataclass
-class Running:
-    query_id: str
-    sql: str
-    start: dt.datetime
-    phase: str = "executing"
 
 
 class Registry:
@@ -370,12 +319,12 @@ class PgSession:
                 continue
             if self.batch is not None:
                 try:
-                    if self.batch_message(kind, msg.data):
-                        self.take_pipelined()
-                        if len(self.batch.rows) >= BATCH_ROWS:
-                            await self.flush_batch()
+                    if batches.batch_message(self, kind, msg.data):
+                        batches.take_pipelined(self)
+                        if len(self.batch.rows) >= batches.BATCH_ROWS:
+                            await batches.flush_batch(self)
                         continue
-                    await self.flush_batch()
+                    await batches.flush_batch(self)
                 except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
                     self.batch = None
                     self.send_error(exc)
@@ -801,46 +750,6 @@ class PgSession:
         portal = self.portals[portal_name] = Portal(prep, params, list(rf))
         return portal
 
-    def batch_message(self, kind: bytes, body: bytes) -> bool:
-        """Take one message into the batch if it belongs there: a Bind of the batch's statement to
-        the unnamed portal, a Describe or an Execute of that portal. False: the batch runs first."""
-        batch = self.batch
-        if batch is None:
-            return False
-        prep = batch.prepared
-        if kind == b"B":
-            if not body.startswith(b"\x00"):
-                return False
-            z = body.find(b"\x00", 1)
-            if z < 0 or self.prepared.get(body[1:z].decode("utf-8", "replace")) is not prep:
-                return False
-            self.bind(body)
-            batch.pending.append(p.BIND_COMPLETE)
-            return True
-        portal = self.portals.get("")
-        if portal is None or portal.prepared is not prep or portal.result is not None:
-            return False
-        if kind == b"D" and body == b"P\x00":
-            batch.pending.append(p.NO_DATA)
-            portal.described = True
-            return True
-        if kind == b"E" and body.startswith(b"\x00") and len(body) == 5:
-            batch.rows.append(portal.params)
-            batch.replies.append(b"".join(batch.pending))
-            batch.pending.clear()
-            return True
-        return False
-
-    def take_pipelined(self) -> None:
-        """Take into the batch the messages that belong there and have already arrived, without a
-        trip through the main loop each (a pipelining client sends thousands per segment)."""
-        stream = self.messages
-        while self.batch is not None and len(self.batch.rows) < BATCH_ROWS:
-            nxt = stream.peek()
-            if nxt is None or not self.batch_message(*nxt):
-                return
-            stream.advance()
-
     async def on_describe(self, msg: p.Reader) -> None:
         what = msg.byte()
         name = msg.cstr()
@@ -877,12 +786,12 @@ class PgSession:
             )
             portal.described = True
             return
-        if portal.result is None and self.batchable(prep):
+        if portal.result is None and batches.batchable(self, prep):
             self.send(p.NO_DATA)  # runs at Execute, with the others of its batch
             portal.described = True
             return
         if self.batch is not None:
-            await self.flush_batch()
+            await batches.flush_batch(self)
         if portal.result is None:
             portal.result = await self.execute(prep, portal.params)
         described = portal.result
@@ -936,57 +845,6 @@ class PgSession:
             return list(zip(res.columns, oids, strict=True))
         return []
 
-    def batchable(self, prep: Prepared) -> bool:
-        """Executes of ``prep`` may wait to run together: a single-row INSERT/UPSERT of bound
-        values without RETURNING, inside an explicit transaction (so running them together changes
-        nothing a client can see: every reply comes before the transaction ends, and an error
-        aborts the transaction either way)."""
-        if prep.kind != "engine" or len(prep.stmts) != 1 or self.conn is None:
-            return False
-        stmt = prep.stmts[0]
-        session = self.conn.session
-        return (
-            isinstance(stmt, ast.Insert)
-            and len(stmt.rows) == 1
-            and not stmt.returning
-            and not stmt.on_conflict_do_nothing  # its tag counts the rows each one wrote
-            and session.in_transaction
-            and not session.aborted
-            and session.statements.handler(stmt).plan_many is not None
-        )
-
-    async def flush_batch(self) -> None:
-        """Run the batched Executes as one ``execute_many`` (the engine's bulk write, as
-        ``Connection.executemany`` in one process) and send each its replies. psycopg's
-        ``executemany`` and JDBC batches pipeline Bind/Execute pairs up to one Sync, so a
-        1,000-row transaction costs one bulk write instead of 1,000 statements. On an error the
-        first Execute gets it and the rest are skipped to Sync: the transaction is aborted, as it
-        would be had one of the rows failed on its own."""
-        batch, self.batch = self.batch, None
-        if batch is None or self.conn is None:
-            return
-        prep, rows = batch.prepared, batch.rows
-        session = self.conn.session
-        stmt = prep.stmts[0]
-        self.cancelled.clear()
-        self.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
-        try:
-            if len(rows) == 1:
-                await self.call(self._run_engine, prep.stmts, rows[0])
-            elif rows:
-                await self.call(session.execute_many, stmt, rows)
-        except BaseException:
-            session.aborted = True
-            if batch.replies:
-                self.send(batch.replies[0])
-            raise
-        finally:
-            self.running = None
-        tag = p.command_complete(normalise_tag(Result(status="INSERT 1"), stmt))
-        self.send(b"".join(r + tag for r in batch.replies))
-        if batch.pending:
-            self.send(b"".join(batch.pending))
-
     async def on_execute(self, msg: p.Reader) -> None:
         name = msg.cstr()
         limit = msg.int32()
@@ -995,14 +853,14 @@ class PgSession:
         if portal is None:
             raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
-        if portal.result is None and self.batchable(prep) and name == "" and limit == 0:
+        if portal.result is None and batches.batchable(self, prep) and name == "" and limit == 0:
             self.batch = Batch(prep, [portal.params], [b""])
-            self.take_pipelined()
-            if len(self.batch.rows) >= BATCH_ROWS:
-                await self.flush_batch()
+            batches.take_pipelined(self)
+            if len(self.batch.rows) >= batches.BATCH_ROWS:
+                await batches.flush_batch(self)
             return
         if self.batch is not None:
-            await self.flush_batch()
+            await batches.flush_batch(self)
         if prep.kind == "stream":
             await self.run_stream(prep, portal.formats, describe=False, params=portal.params)
             return
