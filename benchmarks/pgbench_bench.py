@@ -438,6 +438,11 @@ def main() -> None:
         # Both servers run for the whole benchmark and each pair of runs (same script and clients)
         # goes back to back, so that both sides of a ratio meet the same load on a shared machine.
         files = {side: script_files(tmp, side, args.rows) for side in servers}
+        # Warm-up, not measured: the servers' first statements load code and caches.
+        for side, (port, user, dbname, pid) in servers.items():
+            for script in scripts:
+                fargs, mode = files[side][script]
+                pgbench(side, script, fargs, mode, 2, 1, port, user, dbname, logdir, pid)
         for script in scripts:
             for c in clients:
                 for side, (port, user, dbname, pid) in servers.items():

@@ -139,9 +139,11 @@ class WalSync:
             self._issued += 1
             return self._issued
 
-    def pending(self) -> bool:
-        """Whether a commit of this process may be visible to readers but not durable yet."""
-        return self._issued > self._synced
+    def pending(self) -> int:
+        """The last ticket issued if a commit of this process may be visible to readers but not
+        durable yet, else 0."""
+        issued = self._issued
+        return issued if issued > self._synced else 0
 
     def barrier(self) -> None:
         """Make everything written to the file so far durable (by this or any process)."""

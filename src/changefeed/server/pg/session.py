@@ -266,9 +266,13 @@ class PgSession:
             return
         ticket, db.pending_durable = db.pending_durable, 0
         if not ticket:
-            if not db.syncer.pending():
+            if self.conn is not None and self.conn.session.txn is not None:
+                # Inside a write transaction (which holds the write lock: no waiting here): its
+                # commit's sync covers whatever it read.
                 return
-            ticket = db.syncer.ticket()  # what this reply may show is in the WAL by now
+            ticket = db.syncer.pending()  # the commits this reply may show
+            if not ticket:
+                return
         try:
             await db.syncer.wait_async(ticket, self.endpoint.pool)
         except ChangefeedError as exc:
