@@ -101,20 +101,21 @@ async def flush_batch(session: PgSession) -> None:
     prep, rows = batch.prepared, batch.rows
     engine = session.conn.session
     stmt = prep.stmts[0]
-    session.cancelled.clear()
-    session.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
     try:
-        if len(rows) == 1:
-            await session.call(session._run_engine, prep.stmts, rows[0])
+        if len(rows) == 1:  # nothing was pipelined behind it: run as any statement (inline if short)
+            await session.execute(prep, rows[0])
         elif rows:
-            await session.call(engine.execute_many, stmt, rows)
+            session.cancelled.clear()
+            session.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
+            try:
+                await session.call(engine.execute_many, stmt, rows)
+            finally:
+                session.running = None
     except BaseException:
         engine.aborted = True
         if batch.replies:
             session.send(batch.replies[0])
         raise
-    finally:
-        session.running = None
     tag = p.command_complete(normalise_tag(Result(status="INSERT 1"), stmt))
     session.send(b"".join(r + tag for r in batch.replies))
     if batch.pending:
