@@ -177,3 +177,46 @@ def test_control_normal_loses_acknowledged_commits(tmp_path: Path) -> None:
             if conn.db.find_table("ledger") is not None:
                 ledger = {r[0] for r in conn.execute("SELECT id FROM ledger").rows}
     assert acked - ledger, "synchronous=NORMAL lost nothing: the cut did not model a power loss"
+
+
+# ------------------------------------------------------------------ configuration and group commit
+def test_topics_name_the_engine_file() -> None:
+    from changefeed.engine.database import DB_FILE
+    from changefeed.topics.store import ENGINE_FILE
+
+    assert ENGINE_FILE == DB_FILE
+
+
+def test_an_unknown_synchronous_mode_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from changefeed.exceptions import DatabaseError
+
+    monkeypatch.setenv("CHANGEFEED_SYNCHRONOUS", "SOMETIMES")
+    with pytest.raises(DatabaseError, match="CHANGEFEED_SYNCHRONOUS='SOMETIMES' is not a synchronous mode"):
+        changefeed.connect(tmp_path / "db")
+
+
+def test_concurrent_commits_share_syncs(tmp_path: Path) -> None:
+    """Eight threads committing single rows: every commit is acknowledged after a sync that began
+    after it, and they need fewer syncs than commits."""
+    from changefeed.sqlite_wal import wal_sync
+
+    db = tmp_path / "db"
+    with changefeed.connect(db) as conn:
+        conn.execute("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    syncer = wal_sync(db / "changefeed.db")
+    syncs0, tickets0 = syncer.syncs, syncer.ticket()
+
+    def work(w: int) -> None:
+        with changefeed.connect(db) as c:
+            for i in range(60):
+                c.execute("UPSERT INTO t (k, v) VALUES (?, ?)", (w * 1000 + i, i))
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not syncer.pending()  # every commit acknowledged was synced
+    commits = syncer.ticket() - tickets0 - 1
+    assert commits >= 480
+    assert syncer.syncs - syncs0 < commits

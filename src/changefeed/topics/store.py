@@ -226,7 +226,7 @@ class TopicLog(Protocol):
 
 
 #: The engine's file in the database directory (``changefeed.engine.database.DB_FILE``; the two
-#: packages are one layer and do not import each other: tests/test_topics.py checks they agree).
+#: packages are one layer and do not import each other: tests/test_crash_durability.py checks they agree).
 ENGINE_FILE = "changefeed.db"
 
 
