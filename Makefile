@@ -38,7 +38,8 @@ test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not soak" --durations=15
 
 # The soaks: ten kill -9s of a CockroachDB job's run, five of the Phoenix CDC stream, 100,000
-# Kafka produces across three endpoint restarts.
+# Kafka produces across three endpoint restarts, 32 pgbench clients for 10 minutes through the
+# PostgreSQL endpoint, 20 rounds of power loss under a committing writer (tests/crashfs).
 soak: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak
 
