@@ -1,0 +1,285 @@
+"""ScyllaDB's CDC log table ``ks.t_scylla_cdc_log`` over the journal ``j<id>``: reads and deletes.
+
+The log's partition key is ``cdc$stream_id`` and its clustering key ``(cdc$time,
+cdc$batch_seq_no)``, as in ScyllaDB: rows come back stream by stream (streams in token order, see
+``engine.cdc_streams``), each stream's changes in time order. A base partition's stream is that of
+the vnode owning its token; ``cdc$time`` is the commit time, made distinct per base partition
+within one transaction (``CommitTs.timeuuid``), and ``cdc$end_of_batch`` closes each
+(stream, time) group, so ScyllaDB's CDC libraries see one change per base partition and commit.
+
+Restrictions a ScyllaDB CDC reader sends, ``"cdc$stream_id" IN (..) AND "cdc$time" > ? AND
+"cdc$time" <= ?``, are pushed down: the time window becomes a range of the journal's insertion
+order (its time is monotonic in it), the streams a condition on the stored token, so a window read
+costs the rows of the window, not of the log. Every other condition is then evaluated per row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.cdc_streams import VNODE_SQL, Generation, generation, generation_at, vnode_of
+from changefeed.engine.clock import CommitTs, from_timeuuid, timeuuid_key
+from changefeed.engine.storage import tokens
+from changefeed.engine.txn import Transaction
+from changefeed.engine.types import SqlType, resolve_type
+from changefeed.exceptions import InvalidStatement
+from changefeed.sql import ast
+from changefeed.sql.evaluator import Evaluator, conjuncts, is_const
+
+#: The log's own columns, before the base table's.
+META_COLUMNS = (
+    ("cdc$stream_id", "blob"),
+    ("cdc$time", "timeuuid"),
+    ("cdc$batch_seq_no", "int"),
+    ("cdc$end_of_batch", "boolean"),
+    ("cdc$operation", "tinyint"),
+    ("cdc$ttl", "bigint"),
+)
+#: Bits of the partition token that break ties between partitions of one commit (see module doc).
+_TIEBREAK_SQL = "(tok & 1099511627775)"
+_TIEBREAK_MASK = (1 << 40) - 1
+
+
+def _t(name: str) -> SqlType:
+    return resolve_type(name, dialect="cql")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """What a WHERE pins down: streams (vnode indexes) and a time interval, as timeuuid keys."""
+
+    vnodes: frozenset[int] | None = None
+    lower: tuple[tuple[int, bytes], bool] | None = None  # (key, inclusive)
+    upper: tuple[tuple[int, bytes], bool] | None = None
+
+    def admits(self, key: tuple[int, bytes]) -> bool:
+        if self.lower is not None and (key < self.lower[0] or (key == self.lower[0] and not self.lower[1])):
+            return False
+        return not (
+            self.upper is not None and (key > self.upper[0] or (key == self.upper[0] and not self.upper[1]))
+        )
+
+
+class LogView:
+    """The log of one base table as a relation: column names, types, and rows for a window."""
+
+    def __init__(self, txn: Transaction, base: TableSchema) -> None:
+        self.txn = txn
+        self.base = base
+        self.st = txn.store(base)
+        self.cols = [c for c in base.columns if not c.virtual]
+        self.value_cols = [c for c in self.cols if not c.is_key]
+        self.names = [n for n, _ in META_COLUMNS]
+        self.names += [c.name for c in self.cols] + [f"cdc$deleted_{c.name}" for c in self.value_cols]
+        self.types: list[SqlType | None] = [_t(t) for _, t in META_COLUMNS]
+        self.types += [c.type for c in self.cols] + [_t("boolean") for _ in self.value_cols]
+        self.gen = generation(txn.conn) or generation_at(0)
+        self._select = ", ".join(
+            ["tok", "ts", "lg", "tx", "bsn", "op", "ttl", "seq"]
+            + [c.db for c in self.cols]
+            + [f"d{c.id}" for c in self.value_cols]
+        )
+        self._pk_at = [8 + self.cols.index(c) for c in self.st.pk_cols]
+
+    # ------------------------------------------------------------------ pushdown
+    def window(self, session: Any, where: ast.Expr | None, evaluator: Evaluator) -> Window:
+        """The streams and time bounds the conjuncts of ``where`` fix (others are left to the caller)."""
+        if where is None:
+            return Window()
+        vnodes: set[int] | None = None
+        lower: tuple[tuple[int, bytes], bool] | None = None
+        upper: tuple[tuple[int, bytes], bool] | None = None
+        for rel in conjuncts(where):
+            col, op, values = _restriction(session, rel, evaluator)
+            if col == "cdc$stream_id" and op in ("=", "in"):
+                found = {self.gen.index_of(v) for v in values if isinstance(v, bytes)}
+                found.discard(None)
+                picked = {i for i in found if i is not None}
+                vnodes = picked if vnodes is None else vnodes & picked
+            elif col == "cdc$time" and op in ("<", "<=", ">", ">=", "=") and len(values) == 1:
+                v = values[0]
+                if not isinstance(v, uuid.UUID) or v.version != 1:
+                    continue
+                key = timeuuid_key(v)
+                if op in (">", ">=", "="):
+                    cand = (key, op != ">")
+                    if lower is None or cand[0] > lower[0] or (cand[0] == lower[0] and not cand[1]):
+                        lower = cand
+                if op in ("<", "<=", "="):
+                    cand = (key, op != "<")
+                    if upper is None or cand[0] < upper[0] or (cand[0] == upper[0] and not cand[1]):
+                        upper = cand
+        return Window(None if vnodes is None else frozenset(vnodes), lower, upper)
+
+    # ------------------------------------------------------------------ rows
+    def rows(self, window: Window = Window()) -> Iterator[tuple[Any, ...]]:
+        """The log's rows within ``window``, in ScyllaDB's order."""
+        raw = self._raw(window)
+        from_db = [c.type.from_db for c in self.cols]
+        ncols = len(self.cols)
+        streams = self.gen.streams
+        check_time = window.lower is not None or window.upper is not None
+        for i, r in enumerate(raw):
+            tok, wall, lg, tx, bsn, op, ttl = r[:7]
+            t = CommitTs(wall, lg).timeuuid(tok & _TIEBREAK_MASK)
+            if check_time and not window.admits(timeuuid_key(t)):
+                continue
+            nxt = raw[i + 1] if i + 1 < len(raw) else None
+            end = True if nxt is None or nxt[0] != tok or nxt[3] != tx else None
+            vals = [f(v) for f, v in zip(from_db, r[8 : 8 + ncols], strict=True)]
+            dels = [True if d else None for d in r[8 + ncols :]]
+            yield (streams[vnode_of(tok)], t, bsn, end, op, ttl, *vals, *dels)
+
+    def _raw(self, window: Window) -> list[tuple[Any, ...]]:
+        conn = self.txn.conn
+        j = self.st.j
+        conds: list[str] = []
+        params: list[Any] = []
+        lo, hi = self._seq_bounds(window)
+        if lo is not None:
+            conds.append("seq >= ?")
+            params.append(lo)
+        if hi is not None:
+            conds.append("seq <= ?")
+            params.append(hi)
+        if window.vnodes is not None and not window.vnodes:
+            return []
+        if self.st.cql:
+            if window.vnodes is not None:
+                conds.append(f"{VNODE_SQL} IN ({', '.join(str(v) for v in sorted(window.vnodes))})")
+            where = f" WHERE {' AND '.join(conds)}" if conds else ""
+            return conn.execute(
+                f"SELECT {self._select} FROM {j}{where}"
+                f" ORDER BY {VNODE_SQL}, ts, lg, {_TIEBREAK_SQL}, bsn, seq",
+                params,
+            ).fetchall()
+        # SQL tables store no token: compute it from the partition key, then order alike.
+        where = f" WHERE {' AND '.join(conds)}" if conds else ""
+        logged = conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
+        toks = tokens(tuple(r[i] for i in self._pk_at) for r in logged)
+        keyed = [
+            (vnode_of(tok), r[1], r[2], tok & _TIEBREAK_MASK, r[4], r[7], tok, r)
+            for tok, r in zip(toks, logged, strict=True)
+            if window.vnodes is None or vnode_of(tok) in window.vnodes
+        ]
+        keyed.sort(key=lambda k: k[:6])
+        return [(k[6], *k[7][1:]) for k in keyed]
+
+    def _seq_bounds(self, window: Window) -> tuple[int | None, int | None]:
+        """The insertion-order range that holds the window's times (time is monotonic in ``seq``)."""
+        lo = hi = None
+        if window.lower is not None:
+            lo = self._first_seq_at_or_after(window.lower[0][0] * 100 - _GREGORIAN_NS)
+        if window.upper is not None:
+            nxt = self._first_seq_at_or_after((window.upper[0][0] + 1) * 100 - _GREGORIAN_NS)
+            hi = None if nxt is None else nxt - 1
+            if nxt is not None and lo is not None and hi < lo:
+                hi = lo - 1
+        if window.lower is not None and lo is None:
+            lo = 1 << 62  # nothing at or after the lower bound
+        return lo, hi
+
+    def _first_seq_at_or_after(self, wall: int) -> int | None:
+        """The smallest ``seq`` whose commit time is at least ``wall`` ns (binary search on seq)."""
+        conn = self.txn.conn
+        j = self.st.j
+        bounds = conn.execute(f"SELECT min(seq), max(seq) FROM {j}").fetchone()
+        if bounds is None or bounds[0] is None:
+            return None
+        lo, hi = int(bounds[0]), int(bounds[1])
+        if conn.execute(f"SELECT ts FROM {j} WHERE seq = ?", (hi,)).fetchone()[0] < wall:
+            return None
+        probe = f"SELECT seq, ts FROM {j} WHERE seq >= ? ORDER BY seq LIMIT 1"
+        while lo < hi:  # the first seq whose next row is at or after ``wall`` (monotonic)
+            mid = (lo + hi) // 2
+            seq, ts = conn.execute(probe, (mid,)).fetchone()
+            if ts >= wall:
+                hi = mid
+            else:
+                lo = int(seq) + 1
+        return int(conn.execute(probe, (lo,)).fetchone()[0])
+
+    # ------------------------------------------------------------------ deletes
+    def delete(self, session: Any, where: ast.Expr | None, evaluator: Evaluator) -> int:
+        """``DELETE FROM ks.t_scylla_cdc_log WHERE "cdc$stream_id" = .. [AND ..]``: the stream
+        (the partition key) must be restricted, as ScyllaDB requires; any further conditions on
+        ``cdc$time`` and ``cdc$batch_seq_no`` narrow it to rows of that partition."""
+        window = self.window(session, where, evaluator)
+        if window.vnodes is None:
+            raise InvalidStatement("Some partition key parts are missing: cdc$stream_id")
+        assert where is not None
+        rest = [
+            rel
+            for rel in conjuncts(where)
+            if _restriction(session, rel, evaluator)[0] not in ("cdc$stream_id", "cdc$time")
+        ]
+        for rel in rest:
+            col, op, _ = _restriction(session, rel, evaluator)
+            if col != "cdc$batch_seq_no":
+                raise InvalidStatement(
+                    "Invalid where clause: only the primary key (cdc$stream_id, cdc$time, "
+                    "cdc$batch_seq_no) may be restricted in a DELETE from a CDC log"
+                )
+        index = {n: i for i, n in enumerate(self.names)}
+        doomed: list[int] = []
+        seqs = self._row_seqs(window)
+        for row, seq in zip(self.rows(window), seqs, strict=True):
+            scope = _scope(row, index)
+            if all(evaluator.eval(rel, scope) is True for rel in rest):
+                doomed.append(seq)
+        for i in range(0, len(doomed), 500):
+            part = doomed[i : i + 500]
+            self.txn.conn.execute(f"DELETE FROM {self.st.j} WHERE seq IN ({', '.join('?' * len(part))})", part)
+        return len(doomed)
+
+    def _row_seqs(self, window: Window) -> list[int]:
+        out = []
+        for r in self._raw(window):
+            if window.lower is None and window.upper is None:
+                out.append(int(r[7]))
+                continue
+            t = CommitTs(r[1], r[2]).timeuuid(r[0] & _TIEBREAK_MASK)
+            if window.admits(timeuuid_key(t)):
+                out.append(int(r[7]))
+        return out
+
+
+_GREGORIAN_NS = 0x01B21DD213814000 * 100
+
+
+def _scope(row: Sequence[Any], index: dict[str, int]) -> Any:
+    from changefeed.sql.evaluator import RowMap, Scope
+
+    return Scope(RowMap(tuple(row), index, {n.lower(): i for n, i in index.items()}))
+
+
+def _restriction(session: Any, rel: ast.Expr, evaluator: Evaluator) -> tuple[str | None, str, list[Any]]:
+    """(column, operator, constant values) of a ``column op constant`` or ``column IN (..)`` conjunct."""
+    if isinstance(rel, ast.BinaryOp) and rel.op in ("=", "<", "<=", ">", ">="):
+        left, right, op = rel.left, rel.right, rel.op
+        if not isinstance(left, ast.Column) and isinstance(right, ast.Column):
+            left, right = right, left
+            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+        if isinstance(left, ast.Column) and is_const(right):
+            return session.ident(left.name), op, [evaluator.eval(right, None)]
+    if isinstance(rel, ast.InList) and not rel.negated and isinstance(rel.expr, ast.Column):
+        if all(is_const(x) for x in rel.items):
+            values: list[Any] = []
+            for x in rel.items:
+                v = evaluator.eval(x, None)
+                values.extend(v if isinstance(v, list | tuple) else [v])
+            return session.ident(rel.expr.name), "in", values
+    return None, "", []
+
+
+def decode_time(u: uuid.UUID) -> CommitTs | None:
+    """The commit time a ``cdc$time`` value carries (None: not one of this store's)."""
+    got = from_timeuuid(u)
+    return None if got is None else got[0]
+
+
+__all__ = ["META_COLUMNS", "Generation", "LogView", "Window", "decode_time"]
