@@ -408,6 +408,9 @@ class _Builder(Transformer[Token, Any]):
     def allow_filtering(self, c: list[Any]) -> _C:
         return _C("allow_filtering", True)
 
+    def bypass_cache(self, c: list[Any]) -> _C:
+        return _C("bypass_cache", True)
+
     def where_clause(self, c: list[ast.Expr]) -> _C:
         return _C("where", c[0])
 
