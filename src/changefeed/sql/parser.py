@@ -961,6 +961,10 @@ class _Builder(Transformer[Token, Any]):
     def using_timestamp(self, c: list[ast.Expr]) -> tuple[str, ast.Expr]:
         return ("timestamp", c[0])
 
+    def using_timeout(self, c: list[Any]) -> tuple[str, Any]:
+        # ScyllaDB's per-statement timeout: accepted; statements here are not cut short by time
+        return ("timeout", None)
+
     @v_args(meta=True)
     def update(self, meta: Any, c: list[Any]) -> ast.Statement:
         cl = _clauses(c)

@@ -32,7 +32,7 @@ from changefeed.engine.privileges import check_login
 from changefeed.exceptions import ChangefeedError
 from changefeed.server import EndpointConfig
 from changefeed.server.cql import wire as w
-from changefeed.server.cql.session import CqlSession, Shared
+from changefeed.server.cql.session import CqlSession, Shared, lz4_decompress
 from changefeed.server.cql.statements import SchemaChange
 from changefeed.server.cql.system import Node
 
@@ -44,7 +44,18 @@ STARTUP_TIMEOUT = 30.0
 #: Seconds to wait for a client that stopped reading before its connection is closed.
 WRITE_TIMEOUT = 30.0
 AUTHENTICATOR = "org.apache.cassandra.auth.PasswordAuthenticator"
-SUPPORTED = {"CQL_VERSION": ["3.3.1"], "COMPRESSION": ["lz4"], "PROTOCOL_VERSIONS": ["3/v3", "4/v4"]}
+#: OPTIONS' answer. The SCYLLA_* entries are how drivers tell a ScyllaDB node (one shard here, so
+#: shard-aware drivers route every token to shard 0; no shard-aware port).
+SUPPORTED = {
+    "CQL_VERSION": ["3.3.1"],
+    "COMPRESSION": ["lz4"],
+    "PROTOCOL_VERSIONS": ["3/v3", "4/v4"],
+    "SCYLLA_SHARD": ["0"],
+    "SCYLLA_NR_SHARDS": ["1"],
+    "SCYLLA_PARTITIONER": ["org.apache.cassandra.dht.Murmur3Partitioner"],
+    "SCYLLA_SHARDING_ALGORITHM": ["biased-token-round-robin"],
+    "SCYLLA_SHARDING_IGNORE_MSB": ["12"],
+}
 
 
 class CloseConnection(Exception):
@@ -188,6 +199,10 @@ class CqlEndpoint:
                 continue
             version = v
             try:
+                if flags & w.FLAG_COMPRESSION:
+                    if compression != "lz4":
+                        raise w.ProtocolError("compression was not negotiated")
+                    body = lz4_decompress(body)
                 r = w.Reader(body)
                 if opcode == w.OPTIONS:
                     out = w.Writer().string_multimap(SUPPORTED).getvalue()

@@ -255,7 +255,19 @@ def _tables(session: Session, txn: Transaction) -> Iterable[dict[str, Any]]:
     for d in all_tables(session):
         row = {"keyspace_name": d.keyspace, "table_name": d.name, "id": d.id, "flags": {"compound"}}
         row.update(_OPTION_VALUES)
+        if d.cdc is not None:
+            row["extensions"] = {"cdc": cdc_extension(d.cdc)}
         yield row
+
+
+def cdc_extension(options: dict[str, str]) -> bytes:
+    """ScyllaDB's serialised ``cdc`` schema extension: a map of strings, little-endian lengths."""
+    out = [len(options).to_bytes(4, "little")]
+    for k, v in options.items():
+        for text in (k, v):
+            b = text.encode()
+            out.append(len(b).to_bytes(4, "little") + b)
+    return b"".join(out)
 
 
 def _scylla_tables(session: Session, txn: Transaction) -> Iterable[dict[str, Any]]:
