@@ -217,19 +217,28 @@ def test_batches_are_one_cdc_batch(cql: Session) -> None:
 
 
 def test_paging_over_the_log(server: RunningServer, cql: Session) -> None:
+    _paging(server, cql, PAGING_ROWS)
+
+
+@pytest.mark.soak
+def test_paging_over_100000_log_rows(server: RunningServer, cql: Session) -> None:
+    _paging(server, cql, 100_000)
+
+
+def _paging(server: RunningServer, cql: Session, n: int) -> None:
     cql.execute("DROP TABLE IF EXISTS ks.big")
     cql.execute("CREATE TABLE ks.big (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}")
     conn = changefeed.connect(server.db, dialect="cql")
     try:
         conn.executemany(
-            "INSERT INTO ks.big (pk, ck, v) VALUES (?, ?, ?)", [(i % 97, i, f"v{i}") for i in range(PAGING_ROWS)]
+            "INSERT INTO ks.big (pk, ck, v) VALUES (?, ?, ?)", [(i % 97, i, f"v{i}") for i in range(n)]
         )
         expected = conn.execute('SELECT "cdc$stream_id", "cdc$time", ck FROM ks.big_scylla_cdc_log').rows
     finally:
         conn.close()
     stmt = SimpleStatement('SELECT "cdc$stream_id", "cdc$time", ck FROM ks.big_scylla_cdc_log', fetch_size=1000)
     got = [tuple(r) for r in cql.execute(stmt)]
-    assert len(got) == PAGING_ROWS
+    assert len(got) == n
     assert got == expected
     # a prepared, windowed read as ScyllaDB's CDC libraries send it
     streams = sorted({r[0] for r in expected})[:3]

@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,8 @@ func deref(v interface{}) interface{} {
 
 func (p *printer) consume(ctx context.Context, table string, c scyllacdc.Change) error {
 	rows := append(append(append([]*scyllacdc.ChangeRow{}, c.PreImage...), c.Delta...), c.PostImage...)
+	// back in log order (cdc$batch_seq_no) from the library's pre/delta/post grouping
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].GetSeqNo() < rows[j].GetSeqNo() })
 	p.count.Add(int64(len(rows)))
 	if p.quiet {
 		return nil
