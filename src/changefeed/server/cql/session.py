@@ -49,7 +49,8 @@ from changefeed.server.cql.statements import (
     split_name,
     statement_table,
 )
-from changefeed.server.cql.types import CqlType, decoder, encoder
+from changefeed.server.cql.types import CqlType, decoder, rows_encoder
+from changefeed.server.pg.inline import runs_inline
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 from changefeed.sql.result import Result
@@ -76,6 +77,9 @@ class Prepared:
     specs: list[Spec]
     pk_at: list[int]
     decoders: list[Callable[[bytes], Any]] = field(default_factory=list)
+    #: Short enough to run on the event loop (see ``server.pg.inline``): a thread hand-over costs
+    #: more CPU than a single-row write.
+    inline: bool = False
 
 
 @dataclass
@@ -86,6 +90,9 @@ class Paged:
     table: tuple[str, str]
     rows: list[tuple[Any, ...]]
     at: float
+    #: Pages encoded ahead, by (offset, page size, metadata skipped): while the client decodes a
+    #: page, the pool encodes the next one, so paging uses both cores.
+    ahead: dict[tuple[int, int, bool], asyncio.Future[bytes]] = field(default_factory=dict)
 
 
 class Shared:
@@ -311,7 +318,8 @@ class CqlSession:
         stmt = self._parse_for_query(query)
         self.conn.db.refresh_catalog()
         specs, pk_at = bind_specs(session, stmt)
-        prep = Prepared(pid, query, keyspace, stmt, specs, pk_at, [decoder(s.type) for s in specs])
+        inline = runs_inline(session, [stmt]) and not isinstance(stmt, ast.Select)
+        prep = Prepared(pid, query, keyspace, stmt, specs, pk_at, [decoder(s.type) for s in specs], inline)
         with self.shared.lock:
             self.shared.prepared[pid] = prep
             while len(self.shared.prepared) > PREPARED_MAX:
@@ -378,7 +386,7 @@ class CqlSession:
         if isinstance(stmt, ast.Select):
             await self.select(stream, query, stmt, values, params)
             return
-        res, changes = await self.call(self._execute, stmt, values)
+        res, changes = await self._run_write(stmt, values, prep is not None and prep.inline)
         if isinstance(stmt, ast.UseKeyspace):
             body = w.Writer().int(w.SET_KEYSPACE).string(self.conn.session.keyspace or "")
             self.send(stream, w.RESULT, body.getvalue())
@@ -394,6 +402,23 @@ class CqlSession:
             self.send(stream, w.RESULT, _rows_body(res.columns, types, (ks, table), res.rows, None))
             return
         self.send(stream, w.RESULT, w.Writer().int(w.VOID).getvalue())
+
+    async def _run_write(
+        self, stmt: ast.Statement, values: Sequence[Any], inline: bool
+    ) -> tuple[Result, list[SchemaChange]]:
+        """Run a non-SELECT statement: short ones on the loop unless another writer holds the
+        engine (then, like everything else, on the pool)."""
+        assert self.conn is not None
+        if inline:
+            db = self.conn.db
+            db.writers_wait = False
+            try:
+                return self._execute(stmt, values)
+            except LockNotAvailable:
+                pass
+            finally:
+                db.writers_wait = True
+        return await self.call(self._execute, stmt, values)
 
     def _parse_for_query(self, query: str) -> ast.Statement:
         stmt = self._parse(query)
@@ -458,12 +483,26 @@ class CqlSession:
         if state:
             with self.shared.lock:
                 self.shared.paged.pop(state, None)
-        chunk = rows[offset:end]
-        if len(chunk) > 2000:
-            body = await self.call(_rows_body, paged.columns, paged.types, paged.table, chunk, next_state, params["skip_metadata"])
+        skip = bool(params["skip_metadata"])
+        ready = paged.ahead.pop((offset, page_size, skip), None)
+        if ready is not None:
+            body = await ready
         else:
-            body = _rows_body(paged.columns, paged.types, paged.table, chunk, next_state, params["skip_metadata"])
+            body = await self._encode_page(paged, offset, end, next_state, skip)
         self.send(stream, w.RESULT, body)
+        if next_state is not None:  # encode the next page while the client takes this one
+            nxt_end = min(len(rows), end + page_size)
+            after = key + struct.pack(">q", nxt_end) if nxt_end < len(rows) else None
+            paged.ahead.clear()
+            paged.ahead[(end, page_size, skip)] = asyncio.ensure_future(
+                self._encode_page(paged, end, nxt_end, after, skip)
+            )
+
+    async def _encode_page(self, paged: Paged, lo: int, hi: int, state: bytes | None, skip: bool) -> bytes:
+        chunk = paged.rows[lo:hi]
+        if len(chunk) > 2000:
+            return await self.call(_rows_body, paged.columns, paged.types, paged.table, chunk, state, skip)
+        return _rows_body(paged.columns, paged.types, paged.table, chunk, state, skip)
 
     def _expire_paged(self) -> None:
         now = time.monotonic()
@@ -610,13 +649,7 @@ def _rows_body(
         for name, t in zip(columns, types, strict=True):
             head.string(name).raw(t.option())
     head.int(len(rows))
-    encs = [encoder(t) for t in types]
-    if len(encs) == 1:
-        e0 = encs[0]
-        cells = b"".join([e0(r[0]) for r in rows])
-    else:
-        pairs = list(enumerate(encs))
-        cells = b"".join([b"".join([e(r[i]) for i, e in pairs]) for r in rows])
+    cells = rows_encoder(types)(rows)
     return head.getvalue() + cells
 
 
