@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from proctree import cpu_seconds  # noqa: E402
+
 CDC_GO = ROOT / "build" / "cdcprint"
 
 
@@ -74,14 +75,18 @@ def bench_read(port: int, rows: int, server_pid: int) -> float:
     from cassandra.query import SimpleStatement
 
     profile = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()))
-    c = Cluster(["127.0.0.1"], port=port, protocol_version=4, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    c = Cluster(
+        ["127.0.0.1"], port=port, protocol_version=4, execution_profiles={EXEC_PROFILE_DEFAULT: profile}
+    )
     s = c.connect()
     try:
         best = 0.0
         for _ in range(2):
             srv0, cli0 = cpu_seconds([server_pid]), time.process_time()
             t0 = time.perf_counter()
-            n = sum(1 for _ in s.execute(SimpleStatement("SELECT * FROM ks.log_scylla_cdc_log", fetch_size=5000)))
+            n = sum(
+                1 for _ in s.execute(SimpleStatement("SELECT * FROM ks.log_scylla_cdc_log", fetch_size=5000))
+            )
             rate = n / (time.perf_counter() - t0)
             srv, cli = cpu_seconds([server_pid]) - srv0, time.process_time() - cli0
             assert n == rows, (n, rows)
@@ -100,7 +105,18 @@ def bench_go(port: int, rows: int, server_pid: int) -> float:
         raise SystemExit(f"{CDC_GO} is missing: run `make cql-clients`")
     srv0 = cpu_seconds([server_pid])
     out = subprocess.run(
-        [str(CDC_GO), "-port", str(port), "-table", "ks.log", "-expect", str(rows), "-quiet", "-timeout", "600s"],
+        [
+            str(CDC_GO),
+            "-port",
+            str(port),
+            "-table",
+            "ks.log",
+            "-expect",
+            str(rows),
+            "-quiet",
+            "-timeout",
+            "600s",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -123,7 +139,9 @@ def _insert_worker(port: int, worker: int, n: int, out: mp.Queue) -> None:  # ty
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
     profile = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()))
-    c = Cluster(["127.0.0.1"], port=port, protocol_version=4, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    c = Cluster(
+        ["127.0.0.1"], port=port, protocol_version=4, execution_profiles={EXEC_PROFILE_DEFAULT: profile}
+    )
     s = c.connect()
     stmt = s.prepare("INSERT INTO ks.w (pk, ck, v) VALUES (?, ?, ?)")
     s.execute(stmt, (worker, -1, "warm"))
@@ -139,12 +157,18 @@ def _insert_worker(port: int, worker: int, n: int, out: mp.Queue) -> None:  # ty
     out.put(("done", elapsed, lat))
 
 
-def bench_inserts(db: Path, port: int, sessions: int, per_session: int, server_pid: int) -> tuple[float, float, float]:
+def bench_inserts(
+    db: Path, port: int, sessions: int, per_session: int, server_pid: int
+) -> tuple[float, float, float]:
     import changefeed
 
     conn = changefeed.connect(db, dialect="cql")
-    conn.execute("CREATE TABLE ks.w (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}")
-    conn.execute("CREATE TABLE ks.base (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}")
+    conn.execute(
+        "CREATE TABLE ks.w (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
+    )
+    conn.execute(
+        "CREATE TABLE ks.base (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
+    )
     total = sessions * per_session
     c0, t0 = time.process_time(), time.perf_counter()
     for i in range(total):
@@ -152,7 +176,9 @@ def bench_inserts(db: Path, port: int, sessions: int, per_session: int, server_p
     base_rate = total / (time.perf_counter() - t0)
     base_cpu = (time.process_time() - c0) / total * 1e6
     conn.close()
-    print(f"  changefeed.connect, one process: {total} single-row INSERTs = {base_rate:,.0f} rows/s ({base_cpu:.0f} us CPU each)")
+    print(
+        f"  changefeed.connect, one process: {total} single-row INSERTs = {base_rate:,.0f} rows/s ({base_cpu:.0f} us CPU each)"
+    )
 
     ctx = mp.get_context("spawn")
     q: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
@@ -188,7 +214,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="cql-bench-"))
     db = tmp / "db"
     port = free_port()
-    print(f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print(
+        f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}"
+    )
     try:
         if args.only in (None, "read", "go"):
             t0 = time.perf_counter()
@@ -199,7 +227,9 @@ def main() -> None:
             if args.only in (None, "read"):
                 print(f"read: target >= 100,000 rows/s -> {bench_read(port, args.rows, server.pid):,.0f}")
             if args.only in (None, "go"):
-                print(f"scylla-cdc-go: target >= 100,000 changes/s -> {bench_go(port, args.rows, server.pid):,.0f}")
+                print(
+                    f"scylla-cdc-go: target >= 100,000 changes/s -> {bench_go(port, args.rows, server.pid):,.0f}"
+                )
             if args.only in (None, "insert"):
                 ratio, p99, _ = bench_inserts(db, port, args.sessions, args.inserts, server.pid)
                 print(f"insert: target >= 0.7x and p99 <= 10 ms -> {ratio:.2f}x, p99 {p99:.2f} ms")

@@ -82,7 +82,9 @@ def _log(srv: RunningServer, table: str) -> list[dict[str, Any]]:
     out = []
     for row in res.rows:
         r = dict(zip(res.columns, row, strict=True))
-        cols = {k: _jsonable(v) for k, v in r.items() if not k.startswith("cdc$") or k.startswith("cdc$deleted_")}
+        cols = {
+            k: _jsonable(v) for k, v in r.items() if not k.startswith("cdc$") or k.startswith("cdc$deleted_")
+        }
         out.append(
             {
                 "stream": r["cdc$stream_id"].hex(),

@@ -105,7 +105,13 @@ def test_spec_examples_through_cqlsh(server: RunningServer) -> None:
     for n, path in enumerate(GOLDEN, 1):
         steps = read_golden(path)
         for step in steps:
-            for stmt in split_cql(re.sub(r"\bks\.t(_scylla_cdc_log)?\b", lambda m: f"ks.t{n:02d}{m.group(1) or ''}", step.statements)):
+            for stmt in split_cql(
+                re.sub(
+                    r"\bks\.t(_scylla_cdc_log)?\b",
+                    lambda m, n=n: f"ks.t{n:02d}{m.group(1) or ''}",
+                    step.statements,
+                )
+            ):
                 (ddl if stmt.lstrip().upper().startswith("CREATE") else rest).append(stmt)
             if step.expected is not None:
                 expected.append(_as_cqlsh_prints(step.expected))
@@ -124,11 +130,18 @@ def _as_cqlsh_prints(block: str) -> str:
 
 def test_cqlsh_describe_and_show_version(server: RunningServer, cql: Session) -> None:
     drop_t(cql)
-    cql.execute("CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
-    cql.execute("CREATE TABLE ks.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}")
+    cql.execute(
+        "CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )
+    cql.execute(
+        "CREATE TABLE ks.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
+    )
     out = _cqlsh(server, "DESCRIBE TABLE ks.t;\nDESCRIBE KEYSPACES;\nSHOW VERSION;\n")
     assert out.returncode == 0, out.stderr
-    assert "CREATE TABLE ks.t (\n    pk int,\n    ck int,\n    v text,\n    PRIMARY KEY (pk, ck)\n)" in out.stdout
+    assert (
+        "CREATE TABLE ks.t (\n    pk int,\n    ck int,\n    v text,\n    PRIMARY KEY (pk, ck)\n)"
+        in out.stdout
+    )
     assert "ks" in out.stdout and "system_schema" in out.stdout
     assert "Native protocol v4" in out.stdout
 
@@ -141,7 +154,9 @@ def test_driver_downgrades_from_v5_and_routes_by_token(server: RunningServer) ->
         assert c.protocol_version == 4
         tm = c.metadata.token_map
         assert tm is not None and len(tm.ring) == 16
-        s.execute("CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute(
+            "CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
         assert len(tm.get_replicas("ks", tm.ring[3])) <= 1
     finally:
         c.shutdown()
@@ -176,7 +191,9 @@ def test_prepared_statements_bind_every_type(cql: Session) -> None:
     cql.execute("DROP TABLE IF EXISTS ks.types")
     cql.execute(f"CREATE TABLE ks.types (k int PRIMARY KEY, {cols}) WITH cdc = {{'enabled': true}}")
     names = [n for n, _, _ in ALL_TYPES]
-    insert = cql.prepare(f"INSERT INTO ks.types (k, {', '.join(names)}) VALUES (?, {', '.join('?' * len(names))})")
+    insert = cql.prepare(
+        f"INSERT INTO ks.types (k, {', '.join(names)}) VALUES (?, {', '.join('?' * len(names))})"
+    )
     assert [c.name for c in insert.column_metadata][:2] == ["k", "a_ascii"]
     from cassandra.util import Duration, Time
 
@@ -207,7 +224,9 @@ def test_prepared_statements_bind_every_type(cql: Session) -> None:
 
 def test_batches_are_one_cdc_batch(cql: Session) -> None:
     drop_t(cql)
-    cql.execute("CREATE TABLE ks.t (pk int, ck int, v int, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}")
+    cql.execute(
+        "CREATE TABLE ks.t (pk int, ck int, v int, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
+    )
     ins = cql.prepare("INSERT INTO ks.t (pk, ck, v) VALUES (?, ?, ?)")
     for kind in (BatchType.LOGGED, BatchType.UNLOGGED):
         b = BatchStatement(batch_type=kind)
@@ -215,7 +234,11 @@ def test_batches_are_one_cdc_batch(cql: Session) -> None:
         b.add(ins, (1, 2, 2))
         b.add(SimpleStatement("UPDATE ks.t SET v = 9 WHERE pk = 2 AND ck = 0"))
         cql.execute(b)
-    rows = list(cql.execute('SELECT "cdc$time", "cdc$batch_seq_no", "cdc$end_of_batch", pk, ck FROM ks.t_scylla_cdc_log'))
+    rows = list(
+        cql.execute(
+            'SELECT "cdc$time", "cdc$batch_seq_no", "cdc$end_of_batch", pk, ck FROM ks.t_scylla_cdc_log'
+        )
+    )
     by_pk1 = [r for r in rows if r.pk == 1]
     assert [r.cdc_batch_seq_no for r in by_pk1] == [0, 1, 0, 1]
     assert by_pk1[0].cdc_time == by_pk1[1].cdc_time != by_pk1[2].cdc_time
@@ -233,7 +256,9 @@ def test_paging_over_100000_log_rows(server: RunningServer, cql: Session) -> Non
 
 def _paging(server: RunningServer, cql: Session, n: int) -> None:
     cql.execute("DROP TABLE IF EXISTS ks.big")
-    cql.execute("CREATE TABLE ks.big (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}")
+    cql.execute(
+        "CREATE TABLE ks.big (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
+    )
     conn = changefeed.connect(server.db, dialect="cql")
     try:
         conn.executemany(
@@ -242,7 +267,9 @@ def _paging(server: RunningServer, cql: Session, n: int) -> None:
         expected = conn.execute('SELECT "cdc$stream_id", "cdc$time", ck FROM ks.big_scylla_cdc_log').rows
     finally:
         conn.close()
-    stmt = SimpleStatement('SELECT "cdc$stream_id", "cdc$time", ck FROM ks.big_scylla_cdc_log', fetch_size=1000)
+    stmt = SimpleStatement(
+        'SELECT "cdc$stream_id", "cdc$time", ck FROM ks.big_scylla_cdc_log', fetch_size=1000
+    )
     got = [tuple(r) for r in cql.execute(stmt)]
     assert len(got) == n
     assert got == expected
@@ -262,7 +289,9 @@ def test_use_and_schema_events(server: RunningServer) -> None:
     c1, c2 = cluster(server), cluster(server)
     try:
         s1, s2 = c1.connect(), c2.connect()
-        s1.execute("CREATE KEYSPACE IF NOT EXISTS ev WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s1.execute(
+            "CREATE KEYSPACE IF NOT EXISTS ev WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
         s1.set_keyspace("ev")
         s1.execute("CREATE TABLE e (k int PRIMARY KEY, v int)")
         s1.execute("INSERT INTO e (k, v) VALUES (1, 2)")
@@ -296,7 +325,9 @@ def test_errors_have_cql_codes(cql: Session) -> None:
 def test_delete_from_the_cdc_log(cql: Session, server: RunningServer) -> None:
     """Issue 21 item 9: ScyllaDB lets users delete from a CDC log, by stream (its partition key)."""
     drop_t(cql)
-    cql.execute("CREATE TABLE ks.t (pk int, ck int, v int, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}")
+    cql.execute(
+        "CREATE TABLE ks.t (pk int, ck int, v int, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
+    )
     for i in range(6):
         cql.execute(f"INSERT INTO ks.t (pk, ck, v) VALUES ({i}, 0, {i})")
     rows = list(cql.execute('SELECT "cdc$stream_id", "cdc$time", pk FROM ks.t_scylla_cdc_log'))
@@ -307,13 +338,15 @@ def test_delete_from_the_cdc_log(cql: Session, server: RunningServer) -> None:
         'DELETE FROM ks.t_scylla_cdc_log WHERE "cdc$stream_id" = %s AND "cdc$time" = %s',
         (victim.cdc_stream_id, victim.cdc_time),
     )
-    left = list(cql.execute('SELECT pk FROM ks.t_scylla_cdc_log'))
+    left = list(cql.execute("SELECT pk FROM ks.t_scylla_cdc_log"))
     assert sorted(r.pk for r in left) == sorted(r.pk for r in rows[1:])
     conn = changefeed.connect(server.db, dialect="cql")
     try:
         stream = rows[1].cdc_stream_id
         conn.execute('DELETE FROM ks.t_scylla_cdc_log WHERE "cdc$stream_id" = ?', (stream,))
-        assert not any(r[0] == stream for r in conn.execute('SELECT "cdc$stream_id" FROM ks.t_scylla_cdc_log').rows)
+        assert not any(
+            r[0] == stream for r in conn.execute('SELECT "cdc$stream_id" FROM ks.t_scylla_cdc_log').rows
+        )
     finally:
         conn.close()
 
@@ -397,7 +430,9 @@ def _closed(sock: socket.socket) -> bool:
     return True
 
 
-def test_malformed_frames_get_a_protocol_error_and_others_are_unaffected(server: RunningServer, cql: Session) -> None:
+def test_malformed_frames_get_a_protocol_error_and_others_are_unaffected(
+    server: RunningServer, cql: Session
+) -> None:
     with socket.create_connection((server.host, server.port)) as sock:
         _startup(sock)
         sock.sendall(_frame(4, 2, 0x07, b"\x00\x00\x00\xffSELECT"))  # a [long string] longer than the body
@@ -415,7 +450,9 @@ def test_malformed_frames_get_a_protocol_error_and_others_are_unaffected(server:
     assert cql.execute("SELECT key FROM system.local").one().key == "local"
 
 
-def test_a_client_that_stops_reading_is_closed(server: RunningServer, cql: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_client_that_stops_reading_is_closed(
+    server: RunningServer, cql: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(cql_session, "WRITE_TIMEOUT", 1.0)
     query = b"SELECT * FROM system_schema.columns"
     body = struct.pack(">i", len(query)) + query + struct.pack(">HB", 1, 0)

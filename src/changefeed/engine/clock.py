@@ -69,11 +69,7 @@ class CommitTs:
         transaction get two distinct times, as ScyllaDB gives each base partition its own).
         :func:`timeuuid_key` is that order; :func:`from_timeuuid` reads the reading back."""
         ticks = self.wall // 100 + GREGORIAN_OFFSET
-        low = (
-            (self.wall % 100) << 55
-            | min(self.logical, _LOGICAL_MAX) << 40
-            | (tiebreak & _TIEBREAK_MASK)
-        )
+        low = (self.wall % 100) << 55 | min(self.logical, _LOGICAL_MAX) << 40 | (tiebreak & _TIEBREAK_MASK)
         return uuid.UUID(int=(_msb(ticks) << 64) | _lsb(low))
 
 
@@ -119,5 +115,6 @@ def from_timeuuid(u: uuid.UUID) -> tuple[CommitTs, int] | None:
         return None
     wall = (u.time - GREGORIAN_OFFSET) * 100 + sub
     return CommitTs(wall, (value >> 40) & _LOGICAL_MAX), value & _TIEBREAK_MASK
+
 
 ZERO = CommitTs(0, 0)

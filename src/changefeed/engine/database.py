@@ -183,7 +183,8 @@ class Database:
             c.execute("INSERT OR IGNORE INTO _clock VALUES (0, 0, 0, 0)")
             # The ScyllaDB CDC generation of this one-node store starts with the database.
             c.execute(
-                "INSERT OR IGNORE INTO _meta VALUES (?, ?)", (GENERATION_KEY, self.clock.now_ns() // 1_000_000)
+                "INSERT OR IGNORE INTO _meta VALUES (?, ?)",
+                (GENERATION_KEY, self.clock.now_ns() // 1_000_000),
             )
             c.execute("COMMIT")
         except BaseException:

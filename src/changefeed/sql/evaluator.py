@@ -9,8 +9,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Protocol
 
-from changefeed.engine.database import Database
 from changefeed.engine.clock import timeuuid_key
+from changefeed.engine.database import Database
 from changefeed.engine.storage import token
 from changefeed.engine.types import Kind, parse_interval, parse_timestamp, resolve_type
 from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedColumn, UnsupportedFeature

@@ -44,22 +44,6 @@ STARTUP_TIMEOUT = 30.0
 #: Seconds to wait for a client that stopped reading before its connection is closed.
 WRITE_TIMEOUT = 30.0
 AUTHENTICATOR = "org.apache.cassandra.auth.PasswordAuthenticator"
-#: OPTIONS' answer. The SCYLLA_* entries are how drivers tell a ScyllaDB node (one shard here, so
-#: shard-aware drivers route every token to shard 0; no shard-aware port).
-SUPPORTED = {
-    "CQL_VERSION": ["3.3.1"],
-    "COMPRESSION": ["lz4"],
-    "PROTOCOL_VERSIONS": ["3/v3", "4/v4"],
-    "SCYLLA_SHARD": ["0"],
-    "SCYLLA_NR_SHARDS": ["1"],
-    "SCYLLA_PARTITIONER": ["org.apache.cassandra.dht.Murmur3Partitioner"],
-    "SCYLLA_SHARDING_ALGORITHM": ["biased-token-round-robin"],
-    "SCYLLA_SHARDING_IGNORE_MSB": ["12"],
-}
-
-
-class CloseConnection(Exception):
-    pass
 
 
 def _is_loopback(peer: object) -> bool:
@@ -101,7 +85,9 @@ class CqlEndpoint:
         loop = asyncio.get_running_loop()
         # Open the database once up front: a broken directory fails here, not at each connection.
         self._auth = await loop.run_in_executor(self.pool, lambda: Connection(self.config.db, user=auth.ROOT))
-        self.server = await asyncio.start_server(self._accept, self.config.host, self.config.port, ssl=self.tls)
+        self.server = await asyncio.start_server(
+            self._accept, self.config.host, self.config.port, ssl=self.tls
+        )
         host, port = self.server.sockets[0].getsockname()[:2]
         self.node = Node(str(host), int(port))
         self.shared = Shared(self.config.db, self.pool, self.node, self.broadcast)
@@ -136,7 +122,7 @@ class CqlEndpoint:
         peer = writer.get_extra_info("peername")
         try:
             await self._serve(reader, writer, peer)
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError, CloseConnection):
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError, w.CloseConnection):
             pass
         except asyncio.CancelledError:
             pass
@@ -149,7 +135,9 @@ class CqlEndpoint:
                 await asyncio.wait_for(writer.wait_closed(), 1)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: object) -> None:
-        version, user, compression = await asyncio.wait_for(self._startup(reader, writer, peer), STARTUP_TIMEOUT)
+        version, user, compression = await asyncio.wait_for(
+            self._startup(reader, writer, peer), STARTUP_TIMEOUT
+        )
         assert self.shared is not None
         session = CqlSession(self.shared, reader, writer, version, user, compression)
         try:
@@ -190,7 +178,7 @@ class CqlEndpoint:
                 v, flags, stream, opcode, body = await self.read_frame(reader)
             except w.ProtocolError as exc:
                 writer.write(w.frame(version, 0, w.ERROR, w.error_body(w.PROTOCOL_ERROR, str(exc))))
-                raise CloseConnection from None
+                raise w.CloseConnection from None
             if v not in w.VERSIONS:
                 # ScyllaDB's answer, in a frame of the highest version it serves: drivers downgrade.
                 msg = f"Invalid or unsupported protocol version ({v}); supported versions are (3/v3, 4/v4)"
@@ -205,13 +193,13 @@ class CqlEndpoint:
                     body = lz4_decompress(body)
                 r = w.Reader(body)
                 if opcode == w.OPTIONS:
-                    out = w.Writer().string_multimap(SUPPORTED).getvalue()
+                    out = w.Writer().string_multimap(w.OPTIONS_ANSWER).getvalue()
                     writer.write(w.frame(version, stream, w.SUPPORTED, out))
                 elif opcode == w.STARTUP:
                     options = r.string_map()
                     r.done()
                     compression = options.get("COMPRESSION") or None
-                    if compression is not None and compression not in SUPPORTED["COMPRESSION"]:
+                    if compression is not None and compression not in w.OPTIONS_ANSWER["COMPRESSION"]:
                         raise w.ProtocolError(f"Unknown compression algorithm: {compression}")
                     anonymous = await loop.run_in_executor(self.pool, self._anonymous_allowed, peer)
                     if anonymous:
@@ -219,7 +207,9 @@ class CqlEndpoint:
                         await writer.drain()
                         return version, auth.ROOT, compression
                     authenticating = True
-                    writer.write(w.frame(version, stream, w.AUTHENTICATE, w.Writer().string(AUTHENTICATOR).getvalue()))
+                    writer.write(
+                        w.frame(version, stream, w.AUTHENTICATE, w.Writer().string(AUTHENTICATOR).getvalue())
+                    )
                 elif opcode == w.AUTH_RESPONSE and authenticating:
                     token = r.bytes_() or b""
                     r.done()
@@ -229,7 +219,7 @@ class CqlEndpoint:
                         msg = f"Provided username {name} and/or password are incorrect"
                         writer.write(w.frame(version, stream, w.ERROR, w.error_body(w.BAD_CREDENTIALS, msg)))
                         await writer.drain()
-                        raise CloseConnection
+                        raise w.CloseConnection
                     writer.write(w.frame(version, stream, w.AUTH_SUCCESS, w.Writer().bytes_(None).getvalue()))
                     await writer.drain()
                     return version, user, compression
@@ -239,7 +229,7 @@ class CqlEndpoint:
             except w.ProtocolError as exc:
                 writer.write(w.frame(version, stream, w.ERROR, w.error_body(w.PROTOCOL_ERROR, str(exc))))
                 await writer.drain()
-                raise CloseConnection from None
+                raise w.CloseConnection from None
             await writer.drain()
 
     # ------------------------------------------------------------------ authentication (pool threads)

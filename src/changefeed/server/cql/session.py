@@ -139,7 +139,11 @@ def error_of(exc: BaseException) -> tuple[int, str, bytes]:
     if isinstance(exc, sqlite3.Error):
         text = str(exc)
         if "locked" in text or "busy" in text:
-            return w.WRITE_TIMEOUT, f"Operation timed out: {text}", struct.pack(">hiii", 1, 0, 1, 0) + w.Writer().string("SIMPLE").getvalue()
+            return (
+                w.WRITE_TIMEOUT,
+                f"Operation timed out: {text}",
+                struct.pack(">hiii", 1, 0, 1, 0) + w.Writer().string("SIMPLE").getvalue(),
+            )
         return w.SERVER_ERROR, text, b""
     return w.SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}", b""
 
@@ -198,8 +202,6 @@ class CqlSession:
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> None:
-        from changefeed.server.cql.server import CloseConnection
-
         while True:
             try:
                 head = await self.reader.readexactly(w.HEADER_SIZE)
@@ -228,8 +230,16 @@ class CqlSession:
             except w.ProtocolError as exc:
                 self.send(stream, w.ERROR, w.error_body(w.PROTOCOL_ERROR, str(exc)))
                 await self.writer.drain()
-                raise CloseConnection from None
-            except (QueryError, ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError, OverflowError) as exc:
+                raise w.CloseConnection from None
+            except (
+                QueryError,
+                ChangefeedError,
+                sqlite3.Error,
+                ValueError,
+                LookupError,
+                TypeError,
+                OverflowError,
+            ) as exc:
                 code, message, extra = error_of(exc)
                 self.send(stream, w.ERROR, w.error_body(code, message, extra))
             await self.drain()
@@ -269,9 +279,7 @@ class CqlSession:
             self.events.update(kinds)
             self.send(stream, w.READY, b"")
         elif opcode == w.OPTIONS:
-            from changefeed.server.cql.server import SUPPORTED
-
-            self.send(stream, w.SUPPORTED, w.Writer().string_multimap(SUPPORTED).getvalue())
+            self.send(stream, w.SUPPORTED, w.Writer().string_multimap(w.OPTIONS_ANSWER).getvalue())
         elif opcode == w.STARTUP:
             raise w.ProtocolError("Unexpected message STARTUP, the connection is already initialized")
         else:
@@ -362,7 +370,7 @@ class CqlSession:
             raise InvalidStatement(
                 f"There were {len(prep.specs)} markers(?) in CQL but {len(raw)} bound variables"
             )
-        out = []
+        out: list[Any] = []
         for i, v in enumerate(raw):
             if v is None or v is w.UNSET:
                 if v is w.UNSET and isinstance(prep.stmt, ast.Select | ast.Delete):
@@ -372,7 +380,9 @@ class CqlSession:
             try:
                 out.append(prep.decoders[i](v))
             except TypeMismatch as exc:
-                raise InvalidStatement(f"Exception while binding column {prep.specs[i].name}: {exc}") from None
+                raise InvalidStatement(
+                    f"Exception while binding column {prep.specs[i].name}: {exc}"
+                ) from None
         return out
 
     async def run_query(self, stream: int, query: str, prep: Prepared | None, params: dict[str, Any]) -> None:
@@ -392,7 +402,11 @@ class CqlSession:
             self.send(stream, w.RESULT, body.getvalue())
             return
         if changes:
-            self.send(stream, w.RESULT, w.Writer().int(w.SCHEMA_CHANGE).raw(_schema_change_body(changes[0])).getvalue())
+            self.send(
+                stream,
+                w.RESULT,
+                w.Writer().int(w.SCHEMA_CHANGE).raw(_schema_change_body(changes[0])).getvalue(),
+            )
             for change in changes:
                 self.shared.broadcast(change)
             return
@@ -437,7 +451,11 @@ class CqlSession:
         if isinstance(stmt, ast.CreateTable):
             session.db.refresh_catalog()
             ks, _ = split_name(session, stmt.name)
-            if ks and ks not in session.db.keyspaces and not any(t.keyspace == ks for t in session.db.tables()):
+            if (
+                ks
+                and ks not in session.db.keyspaces
+                and not any(t.keyspace == ks for t in session.db.tables())
+            ):
                 changes.append(SchemaChange("CREATED", "KEYSPACE", ks))
         try:
             res = session.execute(stmt, values)
@@ -448,14 +466,18 @@ class CqlSession:
                 ks, name = split_name(session, stmt.name)
             else:
                 ks, name = session.ident(stmt.name), ""
-            raise QueryError(w.ALREADY_EXISTS, str(exc), w.Writer().string(ks).string(name).getvalue()) from None
+            raise QueryError(
+                w.ALREADY_EXISTS, str(exc), w.Writer().string(ks).string(name).getvalue()
+            ) from None
         change = schema_change(session, stmt)
         if change is not None:
             changes.append(change)
         return res, changes
 
     # ------------------------------------------------------------------ SELECT and paging
-    async def select(self, stream: int, query: str, stmt: ast.Select, values: list[Any], params: dict[str, Any]) -> None:
+    async def select(
+        self, stream: int, query: str, stmt: ast.Select, values: list[Any], params: dict[str, Any]
+    ) -> None:
         assert self.conn is not None
         page_size: int = params["page_size"]
         state: bytes | None = params["paging_state"]
@@ -507,7 +529,7 @@ class CqlSession:
     def _expire_paged(self) -> None:
         now = time.monotonic()
         while self.shared.paged:
-            k, p = next(iter(self.shared.paged.items()))
+            p = next(iter(self.shared.paged.values()))
             if len(self.shared.paged) > PAGED_RESULTS or now - p.at > PAGED_TTL_S:
                 self.shared.paged.popitem(last=False)
             else:
@@ -570,7 +592,9 @@ class CqlSession:
                 prep = self.shared.prepared.get(pid)
                 if prep is None:
                     raise QueryError(
-                        w.UNPREPARED, f"Prepared query with ID {pid.hex()} not found", w.Writer().short_bytes(pid).getvalue()
+                        w.UNPREPARED,
+                        f"Prepared query with ID {pid.hex()} not found",
+                        w.Writer().short_bytes(pid).getvalue(),
                     )
             else:
                 assert q is not None
@@ -604,7 +628,8 @@ class CqlSession:
 
 def lz4_compress(body: bytes) -> bytes:
     """The protocol's LZ4 body: the uncompressed length (big-endian [int]), then an LZ4 block."""
-    return struct.pack(">i", len(body)) + lz4.block.compress(body, store_size=False)
+    block: bytes = lz4.block.compress(body, store_size=False)
+    return struct.pack(">i", len(body)) + block
 
 
 def lz4_decompress(body: bytes) -> bytes:

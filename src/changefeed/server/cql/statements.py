@@ -175,9 +175,13 @@ def bind_specs(session: Session, stmt: ast.Statement) -> tuple[list[Spec], list[
                 by_col[session.ident(col)] = value.index
     elif where is not None:
         for rel in _conjuncts(where):
-            if isinstance(rel, ast.BinaryOp) and rel.op == "=":
-                if isinstance(rel.left, ast.Column) and isinstance(rel.right, ast.Param):
-                    by_col[session.ident(rel.left.name)] = rel.right.index
+            if (
+                isinstance(rel, ast.BinaryOp)
+                and rel.op == "="
+                and isinstance(rel.left, ast.Column)
+                and isinstance(rel.right, ast.Param)
+            ):
+                by_col[session.ident(rel.left.name)] = rel.right.index
     if pk_cols and all(c in by_col for c in pk_cols):
         pk_at = [by_col[c] for c in pk_cols]
     return specs, pk_at

@@ -151,7 +151,11 @@ def describe_log(schema: TableSchema) -> Described | None:
     if "." not in schema.name or not schema.cdc.enabled:
         return None
     ks, name = schema.name.split(".", 1)
-    kinds = {"cdc$stream_id": ("partition_key", 0), "cdc$time": ("clustering", 0), "cdc$batch_seq_no": ("clustering", 1)}
+    kinds = {
+        "cdc$stream_id": ("partition_key", 0),
+        "cdc$time": ("clustering", 0),
+        "cdc$batch_seq_no": ("clustering", 1),
+    }
     cols: list[tuple[str, str, str, int, str]] = []
     for n, t in META_COLUMNS:
         kind, pos = kinds.get(n, ("regular", -1))
@@ -247,7 +251,10 @@ def _keyspaces(session: Session, txn: Transaction) -> Iterable[dict[str, Any]]:
         yield {
             "keyspace_name": ks,
             "durable_writes": True,
-            "replication": {"class": "org.apache.cassandra.locator.SimpleStrategy", "replication_factor": "1"},
+            "replication": {
+                "class": "org.apache.cassandra.locator.SimpleStrategy",
+                "replication_factor": "1",
+            },
         }
 
 
@@ -379,7 +386,11 @@ TABLES: dict[str, VirtualTable] = {
         _vt(
             "system_schema",
             "keyspaces",
-            (("keyspace_name", _T), ("durable_writes", "boolean"), ("replication", "frozen<map<text, text>>")),
+            (
+                ("keyspace_name", _T),
+                ("durable_writes", "boolean"),
+                ("replication", "frozen<map<text, text>>"),
+            ),
             ("keyspace_name",),
             rows=_keyspaces,
         ),
@@ -445,7 +456,12 @@ TABLES: dict[str, VirtualTable] = {
         _vt(
             "system_schema",
             "triggers",
-            (("keyspace_name", _T), ("table_name", _T), ("trigger_name", _T), ("options", "frozen<map<text, text>>")),
+            (
+                ("keyspace_name", _T),
+                ("table_name", _T),
+                ("trigger_name", _T),
+                ("options", "frozen<map<text, text>>"),
+            ),
             ("keyspace_name",),
             ("table_name", "trigger_name"),
         ),
@@ -541,7 +557,12 @@ TABLES: dict[str, VirtualTable] = {
         _vt(
             "system_distributed",
             "cdc_streams_descriptions_v2",
-            (("time", "timestamp"), ("range_end", "bigint"), ("ignore_msb", "tinyint"), ("streams", "frozen<set<blob>>")),
+            (
+                ("time", "timestamp"),
+                ("range_end", "bigint"),
+                ("ignore_msb", "tinyint"),
+                ("streams", "frozen<set<blob>>"),
+            ),
             ("time",),
             ("range_end",),
             rows=_streams_v2,
@@ -566,8 +587,10 @@ def _relation(session: Session, txn: Transaction, name: str) -> Relation | None:
     if v is None:
         return None
     names = [c for c, _ in v.columns]
-    star = list(v.partition_key) + list(v.clustering) + sorted(
-        n for n in names if n not in v.partition_key and n not in v.clustering
+    star = (
+        list(v.partition_key)
+        + list(v.clustering)
+        + sorted(n for n in names if n not in v.partition_key and n not in v.clustering)
     )
 
     def rows(_: Any) -> Iterable[tuple[Any, ...]]:

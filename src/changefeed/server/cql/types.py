@@ -48,7 +48,17 @@ class CqlType:
         return head
 
 
-ASCII, BIGINT, BLOB, BOOLEAN, COUNTER, DECIMAL, DOUBLE, FLOAT, INT = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09
+ASCII, BIGINT, BLOB, BOOLEAN, COUNTER, DECIMAL, DOUBLE, FLOAT, INT = (
+    0x01,
+    0x02,
+    0x03,
+    0x04,
+    0x05,
+    0x06,
+    0x07,
+    0x08,
+    0x09,
+)
 TIMESTAMP, UUID, VARCHAR, VARINT, TIMEUUID, INET, DATE, TIME = 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12
 SMALLINT, TINYINT, DURATION = 0x13, 0x14, 0x15
 LIST, MAP, SET, TUPLE = 0x20, 0x21, 0x22, 0x31
@@ -179,7 +189,8 @@ def _timestamp_ms(v: Any) -> int:
         if v.tzinfo is None:
             v = v.replace(tzinfo=dt.UTC)
         delta = v - _EPOCH
-        return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+        ms: int = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+        return ms
     if isinstance(v, dt.date):
         return (v - _EPOCH_DATE).days * 86_400_000
     return int(v)
@@ -235,7 +246,9 @@ def encoder(t: CqlType) -> Encoder:
     if k == FLOAT:
         return nullable(lambda v: _f.pack(4, float(v)))
     if k in (UUID, TIMEUUID):
-        return nullable(lambda v: b"\x00\x00\x00\x10" + (v.bytes if isinstance(v, uuid.UUID) else uuid.UUID(str(v)).bytes))
+        return nullable(
+            lambda v: b"\x00\x00\x00\x10" + (v.bytes if isinstance(v, uuid.UUID) else uuid.UUID(str(v)).bytes)
+        )
     if k == TIMESTAMP:
         return nullable(lambda v: _q.pack(8, _timestamp_ms(v)))
     if k == DATE:
@@ -450,6 +463,6 @@ def rows_encoder(types: Sequence[CqlType]) -> RowsEncoder:
         f"        add(join(({', '.join(exprs)},)))",
         "    return join(out)",
     ]
-    exec("\n".join(body), env)  # noqa: S102 - generated from the fixed table above
+    exec("\n".join(body), env)
     fn: RowsEncoder = env["encode"]
     return fn

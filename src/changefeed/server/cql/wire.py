@@ -9,6 +9,7 @@ answers it with a protocol error and closes the connection.
 
 from __future__ import annotations
 
+import builtins
 import ipaddress
 import struct
 from collections.abc import Iterable, Mapping
@@ -107,6 +108,24 @@ _h = struct.Struct(">h")
 _Q = struct.Struct(">q")
 
 
+#: OPTIONS' answer. The SCYLLA_* entries are how drivers tell a ScyllaDB node (one shard here, so
+#: shard-aware drivers route every token to shard 0; no shard-aware port).
+OPTIONS_ANSWER: dict[str, list[str]] = {
+    "CQL_VERSION": ["3.3.1"],
+    "COMPRESSION": ["lz4"],
+    "PROTOCOL_VERSIONS": ["3/v3", "4/v4"],
+    "SCYLLA_SHARD": ["0"],
+    "SCYLLA_NR_SHARDS": ["1"],
+    "SCYLLA_PARTITIONER": ["org.apache.cassandra.dht.Murmur3Partitioner"],
+    "SCYLLA_SHARDING_ALGORITHM": ["biased-token-round-robin"],
+    "SCYLLA_SHARDING_IGNORE_MSB": ["12"],
+}
+
+
+class CloseConnection(Exception):
+    """End this connection (after its last answer was written)."""
+
+
 class ProtocolError(Exception):
     """A frame or body that breaks the protocol: answered with code 0x000A, then the connection closes."""
 
@@ -127,16 +146,16 @@ class Reader:
         self.pos += n
         return out
 
-    def byte(self) -> int:
+    def byte(self) -> builtins.int:
         return self._take(1)[0]
 
-    def short(self) -> int:
+    def short(self) -> builtins.int:
         return int(_H.unpack(self._take(2))[0])
 
-    def int(self) -> int:
+    def int(self) -> builtins.int:
         return int(_I.unpack(self._take(4))[0])
 
-    def long(self) -> int:
+    def long(self) -> builtins.int:
         return int(_Q.unpack(self._take(8))[0])
 
     def string(self) -> str:
@@ -155,7 +174,7 @@ class Reader:
     def short_bytes(self) -> bytes:
         return self._take(self.short())
 
-    def value(self) -> bytes | None | object:
+    def value(self) -> bytes | object | None:
         n = self.int()
         if n == -2:
             return UNSET
@@ -169,7 +188,7 @@ class Reader:
     def string_list(self) -> list[str]:
         return [self.string() for _ in range(self.short())]
 
-    def consistency(self) -> int:
+    def consistency(self) -> builtins.int:
         c = self.short()
         if c not in CONSISTENCIES:
             raise ProtocolError(f"unknown consistency level {c}")
@@ -199,19 +218,19 @@ class Writer:
         self.parts.append(b)
         return self
 
-    def byte(self, v: int) -> Writer:
+    def byte(self, v: builtins.int) -> Writer:
         self.parts.append(bytes((v,)))
         return self
 
-    def short(self, v: int) -> Writer:
+    def short(self, v: builtins.int) -> Writer:
         self.parts.append(_H.pack(v))
         return self
 
-    def int(self, v: int) -> Writer:
+    def int(self, v: builtins.int) -> Writer:
         self.parts.append(_I.pack(v))
         return self
 
-    def long(self, v: int) -> Writer:
+    def long(self, v: builtins.int) -> Writer:
         self.parts.append(_Q.pack(v))
         return self
 
@@ -247,7 +266,7 @@ class Writer:
             self.string_list(v)
         return self
 
-    def inet(self, host: str, port: int) -> Writer:
+    def inet(self, host: str, port: builtins.int) -> Writer:
         packed = ipaddress.ip_address(host).packed
         self.parts.append(bytes((len(packed),)) + packed + _I.pack(port))
         return self

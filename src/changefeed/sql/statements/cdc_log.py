@@ -79,7 +79,9 @@ class LogView:
         self.gen = generation(txn.conn) or generation_at(0)
         # ``cdc$deleted_<col>`` flags come as one bit mask (mostly 0: no per-row list to build).
         mask = " | ".join(f"(COALESCE(d{c.id}, 0) << {i})" for i, c in enumerate(self.value_cols)) or "0"
-        self._select = ", ".join(["tok", "ts", "lg", "tx", "bsn", "op", "ttl", "seq"] + [c.db for c in self.cols])
+        self._select = ", ".join(
+            ["tok", "ts", "lg", "tx", "bsn", "op", "ttl", "seq"] + [c.db for c in self.cols]
+        )
         self._select += f", {mask}"
         n = len(self.value_cols)
         self._dels: dict[int, tuple[bool | None, ...]] = {0: (None,) * n}
@@ -150,10 +152,12 @@ class LogView:
                 end = True if nxt[0] != tok or nxt[3] != tx else None
             else:
                 end = True
+            vals: Sequence[Any]
             if convert:
-                vals = list(r[8:nvals])
+                changed = list(r[8:nvals])
                 for at, f in convert:
-                    vals[at - 8] = f(vals[at - 8])
+                    changed[at - 8] = f(changed[at - 8])
+                vals = changed
             else:
                 vals = r[8:nvals]
             dmask = r[nvals]
@@ -205,8 +209,6 @@ class LogView:
         if window.upper is not None:
             nxt = self._first_seq_at_or_after((window.upper[0][0] + 1) * 100 - _GREGORIAN_NS)
             hi = None if nxt is None else nxt - 1
-            if nxt is not None and lo is not None and hi < lo:
-                hi = lo - 1
         if window.lower is not None and lo is None:
             lo = 1 << 62  # nothing at or after the lower bound
         return lo, hi
@@ -246,7 +248,7 @@ class LogView:
             if _restriction(session, rel, evaluator)[0] not in ("cdc$stream_id", "cdc$time")
         ]
         for rel in rest:
-            col, op, _ = _restriction(session, rel, evaluator)
+            col = _restriction(session, rel, evaluator)[0]
             if col != "cdc$batch_seq_no":
                 raise InvalidStatement(
                     "Invalid where clause: only the primary key (cdc$stream_id, cdc$time, "
@@ -261,7 +263,9 @@ class LogView:
                 doomed.append(seq)
         for i in range(0, len(doomed), 500):
             part = doomed[i : i + 500]
-            self.txn.conn.execute(f"DELETE FROM {self.st.j} WHERE seq IN ({', '.join('?' * len(part))})", part)
+            self.txn.conn.execute(
+                f"DELETE FROM {self.st.j} WHERE seq IN ({', '.join('?' * len(part))})", part
+            )
         return len(doomed)
 
     def _row_seqs(self, window: Window) -> list[int]:
@@ -317,19 +321,23 @@ def _scope(row: Sequence[Any], index: dict[str, int]) -> Any:
 def _restriction(session: Any, rel: ast.Expr, evaluator: Evaluator) -> tuple[str | None, str, list[Any]]:
     """(column, operator, constant values) of a ``column op constant`` or ``column IN (..)`` conjunct."""
     if isinstance(rel, ast.BinaryOp) and rel.op in ("=", "<", "<=", ">", ">="):
-        left, right, op = rel.left, rel.right, rel.op
+        left, right, op = rel.left, rel.right, str(rel.op)
         if not isinstance(left, ast.Column) and isinstance(right, ast.Column):
             left, right = right, left
             op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
         if isinstance(left, ast.Column) and is_const(right):
             return session.ident(left.name), op, [evaluator.eval(right, None)]
-    if isinstance(rel, ast.InList) and not rel.negated and isinstance(rel.expr, ast.Column):
-        if all(is_const(x) for x in rel.items):
-            values: list[Any] = []
-            for x in rel.items:
-                v = evaluator.eval(x, None)
-                values.extend(v if isinstance(v, list | tuple) else [v])
-            return session.ident(rel.expr.name), "in", values
+    if (
+        isinstance(rel, ast.InList)
+        and not rel.negated
+        and isinstance(rel.expr, ast.Column)
+        and all(is_const(x) for x in rel.items)
+    ):
+        values: list[Any] = []
+        for x in rel.items:
+            v = evaluator.eval(x, None)
+            values.extend(v if isinstance(v, list | tuple) else [v])
+        return session.ident(rel.expr.name), "in", values
     return None, "", []
 
 

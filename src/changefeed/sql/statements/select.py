@@ -149,9 +149,7 @@ def _log_relation(session: Session, txn: Transaction, base: TableSchema) -> Rela
     def scan(where: ast.Expr | None, evaluator: Evaluator) -> Iterable[tuple[Any, ...]]:
         return view.rows(view.window(session, where, evaluator))
 
-    return Relation(
-        base.name + LOG_SUFFIX, view.names, view.types, lambda _: view.rows(), [], scan=scan
-    )
+    return Relation(base.name + LOG_SUFFIX, view.names, view.types, lambda _: view.rows(), [], scan=scan)
 
 
 #: Other families' claims on a SELECT whose FROM names something that is not a table (Apache
@@ -213,7 +211,9 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
             raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
     where = s.where
     scanned: Iterable[tuple[Any, ...]] = (
-        rel.scan(s.where, evaluator) if rel.scan is not None else rel.rows(_pushdown(session, rel, s.where, evaluator))
+        rel.scan(s.where, evaluator)
+        if rel.scan is not None
+        else rel.rows(_pushdown(session, rel, s.where, evaluator))
     )
     if where is not None:
         scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
