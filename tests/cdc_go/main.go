@@ -100,6 +100,8 @@ func main() {
 		quiet    = flag.Bool("quiet", false, "count rows, print only the total and the rate")
 		user     = flag.String("user", "", "user name (PasswordAuthenticator)")
 		password = flag.String("password", "", "password")
+		pollFull = flag.Duration("poll-nonempty", 10*time.Millisecond, "delay after a window that had changes")
+		pollIdle = flag.Duration("poll-empty", 50*time.Millisecond, "delay after an empty window")
 	)
 	flag.Parse()
 	cluster := gocql.NewCluster(*host)
@@ -127,8 +129,8 @@ func main() {
 		Logger:                logger,
 		Advanced: scyllacdc.AdvancedReaderConfig{
 			ConfidenceWindowSize:   time.Millisecond,
-			PostNonEmptyQueryDelay: 10 * time.Millisecond,
-			PostEmptyQueryDelay:    50 * time.Millisecond,
+			PostNonEmptyQueryDelay: *pollFull,
+			PostEmptyQueryDelay:    *pollIdle,
 			PostFailedQueryDelay:   100 * time.Millisecond,
 			QueryTimeWindowSize:    24 * time.Hour,
 			ChangeAgeLimit:         *since,

@@ -96,9 +96,13 @@ def timeuuid_ticks(u: uuid.UUID) -> int:
     return int(u.time)
 
 
-def timeuuid_key(u: uuid.UUID) -> tuple[int, bytes]:
-    """How ScyllaDB orders timeuuids: timestamp, then the low eight bytes as signed bytes."""
-    return u.time, bytes(b ^ 0x80 for b in u.bytes[8:])
+def timeuuid_key(u: uuid.UUID) -> tuple[int, int]:
+    """How ScyllaDB orders timeuuids: timestamp, then the low eight bytes as signed bytes (as an
+    integer: each byte's top bit flipped). For :meth:`CommitTs.timeuuid` values the second part is
+    exactly the 62 bits it packed (sub-tick nanoseconds, logical counter, tiebreak)."""
+    n = u.int
+    ticks = ((n >> 64) & 0x0FFF) << 48 | ((n >> 80) & 0xFFFF) << 32 | (n >> 96)
+    return ticks, (n & 0xFFFF_FFFF_FFFF_FFFF) ^ 0x8080_8080_8080_8080
 
 
 def from_timeuuid(u: uuid.UUID) -> tuple[CommitTs, int] | None:

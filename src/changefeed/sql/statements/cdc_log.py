@@ -52,10 +52,12 @@ class Window:
     """What a WHERE pins down: streams (vnode indexes) and a time interval, as timeuuid keys."""
 
     vnodes: frozenset[int] | None = None
-    lower: tuple[tuple[int, bytes], bool] | None = None  # (key, inclusive)
-    upper: tuple[tuple[int, bytes], bool] | None = None
+    lower: tuple[tuple[int, int], bool] | None = None  # (timeuuid_key, inclusive)
+    upper: tuple[tuple[int, int], bool] | None = None
+    #: The conjuncts of the WHERE the window does not apply (None: it applies all of them).
+    residual: ast.Expr | None = None
 
-    def admits(self, key: tuple[int, bytes]) -> bool:
+    def admits(self, key: tuple[int, int]) -> bool:
         if self.lower is not None and (key < self.lower[0] or (key == self.lower[0] and not self.lower[1])):
             return False
         return not (
@@ -94,11 +96,12 @@ class LogView:
         if where is None:
             return Window()
         vnodes: set[int] | None = None
-        lower: tuple[tuple[int, bytes], bool] | None = None
-        upper: tuple[tuple[int, bytes], bool] | None = None
+        lower: tuple[tuple[int, int], bool] | None = None
+        upper: tuple[tuple[int, int], bool] | None = None
+        rest: list[ast.Expr] = []
         for rel in conjuncts(where):
             col, op, values = _restriction(session, rel, evaluator)
-            if col == "cdc$stream_id" and op in ("=", "in"):
+            if col == "cdc$stream_id" and op in ("=", "in") and all(isinstance(v, bytes) for v in values):
                 found = {self.gen.index_of(v) for v in values if isinstance(v, bytes)}
                 found.discard(None)
                 picked = {i for i in found if i is not None}
@@ -106,6 +109,7 @@ class LogView:
             elif col == "cdc$time" and op in ("<", "<=", ">", ">=", "=") and len(values) == 1:
                 v = values[0]
                 if not isinstance(v, uuid.UUID) or v.version != 1:
+                    rest.append(rel)
                     continue
                 key = timeuuid_key(v)
                 if op in (">", ">=", "="):
@@ -116,7 +120,12 @@ class LogView:
                     cand = (key, op != "<")
                     if upper is None or cand[0] < upper[0] or (cand[0] == upper[0] and not cand[1]):
                         upper = cand
-        return Window(None if vnodes is None else frozenset(vnodes), lower, upper)
+            else:
+                rest.append(rel)
+        residual: ast.Expr | None = None
+        for rel in rest:
+            residual = rel if residual is None else ast.BinaryOp("AND", residual, rel)
+        return Window(None if vnodes is None else frozenset(vnodes), lower, upper, residual)
 
     # ------------------------------------------------------------------ rows
     def rows(self, window: Window = Window()) -> Iterator[tuple[Any, ...]]:
@@ -133,20 +142,20 @@ class LogView:
         check_time = lower is not None or upper is not None
         new_uuid = _uuid_from_int
         last_wall = -1
-        msb = 0
-        sub = 0
+        ticks = msb = sub = 0
         count = len(raw)
         for i in range(count):
             r = raw[i]
             tok, wall, lg, tx = r[0], r[1], r[2], r[3]
             if wall != last_wall:
                 last_wall = wall
-                msb = _msb_of(wall // 100 + _GREGORIAN_TICKS) << 64
+                ticks = wall // 100 + _GREGORIAN_TICKS
+                msb = _msb_of(ticks) << 64
                 sub = (wall % 100) << 55
             low = sub | (lg if lg < _LOGICAL_MAX else _LOGICAL_MAX) << 40 | (tok & _TIEBREAK_MASK)
-            t = new_uuid(msb | (0x80 | (low >> 56) & 0x3F) << 56 | ((low & _LOW56) ^ _FLIP))
-            if check_time and not window.admits(timeuuid_key(t)):
+            if check_time and not window.admits((ticks, low)):  # (ticks, low) is its timeuuid_key
                 continue
+            t = new_uuid(msb | (0x80 | (low >> 56) & 0x3F) << 56 | ((low & _LOW56) ^ _FLIP))
             if i + 1 < count:
                 nxt = raw[i + 1]
                 end = True if nxt[0] != tok or nxt[3] != tx else None
@@ -217,7 +226,8 @@ class LogView:
         """The smallest ``seq`` whose commit time is at least ``wall`` ns (binary search on seq)."""
         conn = self.txn.conn
         j = self.st.j
-        bounds = conn.execute(f"SELECT min(seq), max(seq) FROM {j}").fetchone()
+        # (two subqueries: SQLite answers each from the rowid b-tree, but scans for min() and max() together)
+        bounds = conn.execute(f"SELECT (SELECT min(seq) FROM {j}), (SELECT max(seq) FROM {j})").fetchone()
         if bounds is None or bounds[0] is None:
             return None
         lo, hi = int(bounds[0]), int(bounds[1])

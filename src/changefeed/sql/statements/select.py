@@ -35,9 +35,11 @@ class Relation:
     #: Partition-key column names, for pushing ``pk = x`` / ``pk IN (...)`` down to storage.
     pk_columns: list[str] = field(default_factory=list)
     star: list[str] | None = None  # column order of ``SELECT *`` when it differs from ``columns``
-    #: Rows for a WHERE, when the relation pushes restrictions down itself (ScyllaDB CDC logs);
-    #: the WHERE is still evaluated on every row it returns.
-    scan: Callable[[ast.Expr | None, Evaluator], Iterable[tuple[Any, ...]]] | None = None
+    #: Rows for a WHERE, when the relation pushes restrictions down itself (ScyllaDB CDC logs),
+    #: and the part of the WHERE it did not apply, to be evaluated on every row it returns.
+    scan: Callable[[ast.Expr | None, Evaluator], tuple[Iterable[tuple[Any, ...]], ast.Expr | None]] | None = (
+        None
+    )
 
 
 #: Relations that are not tables (the CQL endpoint's ``system`` keyspaces): each returns the
@@ -146,8 +148,11 @@ def _merged_rows(
 def _log_relation(session: Session, txn: Transaction, base: TableSchema) -> Relation:
     view = LogView(txn, base)
 
-    def scan(where: ast.Expr | None, evaluator: Evaluator) -> Iterable[tuple[Any, ...]]:
-        return view.rows(view.window(session, where, evaluator))
+    def scan(
+        where: ast.Expr | None, evaluator: Evaluator
+    ) -> tuple[Iterable[tuple[Any, ...]], ast.Expr | None]:
+        window = view.window(session, where, evaluator)
+        return view.rows(window), window.residual
 
     return Relation(base.name + LOG_SUFFIX, view.names, view.types, lambda _: view.rows(), [], scan=scan)
 
@@ -210,11 +215,11 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         if not isinstance(lim, int) or lim < 0:
             raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
     where = s.where
-    scanned: Iterable[tuple[Any, ...]] = (
-        rel.scan(s.where, evaluator)
-        if rel.scan is not None
-        else rel.rows(_pushdown(session, rel, s.where, evaluator))
-    )
+    scanned: Iterable[tuple[Any, ...]]
+    if rel.scan is not None:
+        scanned, where = rel.scan(s.where, evaluator)
+    else:
+        scanned = rel.rows(_pushdown(session, rel, s.where, evaluator))
     if where is not None:
         scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
     if lim is not None and not aggregate and not s.order_by and not s.distinct:
