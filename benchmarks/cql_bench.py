@@ -74,7 +74,10 @@ def bench_read(port: int, rows: int, server_pid: int) -> float:
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
     from cassandra.query import SimpleStatement
 
-    profile = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()))
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
+        request_timeout=120,  # the first page runs the whole SELECT: seconds on a loaded machine
+    )
     c = Cluster(
         ["127.0.0.1"], port=port, protocol_version=4, execution_profiles={EXEC_PROFILE_DEFAULT: profile}
     )

@@ -466,3 +466,32 @@ def test_a_client_that_stops_reading_is_closed(
                 break
         time.sleep(2.5)
         assert cql.execute("SELECT key FROM system.local").one().key == "local"
+
+
+# ---------------------------------------------------------------------- TLS
+def test_tls_with_certs_dir(tmp_path: Path) -> None:
+    """With node.crt/node.key in --certs-dir the whole port speaks TLS; the driver verifies it."""
+    import ssl
+
+    from tests.sink_servers import make_ca
+
+    ca = make_ca()
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "node.crt").write_bytes(ca.cert_pem)
+    (certs / "node.key").write_bytes(ca.key_pem)
+    (certs / "ca.crt").write_bytes(ca.ca_pem)
+    srv = start_server(tmp_path / "db", certs_dir=certs)
+    try:
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        c = cluster(srv, ssl_context=ctx)
+        try:
+            assert c.connect().execute("SELECT cluster_name FROM system.local").one().cluster_name == "changefeed"
+        finally:
+            c.shutdown()
+        with socket.create_connection((srv.host, srv.port)) as sock:  # plain CQL on a TLS port
+            sock.sendall(_frame(4, 0, 0x05, b""))
+            sock.settimeout(5)
+            assert sock.recv(100)[:1] != b"\x84"  # no CQL answer: a TLS alert or a close
+    finally:
+        srv.stop()
