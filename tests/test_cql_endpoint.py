@@ -302,6 +302,17 @@ def test_use_and_schema_events(server: RunningServer) -> None:
             time.sleep(0.1)
         with pytest.raises(InvalidRequest, match="does not exist"):
             s2.execute("USE nosuchkeyspace")
+        # a table made elsewhere (another process, `changefeed sql`) and its CDC log reach the
+        # drivers through the events the endpoint sends when it sees the catalog change
+        other = changefeed.connect(server.db, dialect="cql")
+        try:
+            other.execute("CREATE TABLE ev.made_elsewhere (k int PRIMARY KEY, v int) WITH cdc = {'enabled': true}")
+        finally:
+            other.close()
+        deadline = time.time() + 15
+        while not {"made_elsewhere", "made_elsewhere_scylla_cdc_log"} <= set(c2.metadata.keyspaces["ev"].tables):
+            assert time.time() < deadline, "the schema-change events never arrived"
+            time.sleep(0.1)
     finally:
         c1.shutdown()
         c2.shutdown()

@@ -23,6 +23,7 @@ import hmac
 import ipaddress
 import logging
 import ssl
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,11 +35,14 @@ from changefeed.server import EndpointConfig
 from changefeed.server.cql import wire as w
 from changefeed.server.cql.session import CqlSession, Shared, lz4_decompress
 from changefeed.server.cql.statements import SchemaChange
-from changefeed.server.cql.system import Node
+from changefeed.server.cql.system import Node, user_tables
 
 log = logging.getLogger("changefeed.server.cql")
 
 POOL_SIZE = 32
+#: Seconds between looks at the catalog for schema changes made elsewhere (other endpoints,
+#: ``changefeed sql``, other processes), which are then sent as SCHEMA_CHANGE events.
+SCHEMA_POLL_S = 1.0
 #: Seconds a client has to finish STARTUP and authentication.
 STARTUP_TIMEOUT = 30.0
 #: Seconds to wait for a client that stopped reading before its connection is closed.
@@ -80,6 +84,9 @@ class CqlEndpoint:
         self.sessions: set[CqlSession] = set()
         self.shared: Shared | None = None
         self.node = Node(config.host, config.port)
+        self._auth_lock = threading.Lock()
+        self._watcher: asyncio.Future[None] | None = None
+        self._schema: dict[tuple[str, str], Any] = {}
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
@@ -91,9 +98,13 @@ class CqlEndpoint:
         host, port = self.server.sockets[0].getsockname()[:2]
         self.node = Node(str(host), int(port))
         self.shared = Shared(self.config.db, self.pool, self.node, self.broadcast)
+        self._schema = await loop.run_in_executor(self.pool, self._schema_snapshot)
+        self._watcher = asyncio.ensure_future(self._watch_schema())
         return str(host), int(port)
 
     async def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
         if self.server is not None:
             self.server.close()
         for task in list(self.tasks):
@@ -113,6 +124,30 @@ class CqlEndpoint:
         """Send a SCHEMA_CHANGE event to every connection that REGISTERed for it."""
         for s in list(self.sessions):
             s.push_schema_event(change)
+
+    def _schema_snapshot(self) -> dict[tuple[str, str], Any]:
+        """(keyspace, table) -> what ``system_schema`` shows of it; ``(keyspace, "")`` per keyspace."""
+        with self._auth_lock:
+            session = self._auth.session
+            session.db.refresh_catalog()
+            out: dict[tuple[str, str], Any] = {(ks, ""): True for ks in session.db.keyspaces}
+            for d in user_tables(session):
+                out[(d.keyspace, "")] = True
+                out[(d.keyspace, d.name)] = (d.columns, d.cdc)
+            return out
+
+    async def _watch_schema(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SCHEMA_POLL_S)
+            try:
+                now = await loop.run_in_executor(self.pool, self._schema_snapshot)
+            except Exception:  # a broken catalog read must not end the watcher
+                log.exception("cql: reading the catalog for schema events failed")
+                continue
+            before, self._schema = self._schema, now
+            for change in schema_diff(before, now):
+                self.broadcast(change)
 
     # ------------------------------------------------------------------ connections
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -236,13 +271,18 @@ class CqlEndpoint:
     def _anonymous_allowed(self, peer: object) -> bool:
         if not _is_loopback(peer):
             return False
-        c = self._auth.db.conn
-        row = c.execute(
-            "SELECT 1 FROM _users WHERE json_extract(options, '$.password') IS NOT NULL LIMIT 1"
-        ).fetchone()
+        with self._auth_lock:
+            c = self._auth.db.conn
+            row = c.execute(
+                "SELECT 1 FROM _users WHERE json_extract(options, '$.password') IS NOT NULL LIMIT 1"
+            ).fetchone()
         return row is None
 
     def _check_plain(self, token: bytes, peer: object) -> str | None:
+        with self._auth_lock:
+            return self._check_plain_locked(token, peer)
+
+    def _check_plain_locked(self, token: bytes, peer: object) -> str | None:
         parts = token.split(b"\x00")
         if len(parts) != 3:
             return None
@@ -267,6 +307,21 @@ class CqlEndpoint:
         if not hmac.compare_digest(hashlib.sha256(client_key).digest(), secret.stored_key):
             return None
         return user
+
+
+def schema_diff(before: dict[tuple[str, str], Any], after: dict[tuple[str, str], Any]) -> list[SchemaChange]:
+    """The SCHEMA_CHANGE events between two catalog snapshots: keyspaces created first, dropped last."""
+    out: list[SchemaChange] = []
+    for (ks, name), what in sorted(after.items(), key=lambda kv: kv[0][1] != ""):
+        old = before.get((ks, name))
+        if old is None:
+            out.append(SchemaChange("CREATED", "TABLE" if name else "KEYSPACE", ks, name))
+        elif name and old != what:
+            out.append(SchemaChange("UPDATED", "TABLE", ks, name))
+    for ks, name in sorted(before, key=lambda k: k[1] == ""):
+        if (ks, name) not in after:
+            out.append(SchemaChange("DROPPED", "TABLE" if name else "KEYSPACE", ks, name))
+    return out
 
 
 def _plain_user(token: bytes) -> str:
