@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.engine.catalog import TableSchema
-from changefeed.engine.cdc_streams import VNODE_SQL, VNODES, Generation, generation, generation_at, vnode_of
-from changefeed.engine.clock import CommitTs, from_timeuuid, timeuuid_key
+from changefeed.engine.cdc_streams import VNODE_SQL, VNODES, generation, generation_at, vnode_of
+from changefeed.engine.clock import CommitTs, timeuuid_key
 from changefeed.engine.storage import tokens
 from changefeed.engine.txn import Transaction
 from changefeed.engine.types import SqlType, resolve_type
@@ -351,10 +351,4 @@ def _restriction(session: Any, rel: ast.Expr, evaluator: Evaluator) -> tuple[str
     return None, "", []
 
 
-def decode_time(u: uuid.UUID) -> CommitTs | None:
-    """The commit time a ``cdc$time`` value carries (None: not one of this store's)."""
-    got = from_timeuuid(u)
-    return None if got is None else got[0]
-
-
-__all__ = ["META_COLUMNS", "Generation", "LogView", "Window", "decode_time"]
+__all__ = ["META_COLUMNS", "LogView", "Window"]
