@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import socket
 import sqlite3
 import struct
 import threading
@@ -189,9 +190,20 @@ class CqlSession:
         self.writer.write(w.frame(self.version, stream, opcode, body))
 
     async def drain(self) -> None:
+        """Wait (bounded) for a client that reads slower than we write; one that stopped reading
+        is cut off: its unwritten answers are dropped and the socket is closed at once (a
+        graceful close would wait for them forever)."""
         transport = self.writer.transport
         if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
-            await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
+            try:
+                await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
+            except TimeoutError:
+                sock = transport.get_extra_info("socket")
+                if sock is not None:  # drop what the kernel still holds for it too (a reset)
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                transport.abort()
+                raise w.CloseConnection from None
 
     def push_schema_event(self, change: SchemaChange) -> None:
         if "SCHEMA_CHANGE" not in self.events:
