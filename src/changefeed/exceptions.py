@@ -95,6 +95,12 @@ class PermissionDenied(ChangefeedError):
     code = "42501"
 
 
+class QueryCanceled(ChangefeedError):
+    """A statement was canceled while it ran or waited (a pgwire CancelRequest, ``CANCEL QUERY``)."""
+
+    code = "57014"
+
+
 class TransactionError(ChangefeedError):
     """Misuse of transactions (COMMIT without BEGIN, nested BEGIN, use after close)."""
 

@@ -8,8 +8,10 @@ as a timeuuid, ``uuid()``, ``toTimestamp``). Each takes evaluated Python argumen
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import os
+import platform
 import threading
 import time
 import uuid
@@ -21,6 +23,32 @@ from changefeed.engine.clock import CommitTs
 from changefeed.engine.types import UTC, resolve_type
 from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedObject
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
+
+#: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
+#: ``version()`` names it the way CockroachDB's build string does (tools such as the SQLAlchemy
+#: and Django adapters, Flyway and Liquibase parse ``CockroachDB CCL v<major>.<minor>.<patch>``);
+#: the endpoint reports it as ``crdb_version`` and, as CockroachDB does, ``server_version`` 13.0.0.
+CRDB_RELEASE = "v25.2.0"
+
+
+@functools.cache
+def version_string() -> str:
+    """``version()``: ``CockroachDB CCL v25.2.0 (x86_64-pc-linux-gnu, built with changefeed 0.1.0,
+    Python 3.11.2)``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("changefeed")
+    except PackageNotFoundError:  # running from a source tree
+        ours = "0+unknown"
+    machine = platform.machine() or "unknown"
+    system = platform.system().lower()
+    target = f"{machine}-pc-linux-gnu" if system == "linux" else f"{machine}-{system}"
+    return (
+        f"CockroachDB CCL {CRDB_RELEASE} ({target}, built with changefeed {ours}, "
+        f"Python {platform.python_version()})"
+    )
+
 
 _rowid_lock = threading.Lock()
 _rowid_counter = itertools.count()
@@ -122,6 +150,11 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
         return _now_ts(ctx).replace(microsecond=0)
     if key == "unique_rowid":
         return unique_rowid()
+    if key == "version" and not args and ctx.dialect == "sql":
+        return version_string()
+    if key == "cluster_logical_timestamp" and not args and ctx.dialect == "sql":
+        # CockroachDB: the transaction's timestamp as an HLC decimal (wall ns . 10 logical digits)
+        return Decimal((ctx.ts or CommitTs(ctx.now_ns)).crdb())
     if key in ("gen_random_uuid", "uuid_generate_v4", "uuid", "randomuuid", "random_uuid"):
         return uuid.uuid4()
     if key in ("currenttimeuuid", "timeuuid"):

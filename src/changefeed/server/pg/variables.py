@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from changefeed.engine import auth
+from changefeed.sql.functions import version_string
 
 #: The server_version reported to clients (CockroachDB reports a PostgreSQL 13 server).
 SERVER_VERSION = "13.0.0"
@@ -49,4 +50,5 @@ def defaults(user: str, version: str) -> dict[str, str]:
         "bytea_output": "hex",
         "database": "defaultdb",
         "node_id": "1",
+        "crdb_version": version_string(),
     }

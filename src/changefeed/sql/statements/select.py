@@ -37,8 +37,16 @@ class Relation:
     star: list[str] | None = None  # column order of ``SELECT *`` when it differs from ``columns``
 
 
+#: Tables other families compute from their own state (``crdb_internal.jobs``), by lower-case
+#: qualified name: a real table of the same name wins.
+VIRTUAL_TABLES: dict[str, Callable[[Session, Transaction], Relation]] = {}
+
+
 def relation(session: Session, txn: Transaction, q: ast.QName) -> Relation:
     name = session.table_name(q)
+    virtual = VIRTUAL_TABLES.get(name.lower())
+    if virtual is not None and session.db.find_table(name) is None:
+        return virtual(session, txn)
     if name.endswith(LOG_SUFFIX) and session.db.find_table(name) is None:
         base_q = ast.QName(
             (*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted))
@@ -185,6 +193,20 @@ def _log_relation(session: Session, txn: Transaction, base: TableSchema) -> Rela
     return Relation(base.name + LOG_SUFFIX, names, types, rows, [])
 
 
+def statement_relation(session: Session, txn: Transaction, stmt: ast.Statement, ev: Params) -> Relation:
+    """CockroachDB's statement source, ``SELECT .. FROM [SHOW JOBS]``: the rows the bracketed
+    statement returns, run in the same transaction. Only statements that change nothing."""
+    handler = session.statements.handler(stmt)
+    if handler.write:
+        raise UnsupportedFeature(
+            "a statement source (FROM [ ... ]) must be a statement that returns rows and changes nothing"
+        )
+    res = handler.run(session, txn, stmt, ev)
+    types: list[SqlType | None] = list(res.types) if res.types else [None] * len(res.columns)
+    rows = list(res.rows)
+    return Relation("", list(res.columns), types, lambda _: rows)
+
+
 #: Other families' claims on a SELECT whose FROM names something that is not a table (Apache
 #: Phoenix's CDC objects): each returns the result, or None to leave the statement to this family.
 SelectHook = Callable[[Session, Transaction, ast.Select, Params], Result | None]
@@ -204,7 +226,12 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         )
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
-    rel = Relation("", [], [], lambda _: iter([()])) if s.table is None else relation(session, txn, s.table)
+    if s.source is not None:
+        rel = statement_relation(session, txn, s.source, ev)
+    elif s.table is None:
+        rel = Relation("", [], [], lambda _: iter([()]))
+    else:
+        rel = relation(session, txn, s.table)
     pks = _pushdown(session, rel, s.where, evaluator)
     index = {n: i for i, n in enumerate(rel.columns)}
     lower_index: dict[str, int] = {}
