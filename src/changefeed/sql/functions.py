@@ -20,8 +20,9 @@ from decimal import Decimal
 from typing import Any
 
 from changefeed.engine.clock import CommitTs
+from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import UTC, resolve_type
-from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedObject
+from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedFunction
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
 
 #: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
@@ -87,12 +88,17 @@ def _now_ts(ctx: EvalContext) -> dt.datetime:
 
 
 class EvalContext:
-    """What functions may need from the running statement: its time and dialect."""
+    """What functions may need from the running statement: its time and dialect; ``phoenix``:
+    Apache Phoenix semantics (CDC queries), whose ``CURRENT_DATE()`` is a DATE with its time of
+    day and whose dates move by (fractions of) days (:mod:`changefeed.sql.arithmetic`)."""
 
-    def __init__(self, now_ns: int, dialect: str, ts: CommitTs | None = None) -> None:
+    def __init__(
+        self, now_ns: int, dialect: str, ts: CommitTs | None = None, *, phoenix: bool = False
+    ) -> None:
         self.now_ns = now_ns
         self.dialect = dialect
         self.ts = ts
+        self.phoenix = phoenix
 
 
 _PURE: dict[str, Callable[..., Any]] = {
@@ -123,7 +129,7 @@ _PURE.update(PHOENIX_FUNCTIONS)
 
 def _uuid_time(u: Any) -> dt.datetime:
     if not isinstance(u, uuid.UUID) or u.version != 1:
-        raise TypeMismatch(f"expected a timeuuid, got {u!r}")
+        raise TypeMismatch(f"expected a timeuuid, got {sql_text(u)}")
     return dt.datetime.fromtimestamp((u.time - 0x01B21DD213814000) / 1e7, tz=UTC)
 
 
@@ -144,6 +150,10 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
         if key == "now" and ctx.dialect == "cql":
             return (ctx.ts or CommitTs(ctx.now_ns)).timeuuid(node=uuid.getnode())
         return _now_ts(ctx)
+    if key in ("current_date", "current_time") and ctx.phoenix:
+        # Phoenix's DATE and TIME hold the instant to the millisecond (GMT, zone-less)
+        now = _now_ts(ctx).replace(tzinfo=None)
+        return now.replace(microsecond=now.microsecond // 1000 * 1000)
     if key in ("currentutcdate", "current_date", "currentdate"):
         return _now_ts(ctx).date()
     if key in ("currentutcdatetime",):
@@ -159,7 +169,7 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
         return uuid.uuid4()
     if key in ("currenttimeuuid", "timeuuid"):
         return uuid.uuid1()
-    raise UndefinedObject(f"unknown function {name}()")
+    raise UndefinedFunction(f"unknown function: {name}()")
 
 
 AGGREGATES = {"count", "min", "max", "sum", "avg"}

@@ -31,7 +31,7 @@ from lark.lark import PostLex
 from lark.lexer import PatternStr
 from lark.parsers.lalr_analysis import Shift
 
-from changefeed.exceptions import StatementSyntaxError
+from changefeed.exceptions import StatementSyntaxError, StatementTooComplex
 from changefeed.sql import ast
 
 __all__ = ["Dialect", "parse", "parse_one"]
@@ -1540,6 +1540,10 @@ def _parse_uncached(text: str, dialect: str) -> tuple[ast.Statement, ...]:
         raise
     except LarkError as e:
         raise StatementSyntaxError(str(e)) from None
+    except RecursionError:
+        raise StatementTooComplex(
+            "stack depth limit exceeded: the statement nests too deeply (a long chain of AND/OR?)"
+        ) from None
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)

@@ -125,7 +125,7 @@ class StatementFamily:
         return h
 
 
-class RunAgain(Exception):  # noqa: N818 - a signal between a handler and its session, not an error
+class RunAgain(Exception):
     """Raised by a statement that waits for work other sessions or the pipeline do (CockroachDB's
     ``SHOW JOBS WHEN COMPLETE``): the session rolls the statement's transaction back, lets go of
     the database for ``delay`` seconds and runs the statement again; after ``timeout`` seconds it

@@ -28,7 +28,13 @@ from sqlglot.errors import SqlglotError
 from changefeed.connection import Connection, Result
 from changefeed.engine.auth import ROOT
 from changefeed.engine.catalog import TableSchema
-from changefeed.exceptions import ChangefeedError, StatementSyntaxError
+from changefeed.exceptions import (
+    ChangefeedError,
+    StatementSyntaxError,
+    UndefinedColumn,
+    UndefinedFunction,
+    UndefinedTable,
+)
 from changefeed.server.pg import types as t
 from changefeed.sql.functions import version_string
 
@@ -724,7 +730,7 @@ def run(conn: Connection, sql: str, params: Sequence[Any], session_vars: dict[st
         try:
             cur = db.execute(text, tuple(params))
         except sqlite3.Error as exc:
-            raise CatalogQueryError(f"catalog query not supported: {exc}") from None
+            raise _catalog_error(exc) from None
         # an unnamed call is labelled with the function's name, as PostgreSQL does
         columns = [_label(d[0]) for d in cur.description or ()]
         rows = [tuple(r) for r in cur.fetchall()]
@@ -744,6 +750,22 @@ _CALL = re.compile(r"^(?:\w+\.)?(\w+)\(.*\)$", re.DOTALL)
 def _label(column: str) -> str:
     m = _CALL.match(column)
     return m.group(1).lower() if m else column
+
+
+_NO_SUCH = re.compile(r"^no such (column|table|function): (\S+)$")
+
+
+def _catalog_error(exc: sqlite3.Error) -> ChangefeedError:
+    """PostgreSQL's words for what the materialised catalog lacks; SQLite's own text is not shown."""
+    m = _NO_SUCH.match(str(exc))
+    if m is None:
+        return CatalogQueryError("this catalog query is not supported")
+    what, name = m.group(1), m.group(2).split(".")[-1]
+    if what == "column":
+        return UndefinedColumn(f'column "{name}" does not exist')
+    if what == "table":
+        return UndefinedTable(f'relation "{name}" does not exist')
+    return UndefinedFunction(f"unknown function: {name.lower()}()")
 
 
 class CatalogQueryError(ChangefeedError):

@@ -13,7 +13,7 @@ SERVER_VERSION = "13.0.0"
 REPORTED = (
     "server_version", "server_encoding", "client_encoding", "application_name", "DateStyle",
     "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings", "is_superuser",
-    "session_authorization",
+    "session_authorization", "crdb_version",
 )  # fmt: skip
 
 

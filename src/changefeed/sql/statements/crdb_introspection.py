@@ -15,7 +15,7 @@ from typing import Any
 
 from changefeed.engine import privileges
 from changefeed.engine.txn import Transaction
-from changefeed.exceptions import JobStateError, TransactionError
+from changefeed.exceptions import ActiveTransaction, JobStateError
 from changefeed.feeds import jobs as J
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
@@ -43,16 +43,17 @@ def _job_ids(session: Session, txn: Transaction, stmt: ast.ShowJobsOf, ev: Param
     assert stmt.query is not None
     res = session.statements.handler(stmt.query).run(session, txn, stmt.query, ev)
     if len(res.columns) != 1:
-        raise JobStateError(f"SHOW JOBS expects a query of one column of job IDs, got {len(res.columns)} columns")
+        raise JobStateError(
+            f"SHOW JOBS expects a query of one column of job IDs, got {len(res.columns)} columns"
+        )
     return [J.parse_job_id(r[0]) for r in res.rows if r[0] is not None]
 
 
 @FAMILY.statement(ast.ShowJobsOf, write=False)
 def show_jobs_of(session: Session, txn: Transaction, stmt: ast.ShowJobsOf, ev: Params) -> Result:
     if stmt.block and session.in_transaction:
-        raise TransactionError(
-            "SHOW JOBS WHEN COMPLETE waits for other transactions and cannot run inside an explicit transaction"
-        )
+        # its snapshot would never see the jobs finish
+        raise ActiveTransaction("SHOW JOBS WHEN COMPLETE cannot run inside a transaction block")
     ids = list(dict.fromkeys(_job_ids(session, txn, stmt, ev)))
     visible = _visible(session, txn)
     jobs = [j for j in (J.get_job(txn.conn, i) for i in ids) if j is not None and visible(j)]
@@ -62,7 +63,9 @@ def show_jobs_of(session: Session, txn: Transaction, stmt: ast.ShowJobsOf, ev: P
     if stmt.changefeed:
         return Result(columns=list(SHOW_COLUMNS), rows=rows, types=[None] * len(SHOW_COLUMNS))
     return Result(
-        columns=list(SHOW_JOBS_COLUMNS), rows=[jobs_row(r) for r in rows], types=[None] * len(SHOW_JOBS_COLUMNS)
+        columns=list(SHOW_JOBS_COLUMNS),
+        rows=[jobs_row(r) for r in rows],
+        types=[None] * len(SHOW_JOBS_COLUMNS),
     )
 
 

@@ -18,6 +18,7 @@ import orjson
 from changefeed.engine import privileges
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.txn import Transaction
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import (
     GcThresholdError,
     InvalidOption,
@@ -284,7 +285,9 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     assert stmt.sink is not None and txn.ts is not None
     uri = session.option_value(stmt.sink, ev)
     if not isinstance(uri, str):
-        raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
+        raise InvalidOption(
+            f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {sql_text(uri)}"
+        )
     sink = parse_sink_uri(uri)
     raw = raw_options(session, stmt.options, ev)
     opts = job_options(raw, sink, txn.ts)

@@ -12,6 +12,7 @@ from changefeed.engine.clock import CommitTs
 from changefeed.engine.privileges import Privilege, check_any_table_privilege
 from changefeed.engine.storage import TableStore, stream_id, token, tokens
 from changefeed.engine.txn import Transaction
+from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import SqlType, resolve_type
 from changefeed.exceptions import InvalidStatement, UndefinedTable, UnsupportedFeature
 from changefeed.sql import ast
@@ -264,7 +265,7 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
     if s.limit is not None:
         lim = evaluator.eval(s.limit, None)
         if not isinstance(lim, int) or lim < 0:
-            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
+            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {sql_text(lim)}")
     where = s.where
     scanned: Iterable[tuple[Any, ...]] = rel.rows(pks)
     if where is not None:
