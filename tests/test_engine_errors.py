@@ -55,7 +55,11 @@ CQL_BAD = [
     ("INSERT INTO ks.t (pk, ck, v VALUES (1, 2, 3)", exc.StatementSyntaxError, "expected"),
     ("INSERT INTO ks.nope (pk) VALUES (1)", exc.UndefinedTable, "ks.nope"),
     ("INSERT INTO ks.t (pk, ck, nope) VALUES (1, 2, 3)", exc.UndefinedColumn, "nope"),
-    ("INSERT INTO ks.t (pk, ck, v) VALUES (1, 2, 'x')", exc.TypeMismatch, 'Invalid STRING constant (x) for "v"'),
+    (
+        "INSERT INTO ks.t (pk, ck, v) VALUES (1, 2, 'x')",
+        exc.TypeMismatch,
+        'Invalid STRING constant (x) for "v"',
+    ),
     ("INSERT INTO ks.t (pk, ck, v) VALUES (1, 2, 3000000000)", exc.TypeMismatch, "out of range"),
     ("INSERT INTO ks.t (pk, v) VALUES (1, 2)", exc.InvalidStatement, "ck"),
     ("UPDATE ks.t SET v = 1 WHERE pk = 1", exc.InvalidStatement, "ck"),

@@ -312,3 +312,4 @@ class PhoenixIllegalData(_PhoenixCode, TypeMismatch):
 
     def __init__(self, detail: str = "") -> None:
         super().__init__(self.phoenix_message(detail))
+        self.detail = detail.strip()
