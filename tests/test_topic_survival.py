@@ -83,12 +83,15 @@ class World:
 
     # ---------------------------------------------------------------- YDB and CockroachDB
     def write(self, table: str, crdb: bool) -> None:
+        """UPSERT (YDB's and CockroachDB's) or INSERT .. ON CONFLICT DO NOTHING a few rows."""
         rows = []
         for _ in range(self.rng.randint(1, 20)):
             self.rows += 1
             rows.append(f"({self.rng.randint(1, 50)}, 'r{self.rows}')")
-        verb = "UPSERT INTO" if not crdb else "UPSERT INTO"
-        self.conn.execute(f"{verb} {table} (id, v) VALUES {', '.join(rows)}")
+        if crdb and self.rng.random() < 0.5:
+            self.conn.execute(f"INSERT INTO {table} (id, v) VALUES {', '.join(rows)} ON CONFLICT DO NOTHING")
+        else:
+            self.conn.execute(f"UPSERT INTO {table} (id, v) VALUES {', '.join(rows)}")
 
     def ydb_create(self) -> None:
         table = self.next("ydb")
