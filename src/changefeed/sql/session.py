@@ -236,12 +236,14 @@ class Session:
             return Result(status="ROLLBACK")
         h = self.statements.handler(stmt)
         ev = Params(params)
-        started = self.db.clock.now_ns()
+        started: int | None = None
         while True:
             try:
                 return self.run(lambda t: h.run(self, t, stmt, ev), write=h.write)
             except RunAgain as again:
-                if self.db.clock.now_ns() - started > again.timeout * 1e9:
+                now = self.db.clock.now_ns()
+                started = now if started is None else started
+                if now - started > again.timeout * 1e9:
                     raise again.timeout_error from None
                 if self.cancelled.wait(again.delay):
                     raise QueryCanceled("query execution canceled") from None
