@@ -148,7 +148,7 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
         "currenttimestamp",
     ):
         if key == "now" and ctx.dialect == "cql":
-            return (ctx.ts or CommitTs(ctx.now_ns)).timeuuid(node=uuid.getnode())
+            return (ctx.ts or CommitTs(ctx.now_ns)).timeuuid(uuid.getnode())
         return _now_ts(ctx)
     if key in ("current_date", "current_time") and ctx.phoenix:
         # Phoenix's DATE and TIME hold the instant to the millisecond (GMT, zone-less)

@@ -22,7 +22,7 @@ from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
 from changefeed.sql.session import RunAgain, Session, StatementFamily
 from changefeed.sql.statements.crdb_jobs import SHOW_COLUMNS, SHOW_JOBS_COLUMNS, jobs_row, show_row
-from changefeed.sql.statements.select import VIRTUAL_TABLES, Relation
+from changefeed.sql.statements.select import VIRTUAL_RELATIONS, Relation
 
 FAMILY = StatementFamily("crdb_introspection")
 
@@ -112,4 +112,11 @@ def internal_jobs(session: Session, txn: Transaction) -> Relation:
     )
 
 
-VIRTUAL_TABLES["crdb_internal.jobs"] = internal_jobs
+def _internal(session: Session, txn: Transaction, name: str) -> Relation | None:
+    """``crdb_internal.jobs`` (a real table of that name wins)."""
+    if name.lower() != "crdb_internal.jobs" or session.db.find_table(name) is not None:
+        return None
+    return internal_jobs(session, txn)
+
+
+VIRTUAL_RELATIONS.append(_internal)
