@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from changefeed.engine.database import DB_FILE, open_sqlite
-from changefeed.exceptions import ChangefeedError, DatabaseError, PipelineError
+from changefeed.exceptions import ChangefeedError, DatabaseError, PipelineError, UndefinedTable
 from changefeed.feeds import runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
@@ -256,6 +256,8 @@ def run_forever(
 
                     try:
                         run_initial_scan(spark, dbp, f, on_progress=on_progress)
+                    except UndefinedTable:
+                        continue  # dropped since this poll listed it: the next poll lists it no more
                     except ChangefeedError as exc:  # (issue 10) a job's sink failing its scan: retried too
                         if isinstance(exc, DatabaseError):
                             raise
@@ -264,7 +266,10 @@ def run_forever(
                 if not crdb_jobs.streams(jobs.get(fid)):
                     continue  # initial_scan='only': advance() finishes it
                 columns[fid] = _columns(dbp, f)
-                running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
+                try:
+                    running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
+                except UndefinedTable:
+                    continue  # dropped since this poll listed it (DROP TABLE while run runs)
             crdb_jobs.advance(dbp, running_feeds=running.keys())
             now = time.monotonic()
             if now - last_retention >= RETENTION_EVERY_S:
