@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
+from changefeed.cli.render import error_line
 from changefeed.exceptions import ChangefeedError
 
 
 def fail(exc: BaseException) -> None:
-    click.echo(f"ERROR: {exc}", err=True)
+    click.echo(error_line(exc), err=True)
     raise SystemExit(1)
 
 

@@ -29,6 +29,7 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.types import parse_interval
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
+from changefeed.feeds.go_errors import json_error
 
 NS_PER_S = 1_000_000_000
 
@@ -334,7 +335,7 @@ def _decimal_to_hlc(s: str) -> CommitTs:
     try:
         d = Decimal(s)
     except InvalidOperation:
-        raise InvalidOption(f"could not parse {s!r} as a timestamp") from None
+        raise InvalidOption(f'could not parse "{s}" as a timestamp') from None
     if d < 0:
         raise InvalidOption(f"timestamp {s} must be non-negative")
     wall = int(d)
@@ -516,8 +517,8 @@ def _duration(name: str, value: str, *, positive: bool = False, prefixed: bool =
 def _json_config(name: str, value: str) -> str:
     try:
         parsed = orjson.loads(value)
-    except orjson.JSONDecodeError as e:
-        raise InvalidOption(f"error unmarshalling json: {name}: {e}") from None
+    except orjson.JSONDecodeError:
+        raise InvalidOption(f"error unmarshalling json: {name}: {json_error(value)}") from None
     if not isinstance(parsed, dict):
         raise InvalidOption(f"error unmarshalling json: {name} must be a JSON object")
     return value

@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from changefeed.engine.clock import CommitTs
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import InvalidOption, JobNotFound, JobStateError
 from changefeed.feeds.store import bump_feeds_version
 
@@ -235,7 +236,7 @@ def new_job_id(conn: sqlite3.Connection, ts: CommitTs) -> int:
 
 def parse_job_id(value: Any, *, what: str = "job ID") -> int:
     if isinstance(value, bool) or not isinstance(value, int | Decimal | str):
-        raise InvalidOption(f"{what} must be an INT value: {value!r}")
+        raise InvalidOption(f"{what} must be an INT value: {sql_text(value)}")
     try:
         d = Decimal(str(value).strip())
     except InvalidOperation:
@@ -404,7 +405,7 @@ def parse_crdb_time(value: str, statement_time: CommitTs, *, option: str) -> Com
         t = parse_timestamp(s)
     except ValueError:
         raise InvalidOption(
-            f"could not parse {s!r} as a timestamp for option {option} (expected an HLC decimal such as "
+            f'could not parse "{s}" as a timestamp for option {option} (expected an HLC decimal such as '
             "1536242855577149065.0000000000, nanoseconds, a timestamp, or a negative interval)"
         ) from None
     if t.tzinfo is None:

@@ -18,6 +18,7 @@ import orjson
 from changefeed.engine import privileges
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.txn import Transaction
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import (
     GcThresholdError,
     InvalidOption,
@@ -285,7 +286,9 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     assert stmt.sink is not None and txn.ts is not None
     uri = session.option_value(stmt.sink, ev)
     if not isinstance(uri, str):
-        raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
+        raise InvalidOption(
+            f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {sql_text(uri)}"
+        )
     sink = parse_sink_uri(uri)
     raw = raw_options(session, stmt.options, ev)
     opts = job_options(raw, sink, txn.ts)
@@ -404,15 +407,15 @@ SHOW_JOBS_COLUMNS = [
 @FAMILY.show("jobs")
 def show_all_jobs(session: Session, txn: Transaction, s: ast.Show | None = None) -> Result:
     """``SHOW JOBS``: CockroachDB's general job listing (here every job is a changefeed)."""
-    rows = []
-    for r in show_jobs(session, txn).rows:
-        d = dict(zip(SHOW_COLUMNS, r, strict=True))
-        done = 1.0 if d["status"] == J.SUCCEEDED else 0.0
-        rows.append(
-            (d["job_id"], J.JOB_TYPE, d["description"], "", d["user_name"], d["status"], d["running_status"],
-             d["created"], d["started"], d["finished"], d["modified"], done, d["error"], None)
-        )  # fmt: skip
-    return _result(list(SHOW_JOBS_COLUMNS), rows)
+    return _result(list(SHOW_JOBS_COLUMNS), [jobs_row(r) for r in show_jobs(session, txn).rows])
+
+
+def jobs_row(changefeed_row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A ``SHOW JOBS`` row from the job's ``SHOW CHANGEFEED JOBS`` row (:func:`show_row`)."""
+    d = dict(zip(SHOW_COLUMNS, changefeed_row, strict=True))
+    done = 1.0 if d["status"] == J.SUCCEEDED else 0.0
+    return (d["job_id"], J.JOB_TYPE, d["description"], "", d["user_name"], d["status"], d["running_status"],
+            d["created"], d["started"], d["finished"], d["modified"], done, d["error"], None)  # fmt: skip
 
 
 @FAMILY.statement(ast.ShowChangefeedJob, write=False)
