@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup pg-clients run test test-fast soak lint bench clean
+.PHONY: setup pg-clients kafka-broker run test test-fast soak lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,7 +12,21 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-setup: $(VENV)/.installed pg-clients
+setup: $(VENV)/.installed pg-clients kafka-broker
+
+# Apache Kafka's broker, Java clients and tools (issue 19), pinned in tools/kafka-broker/pom.xml and
+# copied with their dependencies into build/kafka/libs. The Kafka tests and benchmarks start a
+# KRaft broker from these jars; a Maven failure fails the set-up (no test skips for lack of them).
+KAFKA_LIBS := build/kafka/libs
+kafka-broker: $(KAFKA_LIBS)/.fetched
+
+$(KAFKA_LIBS)/.fetched: tools/kafka-broker/pom.xml
+	@command -v java >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q openjdk-17-jre-headless)
+	@command -v mvn >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q maven)
+	rm -rf $(KAFKA_LIBS)
+	mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	@test -f $(KAFKA_LIBS)/kafka_2.13-4.4.0.jar || (echo "ERROR: Maven did not fetch Apache Kafka's jars into $(KAFKA_LIBS)" >&2; exit 1)
+	touch $@
 
 # PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
 pg-clients:
