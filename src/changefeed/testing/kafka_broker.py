@@ -155,9 +155,7 @@ def run_java(
         main_class,
         *args,
     ]
-    res = subprocess.run(
-        cmd, input=input_text, capture_output=True, text=True, timeout=timeout, check=False
-    )
+    res = subprocess.run(cmd, input=input_text, capture_output=True, text=True, timeout=timeout, check=False)
     if check and res.returncode != 0:
         raise KafkaBrokerError(
             f"{main_class} {' '.join(args)} exited {res.returncode}:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
@@ -329,7 +327,9 @@ class KafkaBroker:
                 return
             time.sleep(0.2)
         self.kill()
-        raise KafkaBrokerError(f"the Kafka broker did not start within {timeout:.0f} s:\n{self._log_tail(mark)}")
+        raise KafkaBrokerError(
+            f"the Kafka broker did not start within {timeout:.0f} s:\n{self._log_tail(mark)}"
+        )
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """A clean shutdown (SIGTERM: Kafka's controlled shutdown); SIGKILL past ``timeout``."""
@@ -375,13 +375,20 @@ class KafkaBroker:
 
     # ------------------------------------------------------------------ tools
     def tool(
-        self, main_class: str, *args: str, timeout: float = 120.0, check: bool = True, input_text: str | None = None
+        self,
+        main_class: str,
+        *args: str,
+        timeout: float = 120.0,
+        check: bool = True,
+        input_text: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """One of Kafka's Java tools (``TopicCommand``, ``ConsumerGroupCommand``,
         ``ProducerPerformance``...); ``main_class`` without a package means ``org.apache.kafka.tools``."""
         if "." not in main_class:
             main_class = f"org.apache.kafka.tools.{main_class}"
-        return run_java(main_class, list(args), timeout=timeout, check=check, input_text=input_text, libs=self.libs)
+        return run_java(
+            main_class, list(args), timeout=timeout, check=check, input_text=input_text, libs=self.libs
+        )
 
     # ------------------------------------------------------------------ internals
     @staticmethod
