@@ -104,10 +104,7 @@ def kafka_libs() -> Path:
     """The folder of Kafka's jars; :class:`KafkaBrokerError` (loud) when ``make setup`` has not
     fetched them."""
     env = os.environ.get(LIBS_ENV)
-    if env:
-        path = Path(env)
-    else:
-        path = Path(__file__).resolve().parents[3] / LIBS_RELATIVE
+    path = Path(env) if env else Path(__file__).resolve().parents[3] / LIBS_RELATIVE
     if not (path / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file():
         raise KafkaBrokerError(
             f"Apache Kafka {KAFKA_VERSION} jars not found in {path}: run `make setup` "
