@@ -17,6 +17,7 @@ from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
 from changefeed.pipeline import crdb_jobs
 from changefeed.pipeline.delivery.progress import ACTIVE_STATES, checkpoint_dir
+from changefeed.pipeline.sinks.base import RETRYABLE
 from changefeed.pipeline.snapshot import backfill
 from changefeed.pipeline.stream import query as job
 from changefeed.pipeline.stream import resolved as job_resolved
@@ -33,6 +34,14 @@ RETENTION_EVERY_S = 60.0
 GC_EVERY_S = 60.0
 #: Consecutive failures of a CockroachDB job's feed query before the job fails (or pauses).
 JOB_RETRIES = 3
+#: Errors a sink marks retryable (``retryable changefeed error: ...``, CockroachDB's words: a
+#: Kafka broker down or unreachable) are retried without giving up, the feed restarted from its
+#: checkpoint after a backoff doubling from RETRY_BASE_S up to RETRY_MAX_S.
+RETRY_BASE_S = 1.0
+RETRY_MAX_S = 60.0
+#: A Kafka sink's refusal that retrying cannot fix (authorization, message too large, unknown
+#: topic): the job fails at once, or pauses with on_error='pause'.
+_TERMINAL_SINK = "kafka sink "
 
 ScanProgress = Callable[[FeedSpec, int, int], None]
 
@@ -211,6 +220,7 @@ def run_forever(
         on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
     failures: dict[int, int] = {}
+    retry_at: dict[int, tuple[int, float]] = {}  # feed -> (retryable failures in a row, restart time)
     columns: dict[int, tuple[int, ...]] = {}  # a job feed's table columns when its query started
     last_retention = last_gc = 0.0
     presence = runners.presence(dbp)
@@ -227,6 +237,17 @@ def run_forever(
             def failed(fid: int, message: str, jobs: Any = jobs) -> None:
                 if fid not in jobs:
                     raise PipelineError(message)
+                if RETRYABLE in message:
+                    # Retried without giving up (CockroachDB retries a job's retryable errors).
+                    n = retry_at.get(fid, (0, 0.0))[0] + 1
+                    delay = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (n - 1))
+                    retry_at[fid] = (n, time.monotonic() + delay)
+                    log.warning("%s; retrying in %.0f s (attempt %d)", message, delay, n)
+                    return
+                if _TERMINAL_SINK in message:
+                    failures.pop(fid, None)
+                    crdb_jobs.record_failure(dbp, fid, message)  # on_error: fail or pause
+                    return
                 # A job's feed is retried (restarted at the next poll, from its checkpoint);
                 # after JOB_RETRIES failures in a row its job fails (or pauses: on_error).
                 failures[fid] = failures.get(fid, 0) + 1
@@ -242,8 +263,9 @@ def run_forever(
                     running.pop(fid)
                     if exc is not None:
                         failed(fid, job.failure_message(exc, f, checkpoint_dir(dbp, f.id)))
-                elif fid in failures and _batches_done(q) >= 1:
-                    failures.pop(fid)  # delivering again
+                elif (fid in failures or fid in retry_at) and _batches_done(q) >= 1:
+                    failures.pop(fid, None)  # delivering again
+                    retry_at.pop(fid, None)
             for fid in [i for i in running if _columns(dbp, running[i][0]) != columns.get(i)]:
                 # a feed's table gained or lost a column: restart its query in the new schema
                 # (until then its batches are read again in their schema: pipeline/snapshot/backfill.py)
@@ -251,6 +273,8 @@ def run_forever(
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
+                if fid in retry_at and retry_at[fid][1] > time.monotonic():
+                    continue  # backing off after a retryable error
                 if state == "scanning":
                     from changefeed.pipeline.snapshot.scan import run_initial_scan
 

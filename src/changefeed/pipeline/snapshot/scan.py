@@ -383,7 +383,11 @@ def _scan_to_sink(
                 assert pending is not None
                 records = pending.result()
                 pending = pool.submit(collect, g + 1) if g + 1 < ngroups else None
+                if not isinstance(store, TopicStore):
+                    store.begin_batch(writer, g)  # a transactional sink: one transaction a group
                 _append_group(store, topic, writer, g, records)
+                if not isinstance(store, TopicStore):
+                    store.commit_batch(writer, g)
                 del records
                 progressed(g)
         finally:
