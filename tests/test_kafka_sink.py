@@ -529,3 +529,50 @@ def test_unreachable_broker_is_retryable_and_librdkafka_logs_are_rate_limited(
     assert time.monotonic() - t0 < 15
     lines = [r for r in caplog.records if r.name == KW.librdkafka_log.name]
     assert 1 <= len(lines) <= 5, [r.getMessage() for r in lines]  # librdkafka retries ~every 100 ms
+
+
+# ----------------------------------------------------------------------------- exactly once
+def test_exactly_once_transactions_markers_and_fencing(kafka_broker: KafkaBroker) -> None:
+    """A batch committed before a crash is skipped when replayed; a batch whose transaction was
+    left open is aborted by the restarted writer (fenced zombie) and produced again; a
+    read_committed consumer sees each record once."""
+    from changefeed.pipeline.sinks import kafka_txn as T
+
+    topic = _topic(kafka_broker.bootstrap, "eos", 3)
+    cfg = K.KafkaConfig(brokers=kafka_broker.bootstrap, exactly_once=True)
+    job = next(_names) + 10_000
+
+    def batch(w: KW.KafkaWriter, b: int, commit: bool = True) -> None:
+        w.begin_batch("feed-1", b)
+        rows = [(f"[{i}]".encode(), f"b{b}-{i}".encode(), 10**18 + i) for i in range(30)]
+        w.append(topic, 0, "feed-1", b, _records(rows))
+        w.emit_resolved(topic, "feed-1", b, f'{{"resolved":"{b}"}}'.encode(), CommitTs(10**18 + b, 0))
+        if commit:
+            w.commit_batch("feed-1", b)
+
+    w1 = KW.KafkaWriter(cfg, job)
+    assert w1.driver_only
+    batch(w1, 0)
+    batch(w1, 1)  # committed, then "killed" before the job recorded its progress
+    batch(w1, 2, commit=False)  # "killed" with the transaction open
+    zombie = T.Transactions._registry[(cfg, T.transactional_id(job, "feed-1"))].producer
+    T.Transactions._registry.clear()  # a new process
+    w2 = KW.KafkaWriter(cfg, job)
+    batch(w2, 1)  # the replay of batch 1: skipped (its marker is there)
+    batch(w2, 2)  # batch 2 again: produced
+    with pytest.raises(ck.KafkaException):  # the killed writer's producer is fenced
+        zombie.produce(topic, b"zombie", b"[z]", partition=0)
+        zombie.commit_transaction(10)
+    got = _consume(kafka_broker.bootstrap, topic, 99, timeout=10, **{"isolation.level": "read_committed"})
+    values = sorted(m.value() for m in got if m.key() is not None)
+    assert values == sorted(f"b{b}-{i}".encode() for b in range(3) for i in range(30))
+    assert sorted(m.value() for m in got if m.key() is None) == sorted(
+        f'{{"resolved":"{b}"}}'.encode() for b in range(3) for _ in range(3)
+    )
+    # the marker: the consumer group of the transactional id, at batch id + 1
+    c = ck.Consumer(
+        {"bootstrap.servers": kafka_broker.bootstrap, "group.id": T.transactional_id(job, "feed-1")}
+    )
+    assert c.committed([ck.TopicPartition(topic, 0)], timeout=10)[0].offset == 3
+    c.close()
+    T.check_no_open_transactions()
