@@ -66,9 +66,18 @@ class Reader:
         )
 
     def total(self) -> int:
-        return sum(
-            self.c.get_watermark_offsets(ck.TopicPartition(self.topic, p), 10)[1] for p in range(PARTITIONS)
-        )
+        """The topic's high watermarks summed (retried while a restarted broker comes back)."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return sum(
+                    self.c.get_watermark_offsets(ck.TopicPartition(self.topic, p), 10)[1]
+                    for p in range(PARTITIONS)
+                )
+            except ck.KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def records(self) -> list[tuple[int, int, bytes | None, bytes, int]]:
         self.c.assign([ck.TopicPartition(self.topic, p, ck.OFFSET_BEGINNING) for p in range(PARTITIONS)])

@@ -31,7 +31,6 @@ job fails, or pauses with ``on_error='pause'``. librdkafka's own log lines go th
 from __future__ import annotations
 
 import errno
-import logging
 import socket
 import threading
 import time
@@ -43,6 +42,15 @@ import numpy as np
 from changefeed.exceptions import SinkError
 from changefeed.feeds.kafka_config import METADATA_TIMEOUT_S, KafkaConfig
 from changefeed.pipeline.sinks.base import RETRYABLE, SinkWriter
+from changefeed.pipeline.sinks.kafka_client import (
+    RateLimitedLog,
+    error_text,
+    librdkafka_limit,
+    librdkafka_log,
+    short,
+    sink_error,
+)
+from changefeed.pipeline.sinks.kafka_txn import Transactions
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,10 +62,15 @@ __all__ = [
     "KafkaWriter",
     "RateLimitedLog",
     "dial",
+    "error_text",
     "fnv32a",
+    "librdkafka_limit",
+    "librdkafka_log",
     "murmur2",
     "partition_for",
     "partitions_for",
+    "short",
+    "sink_error",
 ]
 
 _FNV_OFFSET = 0x811C9DC5
@@ -67,51 +80,10 @@ METADATA_REFRESH_S = 60.0
 #: How long a TCP connection to a broker may take when CREATE CHANGEFEED dials the sink.
 DIAL_TIMEOUT_S = 5.0
 
-#: librdkafka's own log lines (connection failures...) go through logging, rate-limited.
-log = logging.getLogger(__name__)
 
 _PRODUCERS: dict[KafkaConfig, Any] = {}
 _PARTITIONS: dict[tuple[KafkaConfig, str], tuple[int, float]] = {}
 _LOCK = threading.Lock()
-
-
-class RateLimitedLog(logging.Filter):
-    """At most ``burst`` lines per ``window_s`` seconds; the rest are counted and reported in one
-    line when the next window opens ("N similar librdkafka lines suppressed")."""
-
-    def __init__(self, burst: int = 5, window_s: float = 60.0) -> None:
-        super().__init__()
-        self.burst = burst
-        self.window_s = window_s
-        self._start = 0.0
-        self._count = 0
-        self._dropped = 0
-        self._lock = threading.Lock()
-
-    def reset(self) -> None:
-        with self._lock:
-            self._start, self._count, self._dropped = 0.0, 0, 0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._start >= self.window_s:
-                if self._dropped:
-                    record.msg = (
-                        f"{record.getMessage()} ({self._dropped} similar librdkafka lines suppressed)"
-                    )
-                    record.args = None
-                self._start, self._count, self._dropped = now, 0, 0
-            self._count += 1
-            if self._count > self.burst:
-                self._dropped += 1
-                return False
-            return True
-
-
-librdkafka_log = logging.getLogger(f"{__name__}.librdkafka")
-librdkafka_limit = RateLimitedLog()
-librdkafka_log.addFilter(librdkafka_limit)
 
 
 # ---------------------------------------------------------------------------------- partitioning
@@ -175,50 +147,6 @@ def partitions_for(keys: Sequence[bytes], partitions: int, alg: str = "fnv-1a") 
     signed = h.astype(np.int64)
     signed = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
     return [int(x) for x in np.abs(signed) % partitions]
-
-
-# ---------------------------------------------------------------------------------- errors
-def _short(err: Any) -> str:
-    text = err.str() if hasattr(err, "str") else str(err)
-    return str(text).strip()
-
-
-def error_text(err: Any) -> tuple[str, bool]:
-    """(CockroachDB's words for a librdkafka error, retryable?). The brokers' refusals take
-    sarama's texts (CockroachDB's Kafka sink); local and transport failures are retryable."""
-    from confluent_kafka import KafkaError
-
-    code = err.code() if hasattr(err, "code") else None
-    terminal = {
-        KafkaError.MSG_SIZE_TOO_LARGE: (
-            "kafka server: Message was too large, server rejected it to avoid allocation error"
-        ),
-        KafkaError.TOPIC_AUTHORIZATION_FAILED: "kafka server: The client is not authorized to access this topic",
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED: (
-            "kafka server: The client is not authorized to send this request type"
-        ),
-        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: (
-            "kafka server: The client is not authorized to use this transactional ID"
-        ),
-        KafkaError.UNKNOWN_TOPIC_OR_PART: (
-            "kafka server: Request was for a topic or partition that does not exist on this broker"
-        ),
-        KafkaError._UNKNOWN_TOPIC: (
-            "kafka server: Request was for a topic or partition that does not exist on this broker"
-        ),
-        KafkaError.TOPIC_EXCEPTION: (
-            "kafka server: The request attempted to perform an operation on an invalid topic"
-        ),
-        KafkaError.SASL_AUTHENTICATION_FAILED: f"kafka server: SASL Authentication failed: {_short(err)}",
-        KafkaError._AUTHENTICATION: f"kafka: SASL authentication failed: {_short(err)}",
-    }
-    if code in terminal:
-        return terminal[code], False
-    return _short(err), True
-
-
-def sink_error(cfg: KafkaConfig, what: str, retryable: bool) -> SinkError:
-    return SinkError(f"{RETRYABLE if retryable else ''}kafka sink {cfg.brokers}: {what}")
 
 
 # ---------------------------------------------------------------------------------- dialing
@@ -343,12 +271,10 @@ class KafkaWriter(SinkWriter):
         self.job_id = job_id
         # A transaction lives in one producer: an exactly-once job appends from the driver.
         self.driver_only = config.exactly_once
-        self._txn: Any = None
+        self._txn: Transactions | None = None
 
-    def _transactions(self) -> Any:
+    def _transactions(self) -> Transactions:
         if self._txn is None:
-            from changefeed.pipeline.sinks.kafka_txn import Transactions
-
             self._txn = Transactions(self.config, self.job_id)
         return self._txn
 

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 from changefeed.exceptions import SinkError
 from changefeed.feeds.kafka_config import METADATA_TIMEOUT_S, KafkaConfig
-from changefeed.pipeline.sinks.kafka import error_text, librdkafka_log, sink_error
+from changefeed.pipeline.sinks.kafka_client import error_text, librdkafka_log, sink_error
 
 __all__ = ["Transactions", "transactional_id"]
 
