@@ -306,7 +306,7 @@ class KafkaWriter(SinkWriter):
             (None, payload, p, ts.wall // 1_000_000) for p in range(n)
         ]
         if self.config.exactly_once:
-            self._transactions().produce(writer, batch_id, topic, msgs)
+            self._transactions().produce(writer, batch_id, topic, msgs, whole=True)
         else:
             self.produce(topic, msgs)
 

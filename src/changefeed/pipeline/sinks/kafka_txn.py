@@ -152,9 +152,23 @@ class Transactions:
         w.batch_id, w.explicit = batch_id, True
 
     def produce(
-        self, writer: str, batch_id: int, topic: str, msgs: Sequence[tuple[bytes | None, bytes, int, int]]
+        self,
+        writer: str,
+        batch_id: int,
+        topic: str,
+        msgs: Sequence[tuple[bytes | None, bytes, int, int]],
+        *,
+        whole: bool = False,
     ) -> None:
+        """Produce into the writer's transaction of ``batch_id``. Without :meth:`begin`, only a
+        ``whole`` batch (one call: a job's resolved message to every partition of a topic) may
+        come as its own transaction: the marker covers the batch, so a second call of the same
+        batch would be taken for a replay."""
         w = self._writer(writer)
+        if not whole and not (w.explicit and w.batch_id == batch_id):
+            raise SinkError(
+                f"{w.tid}: exactly_once: batch {batch_id} appended outside begin_batch/commit_batch"
+            )
         if w.batch_id != batch_id or (w.state == "idle" and not w.explicit):
             self._abort(w)
             w.batch_id = batch_id
