@@ -123,9 +123,8 @@ def _accepts(port: int) -> bool:
 def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(name, partitions, 1)])[name].result(
-        30
-    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
 # ----------------------------------------------------------------------------- perf
@@ -172,15 +171,12 @@ def consumer_perf(bootstrap: str, topic: str, records: int) -> dict[str, float]:
             bootstrap,
             "--topic",
             topic,
-            "--messages",
+            "--num-records",
             str(records),
             "--timeout",
             "60000",
             "--group",
             f"perf-{time.monotonic_ns()}",
-            "--show-detailed-stats",
-            "--reporting-interval",
-            "600000",
         ],
         timeout=900,
         jvm_args=_JVM,

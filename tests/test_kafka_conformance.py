@@ -566,7 +566,7 @@ def test_perf_tools_run(target: Target) -> None:
     ).stdout
     assert re.search(r"5000 records sent, [\d.]+ records/sec", out), out
     out = target.tool(
-        "ConsumerPerformance", "--topic", topic, "--messages", "5000", "--timeout", "60000"
+        "ConsumerPerformance", "--topic", topic, "--num-records", "5000", "--timeout", "60000"
     ).stdout
     summary = [ln for ln in out.splitlines() if re.match(r"\d{4}-\d\d-\d\d", ln)]
     assert summary and int(float(summary[-1].split(",")[4])) == 5000, out
