@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup pg-clients kafka-broker run test test-fast soak lint bench clean
+.PHONY: setup pg-clients cql-clients kafka-broker run test test-fast soak lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,7 +12,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-setup: $(VENV)/.installed pg-clients kafka-broker
+setup: $(VENV)/.installed pg-clients cql-clients kafka-broker
+
+# CQL endpoint tests: cqlsh and scylla-driver come from PyPI with the dev extra; ScyllaDB's CDC
+# library scylla-cdc-go is built from tests/cdc_go (pinned by its go.mod/go.sum, fetched through the
+# Go module proxy) into build/cdcprint. Needs Go >= 1.25 on PATH (the polyglot machines have it).
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+build/cdcprint: tests/cdc_go/main.go tests/cdc_go/go.mod tests/cdc_go/go.sum
+	@test -x "$(GO)" || (echo "ERROR: Go >= 1.25 is needed to build tests/cdc_go (scylla-cdc-go)" >&2; exit 1)
+	cd tests/cdc_go && GOPATH=$(CURDIR)/build/go GOCACHE=$(CURDIR)/build/go-cache GOFLAGS=-mod=readonly GOTOOLCHAIN=local $(GO) build -o $(CURDIR)/build/cdcprint .
+
+cql-clients: build/cdcprint
 
 # Apache Kafka's broker, Java clients and tools (issue 19), pinned in tools/kafka-broker/pom.xml and
 # copied with their dependencies into build/kafka/libs. The Kafka tests and benchmarks start a

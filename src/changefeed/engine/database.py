@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.cdc_streams import GENERATION_KEY
 from changefeed.engine.clock import CommitTs, SystemClock, WallClock
 from changefeed.engine.storage import TableStore
 from changefeed.exceptions import CorruptFile, DatabaseError, UndefinedTable
@@ -180,6 +181,11 @@ class Database:
                 (FORMAT, FORMAT_VERSION),
             )
             c.execute("INSERT OR IGNORE INTO _clock VALUES (0, 0, 0, 0)")
+            # The ScyllaDB CDC generation of this one-node store starts with the database.
+            c.execute(
+                "INSERT OR IGNORE INTO _meta VALUES (?, ?)",
+                (GENERATION_KEY, self.clock.now_ns() // 1_000_000),
+            )
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
