@@ -51,6 +51,7 @@ from changefeed.observe import NULL_PIPELINE_METRICS, PipelineMetrics
 from changefeed.pipeline import crdb_jobs
 from changefeed.pipeline.delivery import offset_log
 from changefeed.pipeline.delivery.progress import ACTIVE_STATES, checkpoint_dir
+from changefeed.pipeline.sinks.base import RETRYABLE
 from changefeed.pipeline.stream import query as job
 from changefeed.pipeline.stream import resolved as job_resolved
 from changefeed.pipeline.stream.query import FeedContext
@@ -118,6 +119,9 @@ JOB_RETRIES = 3
 #: Backoff after a feed's failure: first wait, doubling up to the maximum (CockroachDB: 10 min).
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 600.0
+#: A Kafka sink's refusal that retrying cannot fix (``kafka sink ...``: authorization, message too
+#: large, unknown topic with auto-creation off): the job fails at once, or pauses (``on_error``).
+TERMINAL_SINK = "kafka sink "
 #: Micro-batches one feed delivers per round before the others get their turn.
 BATCHES_PER_ROUND = 20
 
@@ -420,6 +424,11 @@ class Runner:
             store.close()
 
     def _failed(self, w: FeedWork, exc: BaseException) -> None:
+        """A feed's failure. A sink's retryable error (``retryable changefeed error:``, a Kafka
+        broker down or unreachable) is retried without giving up, as CockroachDB retries a job's
+        retryable errors; a sink's refusal that retrying cannot fix (authorization, message too
+        large, unknown topic) fails the job at once, or pauses it (``on_error``); anything else
+        fails a job after ``JOB_RETRIES`` attempts in a row. Retries wait with backoff."""
         message = (
             str(exc)
             if isinstance(exc, ChangefeedError)
@@ -427,8 +436,10 @@ class Runner:
         )
         w.failures += 1
         w.ctx = None  # made again (and its sink reopened) at the retry
-        if w.job is not None and w.failures >= JOB_RETRIES:
-            crdb_jobs.record_failure(self.db, w.spec.id, message)
+        retryable = RETRYABLE in message
+        terminal = w.job is not None and not retryable and TERMINAL_SINK in message
+        if w.job is not None and (terminal or (not retryable and w.failures >= JOB_RETRIES)):
+            crdb_jobs.record_failure(self.db, w.spec.id, message)  # on_error: fail or pause
             self.metrics.failed(w.label)
             self.works.pop(w.spec.id, None)
             log.error("feed %s: failed: %s", w.label, message)
@@ -437,7 +448,7 @@ class Runner:
         wait = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (w.failures - 1))
         w.retry_at = time.monotonic() + wait
         if w.failures == 1 or w.failures & (w.failures - 1) == 0:  # 1, 2, 4, 8 ..: rate-limited
-            of = f" of {JOB_RETRIES}" if w.job is not None else ""
+            of = f" of {JOB_RETRIES}" if w.job is not None and not retryable else ""
             log.warning(
                 "feed %s: retryable error, retrying (%d%s) in %.0f s: %s",
                 w.label,

@@ -318,9 +318,11 @@ def _scan_on_driver(
                 group.append(pa.Table.from_batches(out))
         if not isinstance(store, TopicStore):
             records = pa.concat_tables(group) if group else None
+            store.begin_batch(writer, g)  # a transactional sink: one transaction a group
             if records is not None:
                 records = records.take(pc.sort_indices(records, sort_keys=[("partition", "ascending")]))
                 _append_group(store, feed.topic, writer, g, records)
+            store.commit_batch(writer, g)
         progressed(g)
 
 
@@ -436,7 +438,11 @@ def _scan_to_sink(
                 assert pending is not None
                 records = pending.result()
                 pending = pool.submit(collect, g + 1) if g + 1 < ngroups else None
+                if not isinstance(store, TopicStore):
+                    store.begin_batch(writer, g)  # a transactional sink: one transaction a group
                 _append_group(store, topic, writer, g, records)
+                if not isinstance(store, TopicStore):
+                    store.commit_batch(writer, g)
                 del records
                 progressed(g)
         finally:

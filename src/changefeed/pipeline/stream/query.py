@@ -166,6 +166,8 @@ class FeedContext:
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
         rows = self._rows(batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
+        if sink is not None:
+            sink.begin_batch(self.writer, batch_id)  # a transactional sink: one transaction
         small = rows is not None and (df is None or 0 < DRIVER_ENCODE_ROWS >= rows)
         if (plan is None or changes is None) and small and rows is not None:
             # a small batch: read and encoded here, no Spark job (its planning and scheduling
@@ -217,7 +219,9 @@ class FeedContext:
         if resolved is not None and sink is not None and closed is not None:
             # sinks: one resolved message, after every partition's data was acknowledged
             sink.emit_resolved(feed.topic, self.writer, batch_id, resolved[0], CommitTs(closed[0], closed[1]))
-        elif resolved is not None:
+        if sink is not None:
+            sink.commit_batch(self.writer, batch_id)  # before the progress: the job advances after it
+        if resolved is not None and sink is None:
             got = set(written)
             rec = pa.table(
                 {"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]},

@@ -30,6 +30,7 @@ from changefeed.exceptions import (
 )
 from changefeed.feeds import jobs as J
 from changefeed.feeds.crdb_options import FORMAT_JSON, OPTION_KINDS, CrdbOptions, parse_crdb_options
+from changefeed.feeds.kafka_config import KafkaConfig
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
@@ -292,7 +293,12 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     sink = parse_sink_uri(uri)
     raw = raw_options(session, stmt.options, ev)
     opts = job_options(raw, sink, txn.ts)
-    validate_sink_options(sink, raw)  # sinks: webhook / cloud storage settings
+    config = validate_sink_options(sink, raw)  # sinks: webhook / cloud storage / kafka settings
+    if isinstance(config, KafkaConfig):
+        # CockroachDB dials the sink at CREATE: an unreachable broker is an error here.
+        from changefeed.pipeline.sinks.kafka import dial
+
+        dial(config)
     targets = _resolve_targets(session, txn, stmt.targets, opts.crdb)
     privileges.check_changefeed_privileges(
         txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
