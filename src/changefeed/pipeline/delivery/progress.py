@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from changefeed.durable_files import write_durably
 from changefeed.engine.database import DB_FILE, open_sqlite, write_gate
 from changefeed.exceptions import PipelineError
 from changefeed.feeds.spec import FeedSpec
@@ -60,9 +61,7 @@ def checkpoint_start(db: Path, feed: FeedSpec, ckpt: Path) -> tuple[str, int]:
         ("", feed.created_seq) if progress is None else (os.urandom(4).hex(), max(progress, feed.created_seq))
     )
     ckpt.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"epoch": epoch, "start_seq": start}))
-    os.replace(tmp, path)
+    write_durably(path, json.dumps({"epoch": epoch, "start_seq": start}).encode())
     return epoch, start
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from changefeed.durable_files import write_durably
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import CHANGE_SNAPSHOT, change_schema
 from changefeed.engine.database import DB_FILE, open_sqlite
@@ -91,13 +92,7 @@ def load_or_plan(
         "chunk_rows": chunk_rows,
         "group_chunks": group_chunks,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as fh:
-        pickle.dump(plan, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_durably(path, pickle.dumps(plan))
     return plan
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from changefeed.durable_files import sync_file
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.exceptions import PipelineError
@@ -149,6 +150,10 @@ class FeedContext:
     def _deliver(self, df: DataFrame | None, batch_id: int, stats: BatchStats) -> None:
         feed = self.feed
         end = batch_end_offset(self.checkpoint, batch_id)
+        # The batch's planned offsets are durable before any of its records is appended: lost
+        # in a power loss after a durable append, the batch id would be planned afresh over
+        # more rows and skipped as already delivered (Spark writes the file without syncing).
+        sync_file(self.checkpoint / "offsets" / str(batch_id))
         closed = closed_of(end)
         changes = self.schema_changes
         plan = (
