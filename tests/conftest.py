@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    pytest.importorskip("pyspark")
     from changefeed.pipeline.spark.session import get_spark
 
     session = get_spark("changefeed-tests")
@@ -49,3 +48,14 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A skipped test fails: a tool or library a test needs is installed by ``make setup``, and a
+    test that cannot run says so loudly instead of passing by absence."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped, which this suite does not allow (run make setup): {report.longrepr}"

@@ -19,6 +19,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka as ck
+import confluent_kafka.admin as ck_admin
+import kafka as kp
+import kafka.admin as kp_admin
+import kafka.errors as kp_errors
 import pyarrow as pa
 import pytest
 
@@ -26,12 +31,6 @@ import changefeed
 from changefeed.server import EndpointConfig
 from changefeed.server.kafka import KafkaEndpoint, create
 from changefeed.topics import TopicStore
-
-ck = pytest.importorskip("confluent_kafka")
-kp = pytest.importorskip("kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
-kp_admin = pytest.importorskip("kafka.admin")
-kp_errors = pytest.importorskip("kafka.errors")
 
 ROWS = 120
 FEED_TOPIC = "t/f"
@@ -212,7 +211,8 @@ def test_list_offsets_and_watermarks(db: Path, port: int) -> None:
 
 
 def test_aiokafka_reads_feed_and_produces(db: Path, port: int) -> None:
-    aiokafka = pytest.importorskip("aiokafka")
+    import aiokafka
+
     expected = stored(db, FEED_TOPIC)
 
     async def scenario() -> dict[tuple[int, int], tuple[bytes | None, bytes, int]]:

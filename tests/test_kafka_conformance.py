@@ -25,16 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka as ck
+import confluent_kafka.admin as ck_admin
+import kafka as kp
+import kafka.admin as kp_admin
+import kafka.errors as kp_errors
 import pytest
 
 import changefeed
 from changefeed.testing.kafka_broker import KafkaBroker, run_java
-
-ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
-kp = pytest.importorskip("kafka")
-kp_admin = pytest.importorskip("kafka.admin")
-kp_errors = pytest.importorskip("kafka.errors")
 
 KINDS = ("kafka", "changefeed")
 _names = itertools.count(1)

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka as ck
+import confluent_kafka.admin as ck_admin
 import pyarrow as pa
 import pytest
 
@@ -25,9 +27,6 @@ from changefeed.server import EndpointConfig
 from changefeed.server.kafka import create
 from changefeed.testing.kafka_broker import KafkaBroker
 from tests.test_kafka import LoopThread
-
-ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
 
 
 # ----------------------------------------------------------------------------- naming

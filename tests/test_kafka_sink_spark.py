@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka as ck
+import confluent_kafka.admin as ck_admin
 import pytest
 
 import changefeed
@@ -26,9 +28,6 @@ from changefeed.pipeline.sinks.kafka import partition_for
 from changefeed.testing import validators as v
 from changefeed.testing import workload as w
 from changefeed.testing.kafka_broker import KafkaBroker
-
-ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
 
 pytestmark = pytest.mark.spark
 

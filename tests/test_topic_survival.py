@@ -17,6 +17,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import kafka as kp
+import kafka.admin as kp_admin
 import pytest
 
 import changefeed
@@ -24,9 +26,6 @@ from changefeed.pipeline.runner import run_forever, run_until_idle
 from changefeed.server import EndpointConfig
 from changefeed.server.kafka import create
 from changefeed.topics import TopicStore
-
-kp = pytest.importorskip("kafka")
-kp_admin = pytest.importorskip("kafka.admin")
 
 Records = dict[tuple[int, int], bytes]
 
