@@ -239,12 +239,10 @@ class Runner:
         """Start delivering new active feeds, stop the ones no longer active (between batches)."""
         feeds = [f for f in all_feeds(self._conn)]
         self.jobs = {fid: j for j in J.all_jobs(self._conn) for fid in j.feed_ids}
+        # (the store's connections are this process's, shared with a node's endpoints: kept open)
         store = TopicStore(self.db)
-        try:
-            for fr in feeds:
-                store.ensure_topic(fr.spec.topic, fr.spec.partitions, fr.spec.retention_ns)
-        finally:
-            store.close()
+        for fr in feeds:
+            store.ensure_topic(fr.spec.topic, fr.spec.partitions, fr.spec.retention_ns)
         live = {
             fr.spec.id: fr
             for fr in feeds
@@ -415,13 +413,10 @@ class Runner:
 
     def _topic_records(self, topic: str) -> int:
         """Records in ``topic`` of the embedded topics (0 when it is not one of theirs)."""
-        store = TopicStore(self.db)
         try:
-            return sum(end for _, end in store.offsets(topic).values())
+            return sum(end for _, end in TopicStore(self.db).offsets(topic).values())
         except ChangefeedError:
             return 0
-        finally:
-            store.close()
 
     def _failed(self, w: FeedWork, exc: BaseException) -> None:
         """A feed's failure. A sink's retryable error (``retryable changefeed error:``, a Kafka

@@ -332,13 +332,17 @@ def _connection(path: str, app_id: int, schema: str) -> _Conn:
 
 
 def _forget(prefix: str) -> None:
-    """Close this process's cached connections to files under ``prefix``."""
+    """Close this process's cached connections to files under ``prefix``.
+
+    Each connection is closed after ``_conns_lock`` is released: a writer holding a file's lock
+    may open another file (``ensure_topic`` holds the catalog's while it opens a partition's),
+    so taking a file's lock under ``_conns_lock`` would deadlock against it."""
     with _conns_lock:
-        for path in [p for p in _conns if p.startswith(prefix)]:
-            c = _conns.pop(path)
-            if c.pid == os.getpid():
-                with c.lock:
-                    c.conn.close()
+        gone = [_conns.pop(path) for path in [p for p in _conns if p.startswith(prefix)]]
+    for c in gone:
+        if c.pid == os.getpid():
+            with c.lock:
+                c.conn.close()
 
 
 @contextlib.contextmanager
@@ -488,7 +492,9 @@ class TopicStore:
 
     def close(self) -> None:
         """Close this process's cached connections to this database's topic files (they reopen
-        lazily on next use)."""
+        lazily on next use). They are shared by every TopicStore of the process: a program that
+        reads or writes topics from several threads (a node's endpoints and its pipeline) must
+        not close them while another thread may use them."""
         _forget(str(self.root) + os.sep)
 
     # -- files -------------------------------------------------------------------------------
