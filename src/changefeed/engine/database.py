@@ -18,11 +18,12 @@ from typing import Any
 import orjson
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.cdc_streams import GENERATION_KEY
 from changefeed.engine.clock import CommitTs, SystemClock, WallClock
 from changefeed.engine.regions import register_functions
 from changefeed.engine.storage import TableStore
 from changefeed.exceptions import CorruptFile, DatabaseError, UndefinedTable
-from changefeed.sqlite_wal import use_wal
+from changefeed.sqlite_wal import Durability, WalSync, durability, use_wal, wal_sync
 
 DB_FILE = "changefeed.db"
 FORMAT = "changefeed-db"
@@ -58,8 +59,13 @@ _BOOTSTRAP = [
 ]
 
 
-def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open one of our SQLite files with the settings every connection must use."""
+def open_sqlite(path: Path, *, readonly: bool = False, group_commit: bool = False) -> sqlite3.Connection:
+    """Open one of our SQLite files with the settings every connection must use.
+
+    ``group_commit``: the caller makes each commit durable through :func:`wal_sync` (a
+    :class:`Database` does); other connections that write sync at every commit themselves when
+    commits are durable (``CHANGEFEED_SYNCHRONOUS``, default FULL)."""
+    sync = durability()
     uri = f"file:{path}?mode={'ro' if readonly else 'rwc'}"
     try:
         conn = sqlite3.connect(
@@ -75,7 +81,7 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             mode = use_wal(conn)
             if mode != "wal":
                 raise DatabaseError(f"{path}: could not switch to WAL mode (got {mode})")
-        conn.execute(f"PRAGMA synchronous = {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}")
+        conn.execute(f"PRAGMA synchronous = {sync.pragma if group_commit else sync.pragma_unshared}")
         # Checkpoint the WAL every ~160 MB rather than SQLite's 4 MB. A checkpoint copies the latest
         # version of every page in the WAL to the database file and syncs it; on tables written in
         # hash order each transaction dirties pages all over, so the longer the interval, the more
@@ -90,8 +96,33 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")
     except sqlite3.DatabaseError as exc:
-        raise CorruptFile(f"{path}: not a readable changefeed database file ({exc})") from None
+        raise open_error(path, exc, readonly=readonly) from None
     return conn
+
+
+def open_error(path: Path, exc: sqlite3.DatabaseError, *, readonly: bool = False) -> DatabaseError:
+    """What is wrong when SQLite cannot use ``path``: a read-only directory, a file it cannot
+    open, or a file that is not a changefeed database."""
+    if isinstance(exc, sqlite3.OperationalError):
+        if not readonly and not _writable(path.parent):
+            return DatabaseError(
+                f"database directory {path.parent} is read-only: changefeed writes {path.name} and its "
+                f"journal files there ({exc})"
+            )
+        if "unable to open" in str(exc):
+            return DatabaseError(f"{path}: cannot open the database file ({exc})")
+    return CorruptFile(f"{path}: not a readable changefeed database file ({exc})")
+
+
+def _writable(directory: Path) -> bool:
+    """Whether this process can create files in ``directory`` (tried: root ignores mode bits)."""
+    probe = directory / f".changefeed-write-check-{os.getpid()}-{threading.get_ident()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError:
+        return False
+    return True
 
 
 _gates: dict[str, threading.Lock] = {}
@@ -114,6 +145,42 @@ def write_gate(file: Path) -> threading.Lock:
         return gate
 
 
+class CommitSignal:
+    """Wakes this process's waiters when a transaction of this process commits on a file (the
+    pipeline of a node waits on it: a change written through an endpoint is delivered at once,
+    without waiting for a poll). Commits of other processes are found by polling."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def notify(self) -> None:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> int:
+        """Wait until a commit after the one numbered ``seen`` (at most ``timeout`` s); returns the
+        latest commit number."""
+        with self._cond:
+            if self.count == seen:
+                self._cond.wait(timeout)
+            return self.count
+
+
+_signals: dict[str, CommitSignal] = {}
+
+
+def commit_signal(file: Path) -> CommitSignal:
+    """The :class:`CommitSignal` of ``file`` in this process."""
+    key = os.path.realpath(file)
+    with _gates_lock:
+        sig = _signals.get(key)
+        if sig is None:
+            sig = _signals[key] = CommitSignal()
+        return sig
+
+
 class Database:
     """One open database directory: a SQLite connection plus cached catalog."""
 
@@ -124,16 +191,26 @@ class Database:
         self._check_dir(create)
         self.file = self.path / DB_FILE
         self.write_gate = write_gate(self.file)
+        self.commit_signal = commit_signal(self.file)
         #: False: a write transaction that would wait for another writer of this process raises
         #: LockNotAvailable instead (a server's event loop runs short statements itself and must
         #: never block).
         self.writers_wait = True
-        self.conn = open_sqlite(self.file)
+        #: How commits become durable (``CHANGEFEED_SYNCHRONOUS``): with group commit, every
+        #: commit waits for ``syncer`` before it is acknowledged.
+        self.durability: Durability = durability()
+        self.syncer: WalSync | None = wal_sync(self.file) if self.durability.group_commit else None
+        #: True: commits do not wait to be durable; the highest ticket not waited for is left in
+        #: ``pending_durable`` for the caller, who must wait for it before acknowledging anything
+        #: (the PostgreSQL endpoint awaits it on its event loop before it writes a reply).
+        self.defer_durable = False
+        self.pending_durable = 0
+        self.conn = open_sqlite(self.file, group_commit=True)
         try:
             self._bootstrap()
         except sqlite3.DatabaseError as exc:
             self.conn.close()
-            raise CorruptFile(f"{self.file}: not a readable changefeed database file ({exc})") from None
+            raise open_error(self.file, exc) from None
         self._catalog_version = -1
         self.catalog_changed = False
         self._tables: dict[int, TableSchema] = {}
@@ -182,10 +259,16 @@ class Database:
                 (FORMAT, FORMAT_VERSION),
             )
             c.execute("INSERT OR IGNORE INTO _clock VALUES (0, 0, 0, 0)")
+            # The ScyllaDB CDC generation of this one-node store starts with the database.
+            c.execute(
+                "INSERT OR IGNORE INTO _meta VALUES (?, ?)",
+                (GENERATION_KEY, self.clock.now_ns() // 1_000_000),
+            )
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
             raise
+        self.sync()
 
     def _check_format(self) -> bool:
         """True when the file is a changefeed database of this version; False when it has no
@@ -209,6 +292,27 @@ class Database:
 
     def close(self) -> None:
         self.conn.close()
+
+    # ------------------------------------------------------------------ durability
+    def commit_ticket(self) -> int:
+        """Right after a ``COMMIT`` of this connection returned: the ticket to :meth:`wait_durable`
+        on (0 when commits are not made durable here)."""
+        return self.syncer.ticket() if self.syncer is not None else 0
+
+    def wait_durable(self, ticket: int) -> None:
+        """Return once the commit that took ``ticket`` survives power loss (group commit: one
+        sync of the WAL for every commit waiting at that moment). Call it without holding the
+        write lock, so the next writers commit while this one syncs."""
+        if ticket and self.syncer is not None:
+            if self.defer_durable:
+                self.pending_durable = max(self.pending_durable, ticket)
+            else:
+                self.syncer.wait(ticket)
+
+    def sync(self) -> None:
+        """Make every commit already in the database's WAL durable (no-op under NORMAL/OFF)."""
+        if self.syncer is not None:
+            self.syncer.barrier()
 
     # ------------------------------------------------------------------ clock
     def allocate_ts(self) -> tuple[CommitTs, int]:
@@ -235,6 +339,8 @@ class Database:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
+            ticket = self.commit_ticket()
+        self.wait_durable(ticket)
         return ts, txid
 
     def last_ts(self) -> CommitTs:

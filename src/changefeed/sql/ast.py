@@ -411,6 +411,9 @@ class Select:
     allow_filtering: bool = False
     as_of: Expr | None = None  # ``AS OF SYSTEM TIME x``
     pos: Pos = field(default=Pos(), compare=False)
+    #: CockroachDB's statement source ``FROM [SHOW JOBS]`` (``table`` is then None): the rows
+    #: the bracketed statement returns.
+    source: Statement | None = None
     group_by: tuple[Expr, ...] = ()
 
 
@@ -545,6 +548,19 @@ class ShowChangefeedJob:
     """``SHOW CHANGEFEED JOB id``."""
 
     job_id: Expr
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShowJobsOf:
+    """CockroachDB ``SHOW JOB [WHEN COMPLETE] id``, ``SHOW JOBS [WHEN COMPLETE] <select>`` and
+    ``SHOW CHANGEFEED JOBS <select>``: the jobs whose ids ``job_id`` or the rows of ``query``
+    give; ``block`` (WHEN COMPLETE) returns once every one of them has finished."""
+
+    job_id: Expr | None = None
+    query: Select | None = None
+    block: bool = False
+    changefeed: bool = False  # SHOW CHANGEFEED JOBS' columns
     pos: Pos = field(default=Pos(), compare=False)
 
 
@@ -729,6 +745,7 @@ Statement = (
     | ShowGrants
     | JobControl
     | ShowChangefeedJob
+    | ShowJobsOf
     | AlterChangefeed
     # Apache Phoenix (issue 11)
     | PhoenixCreateTable

@@ -10,6 +10,8 @@
 ``crdb_feeds``     CockroachDB CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR
 ``crdb_jobs``      CockroachDB changefeed jobs: CREATE CHANGEFEED .. INTO, SHOW (CHANGEFEED) JOB(S),
                    PAUSE/RESUME/CANCEL JOB, ALTER CHANGEFEED, CONFIGURE ZONE (gc.ttlseconds)
+``crdb_introspection``  CockroachDB SHOW JOB [WHEN COMPLETE] id, SHOW JOBS <select>, the
+                   ``crdb_internal.jobs`` table
 ``phoenix``        Apache Phoenix CREATE TABLE forms, ALTER TABLE .. SET, CREATE/DROP CDC, CDC
                    queries (with the CDC_INCLUDE hint), UPSERT .. SELECT
 ``replication``    YDB CREATE/ALTER/DROP ASYNC REPLICATION, CREATE/DROP SECRET, the
@@ -27,6 +29,7 @@ from changefeed.sql.session import Session, StatementFamily
 from changefeed.sql.statements import (
     access,
     crdb_feeds,
+    crdb_introspection,
     crdb_jobs,
     ddl,
     dml,
@@ -39,7 +42,21 @@ from changefeed.sql.statements import (
 #: Every statement a session runs, by AST node type.
 STATEMENTS = StatementFamily.merge(
     "all",
-    [f.FAMILY for f in (ddl, dml, select, access, ydb_feeds, crdb_feeds, crdb_jobs, phoenix, replication)],
+    [
+        f.FAMILY
+        for f in (
+            ddl,
+            dml,
+            select,
+            access,
+            ydb_feeds,
+            crdb_feeds,
+            crdb_jobs,
+            crdb_introspection,
+            phoenix,
+            replication,
+        )
+    ],
 )
 
 

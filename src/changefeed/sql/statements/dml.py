@@ -22,10 +22,12 @@ from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
 from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import OP_INSERT, OP_UPDATE
 from changefeed.engine.txn import Bound, Transaction
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import (
     ChangefeedError,
     InvalidStatement,
     NotNullViolation,
+    UndefinedTable,
     UniqueViolation,
 )
 from changefeed.sql import ast, astjson
@@ -33,7 +35,8 @@ from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, Session, StatementFamily
-from changefeed.sql.statements.common import bool_type, coerce, key_values
+from changefeed.sql.statements.cdc_log import LogView
+from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values
 
 FAMILY = StatementFamily("dml")
 
@@ -356,7 +359,7 @@ def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int |
         return None
     v = evaluator.eval(expr, None)
     if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 630_720_000:
-        raise InvalidStatement(f"TTL must be a number of seconds between 0 and 630720000, not {v!r}")
+        raise InvalidStatement(f"TTL must be a number of seconds between 0 and 630720000, not {sql_text(v)}")
     return v or None
 
 
@@ -435,6 +438,9 @@ def _cql_update(
 
 @FAMILY.statement(ast.Delete)
 def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Result:
+    name = session.table_name(s.table)
+    if name.endswith(LOG_SUFFIX) and session.db.find_table(name) is None:
+        return _delete_from_log(session, txn, s, ev)
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.DELETE))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
@@ -608,3 +614,24 @@ def batch(session: Session, txn: Transaction, s: ast.Batch, ev: Params) -> Resul
     for stmt in s.statements:
         session.statements.handler(stmt).run(session, txn, stmt, ev)
     return Result(status="BATCH")
+
+
+def _delete_from_log(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Result:
+    """``DELETE FROM ks.t_scylla_cdc_log WHERE "cdc$stream_id" = ..``: ScyllaDB lets a user delete
+    log rows (whole streams, or rows of one by ``cdc$time`` / ``cdc$batch_seq_no``); it takes the
+    base table's DELETE privilege. The base table and the change stream are not touched."""
+    q = s.table
+    base_q = ast.QName((*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted)))
+    name = session.table_name(q)
+    try:
+        base = session.resolve_table(txn, base_q)
+    except UndefinedTable:
+        raise UndefinedTable(f'table "{name}" does not exist') from None
+    if not base.cdc.enabled:
+        raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
+    session.require(txn, base, Privilege.DELETE)
+    if s.columns:
+        raise InvalidStatement("a CDC log's rows are deleted whole: DELETE FROM .. WHERE, without columns")
+    evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
+    n = LogView(txn, base).delete(session, s.where, evaluator)
+    return Result(status=f"DELETE {n}", rowcount=n)
