@@ -167,6 +167,7 @@ class CqlSession:
         self.conn: Connection | None = None
         self.events: set[str] = set()
         self.loop = asyncio.get_running_loop()
+        self.inflight: set[asyncio.Future[Any]] = set()
         self.lz4 = compression == "lz4"
 
     # ------------------------------------------------------------------ lifecycle
@@ -175,13 +176,27 @@ class CqlSession:
         system.NODES[self.conn.session] = self.shared.node
 
     async def close(self) -> None:
+        await self.settle()
         conn, self.conn = self.conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 await self.call(conn.close)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await self.loop.run_in_executor(self.shared.pool, lambda: fn(*args, **kwargs))
+        """Run ``fn`` on the worker pool. A cancelled caller (the peer went away, the server
+        stops) stops waiting, but the work goes on in its thread: :meth:`close` waits for it
+        before closing the connection it uses (closing SQLite under a running statement
+        crashes the process)."""
+        future = self.loop.run_in_executor(self.shared.pool, lambda: fn(*args, **kwargs))
+        self.inflight.add(future)
+        future.add_done_callback(self.inflight.discard)
+        return await future
+
+    async def settle(self) -> None:
+        """Wait until no call of this session is running on the worker pool."""
+        while self.inflight:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(asyncio.wait(set(self.inflight)))
 
     def send(self, stream: int, opcode: int, body: bytes) -> None:
         if self.lz4 and body:

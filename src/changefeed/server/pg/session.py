@@ -168,6 +168,7 @@ class PgSession:
         self.closing = False
         self.session_id = uuid.uuid4().hex
         self.loop = asyncio.get_running_loop()
+        self.inflight: set[asyncio.Future[Any]] = set()
         self.out: list[bytes] = []  # messages not yet handed to the transport
         #: Executes of one single-row INSERT/UPSERT in an explicit transaction, not run yet: they
         #: run as one bulk write (see :meth:`flush_batch`).
@@ -201,6 +202,7 @@ class PgSession:
     async def close(self) -> None:
         self.endpoint.registry.sessions.pop(self.pid, None)
         self.cancel()
+        await self.settle()
         conn, self.conn = self.conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
@@ -230,7 +232,20 @@ class PgSession:
                 conn.db.conn.interrupt()
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await self.loop.run_in_executor(self.endpoint.pool, lambda: fn(*args, **kwargs))
+        """Run ``fn`` on the worker pool. A cancelled caller (the peer went away, the server
+        stops) stops waiting, but the work goes on in its thread: :meth:`close` waits for it
+        before closing the connection it uses (closing SQLite under a running statement
+        crashes the process)."""
+        future = self.loop.run_in_executor(self.endpoint.pool, lambda: fn(*args, **kwargs))
+        self.inflight.add(future)
+        future.add_done_callback(self.inflight.discard)
+        return await future
+
+    async def settle(self) -> None:
+        """Wait until no call of this session is running on the worker pool."""
+        while self.inflight:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(asyncio.wait(set(self.inflight)))
 
     @property
     def txn_status(self) -> bytes:
