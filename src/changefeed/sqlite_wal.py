@@ -37,9 +37,11 @@ power loss or an operating-system crash, never half-applied.
 from __future__ import annotations
 
 import asyncio
+import mmap
 import os
 import random
 import sqlite3
+import struct
 import threading
 import time
 from concurrent.futures import Executor
@@ -56,6 +58,10 @@ DEFAULT_SYNCHRONOUS = "FULL"
 #: Accepted values (SQLite's ``synchronous`` levels). FULL and EXTRA are durable (group commit);
 #: NORMAL and OFF are passed to SQLite as they are.
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+#: Bytes of one process's slot on a shared durability board (see ``WalSync.share``).
+BOARD_SLOT = 24
+_SLOT = struct.Struct("@QQQ")
+_U64 = struct.Struct("@Q")
 
 
 def use_wal(conn: sqlite3.Connection, *, timeout_s: float = SWITCH_TIMEOUT_S) -> str:
@@ -133,17 +139,60 @@ class WalSync:
         # wait_async: futures of event-loop waiters, and whether a worker is syncing for them.
         self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._draining = False
+        # share(): the board where processes serving one database publish their commits' state.
+        self._board: mmap.mmap | None = None
+        self._slot = 0
+        self._slots = 0
+
+    def share(self, board: mmap.mmap, slot: int, slots: int) -> None:
+        """Publish this process's commits in ``slot`` of ``board`` (shared memory of ``slots``
+        slots of :data:`BOARD_SLOT` bytes: tickets issued, tickets synced, a commit in flight), and
+        count the other slots' commits in :meth:`pending`: processes that serve one database
+        together (the PostgreSQL endpoint's workers) then never show a reader another's commit
+        before it is durable."""
+        self._board, self._slot, self._slots = board, slot, slots
+        self._publish(inflight=0)
+
+    def _publish(self, *, inflight: int) -> None:
+        board = self._board
+        if board is not None:
+            _SLOT.pack_into(board, self._slot * BOARD_SLOT, self._issued, self._synced, inflight)
+
+    def announce(self) -> None:
+        """A commit is about to write its frames (called under the write lock, before ``COMMIT``):
+        from here other processes sharing the board treat it as visible and not durable, until
+        :meth:`ticket` (or :meth:`withdraw`, if the commit failed)."""
+        if self._board is not None:
+            with self._cond:
+                self._publish(inflight=1)
+
+    def withdraw(self) -> None:
+        if self._board is not None:
+            with self._cond:
+                self._publish(inflight=0)
 
     def ticket(self) -> int:
         with self._cond:
             self._issued += 1
+            if self._board is not None:
+                self._publish(inflight=0)
             return self._issued
 
     def pending(self) -> int:
         """The last ticket issued if a commit of this process may be visible to readers but not
-        durable yet, else 0."""
+        durable yet; a new ticket if a commit of another process sharing the board may be (a sync
+        of this process makes it durable too); else 0."""
         issued = self._issued
-        return issued if issued > self._synced else 0
+        if issued > self._synced:
+            return issued
+        board = self._board
+        if board is not None:
+            for i in range(self._slots):
+                if i != self._slot:
+                    o_issued, o_synced, o_inflight = _SLOT.unpack_from(board, i * BOARD_SLOT)
+                    if o_inflight or o_issued > o_synced:
+                        return self.ticket()
+        return 0
 
     def barrier(self) -> None:
         """Make everything written to the file so far durable (by this or any process)."""
@@ -173,6 +222,8 @@ class WalSync:
                     self.syncs += 1
                     if error is None:
                         self._synced = max(self._synced, target)
+                        if self._board is not None:
+                            _U64.pack_into(self._board, self._slot * BOARD_SLOT + 8, self._synced)
                     else:
                         self._failed = (target, error)
                     cond.notify_all()

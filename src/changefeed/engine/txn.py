@@ -16,7 +16,6 @@ executor). Each operation updates the table and, in the same SQLite transaction,
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ import orjson
 from changefeed.engine import phoenix, privileges
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.database import BUSY_TIMEOUT_MS, Database
+from changefeed.engine.database import BUSY_TIMEOUT_MS, Database, WriteGate
 from changefeed.engine.storage import (
     CHANGE_ERASE,
     CHANGE_UPSERT,
@@ -170,7 +169,7 @@ class Transaction:
         #: sets ``phoenix.EV_TTL_DELETE``).
         self.phoenix_event = 0
         self._after_commit: list[Callable[[], None]] = []
-        self._gate: threading.Lock | None = None
+        self._gate: WriteGate | None = None
         if write:
             if not db.writers_wait:
                 if not db.write_gate.acquire(blocking=False):
@@ -219,7 +218,12 @@ class Transaction:
                     phoenix.index_changes(
                         self.conn, cap.store.schema, before, self._require_write().wall, self.phoenix_event
                     )
-            self.conn.execute("COMMIT")
+            self.db.commit_intent()
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.db.commit_withdrawn()
+                raise
             ticket = self.db.commit_ticket()
         except BaseException:
             if self.conn.in_transaction:

@@ -15,11 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import os
 import re
-import secrets
 import sqlite3
-import struct
 import threading
 import uuid
 from collections import OrderedDict
@@ -30,8 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from changefeed.connection import Connection, Result
-from changefeed.engine import auth
-from changefeed.engine.auth import ScramSecret
 from changefeed.exceptions import ChangefeedError, LockNotAvailable
 from changefeed.server.pg import batch as batches
 from changefeed.server.pg import catalog
@@ -53,6 +48,7 @@ from changefeed.server.pg.errors import (
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
 from changefeed.server.pg.portals import Batch, Portal, Prepared, Running, new_query_id
+from changefeed.server.pg.sessions import QUERY_COLUMNS, Registry
 from changefeed.server.pg.values import (
     column_oids,
     data_rows,
@@ -75,12 +71,6 @@ T = TypeVar("T")
 WRITE_TIMEOUT = 30.0
 
 
-def new_backend_key() -> tuple[int, int]:
-    """A (process id, secret) pair for BackendKeyData."""
-    pid = struct.unpack("!i", os.urandom(4))[0] & 0x7FFFFFFF
-    return pid, secrets.randbits(32)
-
-
 #: Bytes of DataRows buffered before waiting for the client to take them.
 FLUSH_BYTES = 256 * 1024
 #: Rows encoded at a time; results larger than this are encoded on the pool, chunk by chunk.
@@ -96,42 +86,6 @@ class Backend:
     db: Path
     pool: Executor
     registry: Registry
-
-
-class Registry:
-    """Every open session of one endpoint: for CancelRequest, CANCEL QUERY and SHOW QUERIES."""
-
-    def __init__(self) -> None:
-        self.sessions: dict[int, PgSession] = {}
-        self._auth_conn: Connection | None = None
-        self._auth_lock = threading.Lock()
-
-    def cancel_by_key(self, pid: int, key: int) -> None:
-        s = self.sessions.get(pid)
-        if s is not None and s.secret == key:
-            s.cancel()
-
-    def cancel_by_query_id(self, query_id: str) -> bool:
-        for s in list(self.sessions.values()):
-            if s.running is not None and s.running.query_id == query_id:
-                s.cancel()
-                return True
-        return False
-
-    def secret_of(self, db: Path, user: str) -> ScramSecret | None:
-        with self._auth_lock:
-            if self._auth_conn is None:
-                self._auth_conn = Connection(db, user=auth.ROOT)
-            c = self._auth_conn.db.conn
-            if not auth.user_exists(c, user):
-                return None
-            return auth.scram_secret(c, user)
-
-    def close(self) -> None:
-        with self._auth_lock:
-            if self._auth_conn is not None:
-                self._auth_conn.close()
-                self._auth_conn = None
 
 
 class PgSession:
@@ -152,7 +106,7 @@ class PgSession:
         self.peer = peer
         self.startup = params
         self.vars = defaults(user, SERVER_VERSION)
-        self.pid, self.secret = new_backend_key()
+        self.pid, self.secret = endpoint.registry.new_key()
         self.conn: Connection | None = None
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
@@ -428,6 +382,9 @@ class PgSession:
         inline = self.template_inline.get(norm.key)
         if inline is None:
             assert self.conn is not None
+            # Whether it is short depends on the tables' keys: a session's first statement may
+            # come before anything of it read the catalog (the template is process-wide).
+            self.conn.db.refresh_catalog()
             inline = self.template_inline[norm.key] = runs_inline(self.conn.session, tmpl)
         return Prepared(sql, "engine", stmts=norm_.bind(tmpl, norm.values), inline=inline)
 
@@ -468,7 +425,8 @@ class PgSession:
         try:
             if prep.kind == "command":
                 assert prep.command is not None
-                return self.run_command(prep.command)
+                spanning = await self.run_cluster_command(prep.command)
+                return spanning if spanning is not None else self.run_command(prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
             if prep.inline:
@@ -568,13 +526,10 @@ class PgSession:
             return Result(
                 columns=["name", "setting", "description"], rows=rows, types=[None] * 3, status="SHOW"
             )
-        if cmd.kind == "show_queries":
-            return self.show_queries()
-        if cmd.kind == "cancel":
-            assert cmd.value is not None
-            if not self.endpoint.registry.cancel_by_query_id(cmd.value):
-                raise UndefinedQuery(f"query ID {cmd.value} not found")
-            return Result(status="CANCEL QUERIES 1")
+        if cmd.kind == "show_queries":  # the rows come from run_cluster_command; this shape describes it
+            return Result(
+                columns=list(QUERY_COLUMNS), rows=[], types=[None] * len(QUERY_COLUMNS), status="SELECT 0"
+            )
         if cmd.kind == "discard":
             self.prepared.clear()
             self.portals.clear()
@@ -587,41 +542,18 @@ class PgSession:
             return Result(status="DEALLOCATE")
         return Result(status=cmd.name or "SET")
 
-    def show_queries(self) -> Result:
-        rows = []
-        for s in list(self.endpoint.registry.sessions.values()):
-            r = s.running
-            if r is None:
-                continue
-            peer = s.peer
-            addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else ""
-            rows.append(
-                (
-                    r.query_id,
-                    1,
-                    s.session_id,
-                    s.user,
-                    r.start,
-                    r.sql,
-                    addr,
-                    s.vars.get("application_name", ""),
-                    False,
-                    r.phase,
-                )
-            )
-        cols = [
-            "query_id",
-            "node_id",
-            "session_id",
-            "user_name",
-            "start",
-            "query",
-            "client_address",
-            "application_name",
-            "distributed",
-            "phase",
-        ]
-        return Result(columns=cols, rows=rows, types=[None] * len(cols), status=f"SELECT {len(rows)}")
+    async def run_cluster_command(self, cmd: Command) -> Result | None:
+        """SHOW QUERIES and CANCEL QUERY, which span every process of the endpoint; None for
+        other commands."""
+        registry = self.endpoint.registry
+        if cmd.kind == "show_queries":
+            return await registry.queries()
+        if cmd.kind == "cancel":
+            assert cmd.value is not None
+            if not await registry.cancel_by_query_id(cmd.value):
+                raise UndefinedQuery(f"query ID {cmd.value} not found")
+            return Result(status="CANCEL QUERIES 1")
+        return None
 
     # ------------------------------------------------------------------ core changefeeds
     async def run_stream(
