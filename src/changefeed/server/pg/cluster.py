@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from changefeed.exceptions import ChangefeedError, InvalidOption
+from changefeed.exceptions import ChangefeedError
 from changefeed.sqlite_wal import BOARD_SLOT
 
 log = logging.getLogger(__name__)

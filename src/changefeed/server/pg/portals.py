@@ -3,6 +3,7 @@ the batch of pipelined Executes waiting to run together (see ``batch.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import itertools
 import uuid
@@ -31,9 +32,25 @@ class Batch:
     replies go out in the order of the messages."""
 
     prepared: Prepared
-    rows: list[list[Any]] = field(default_factory=list)
+    #: Each Execute's parameters; None for a row taken raw by ``batch.scan_run`` (in ``raw``).
+    rows: list[list[Any] | None] = field(default_factory=list)
     replies: list[bytes] = field(default_factory=list)
     pending: list[bytes] = field(default_factory=list)
+    #: Raw parameters of the rows taken by ``scan_run``, row after row (``nparams`` each),
+    #: decoded when the rows go to the engine.
+    raw: list[bytes | None] = field(default_factory=list)
+    #: The first Bind's parameter format codes (None: no fast path), its bytes up to the
+    #: parameter count, parameter count and result format codes: the shape ``scan_run`` takes.
+    formats: tuple[int, ...] | None = None
+    bind_head: bytes = b""
+    nparams: int = 0
+    result_formats: tuple[int, ...] = ()
+    last_described: bool = False
+    #: Rows handed to the engine so far, raw rows decoded so far, parts started, the part in flight.
+    executed: int = 0
+    raw_used: int = 0
+    chunks: int = 0
+    inflight: asyncio.Future[int] | None = None
 
 
 @dataclass
@@ -44,6 +61,9 @@ class Portal:
     result: Result | None = None
     pos: int = 0
     described: bool = False
+    #: The Bind that made it, up to its parameter count (portal, statement, parameter formats).
+    bind_head: bytes = b""
+    param_formats: tuple[int, ...] = ()
 
 
 _query_ids = itertools.count(1)

@@ -150,6 +150,7 @@ class PgSession:
     async def close(self) -> None:
         self.endpoint.registry.sessions.pop(self.pid, None)
         self.cancel()
+        await batches.settle(self)
         conn, self.conn = self.conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
@@ -279,6 +280,7 @@ class PgSession:
                 try:
                     if batches.batch_message(self, kind, msg.data):
                         batches.take_pipelined(self)
+                        batches.start_chunk(self)
                         if len(self.batch.rows) >= batches.BATCH_ROWS:
                             await batches.flush_batch(self)
                         continue
@@ -684,6 +686,8 @@ class PgSession:
         if portal_name and portal_name in self.portals:
             raise DuplicateCursor(f'portal "{portal_name}" already exists')
         portal = self.portals[portal_name] = Portal(prep, params, list(rf))
+        portal.param_formats = pf
+        portal.bind_head = body[: body.index(0, body.index(0) + 1) + 3 + 2 * len(pf)]
         return portal
 
     async def on_describe(self, msg: p.Reader) -> None:
@@ -790,8 +794,18 @@ class PgSession:
             raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
         if portal.result is None and batches.batchable(self, prep) and name == "" and limit == 0:
-            self.batch = Batch(prep, [portal.params], [b""])
+            self.batch = Batch(
+                prep,
+                [portal.params],
+                [b""],
+                formats=portal.param_formats,
+                bind_head=portal.bind_head,
+                nparams=len(portal.params),
+                result_formats=tuple(portal.formats),
+                last_described=portal.described,
+            )
             batches.take_pipelined(self)
+            batches.start_chunk(self)
             if len(self.batch.rows) >= batches.BATCH_ROWS:
                 await batches.flush_batch(self)
             return
