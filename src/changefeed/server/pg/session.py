@@ -379,7 +379,7 @@ class PgSession:
         if norm is None:
             return None
         tmpl = norm_.cached(norm)
-        if not tmpl or tmpl is True:
+        if not isinstance(tmpl, norm_.Template):
             return None
         inline = self.template_inline.get(norm.key)
         if inline is None:
@@ -387,7 +387,7 @@ class PgSession:
             # Whether it is short depends on the tables' keys: a session's first statement may
             # come before anything of it read the catalog (the template is process-wide).
             self.conn.db.refresh_catalog()
-            inline = self.template_inline[norm.key] = runs_inline(self.conn.session, tmpl)
+            inline = self.template_inline[norm.key] = runs_inline(self.conn.session, tmpl.stmts)
         return Prepared(sql, "engine", stmts=norm_.bind(tmpl, norm.values), inline=inline)
 
     # ------------------------------------------------------------------ simple query
