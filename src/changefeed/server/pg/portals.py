@@ -12,7 +12,9 @@ from typing import Any
 
 from changefeed.connection import Result
 from changefeed.server.pg.commands import Command
+from changefeed.server.pg.normalise import Template
 from changefeed.sql import ast
+from changefeed.sql.statements.point import PointRead
 
 
 @dataclass
@@ -23,6 +25,13 @@ class Prepared:
     command: Command | None = None
     param_oids: list[int] = field(default_factory=list)
     inline: bool = False  # short: run on the event loop (see inline.py)
+    #: A compiled point read of the statement (``sql.statements.point``), once planned.
+    point: PointRead | None = None
+    planned: bool = False
+    #: A statement of the simple protocol taken from a normalised template: ``stmts`` is the
+    #: template (``$n`` for the constants) and ``values`` the constants, bound when needed.
+    template: Template | None = None
+    values: tuple[Any, ...] = ()
 
 
 @dataclass

@@ -61,6 +61,7 @@ from changefeed.server.pg.values import (
 from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
+from changefeed.sql.statements.point import PointRead, plan_point
 
 if TYPE_CHECKING:
     from changefeed.pipeline.sinkless import Chunk, CoreChangefeed
@@ -111,8 +112,9 @@ class PgSession:
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self.cache: OrderedDict[str, Prepared] = OrderedDict()
-        #: Whether statements of a normalised text run on the loop (see ``from_template``).
-        self.template_inline: dict[str, bool] = {}
+        #: Per normalised text: whether its statements run on the loop, and its point-read plan
+        #: (see ``from_template``).
+        self.template_plans: dict[str, tuple[bool, PointRead | None]] = {}
         self.running: Running | None = None
         self.cancelled = threading.Event()
         self.closing = False
@@ -381,14 +383,32 @@ class PgSession:
         tmpl = norm_.cached(norm)
         if not isinstance(tmpl, norm_.Template):
             return None
-        inline = self.template_inline.get(norm.key)
-        if inline is None:
+        known = self.template_plans.get(norm.key)
+        if known is None:
             assert self.conn is not None
             # Whether it is short depends on the tables' keys: a session's first statement may
             # come before anything of it read the catalog (the template is process-wide).
             self.conn.db.refresh_catalog()
-            inline = self.template_inline[norm.key] = runs_inline(self.conn.session, tmpl.stmts)
-        return Prepared(sql, "engine", stmts=norm_.bind(tmpl, norm.values), inline=inline)
+            inline = runs_inline(self.conn.session, tmpl.stmts)
+            if self.conn.session.in_transaction:
+                point = None  # planned outside a transaction, next time
+            else:
+                point = plan_point(self.conn.session, tmpl.stmts[0]) if inline else None
+                self.template_plans[norm.key] = (inline, point)
+            known = (inline, point)
+        inline, point = known
+        if point is not None:  # bound only if the plan leaves it to the general path
+            return Prepared(
+                sql,
+                "engine",
+                stmts=tmpl.stmts,
+                inline=inline,
+                point=point,
+                planned=True,
+                template=tmpl,
+                values=norm.values,
+            )
+        return Prepared(sql, "engine", stmts=norm_.bind(tmpl, norm.values), inline=inline, planned=True)
 
     # ------------------------------------------------------------------ simple query
     async def simple_query(self, sql: str) -> None:
@@ -431,18 +451,44 @@ class PgSession:
                 return spanning if spanning is not None else self.run_command(prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
+            stmts = prep.stmts
             if prep.inline:
+                if not prep.planned and not session.in_transaction:
+                    prep.planned = True
+                    if len(stmts) == 1 and isinstance(stmts[0], ast.Select):
+                        prep.point = plan_point(session, stmts[0])
+                if prep.point is not None and not session.in_transaction:
+                    got = prep.point.run(session, prep.values if prep.template is not None else params)
+                    if got is not None:
+                        return got
+                    self.forget_plan(prep)  # stale (the catalog moved) or not for these values
+                if prep.template is not None:
+                    stmts, params = norm_.bind(prep.template, prep.values), []
                 db = self.conn.db
                 db.writers_wait = False
                 try:
-                    return self._run_engine(prep.stmts, params)
+                    return self._run_engine(stmts, params)
                 except LockNotAvailable:
                     pass  # another session is writing: wait for it on the pool
                 finally:
                     db.writers_wait = True
-            return await self.call(self._run_engine, prep.stmts, params)
+            return await self.call(self._run_engine, stmts, params)
         finally:
             self.running = None
+
+    def forget_plan(self, prep: Prepared) -> None:
+        """A point-read plan that declined: planned again at the next run if the catalog moved
+        (a plan that declines only these values stays)."""
+        point = prep.point
+        if point is None or self.conn is None:
+            return
+        db = self.conn.db
+        db.refresh_catalog()
+        if db.catalog_version != point.version:
+            prep.point, prep.planned = None, False
+            for key, (_, p_) in list(self.template_plans.items()):
+                if p_ is point:
+                    del self.template_plans[key]
 
     def _run_engine(self, stmts: list[ast.Statement], params: Sequence[Any]) -> Result:
         assert self.conn is not None
