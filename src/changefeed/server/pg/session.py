@@ -50,6 +50,7 @@ from changefeed.server.pg.params import param_count, param_types, returning_colu
 from changefeed.server.pg.portals import Batch, Portal, Prepared, Running, new_query_id
 from changefeed.server.pg.sessions import QUERY_COLUMNS, Registry
 from changefeed.server.pg.values import (
+    Encoder,
     column_oids,
     data_rows,
     encoders,
@@ -78,6 +79,8 @@ FLUSH_BYTES = 256 * 1024
 ENCODE_CHUNK = 2000
 #: Parsed query texts kept per connection.
 PARSE_CACHE = 256
+#: Result shapes (column types and formats -> encoders, RowDescription) kept per connection.
+SHAPES = 64
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,8 @@ class PgSession:
         #: Per normalised text: whether its statements run on the loop, and its point-read plan
         #: (see ``from_template``).
         self.template_plans: dict[str, tuple[bool, PointRead | None]] = {}
+        #: Result shapes (see :meth:`shape`).
+        self.shapes: dict[tuple[Any, ...], tuple[list[int], list[Encoder], list[int], bytes]] = {}
         self.running: Running | None = None
         self.cancelled = threading.Event()
         self.closing = False
@@ -498,6 +503,26 @@ class PgSession:
             res.status = normalise_tag(res, stmt)
         return res
 
+    def shape(self, res: Result, formats: list[int]) -> tuple[list[int], list[Encoder], list[int], bytes]:
+        """A result's column OIDs, encoders, format codes and RowDescription: kept per columns,
+        types and formats when every column's type is known (a statement run again and again
+        has the same shape), else worked out from the rows."""
+        types = res.types
+        key = None
+        if len(types) == len(res.columns) and None not in types:
+            key = (tuple(res.columns), tuple(types), tuple(formats))
+            hit = self.shapes.get(key)
+            if hit is not None:
+                return hit
+        oids = column_oids(types, res.rows, len(res.columns))
+        encs, fmts = encoders(oids, formats)
+        made = (oids, encs, fmts, p.row_description(list(zip(res.columns, oids, fmts, strict=True))))
+        if key is not None:
+            if len(self.shapes) >= SHAPES:
+                self.shapes.pop(next(iter(self.shapes)))
+            self.shapes[key] = made
+        return made
+
     async def send_result(
         self,
         res: Result,
@@ -509,10 +534,9 @@ class PgSession:
         portal: Portal | None = None,
     ) -> None:
         if res.columns:
-            oids = column_oids(res.types, res.rows, len(res.columns))
-            encs, fmts = encoders(oids, formats)
+            oids, encs, fmts, description = self.shape(res, formats)
             if describe:
-                self.send(p.row_description(list(zip(res.columns, oids, fmts, strict=True))))
+                self.send(description)
             start = portal.pos if portal is not None else 0
             end = len(res.rows) if limit <= 0 else min(len(res.rows), start + limit)
             rows = res.rows
@@ -782,9 +806,7 @@ class PgSession:
             portal.result = await self.execute(prep, portal.params)
         described = portal.result
         if described is not None and described.columns:
-            oids = column_oids(described.types, described.rows, len(described.columns))
-            _, fmts = encoders(oids, portal.formats)
-            self.send(p.row_description(list(zip(described.columns, oids, fmts, strict=True))))
+            self.send(self.shape(described, portal.formats)[3])
         else:
             self.send(p.NO_DATA)
         portal.described = True
