@@ -195,6 +195,9 @@ class Database:
         #: (the PostgreSQL endpoint awaits it on its event loop before it writes a reply).
         self.defer_durable = False
         self.pending_durable = 0
+        #: SQLite's busy timeout on ``conn`` now (a writer that must not wait sets it to 0 and
+        #: leaves it so until a transaction that may wait needs it back).
+        self.busy_timeout_ms = BUSY_TIMEOUT_MS
         self.conn = open_sqlite(self.file, group_commit=True)
         try:
             self._bootstrap()
@@ -284,6 +287,13 @@ class Database:
         self.conn.close()
 
     # ------------------------------------------------------------------ durability
+    def wait_for_locks(self) -> None:
+        """Give ``conn`` back SQLite's busy timeout before a statement that may wait for another
+        process's lock (a short write of a server may have left it at 0)."""
+        if self.busy_timeout_ms != BUSY_TIMEOUT_MS:
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.busy_timeout_ms = BUSY_TIMEOUT_MS
+
     def commit_intent(self) -> None:
         """Called under the write lock right before ``COMMIT`` (see ``WalSync.announce``)."""
         if self.syncer is not None:
@@ -317,20 +327,19 @@ class Database:
     # ------------------------------------------------------------------ clock
     def allocate_ts(self) -> tuple[CommitTs, int]:
         """Inside a write transaction: the next commit timestamp and transaction id."""
-        wall, logical, txid = self.conn.execute(
-            "SELECT wall, logical, txid FROM _clock WHERE id = 0"
-        ).fetchone()
-        ts = CommitTs(wall, logical).next(self.clock.now_ns())
-        txid += 1
-        self.conn.execute(
-            "UPDATE _clock SET wall = ?, logical = ?, txid = ? WHERE id = 0", (ts.wall, ts.logical, txid)
-        )
-        return ts, txid
+        # CommitTs.next in one statement (SET expressions read the row as it was).
+        ((wall, logical, txid),) = self.conn.execute(
+            "UPDATE _clock SET logical = CASE WHEN ?1 > wall THEN 0 ELSE logical + 1 END,"
+            " wall = max(wall, ?1), txid = txid + 1 WHERE id = 0 RETURNING wall, logical, txid",
+            (self.clock.now_ns(),),
+        ).fetchall()
+        return CommitTs(wall, logical), txid
 
     def close_timestamp(self) -> tuple[CommitTs, int]:
         """Commit an empty write transaction and return its (CommitTs, txid): every later commit gets
         a larger timestamp, and every commit at or below it is visible to snapshots taken after."""
         with self.lock:
+            self.wait_for_locks()
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 ts, txid = self.allocate_ts()

@@ -181,6 +181,7 @@ class Transaction:
             if write and not db.writers_wait:
                 self._begin_nowait()
             else:
+                db.wait_for_locks()
                 self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except BaseException:
             self._release()
@@ -262,16 +263,18 @@ class Transaction:
 
     def _begin_nowait(self) -> None:
         """BEGIN IMMEDIATE without SQLite's busy wait: a writer in another process holds the
-        file, so LockNotAvailable (nothing done) instead of sleeping."""
-        self.conn.execute("PRAGMA busy_timeout = 0")
+        file, so LockNotAvailable (nothing done) instead of sleeping. The timeout stays 0 for
+        the transaction (it holds the write lock: nothing in it waits) and after it, until a
+        transaction that may wait sets it back: one statement less per short write."""
+        if self.db.busy_timeout_ms != 0:
+            self.conn.execute("PRAGMA busy_timeout = 0")
+            self.db.busy_timeout_ms = 0
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise LockNotAvailable("another process is writing") from None
             raise
-        finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def _release(self) -> None:
         gate, self._gate = self._gate, None
