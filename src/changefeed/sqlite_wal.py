@@ -37,6 +37,7 @@ power loss or an operating-system crash, never half-applied.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import mmap
 import os
 import random
@@ -128,7 +129,8 @@ class WalSync:
     def __init__(self, db_file: str) -> None:
         self.wal = db_file + "-wal"
         self.dir = os.path.dirname(db_file) or "."
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._issued = 0
         self._synced = 0
         self._leading = False
@@ -138,7 +140,8 @@ class WalSync:
         self.syncs = 0
         # wait_async: futures of event-loop waiters, and whether a worker is syncing for them.
         self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        self._draining = False
+        self._work = threading.Condition(self._lock)  # wakes the drainer thread only
+        self._drainer: threading.Thread | None = None
         # share(): the board where processes serving one database publish their commits' state.
         self._board: mmap.mmap | None = None
         self._slot = 0
@@ -229,26 +232,28 @@ class WalSync:
                     cond.notify_all()
 
     async def wait_async(self, ticket: int, executor: Executor | None = None) -> None:
-        """:meth:`wait` for an event loop: the loop never blocks, and one worker thread syncs for
-        every waiting coroutine (one thread hand-over per group, not per commit)."""
+        """:meth:`wait` for an event loop: the loop never blocks, and one thread of this
+        ``WalSync`` (started at the first wait, then kept) syncs for every waiting coroutine of
+        every loop, and wakes each loop once per group (``executor`` is not used: a pool's
+        hand-over per group cost a second wake-up of the loop for the pool's own future)."""
         if self._synced >= ticket:
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         with self._cond:
             self._futures.append((ticket, loop, fut))
-            start = not self._draining
-            self._draining = True
-        if start:
-            loop.run_in_executor(executor, self._drain)
+            if self._drainer is None:
+                self._drainer = threading.Thread(target=self._drain, name="wal-sync", daemon=True)
+                self._drainer.start()
+            else:
+                self._work.notify()
         await fut
 
     def _drain(self) -> None:
         while True:
             with self._cond:
-                if not self._futures:
-                    self._draining = False
-                    return
+                while not self._futures:
+                    self._work.wait()
                 target = max(t for t, _, _ in self._futures)
             error: BaseException | None = None
             try:
@@ -258,8 +263,12 @@ class WalSync:
             with self._cond:
                 done = [w for w in self._futures if error is not None or w[0] <= self._synced]
                 self._futures = [w for w in self._futures if w not in done]
+            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
             for _, loop, fut in done:
-                loop.call_soon_threadsafe(_settle, fut, error)
+                by_loop.setdefault(loop, []).append(fut)
+            for loop, futs in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # a loop that closed meanwhile
+                    loop.call_soon_threadsafe(_settle_all, futs, error)
 
     def _sync(self) -> None:
         try:
@@ -281,6 +290,11 @@ class WalSync:
             finally:
                 os.close(dfd)
             self._inode = inode
+
+
+def _settle_all(futs: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for fut in futs:
+        _settle(fut, error)
 
 
 def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:
