@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup pg-clients cql-clients build-tools run test test-fast soak lint bench clean
+.PHONY: setup pg-clients cql-clients build-tools browser kafka-broker run test test-fast soak lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-setup: $(VENV)/.installed pg-clients cql-clients build-tools
+setup: $(VENV)/.installed pg-clients cql-clients build-tools browser kafka-broker
 
 # CQL endpoint tests: cqlsh and scylla-driver come from PyPI with the dev extra; ScyllaDB's CDC
 # library scylla-cdc-go is built from tests/cdc_go (pinned by its go.mod/go.sum, fetched through the
@@ -27,13 +27,31 @@ cql-clients: build/cdcprint
 # The crash-consistency tests build an LD_PRELOAD shim (tests/crashfs) with the C compiler;
 # benchmarks/pgbench_bench.py runs PostgreSQL's server and pgbench from Debian's packages.
 build-tools:
-	@command -v cc >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q gcc libc6-dev) || echo "WARNING: could not install gcc; the crash tests will fail"
-	@command -v pgbench >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql) || echo "WARNING: could not install postgresql; benchmarks/pgbench_bench.py and the pgbench tests need it"
+	@command -v cc >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q gcc libc6-dev) || (echo "ERROR: could not install gcc (the crash tests build an LD_PRELOAD shim)" >&2; exit 1)
+	@command -v pgbench >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql) || (echo "ERROR: could not install postgresql (pgbench and the server for benchmarks/pgbench_bench.py)" >&2; exit 1)
 
-# PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
+# Apache Kafka's broker, Java clients and tools (issue 19), pinned in tools/kafka-broker/pom.xml and
+# copied with their dependencies into build/kafka/libs. The Kafka tests and benchmarks start a
+# KRaft broker from these jars; a Maven failure fails the set-up (no test skips for lack of them).
+KAFKA_LIBS := build/kafka/libs
+kafka-broker: $(KAFKA_LIBS)/.fetched
+
+$(KAFKA_LIBS)/.fetched: tools/kafka-broker/pom.xml
+	@command -v java >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q openjdk-17-jre-headless)
+	@command -v mvn >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q maven)
+	rm -rf $(KAFKA_LIBS)
+	mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	@test -f $(KAFKA_LIBS)/kafka_2.13-4.4.0.jar || (echo "ERROR: Maven did not fetch Apache Kafka's jars into $(KAFKA_LIBS)" >&2; exit 1)
+	touch $@
+
+# PostgreSQL endpoint tests: psql and the JDBC driver from Debian (the set-up fails without them).
 pg-clients:
-	@command -v psql >/dev/null || (apt-get update -q && apt-get install -y -q postgresql-client) || echo "WARNING: could not install postgresql-client; psql tests will be skipped"
-	@test -e /usr/share/java/postgresql.jar || (apt-get update -q && apt-get install -y -q libpostgresql-jdbc-java) || echo "WARNING: could not install libpostgresql-jdbc-java; JDBC tests will be skipped"
+	@command -v psql >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql-client) || (echo "ERROR: could not install postgresql-client (psql)" >&2; exit 1)
+	@test -e /usr/share/java/postgresql.jar || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q libpostgresql-jdbc-java) || (echo "ERROR: could not install libpostgresql-jdbc-java" >&2; exit 1)
+
+# The console's tests drive Debian's headless Chromium (tests/test_node_http.py); they fail loudly without it.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium chromium-driver) || (echo "ERROR: could not install chromium (the console tests drive it headless)" >&2; exit 1)
 
 # The main job on the embedded default: a fresh database with tables and a YDB changefeed,
 # changes written in both dialects, the Spark pipeline run until idle, and the topic read back.

@@ -116,7 +116,7 @@ def serving(db: Path, args: list[str]) -> Iterator[None]:
         host, port = address.rsplit(":", 1)
         with socket.socket() as s:
             if s.connect_ex((host, int(port))) == 0:
-                pytest.skip(f"{address} is in use: cannot serve the document's endpoint there")
+                pytest.fail(f"{address} is in use: cannot serve the document's endpoint there")
     env = {**os.environ, "PYTHONPATH": SRC}
     proc = subprocess.Popen(
         [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), *args],

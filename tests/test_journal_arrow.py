@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import adbc_driver_sqlite  # noqa: F401
 import pyarrow as pa
 import pytest
 
@@ -18,8 +19,6 @@ from changefeed.pipeline.sources.journal import load_table
 from changefeed.testing.workload import CQL_KEYSPACE
 
 from .test_crdb_json import EVERY_ROWS, TYPES_TABLE
-
-pytest.importorskip("adbc_driver_sqlite")
 
 
 def _table_id(conn: changefeed.Connection, name: str) -> int:

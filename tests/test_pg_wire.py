@@ -16,13 +16,12 @@ import uuid
 from decimal import Decimal
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import changefeed
 from changefeed.server.pg.server import POOL_SIZE
 from tests.pg_server import RunningServer, start_server
-
-psycopg = pytest.importorskip("psycopg", reason="psycopg (3) is not installed: pip install 'psycopg[binary]'")
 
 GOLDEN = Path(__file__).parent / "golden" / "pg"
 
@@ -87,10 +86,8 @@ def _fields(body: bytes) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------ psql
-@pytest.mark.skipif(
-    shutil.which("psql") is None, reason="psql is not installed (make setup installs postgresql-client)"
-)
 def test_psql_script_golden(server: RunningServer, tmp_path: Path) -> None:
+    assert shutil.which("psql"), "psql is not installed: make setup installs postgresql-client"
     script = GOLDEN / "psql_session.sql"
     env = {
         **os.environ,
@@ -283,7 +280,7 @@ def test_scram_password_authentication(server: RunningServer) -> None:
         with pytest.raises(psycopg.OperationalError) as err:
             psycopg.connect(server.dsn(user, password))
         assert f'password authentication failed for user "{user}"' in str(err.value)
-    asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed")
+    import asyncpg
 
     async def code_of(user: str, password: str) -> str:
         try:
@@ -311,7 +308,7 @@ def test_privileges_over_the_wire(server: RunningServer) -> None:
 
 # ---------------------------------------------------------------------------------------- asyncpg
 def test_asyncpg_connects_and_queries(server: RunningServer) -> None:
-    asyncpg = pytest.importorskip("asyncpg", reason="asyncpg is not installed")
+    import asyncpg
 
     async def go() -> list[tuple[object, ...]]:
         conn = await asyncpg.connect(
@@ -362,11 +359,10 @@ public class Main {
 """
 
 
-@pytest.mark.skipif(
-    not JDBC_JAR.exists() or shutil.which("java") is None,
-    reason="the PostgreSQL JDBC driver (Debian libpostgresql-jdbc-java) or java is missing: make setup installs it",
-)
 def test_jdbc_connects_and_queries(server: RunningServer, tmp_path: Path) -> None:
+    assert JDBC_JAR.exists() and shutil.which("java"), (
+        "the PostgreSQL JDBC driver (Debian libpostgresql-jdbc-java) or java is missing: make setup installs it"
+    )
     src = tmp_path / "Main.java"
     src.write_text(JAVA_MAIN)
     url = f"jdbc:postgresql://{server.host}:{server.port}/defaultdb?sslmode=disable"
@@ -625,8 +621,8 @@ def test_cql_tables_read_over_sql(server: RunningServer) -> None:
         assert cols == [("pk", "integer"), ("ck", "integer"), ("v", "text")]
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make a test certificate")
 def test_tls_with_certs_dir(tmp_path: Path) -> None:
+    assert shutil.which("openssl"), "openssl is needed to make a test certificate"
     certs = tmp_path / "certs"
     certs.mkdir()
     subprocess.run(

@@ -21,7 +21,6 @@ import changefeed
 from changefeed.engine.gc import collect_garbage
 from changefeed.formats.phoenix_arrow import double_array, double_texts
 from changefeed.formats.phoenix_json import SCOPES, EventEncoder, java_double
-from changefeed.pipeline.sources import arrow_sqlite
 from changefeed.pipeline.sources import phoenix as ps
 from tests.phoenix_clock import MS, Clock
 
@@ -125,7 +124,6 @@ def _tables(opts: ps._Options, part: ps.RangePartition) -> tuple[pa.Table, pa.Ta
     return arrow, plain
 
 
-@pytest.mark.skipif(not arrow_sqlite.available(), reason="the ADBC SQLite driver is not installed")
 @pytest.mark.parametrize("immutable", [False, True])
 def test_adbc_read_equals_the_sqlite3_read(tmp_path: Path, immutable: bool, monkeypatch: Any) -> None:
     db = tmp_path / "db"
@@ -147,7 +145,6 @@ def test_adbc_read_equals_the_sqlite3_read(tmp_path: Path, immutable: bool, monk
     assert checked > 1000
 
 
-@pytest.mark.skipif(not arrow_sqlite.available(), reason="the ADBC SQLite driver is not installed")
 def test_a_value_outside_its_storage_class_falls_back_mid_partition(tmp_path: Path, monkeypatch: Any) -> None:
     """A text in an INTEGER column's change row fails the Arrow read after batches were yielded:
     the rest of the partition comes through sqlite3, with nothing lost or repeated."""

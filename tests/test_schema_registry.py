@@ -17,6 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka.schema_registry as sr
+import confluent_kafka.schema_registry.avro as avro_sr
+import confluent_kafka.serialization as serialization
 import fastavro
 import httpx
 import pytest
@@ -29,12 +32,6 @@ from changefeed.formats.crdb_avro import CrdbAvroEncoder
 from changefeed.formats.schema_registry import RegistryClient, parse_registry_url
 from changefeed.server.registry import BackgroundRegistry
 from tests.test_avro import _jsonable, change_row, feed_of, make_table
-
-sr = pytest.importorskip(
-    "confluent_kafka.schema_registry", reason="confluent-kafka[schemaregistry] not installed"
-)
-avro_sr = pytest.importorskip("confluent_kafka.schema_registry.avro")
-serialization = pytest.importorskip("confluent_kafka.serialization")
 
 CT = "application/vnd.schemaregistry.v1+json"
 LONG_REC = '{"type":"record","name":"t","fields":[{"name":"a","type":["null","long"],"default":null}]}'

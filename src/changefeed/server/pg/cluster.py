@@ -48,7 +48,8 @@ from typing import Any
 
 import orjson
 
-from changefeed.exceptions import ChangefeedError
+from changefeed.exceptions import EndpointError, InvalidOption
+from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.sqlite_wal import BOARD_SLOT
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def worker_count() -> int:
     if not raw:
         return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
     if not raw.isdigit() or int(raw) > MAX_WORKERS:
-        raise ChangefeedError(
+        raise InvalidOption(
             f"{WORKERS_ENV}={raw!r}: expected a number of worker processes from 0 to {MAX_WORKERS}"
         )
     return int(raw)
@@ -226,6 +227,48 @@ def answer(channel: Channel, req: int, values: list[Any]) -> None:
         channel.send({"op": "answer", "req": req, "values": chunk, "last": i == len(chunks) - 1})
 
 
+# ---------------------------------------------------------------------------- endpoint figures
+#: Seconds between a worker's hand-overs of its connection and statement counts.
+TALLY_S = 0.5
+
+
+class Tally:
+    """A worker's ``EndpointMetrics``: counted here, handed to the listening process (whose
+    metrics a node's ``/metrics`` shows) every :data:`TALLY_S` seconds."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0, 0]  # opened, closed, requests, errors
+
+    def connection_opened(self, endpoint: str) -> None:
+        self.counts[0] += 1
+
+    def connection_closed(self, endpoint: str) -> None:
+        self.counts[1] += 1
+
+    def request(self, endpoint: str) -> None:
+        self.counts[2] += 1
+
+    def error(self, endpoint: str) -> None:
+        self.counts[3] += 1
+
+    def take(self) -> list[int]:
+        out, self.counts = self.counts, [0, 0, 0, 0]
+        return out
+
+
+def apply_tally(metrics: EndpointMetrics, counts: list[int]) -> None:
+    """A worker's counts into the listening process's metrics."""
+    opened, closed, requests, errors = (int(c) for c in counts[:4])
+    for _ in range(opened):
+        metrics.connection_opened("pg")
+    for _ in range(closed):
+        metrics.connection_closed("pg")
+    for _ in range(requests):
+        metrics.request("pg")
+    for _ in range(errors):
+        metrics.error("pg")
+
+
 # ---------------------------------------------------------------------------- the worker's side
 class WorkerLink:
     """A worker's link to its dispatcher: connections arrive here, and cluster-wide requests
@@ -254,6 +297,17 @@ class WorkerLink:
 
     def closed_one(self) -> None:
         self.channel.send({"op": "closed"})
+
+    async def hand_tallies(self, tally: Tally) -> None:
+        """Send ``tally``'s counts to the dispatcher every :data:`TALLY_S` seconds, until cancelled."""
+        try:
+            while not self.channel.closed:
+                await asyncio.sleep(TALLY_S)
+                if any(tally.counts):
+                    self.channel.send({"op": "metrics", "counts": tally.take()})
+        finally:
+            if any(tally.counts):
+                self.channel.send({"op": "metrics", "counts": tally.take()})
 
     def forward_cancel(self, pid: int, key: int) -> None:
         self.channel.send({"op": "cancel_key", "pid": pid, "key": key})
@@ -342,8 +396,10 @@ class Dispatcher:
         workers: int,
         *,
         trust_root_on_loopback: bool = True,
+        metrics: EndpointMetrics = NULL_ENDPOINT_METRICS,
     ) -> None:
         self.db = db
+        self.metrics = metrics
         self.certs_dir = certs_dir
         self.trust_root_on_loopback = trust_root_on_loopback
         self.workers = [Worker(i) for i in range(workers)]
@@ -442,9 +498,7 @@ class Dispatcher:
         try:
             await asyncio.wait_for(asyncio.shield(w.ready), START_TIMEOUT)
         except TimeoutError:
-            raise ChangefeedError(
-                f"pg: worker {w.index} did not start within {START_TIMEOUT:.0f} s"
-            ) from None
+            raise EndpointError(f"pg: worker {w.index} did not start within {START_TIMEOUT:.0f} s") from None
         w.alive = True
         w.connections = 0
         for s in w.pending:
@@ -457,7 +511,7 @@ class Dispatcher:
         if w.ready is not None and not w.ready.done():
             code = w.proc.poll() if w.proc is not None else None
             w.ready.set_exception(
-                ChangefeedError(f"pg: worker {w.index} exited while starting (status {code})")
+                EndpointError(f"pg: worker {w.index} exited while starting (status {code})")
             )
             return
         if self.stopping:
@@ -506,6 +560,8 @@ class Dispatcher:
                 w.ready.set_result(None)
         elif op == "closed":
             w.connections = max(0, w.connections - 1)
+        elif op == "metrics":
+            apply_tally(self.metrics, list(msg.get("counts", [])))
         elif op == "cancel_key":
             pid = int(msg["pid"])
             idx = owner_of(pid)

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from changefeed.engine.auth import ROOT
+from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import EndpointConfig
 from changefeed.server.pg import cluster
 from changefeed.server.pg import protocol as p
@@ -86,9 +87,10 @@ class PgEndpoint:
                 self.config.certs_dir,
                 self.workers,
                 trust_root_on_loopback=self.trust_root_on_loopback,
+                metrics=self.config.metrics,
             )
             return await self.dispatcher.start(self.config.host, self.config.port)
-        self.server = PgServer(self.config.db, self.config.certs_dir)
+        self.server = PgServer(self.config.db, self.config.certs_dir, metrics=self.config.metrics)
         self.server.trust_root_on_loopback = self.trust_root_on_loopback
         self.listener = await asyncio.start_server(
             self.server.handle, self.config.host, self.config.port, limit=p.MAX_MESSAGE + 16
@@ -112,8 +114,17 @@ class PgServer:
     """Serves accepted connections on this process's event loop: startup, authentication and a
     :class:`PgSession` each. Used by :class:`PgEndpoint` in one process and by each worker."""
 
-    def __init__(self, db: Path, certs_dir: Path | None, registry: Registry | None = None) -> None:
+    def __init__(
+        self,
+        db: Path,
+        certs_dir: Path | None,
+        registry: Registry | None = None,
+        metrics: EndpointMetrics = NULL_ENDPOINT_METRICS,
+    ) -> None:
         self.db = db
+        #: Where connections, statements and errors are counted (a worker's are tallied and
+        #: handed to the listening process, see ``cluster.Tally``).
+        self.metrics = metrics
         self.tls = load_tls(certs_dir)
         self.pool = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="pg")
         self.registry = registry or Registry()
@@ -150,13 +161,16 @@ class PgServer:
         task = asyncio.current_task()
         assert task is not None
         self.tasks.add(task)
+        self.metrics.connection_opened("pg")
         try:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
             pass
         except Exception:  # one broken connection must never take the server down
+            self.metrics.error("pg")
             log.exception("pg connection failed")
         finally:
+            self.metrics.connection_closed("pg")
             self.tasks.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
@@ -180,7 +194,9 @@ class PgServer:
         except AuthFailed as exc:
             writer.write(p.error_response(exc.code, str(exc), severity="FATAL"))
             return
-        session = PgSession(Backend(self.db, self.pool, self.registry), reader, writer, user, params, peer)
+        session = PgSession(
+            Backend(self.db, self.pool, self.registry, self.metrics), reader, writer, user, params, peer
+        )
         try:
             await session.open()
         except Exception as exc:

@@ -38,7 +38,8 @@ async def serve(spec: cluster.WorkerSpec) -> None:
     share_write_gate(True)
     wal_sync(db / DB_FILE).share(board, spec.index, spec.board_slots)
     registry = Registry(spec.index)
-    server = PgServer(db, Path(spec.certs_dir) if spec.certs_dir else None, registry)
+    tally = cluster.Tally()
+    server = PgServer(db, Path(spec.certs_dir) if spec.certs_dir else None, registry, tally)
     server.trust_root_on_loopback = spec.trust_root_on_loopback
     tasks: set[asyncio.Task[None]] = set()
 
@@ -57,11 +58,15 @@ async def serve(spec: cluster.WorkerSpec) -> None:
     registry.cluster = link
     server.on_closed = link.closed_one
     link.ready()
+    tallies = loop.create_task(link.hand_tallies(tally))
     try:
         await stop.wait()
     finally:
         server.on_closed = None
         await server.stop()
+        tallies.cancel()
+        with contextlib.suppress(BaseException):
+            await tallies
         link.channel.on_close = None
         link.channel.close()
 
