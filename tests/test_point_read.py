@@ -26,7 +26,12 @@ def _same(conn: Any, sql: str, params: list[Any]) -> bool:
         return False
     if got is None:
         return False
-    assert (got.columns, got.rows, got.types, got.status) == (want.columns, want.rows, want.types, want.status), (
+    assert (got.columns, got.rows, got.types, got.status) == (
+        want.columns,
+        want.rows,
+        want.types,
+        want.status,
+    ), (
         sql,
         params,
     )
@@ -40,19 +45,41 @@ def test_point_reads_match_the_general_path(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE s (k STRING PRIMARY KEY, n INT2)")
         for i in range(-5, 50):
             conn.execute(
-                "INSERT INTO t (v, id, d, ts, j) VALUES ($1, $2, $3, now(), $4)", [None if i % 7 == 0 else f"v{i}", i, i / 4, '{"a": 1}']
+                "INSERT INTO t (v, id, d, ts, j) VALUES ($1, $2, $3, now(), $4)",
+                [None if i % 7 == 0 else f"v{i}", i, i / 4, '{"a": 1}'],
             )
             conn.execute("INSERT INTO c (a, b, n) VALUES ($1, $2, $3)", [i % 5, f"b{i}", i])
             conn.execute("INSERT INTO s (k, n) VALUES ($1, $2)", [f"k{i}", i])
         rnd = random.Random(7)
-        values: list[Any] = [0, 5, -3, 49, 50, 10**30, "5", "05", "+5", "-0", " 5", "5 ", "x", "5.0", 5.0, True, None, "٥"]
+        values: list[Any] = [
+            0,
+            5,
+            -3,
+            49,
+            50,
+            10**30,
+            "5",
+            "05",
+            "+5",
+            "-0",
+            " 5",
+            "5 ",
+            "x",
+            "5.0",
+            5.0,
+            True,
+            None,
+            "٥",
+        ]
         ran = 0
         for _ in range(400):
             v = rnd.choice(values)
             ran += _same(conn, "SELECT v FROM t WHERE id = $1", [v])
             ran += _same(conn, "SELECT * FROM t WHERE $1 = id", [v])
             ran += _same(conn, "SELECT id AS x, V, d, j FROM t WHERE ID = $1", [v])
-            ran += _same(conn, "SELECT n FROM c WHERE b = $2 AND a = $1", [v, rnd.choice(["b5", "b6", "zz", 5])])
+            ran += _same(
+                conn, "SELECT n FROM c WHERE b = $2 AND a = $1", [v, rnd.choice(["b5", "b6", "zz", 5])]
+            )
             ran += _same(conn, "SELECT * FROM s WHERE k = $1", [rnd.choice(["k3", "k99", 3, "K3"])])
         ran += _same(conn, "SELECT v FROM t WHERE id = 7", [])
         assert ran > 500  # most ran the plan

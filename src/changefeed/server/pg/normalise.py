@@ -168,7 +168,8 @@ def _binder(node: Any) -> Binder | None:
     changed = [(name, b) for name in names if (b := _binder(getattr(node, name))) is not None]
     if not changed:
         return None
-    return lambda values: dataclasses.replace(node, **{name: b(values) for name, b in changed})
+    instance: Any = node  # a dataclass instance (checked above)
+    return lambda values: dataclasses.replace(instance, **{name: b(values) for name, b in changed})
 
 
 @dataclass(frozen=True)

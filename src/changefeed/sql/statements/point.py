@@ -109,6 +109,7 @@ class PointRead:
 def _key_value(col: ColumnSchema, v: Any) -> Any:
     """The storage value the general path would look ``v`` up by, or None when it is not sure."""
     kind = col.type.kind
+    value: Any
     if kind in _INT_KINDS:
         if type(v) is int:
             value = v
