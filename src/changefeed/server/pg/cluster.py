@@ -87,35 +87,55 @@ def owner_of(pid: int) -> int:
 class Channel:
     """One end of a control socket on an event loop: JSON messages, optionally with one file
     descriptor each. Receiving is driven by the loop (``add_reader``); sending is a non-blocking
-    ``sendmsg`` of a message small enough to fit (:data:`MESSAGE_MAX`)."""
+    ``sendmsg``, and what the peer is not ready to take waits in order (with a duplicate of its
+    descriptor) until the socket is writable (``add_writer``): the loop never blocks on a slow
+    peer."""
 
     def __init__(self, sock: socket.socket, on_message: Callable[[dict[str, Any], int | None], None]) -> None:
         self.sock = sock
         self.on_message = on_message
         self.closed = False
         self.on_close: Callable[[], None] | None = None
+        self.backlog: list[tuple[bytes, int | None]] = []
         sock.setblocking(False)
         self.loop = asyncio.get_running_loop()
         self.loop.add_reader(sock.fileno(), self._readable)
 
     def send(self, msg: dict[str, Any], fd: int | None = None) -> bool:
+        """Send (or queue) ``msg`` with a copy of ``fd``; the caller keeps its own ``fd``."""
         if self.closed:
             return False
         data = orjson.dumps(msg)
-        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))] if fd is not None else []
-        for _ in range(200):
-            try:
-                self.sock.sendmsg([data], anc)
-                return True
-            except BlockingIOError:
-                # The peer is slow to read: a short wait (control messages are rare and small).
-                import time
+        if not self.backlog and self._try(data, fd):
+            return True
+        if self.closed:
+            return False
+        self.backlog.append((data, os.dup(fd) if fd is not None else None))
+        if len(self.backlog) == 1:
+            self.loop.add_writer(self.sock.fileno(), self._writable)
+        return True
 
-                time.sleep(0.005)
-            except OSError:
-                self.close()
-                return False
-        return False
+    def _try(self, data: bytes, fd: int | None) -> bool:
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))] if fd is not None else []
+        try:
+            self.sock.sendmsg([data], anc)
+            return True
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            self.close()
+            return False
+
+    def _writable(self) -> None:
+        while self.backlog and not self.closed:
+            data, fd = self.backlog[0]
+            if not self._try(data, fd):
+                return
+            self.backlog.pop(0)
+            if fd is not None:
+                os.close(fd)
+        with contextlib.suppress(Exception):
+            self.loop.remove_writer(self.sock.fileno())
 
     def _readable(self) -> None:
         while not self.closed:
@@ -154,6 +174,12 @@ class Channel:
         self.closed = True
         with contextlib.suppress(Exception):
             self.loop.remove_reader(self.sock.fileno())
+        with contextlib.suppress(Exception):
+            self.loop.remove_writer(self.sock.fileno())
+        for _, fd in self.backlog:
+            if fd is not None:
+                os.close(fd)
+        self.backlog.clear()
         with contextlib.suppress(OSError):
             self.sock.close()
         if self.on_close is not None:
