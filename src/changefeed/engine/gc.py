@@ -134,6 +134,7 @@ def _gc_changes(db: Database, schema: TableSchema, now: int, age: int) -> int:
     total = 0
     while True:
         with db.lock:
+            db.wait_for_locks()
             db.conn.execute("BEGIN IMMEDIATE")
             try:
                 exists = db.conn.execute(
@@ -222,6 +223,7 @@ def _expire_phoenix_ttl(db: Database, schema: TableSchema, now: int) -> int:
 def _expire_phoenix_index(db: Database, schema: TableSchema, now: int) -> None:
     """Time-index rows beyond the max lookback go (Phoenix's CDC index TTL is its max lookback)."""
     with db.lock:
+        db.wait_for_locks()
         db.conn.execute("BEGIN IMMEDIATE")
         try:
             floor = phoenix.history_floor_ns(db.conn, schema, now)
@@ -262,6 +264,7 @@ def _chunked(db: Database, table: str, sql: str, params: Bounds) -> int:
     total = 0
     while True:
         with db.lock:
+            db.wait_for_locks()
             db.conn.execute("BEGIN IMMEDIATE")
             try:
                 exists = db.conn.execute(

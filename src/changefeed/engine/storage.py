@@ -183,6 +183,11 @@ class TableStore:
         self._x_capture: dict[tuple[tuple[int, ...], int], str] = {}
         self.x_sql = self._x_insert_sql()
 
+    @property
+    def row_select(self) -> str:
+        """The select list of a stored row: ``row_cols``, then the marker and the expiry map."""
+        return self._row_select
+
     # ================================================================== DDL
     def create_sql(self) -> list[str]:
         s = self.schema
