@@ -59,6 +59,13 @@ class UndefinedColumn(UndefinedObject):
     code = "42703"
 
 
+class UndefinedFunction(ChangefeedError):
+    """An unknown function or operator, or one a context refuses (CockroachDB's CDC queries:
+    ``function "now" unsupported by CDC``, ``unknown signature: btrim(int)``)."""
+
+    code = "42883"
+
+
 class DuplicateObject(ChangefeedError):
     """A table, column, changefeed or topic of that name already exists."""
 

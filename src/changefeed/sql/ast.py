@@ -475,6 +475,10 @@ class CreateChangefeed:
     options: tuple[Option, ...] = ()
     core: bool = False
     pos: Pos = field(default=Pos(), compare=False)
+    #: a CDC query (``CREATE CHANGEFEED .. AS SELECT ..``): the SELECT clause as written, and
+    #: where it starts (parsed by ``changefeed.sql.cdc_parse``); ``targets`` is then empty
+    query: str | None = None
+    query_pos: Pos = field(default=Pos(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

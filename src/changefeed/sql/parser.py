@@ -887,6 +887,19 @@ class _Builder(Transformer[Token, Any]):
         return ast.CreateChangefeed(c[0], cl.get("sink"), cl.get("options", ()), pos=_pos(meta))
 
     @v_args(meta=True)
+    def create_changefeed_query(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        tok = c[-1]
+        return ast.CreateChangefeed(
+            (),
+            cl.get("sink"),
+            cl.get("options", ()),
+            pos=_pos(meta),
+            query=str(tok).rstrip(),
+            query_pos=ast.Pos(tok.line or 0, tok.column or 0),
+        )
+
+    @v_args(meta=True)
     def experimental_changefeed(self, meta: Any, c: list[Any]) -> ast.Statement:
         return ast.CreateChangefeed(c[0], None, _clauses(c).get("options", ()), core=True, pos=_pos(meta))
 
