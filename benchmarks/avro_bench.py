@@ -186,7 +186,7 @@ def _identity(batches: Any) -> Any:
 def spark_face(batch: pa.RecordBatch, t: TableSchema) -> tuple[Timed, Timed]:
     import pyarrow.parquet as pq
 
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.spark.session import get_spark
 
     tmp = Path(tempfile.mkdtemp(prefix="avro-bench-"))
     try:
@@ -284,8 +284,8 @@ def job_stages(db: Path, table_id: int) -> tuple[Timed, Timed]:
     """(f) the journal source read alone into ``noop``, (g) the journal read + ``encode_spark``
     into ``noop`` (batch reads of the same journal, in this process's Spark session): the job's
     delivery minus (g) is its shuffle, sort and topic append."""
-    from changefeed.pipeline.journal_source import load_table
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.sources.journal import load_table
+    from changefeed.pipeline.spark.session import get_spark
 
     spark = get_spark("avro-bench")
     t = load_table(db, table_id)

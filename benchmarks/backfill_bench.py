@@ -9,7 +9,7 @@ checkpoint), then runs ``ALTER TABLE t ADD COLUMN d INT DEFAULT 7`` and times th
 ``run_until_idle`` that delivers the backfill: with ``backfill`` every row once in the old schema
 (CockroachDB's duplicates) and once in the new one (2 N messages), with ``nobackfill`` only the
 duplicates (N messages). Each pass is a consistent scan of the table at the change on Spark,
-encoded on Spark and appended by topic partition on the executors (``pipeline/backfill.py``).
+encoded on Spark and appended by topic partition on the executors (``pipeline/snapshot/backfill.py``).
 
 ``--no-float`` leaves the FLOAT column out: CockroachDB's float rendering is the costliest part
 of the encoder's Spark face, so this shows the backfill's own path. Prints the table rows backfilled per second (N / time of the run; target >= 100,000 rows/s for
@@ -108,7 +108,7 @@ def main() -> int:
     import changefeed
     import proctree  # this directory is the script's: first on sys.path
     from changefeed.pipeline.runner import run_until_idle, warm
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.spark.session import get_spark
 
     with tempfile.TemporaryDirectory(prefix="backfill-bench-") as tmp:
         db = Path(tmp) / "db"

@@ -131,7 +131,7 @@ def spark_rate(db: Path) -> tuple[int, float, float]:
     """The Spark loop's read: every change through ``format("phoenix-cdc")`` into Spark's noop
     sink (session start and a warm-up read excluded): (changes, wall seconds, CPU seconds of
     the process tree)."""
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.spark.session import get_spark
 
     spark = get_spark()
     reader = spark.read.format("phoenix-cdc").option("cdc", "C").option("include", "POST")

@@ -50,7 +50,7 @@ def _watch(spark: Any, out: Any) -> None:
 
 def main() -> None:
     from changefeed.pipeline import runner
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.spark.session import get_spark
 
     db, path = sys.argv[1], sys.argv[2]
     spark = runner.warm(get_spark())

@@ -90,9 +90,9 @@ def profile(db: Path, chunk_rows: int) -> None:
     import cProfile
     import pstats
 
-    from changefeed.pipeline import chunks, scan
-    from changefeed.pipeline.job import active_feeds
-    from changefeed.pipeline.journal_source import load_table
+    from changefeed.pipeline.delivery.progress import active_feeds
+    from changefeed.pipeline.snapshot import chunks, scan
+    from changefeed.pipeline.sources.journal import load_table
 
     feed = active_feeds(db)[0].spec
     table = load_table(db, feed.table_id)
@@ -149,7 +149,7 @@ def main() -> int:
     try:
         db = work / "db"
         shutil.copytree(template, db)
-        from changefeed.pipeline import chunks, scan
+        from changefeed.pipeline.snapshot import chunks, scan
 
         chunk_rows = args.chunk_rows or chunks.CHUNK_ROWS
         print(f"scan module: {scan.__file__}")
@@ -157,8 +157,8 @@ def main() -> int:
             profile(db, chunk_rows)
             return 0
 
-        from changefeed.pipeline.job import active_feeds
-        from changefeed.pipeline.session import get_spark
+        from changefeed.pipeline.delivery.progress import active_feeds
+        from changefeed.pipeline.spark.session import get_spark
 
         t0 = time.perf_counter()
         spark = get_spark()

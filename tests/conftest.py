@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     pytest.importorskip("pyspark")
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.spark.session import get_spark
 
     session = get_spark("changefeed-tests")
     yield session

@@ -26,7 +26,7 @@ from changefeed.exceptions import (
     PermissionDenied,
     UndefinedTable,
 )
-from changefeed.pipeline.core import CoreChangefeed
+from changefeed.pipeline.sinkless import CoreChangefeed
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -138,7 +138,7 @@ def test_python_chunk_tasks_write_what_the_spark_face_writes(
     import shutil
 
     from changefeed.formats.crdb_json import CrdbJsonEncoder
-    from changefeed.pipeline import chunks
+    from changefeed.pipeline.snapshot import chunks
 
     monkeypatch.setattr(chunks, "CHUNK_ROWS", 9)  # several chunks per pass
     db = tmp_path / "db"

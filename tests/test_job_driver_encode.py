@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import changefeed
-from changefeed.pipeline import job
+from changefeed.pipeline.stream import query as job
 from changefeed.testing import validators as v
 from changefeed.topics import TopicStore
 

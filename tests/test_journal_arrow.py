@@ -13,8 +13,8 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import change_schema
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
-from changefeed.pipeline import journal_source as JS
-from changefeed.pipeline.journal_source import load_table
+from changefeed.pipeline.sources import journal as JS
+from changefeed.pipeline.sources.journal import load_table
 from changefeed.testing.workload import CQL_KEYSPACE
 
 from .test_crdb_json import EVERY_ROWS, TYPES_TABLE
@@ -107,7 +107,7 @@ def _both_ways(db: Path, table: TableSchema, feed: FeedSpec, chunk_rows: int) ->
     """Every chunk read through sqlite3 and through ADBC; asserts they are equal. Returns the
     chunks and how many of them the ADBC path left to sqlite3."""
     from changefeed.engine.database import DB_FILE, open_sqlite
-    from changefeed.pipeline.chunks import _read_chunk_arrow, compute_bounds, read_chunk_batches
+    from changefeed.pipeline.snapshot.chunks import _read_chunk_arrow, compute_bounds, read_chunk_batches
 
     conn = open_sqlite(db / DB_FILE, readonly=True)
     try:

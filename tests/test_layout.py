@@ -197,3 +197,55 @@ def test_each_statement_node_has_one_family() -> None:
     assert statement_types, "changefeed.sql.ast.Statement is expected to be a union of node types"
     missing = statement_types - handled - control
     assert not missing, f"statements no family handles: {sorted(t.__name__ for t in missing)}"
+
+
+def _sub_unit(module: str) -> str:
+    """``changefeed.pipeline.<role>`` for a pipeline module (its role subpackage or module)."""
+    return ".".join(module.split(".")[:3])
+
+
+def test_pipeline_roles_import_one_way() -> None:
+    """The pipeline's role subpackages (spark, sources, delivery, snapshot, stream, sinks, ...) form
+    no cycle, annotations included: a micro-batch's way crosses each role once."""
+    roles: dict[str, set[str]] = defaultdict(set)
+    for mod, targets in _graph().items():
+        if _unit(mod) != "pipeline":
+            continue
+        for t in targets:
+            if _unit(t) == "pipeline" and _sub_unit(t) != _sub_unit(mod) and t != "changefeed.pipeline":
+                roles[_sub_unit(mod)].add(_sub_unit(t))
+    assert _cycles(dict(roles)) == []
+
+
+def _module_aliases(tree: ast.Module, mods: dict[str, Path]) -> set[str]:
+    """Local names bound to one of our modules (``from changefeed.x import mod``, ``import ... as m``)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("changefeed"):
+            names.update(a.asname or a.name for a in node.names if f"{node.module}.{a.name}" in mods)
+        elif isinstance(node, ast.Import):
+            names.update(a.asname for a in node.names if a.asname and a.name in mods)
+    return names
+
+
+def test_no_private_name_crosses_modules() -> None:
+    """No ``from changefeed.x import _name`` and no ``module._name`` of another of our modules."""
+    mods = _modules()
+    bad: list[str] = []
+    for mod, path in mods.items():
+        tree = ast.parse(path.read_text(), str(path))
+        aliases = _module_aliases(tree, mods)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("changefeed"):
+                bad += [
+                    f"{mod}: from {node.module} import {a.name}" for a in node.names if a.name.startswith("_")
+                ]
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                bad.append(f"{mod}: {node.value.id}.{node.attr}")
+    assert sorted(bad) == []

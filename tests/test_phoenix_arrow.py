@@ -21,8 +21,8 @@ import changefeed
 from changefeed.engine.gc import collect_garbage
 from changefeed.formats.phoenix_arrow import double_array, double_texts
 from changefeed.formats.phoenix_json import SCOPES, EventEncoder, java_double
-from changefeed.pipeline import arrow_sqlite
-from changefeed.pipeline import phoenix_source as ps
+from changefeed.pipeline.sources import arrow_sqlite
+from changefeed.pipeline.sources import phoenix as ps
 from tests.phoenix_clock import MS, Clock
 
 

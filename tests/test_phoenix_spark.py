@@ -92,13 +92,13 @@ def test_batch_read_is_the_cdc_query(spark: SparkSession, tmp_path: Path) -> Non
             "endTime", "2024-05-28"
         ).load(str(db)).collect()
     with pytest.raises(ChangefeedError, match="1012"):
-        from changefeed.pipeline.phoenix_source import _Options
+        from changefeed.pipeline.sources.phoenix import _Options
 
         _Options({"path": str(db), "cdc": "NOPE"})
 
 
 def _stream_cmd(db: Path, out: Path, ck: Path, *, until_idle: bool) -> list[str]:
-    cmd = [PY, "-m", "changefeed.pipeline.phoenix_stream", "--db", str(db), "--cdc", "C", "--out", str(out)]
+    cmd = [PY, "-m", "changefeed.pipeline.phoenix_loop", "--db", str(db), "--cdc", "C", "--out", str(out)]
     cmd += ["--checkpoint", str(ck), "--safety-ms", "200", "--trigger-ms", "300"]
     return cmd + (["--until-idle"] if until_idle else [])
 
@@ -161,7 +161,7 @@ def _kill_and_check(spark: SparkSession, tmp_path: Path, kills: int) -> None:
 def test_a_range_splits_into_bucket_and_time_slices() -> None:
     from types import SimpleNamespace
 
-    from changefeed.pipeline.phoenix_source import _partitions
+    from changefeed.pipeline.sources.phoenix import _partitions
 
     opts: Any = SimpleNamespace(buckets=2)
     parts = _partitions(opts, 1000, 4500)

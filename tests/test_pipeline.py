@@ -162,7 +162,7 @@ def test_journal_source_batch_and_stream(spark: Any, tmp_path: Path) -> None:
     got = sorted(r["seq"] for r in df.select("seq").collect())
     assert got == [s for s, *_ in journal(db)]
     sq = sqlite3.connect(db / "changefeed.db")
-    from changefeed.pipeline.journal_source import load_table
+    from changefeed.pipeline.sources.journal import load_table
 
     want = read_changes(sq, load_table(db, 1), 0, 10**9)
     assert df.orderBy("seq").toArrow().to_pylist() == want.to_pylist()
@@ -314,8 +314,8 @@ def journal_ts(db: Path) -> list[tuple[int, int]]:
 
 # ----------------------------------------------------------------------------- initial scan
 def test_initial_scan_precedes_updates(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from changefeed.pipeline import chunks
     from changefeed.pipeline.runner import run_until_idle
+    from changefeed.pipeline.snapshot import chunks
 
     monkeypatch.setattr(chunks, "CHUNK_ROWS", 40)
     db = tmp_path / "db"
@@ -337,7 +337,7 @@ def test_initial_scan_precedes_updates(spark: Any, tmp_path: Path, monkeypatch: 
     th = threading.Thread(target=writer)
     th.start()
     try:
-        from changefeed.pipeline.scan import run_initial_scan
+        from changefeed.pipeline.snapshot.scan import run_initial_scan
 
         spec = _feed(db)
         run_initial_scan(spark, db, spec, chunk_rows=40)
@@ -366,7 +366,7 @@ def test_initial_scan_precedes_updates(spark: Any, tmp_path: Path, monkeypatch: 
 
 
 def _feed(db: Path) -> Any:
-    from changefeed.pipeline.job import active_feeds
+    from changefeed.pipeline.delivery.progress import active_feeds
 
     return active_feeds(db)[0].spec
 
@@ -443,7 +443,7 @@ def test_damaged_checkpoint_is_a_clear_error_and_a_deleted_one_resumes_without_l
     import shutil
 
     from changefeed.exceptions import PipelineError
-    from changefeed.pipeline.job import checkpoint_dir
+    from changefeed.pipeline.delivery.progress import checkpoint_dir
     from changefeed.pipeline.runner import run_until_idle
 
     db = tmp_path / "db"

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from changefeed.exceptions import InvalidOption
-from changefeed.pipeline.topic_source import TopicDataSource, TopicStreamReader, _water_fill
+from changefeed.pipeline.sources.topics import TopicDataSource, TopicStreamReader, _water_fill
 from changefeed.topics import TopicStore
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from changefeed.sql.result import Result
 from changefeed.sql.statements import open_session
 
 if TYPE_CHECKING:
-    from changefeed.pipeline.core import CoreChangefeed
+    from changefeed.pipeline.sinkless import CoreChangefeed
 
 __all__ = ["Connection", "Result", "connect"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TextIO
 
-from changefeed.pipeline.core import Chunk
+from changefeed.pipeline.sinkless import Chunk
 
 if TYPE_CHECKING:
     import pyarrow as pa

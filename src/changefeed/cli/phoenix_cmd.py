@@ -78,7 +78,7 @@ def poll(
 def _time(text: str | None) -> int | None:
     if text is None:
         return None
-    from changefeed.pipeline.phoenix_source import parse_time
+    from changefeed.pipeline.sources.phoenix import parse_time
 
     return parse_time("time", text)
 

@@ -67,7 +67,7 @@ def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
     streaming query per feed delivering its changes, exactly once, to its topic. Without
     --until-idle it runs until Ctrl-C or SIGTERM, then stops between micro-batches and exits 0."""
     from changefeed.pipeline import runner
-    from changefeed.pipeline.session import COMPILE_HUGE_METHODS
+    from changefeed.pipeline.spark.session import COMPILE_HUGE_METHODS
 
     kw: dict[str, Any] = {}
     if max_rows:
@@ -77,7 +77,7 @@ def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
         if until_idle:
             runner.run_until_idle(db, on_progress=bar, **kw)
         else:
-            # latency over throughput: leave HotSpot's huge-method limit in place (pipeline/session.py)
+            # latency over throughput: leave HotSpot's huge-method limit in place (pipeline/spark/session.py)
             os.environ.setdefault(COMPILE_HUGE_METHODS, "0")
             runner.run_forever(db, on_progress=bar, **kw)
     except ChangefeedError as exc:

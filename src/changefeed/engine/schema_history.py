@@ -4,7 +4,7 @@
 its own transaction: the new version, the transaction's commit timestamp and id, the change
 stream's position ``seq`` at that moment (every change row ``<= seq`` was committed before the
 change, every later one after it, in the new schema) and both schemas. CockroachDB changefeed
-jobs read it to emit the schema-change backfill at the right place (``pipeline/backfill.py``).
+jobs read it to emit the schema-change backfill at the right place (``pipeline/snapshot/backfill.py``).
 """
 
 from __future__ import annotations

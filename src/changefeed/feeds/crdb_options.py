@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.exceptions import InvalidOption
 from changefeed.feeds.crdb_time import format_go_duration, parse_crdb_timestamp, parse_go_duration
@@ -695,3 +696,15 @@ __all__ = [
     "parse_crdb_timestamp",
     "parse_go_duration",
 ]
+
+
+def triggers_backfill(old: TableSchema, new: TableSchema, opts: CrdbOptions) -> bool:
+    """Whether a schema change from ``old`` to ``new`` re-emits the table under ``opts``
+    (``schema_change_events``: every column change, or only those that rewrite rows)."""
+    before = {c.id for c in old.stored}
+    after = {c.id: c for c in new.stored}
+    added = [c for cid, c in after.items() if cid not in before]
+    dropped = before - set(after)
+    if opts.schema_change_events == SCHEMA_CHANGE_EVENTS_COLUMN_CHANGES:
+        return bool(added or dropped)
+    return bool(dropped) or any(c.default is not None or c.computed is not None for c in added)

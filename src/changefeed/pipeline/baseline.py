@@ -121,11 +121,11 @@ class _Feed:
     def snapshot(self, batch_rows: int) -> None:
         """Initial scan: the table at the feed's creation, as snapshot change rows, chunk by chunk.
 
-        The same reconstruction as the Spark scan (``pipeline.scan``): current rows, with changes
+        The same reconstruction as the Spark scan (``pipeline.snapshot.scan``): current rows, with changes
         made after the creation point undone through their old images, read in the key-range
         chunks of the feed's saved scan plan, so a restart re-reads exactly the same chunks."""
-        from changefeed.pipeline.chunks import read_chunk
-        from changefeed.pipeline.scan import load_or_plan
+        from changefeed.pipeline.snapshot.chunks import read_chunk
+        from changefeed.pipeline.snapshot.scan import load_or_plan
 
         plan = load_or_plan(self.db.path.absolute(), self.feed, self.table, batch_rows)
         bounds = plan["bounds"]

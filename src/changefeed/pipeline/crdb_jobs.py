@@ -1,6 +1,6 @@
 """What ``changefeed run`` does for CockroachDB changefeed jobs besides running their feeds.
 
-Feeds of a job run like every other feed (one streaming query each, see ``job.py``); this module
+Feeds of a job run like every other feed (one streaming query each, see ``stream/query.py``); this module
 supplies the job-level parts:
 
 * :func:`job_of_feeds` tells the runner which job a feed belongs to: its ``end_time`` caps the

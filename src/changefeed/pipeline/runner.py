@@ -15,7 +15,11 @@ from changefeed.exceptions import ChangefeedError, DatabaseError, PipelineError
 from changefeed.feeds import runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
-from changefeed.pipeline import backfill, crdb_jobs, job, job_resolved
+from changefeed.pipeline import crdb_jobs
+from changefeed.pipeline.delivery.progress import ACTIVE_STATES, checkpoint_dir
+from changefeed.pipeline.snapshot import backfill
+from changefeed.pipeline.stream import query as job
+from changefeed.pipeline.stream import resolved as job_resolved
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -79,7 +83,7 @@ def _start(spark: SparkSession, db: Path, f: FeedSpec, jobs: dict[int, Any], **k
 def _scan_all(
     spark: SparkSession, db: Path, feeds: list[tuple[FeedSpec, str]], on_progress: ScanProgress | None
 ) -> None:
-    from changefeed.pipeline.scan import run_initial_scan
+    from changefeed.pipeline.snapshot.scan import run_initial_scan
 
     for f, state in feeds:
         if state == "scanning":
@@ -88,7 +92,7 @@ def _scan_all(
 
 def _columns(db: Path, f: FeedSpec) -> tuple[int, ...]:
     """The ids of the stored columns of ``f``'s table now (() once the table is gone)."""
-    from changefeed.pipeline.journal_source import load_table
+    from changefeed.pipeline.sources.journal import load_table
 
     try:
         return tuple(c.id for c in load_table(db, f.table_id).stored)
@@ -118,7 +122,7 @@ def run_until_idle(
     **kw: Any,
 ) -> None:
     """Deliver everything committed before the call, then return (and trim the change stream)."""
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.spark.session import get_spark
 
     dbp = check_db(db)
     spark = spark or warm(get_spark())
@@ -129,12 +133,12 @@ def run_until_idle(
     queries = [
         (f, _start(spark, dbp, f, jobs, available_now=True, **kw))
         for f, s in feeds
-        if s in job.ACTIVE_STATES and crdb_jobs.streams(jobs.get(f.id))
+        if s in ACTIVE_STATES and crdb_jobs.streams(jobs.get(f.id))
     ]
     errors = []
     for f, q in queries:
         try:
-            job.await_query(q, f, job.checkpoint_dir(dbp, f.id))
+            job.await_query(q, f, checkpoint_dir(dbp, f.id))
         except PipelineError as exc:
             errors.append(exc)  # a job's feed too: the job stays running, the next run retries
     job_resolved.flush(dbp)  # multi-feed jobs: their frontier once every feed has caught up
@@ -190,7 +194,7 @@ def run_forever(
     **kw: Any,
 ) -> None:
     """Run every feed continuously until ``stop`` is set (or SIGINT/SIGTERM)."""
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.spark.session import get_spark
 
     dbp = check_db(db)
     stop = stop or threading.Event()
@@ -216,7 +220,7 @@ def run_forever(
             feeds = feed_specs(dbp)
             sync_topics(dbp, feeds)
             jobs = crdb_jobs.job_of_feeds(dbp)
-            live = {f.id: (f, s) for f, s in feeds if s in job.ACTIVE_STATES}
+            live = {f.id: (f, s) for f, s in feeds if s in ACTIVE_STATES}
             for fid in [i for i in running if i not in live]:
                 _stop_between_batches(running.pop(fid)[1])
 
@@ -237,18 +241,18 @@ def run_forever(
                     exc = q.exception()
                     running.pop(fid)
                     if exc is not None:
-                        failed(fid, job.failure_message(exc, f, job.checkpoint_dir(dbp, f.id)))
+                        failed(fid, job.failure_message(exc, f, checkpoint_dir(dbp, f.id)))
                 elif fid in failures and _batches_done(q) >= 1:
                     failures.pop(fid)  # delivering again
             for fid in [i for i in running if _columns(dbp, running[i][0]) != columns.get(i)]:
                 # a feed's table gained or lost a column: restart its query in the new schema
-                # (until then its batches are read again in their schema: pipeline/backfill.py)
+                # (until then its batches are read again in their schema: pipeline/snapshot/backfill.py)
                 _stop_between_batches(running.pop(fid)[1])
             for fid, (f, state) in live.items():
                 if fid in running or stop.is_set():
                     continue
                 if state == "scanning":
-                    from changefeed.pipeline.scan import run_initial_scan
+                    from changefeed.pipeline.snapshot.scan import run_initial_scan
 
                     try:
                         run_initial_scan(spark, dbp, f, on_progress=on_progress)

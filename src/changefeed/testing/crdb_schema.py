@@ -30,10 +30,10 @@ from changefeed.feeds.crdb_options import (
     SCHEMA_CHANGE_POLICY_BACKFILL,
     SCHEMA_CHANGE_POLICY_IGNORE,
     SCHEMA_CHANGE_POLICY_STOP,
+    triggers_backfill,
 )
 from changefeed.feeds.spec import FeedSpec
 from changefeed.formats.crdb_json import families, family_of
-from changefeed.pipeline.core import triggers_backfill
 
 if TYPE_CHECKING:
     from changefeed.connection import Connection

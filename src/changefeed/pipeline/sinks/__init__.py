@@ -1,8 +1,8 @@
 """Sink writers: where a CockroachDB job's encoded records go when its sink is not the embedded
 topic log (``kafka://``, ``webhook-https://`` or cloud storage).
 
-A sink writer has the topic store's append shape, so the changefeed job (``job.py``) and the
-initial scan (``scan.py``) deliver through either without knowing which:
+A sink writer has the topic store's append shape, so the streaming query (``stream/query.py``) and the
+initial scan (``snapshot/scan.py``) deliver through either without knowing which:
 
 * ``append(topic, partition, writer, batch_id, records)``: one topic partition's records of one
   micro-batch (``key, value, ts``), in commit order; it returns only once the sink holds them

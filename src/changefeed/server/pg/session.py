@@ -65,7 +65,7 @@ from changefeed.sql import ast
 from changefeed.sql.parser import parse
 
 if TYPE_CHECKING:
-    from changefeed.pipeline.core import Chunk, CoreChangefeed
+    from changefeed.pipeline.sinkless import Chunk, CoreChangefeed
 
 T = TypeVar("T")
 

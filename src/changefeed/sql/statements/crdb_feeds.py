@@ -5,7 +5,7 @@ Core changefeeds (``EXPERIMENTAL CHANGEFEED FOR t[, ..]``, or ``CREATE CHANGEFEE
 ``INTO``) run in one write transaction: it resolves the targets, checks privileges, validates the
 options against the statement's timestamp, turns the tables' change streams on where they are
 off, and records where each stream stands at the start point. The rows then stream from
-:class:`changefeed.pipeline.core.CoreChangefeed`, outside any transaction (``Connection.stream``,
+:class:`changefeed.pipeline.sinkless.CoreChangefeed`, outside any transaction (``Connection.stream``,
 ``changefeed sql``); ``execute()`` of one returns its rows only when it ends by itself.
 """
 
@@ -25,7 +25,7 @@ from changefeed.feeds.crdb_options import (
     parse_crdb_options,
 )
 from changefeed.formats.crdb_json import families
-from changefeed.pipeline.core import CoreChangefeed, CorePlan
+from changefeed.pipeline.sinkless import CoreChangefeed, CorePlan
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result

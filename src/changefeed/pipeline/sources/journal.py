@@ -45,7 +45,7 @@ from changefeed.engine.changes import (
 )
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import InvalidOption, UndefinedTable
-from changefeed.pipeline import arrow_sqlite
+from changefeed.pipeline.sources import arrow_sqlite
 
 __all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "read_table", "spark_schema"]
 

@@ -53,10 +53,20 @@ from changefeed.feeds.crdb_options import (
     SCHEMA_CHANGE_POLICY_IGNORE,
     SCHEMA_CHANGE_POLICY_NOBACKFILL,
     SCHEMA_CHANGE_POLICY_STOP,
+    triggers_backfill,
 )
 from changefeed.feeds.spec import FeedSpec
-from changefeed.pipeline.core import triggers_backfill
-from changefeed.pipeline.families import family_frame
+from changefeed.pipeline.delivery.append import write_encoded
+from changefeed.pipeline.delivery.families import family_frame
+from changefeed.pipeline.delivery.progress import EPOCH_FILE, delivered_seq
+from changefeed.pipeline.snapshot import chunks
+from changefeed.pipeline.snapshot.scan import (
+    append_chunks,
+    append_chunks_batch,
+    load_or_plan,
+    plan_path,
+    snapshot_frame,
+)
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -210,8 +220,6 @@ def backfill_chunks(db: Path, feed: FeedSpec, part: Backfill) -> tuple[list[list
     """The key-range chunks of a backfill pass (the change's saved scan plan: a replay cuts the
     same chunks) and the feed spec that reads and encodes it: ``feed`` as if created at the
     change (its snapshot point and timestamp)."""
-    from changefeed.pipeline import chunks
-    from changefeed.pipeline.scan import load_or_plan
 
     c = part.change
     at = replace(
@@ -226,7 +234,6 @@ def backfill_frame(
     """Every row of the table as of ``part.change`` in ``part.schema`` (a consistent scan at the
     change's position, stamped with its timestamp, one Spark partition per key-range chunk of
     the change's saved scan plan), and the feed spec that encodes it."""
-    from changefeed.pipeline.scan import snapshot_frame
 
     bounds, at = backfill_chunks(db, feed, part)
     return snapshot_frame(spark, str(db), part.schema, at, bounds, 0, len(bounds) + 1), at
@@ -235,7 +242,6 @@ def backfill_frame(
 def forget_plans(db: Path, feed: FeedSpec, below_seq: int) -> None:
     """Drop the saved scan plans of backfills at changes below ``below_seq`` (their batches are
     committed: a replay never needs them again)."""
-    from changefeed.pipeline.scan import plan_path
 
     for path in plan_path(db, feed.id, "backfill-*").parent.glob(f"feed-{feed.id}.backfill-*"):
         try:
@@ -332,8 +338,6 @@ def deliver_plan(
     duplicate precedes its new-schema row, as in CockroachDB, where the backfill of one span
     does not wait for another's. A sink gets the whole batch as one DataFrame (``encode_plan``)."""
     from changefeed.formats.base import ColumnarEncoder
-    from changefeed.pipeline.job import write_encoded
-    from changefeed.pipeline.scan import append_chunks, append_chunks_batch
 
     if not isinstance(store, TopicStore):
         encoded = encode_plan(spark, db, df, plan, encoder, feed)
@@ -387,7 +391,6 @@ class SchemaChanges:
         end: dict[str, Any],
     ) -> BatchPlan | None:
         """How schema changes split micro-batch ``batch_id`` (``end``: its end offset), or None."""
-        from changefeed.pipeline.job import delivered_seq
 
         cover = read_cover(checkpoint, batch_id) or Cover(int(end.get("seq", feed.created_seq)), None, 0)
         prev = read_cover(checkpoint, batch_id - 1) if batch_id > 0 else None
@@ -401,8 +404,7 @@ class SchemaChanges:
 
 
 def _start_seq(checkpoint: Path, feed: FeedSpec) -> int | None:
-    """Where the query of ``checkpoint`` started (its epoch file, ``job.checkpoint_start``)."""
-    from changefeed.pipeline.job import EPOCH_FILE
+    """Where the query of ``checkpoint`` started (its epoch file, ``delivery.progress.checkpoint_start``)."""
 
     try:
         return int(json.loads((checkpoint / EPOCH_FILE).read_text())["start_seq"])

@@ -1,6 +1,6 @@
 """The Apache Phoenix CDC loop on Spark: a CDC object's changes, exactly once, into a Spark sink.
 
-``python -m changefeed.pipeline.phoenix_stream --db DIR --cdc NAME --out PATH --checkpoint CK``
+``python -m changefeed.pipeline.phoenix_loop --db DIR --cdc NAME --out PATH --checkpoint CK``
 reads ``format("phoenix-cdc")`` as a stream (micro-batches are successive time ranges ending
 ``--safety-ms`` behind now) and writes it with Spark's own file sink (Parquet by default), whose
 checkpoint and metadata log make delivery exactly once across crashes: a restarted query replays
@@ -57,7 +57,7 @@ def start_stream(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m changefeed.pipeline.phoenix_stream", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m changefeed.pipeline.phoenix_loop", description=__doc__)
     parser.add_argument("--db", required=True)
     parser.add_argument("--cdc", required=True)
     parser.add_argument("--out", required=True)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger-ms", type=int, default=1000)
     parser.add_argument("--until-idle", action="store_true")
     args = parser.parse_args(argv)
-    from changefeed.pipeline.session import get_spark
+    from changefeed.pipeline.spark.session import get_spark
 
     spark = get_spark("changefeed-phoenix-cdc")
     query = start_stream(

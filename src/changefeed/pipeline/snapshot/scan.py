@@ -46,10 +46,11 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import CHANGE_SNAPSHOT, change_schema
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.feeds.spec import FeedSpec
-from changefeed.pipeline import chunks
-from changefeed.pipeline.chunks import compute_bounds, read_chunk_batches
-from changefeed.pipeline.families import family_batch, family_frame
+from changefeed.pipeline.delivery import append, progress
+from changefeed.pipeline.delivery.families import family_batch, family_frame
 from changefeed.pipeline.sinks import SinkWriter, open_delivery
+from changefeed.pipeline.snapshot import chunks
+from changefeed.pipeline.snapshot.chunks import compute_bounds, read_chunk_batches
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -177,8 +178,6 @@ def _append_chunk(
     partition rotated by the chunk's number (concurrent tasks start on different partitions
     instead of queueing for one partition's write lock). Idempotent on its own: a restarted
     scan skips the partitions the chunk already wrote."""
-    from changefeed.pipeline import job
-
     got = [b for b in records if b.num_rows]
     ordered: list[pa.RecordBatch] = []
     if got:
@@ -188,7 +187,7 @@ def _append_chunk(
         turn = pc.add(t.column("partition"), pa.scalar(parts - chunk % parts, pa.int32()))
         order = pc.sort_indices(pc.if_else(pc.less(turn, parts), turn, pc.subtract(turn, parts)))
         ordered = t.take(order).to_batches()
-    yield from job._make_writer(store, topic, f"{writer}c{chunk}", batch_id, None)(iter(ordered))
+    yield from append.partition_appender(store, topic, f"{writer}c{chunk}", batch_id, None)(iter(ordered))
 
 
 def chunk_appender(
@@ -272,9 +271,7 @@ def _append_group(
     store: TopicStore | SinkWriter, topic: str, writer: str, batch_id: int, records: pa.Table
 ) -> None:
     """One append per topic partition of a group's records (sorted by partition), from the driver."""
-    from changefeed.pipeline import job
-
-    for _ in job._make_writer(store, topic, writer, batch_id, None)(iter(records.to_batches())):
+    for _ in append.partition_appender(store, topic, writer, batch_id, None)(iter(records.to_batches())):
         pass
 
 
@@ -292,7 +289,6 @@ def run_initial_scan(
     # Spark's modules load here, not at import: core changefeeds read snapshots through
     # read_chunk_batches with no Spark in the process.
     from changefeed.formats.base import ColumnarEncoder, get_encoder
-    from changefeed.pipeline import job
 
     dbp = Path(db).absolute()
     table = _schema_at_creation(dbp, feed)
@@ -308,7 +304,7 @@ def run_initial_scan(
     ngroups = -(-nchunks // per)
     done = _groups_done(dbp, feed.id)
     store = open_delivery(dbp, feed, table)  # the topics, or a job's webhook / cloud-storage sink
-    writer = f"{job.writer_id(feed)}-scan"
+    writer = f"{progress.writer_id(feed)}-scan"
 
     def collect(g: int) -> pa.Table:
         lo, hi = g * per, min(nchunks, (g + 1) * per)
@@ -317,7 +313,7 @@ def run_initial_scan(
 
     def progressed(g: int) -> None:
         scanned = min(total, min(nchunks, (g + 1) * per) * plan["chunk_rows"])
-        job.write_progress(
+        progress.write_progress(
             dbp,
             feed.id,
             feed.created_seq,
@@ -349,15 +345,15 @@ def run_initial_scan(
             progressed(g)
     else:
         _scan_to_sink(collect, store, feed.topic, writer, done, ngroups, progressed)
-    conn = job.engine_conn(dbp)
+    conn = progress.engine_conn(dbp)
     try:
         conn.execute("UPDATE _feeds SET state = 'running' WHERE id = ? AND state = 'scanning'", (feed.id,))
     finally:
         conn.close()
-    job.write_progress(
+    progress.write_progress(
         dbp,
         feed.id,
-        max(feed.created_seq, job.delivered_seq(dbp, feed.id) or 0),
+        max(feed.created_seq, progress.delivered_seq(dbp, feed.id) or 0),
         feed.created_wall,
         feed.created_logical,
         {"scanned": total, "total": total, "groups_done": ngroups},
@@ -402,7 +398,7 @@ def _schema_at_creation(db: Path, feed: FeedSpec) -> TableSchema:
     """The table's schema at the feed's creation (a column added since is not in the scan)."""
     from changefeed.engine.clock import CommitTs
     from changefeed.engine.schema_history import schema_as_of
-    from changefeed.pipeline.journal_source import load_table
+    from changefeed.pipeline.sources.journal import load_table
 
     current = load_table(db, feed.table_id)
     conn = open_sqlite(db / DB_FILE, readonly=True)

@@ -30,41 +30,44 @@ by Spark before the batch runs, so resolved timestamps replay deterministically 
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
 import os
 import re
-import sqlite3
-import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import PipelineError
 from changefeed.feeds import jobs as J
 from changefeed.feeds.spec import FeedSpec
-from changefeed.feeds.store import FeedRow, all_feeds
-from changefeed.pipeline import job_resolved
-from changefeed.pipeline.families import family_batch, family_frame
-from changefeed.pipeline.journal_source import closed_of, load_table
+from changefeed.pipeline import crdb_jobs
+from changefeed.pipeline.delivery.append import RECORDS, append_on_driver, encode_on_driver, write_encoded
+from changefeed.pipeline.delivery.families import family_frame
+from changefeed.pipeline.delivery.progress import (
+    batch_end_offset,
+    batch_rows,
+    checkpoint_dir,
+    checkpoint_start,
+    ts_at,
+    write_progress,
+    writer_id,
+)
+from changefeed.pipeline.sinks import open_delivery
+from changefeed.pipeline.sources.journal import closed_of, load_table
+from changefeed.pipeline.stream import resolved as job_resolved
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from changefeed.formats.base import Encoder, Record
-    from changefeed.pipeline.backfill import SchemaChanges
-    from changefeed.pipeline.job_resolved import JobResolved
+    from changefeed.formats.base import Encoder
     from changefeed.pipeline.sinks import SinkWriter
+    from changefeed.pipeline.snapshot.backfill import SchemaChanges
+    from changefeed.pipeline.stream.resolved import JobResolved
 
 #: Rows per micro-batch (admission control of the journal source).
 DEFAULT_MAX_ROWS = int(os.environ.get("CHANGEFEED_MAX_ROWS_PER_BATCH", "500000"))
@@ -75,277 +78,8 @@ SMALL_BATCH_ROWS = int(os.environ.get("CHANGEFEED_SMALL_BATCH_ROWS", "20000"))
 #: Micro-batches of at most this many journal rows are read and encoded on the driver through the
 #: encoder's Python face, without a Spark job (a continuous job's latency); 0 turns that off.
 DRIVER_ENCODE_ROWS = int(os.environ.get("CHANGEFEED_DRIVER_ENCODE_ROWS", "20000"))
-ACTIVE_STATES = ("running", "scanning")
 #: How often a CockroachDB job's feed without ``resolved`` closes a timestamp.
 CRDB_CLOSE_NS = 5_000_000_000
-
-_RECORDS = pa.schema(
-    [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())]
-)
-
-
-def checkpoint_dir(db: str | Path, feed_id: int) -> Path:
-    return Path(db).absolute() / "checkpoints" / f"feed-{feed_id}"
-
-
-def writer_id(feed: FeedSpec, epoch: str = "") -> str:
-    """The topic writer of a feed's streaming query. A checkpoint made after an earlier one was
-    removed gets its own ``epoch``: its batch ids restart at 0, and must not be taken for the
-    old checkpoint's (already delivered) batches by the topic's idempotence markers."""
-    return f"feed-{feed.id}" + (f"-e{epoch}" if epoch else "")
-
-
-EPOCH_FILE = "changefeed-epoch.json"
-
-
-def checkpoint_start(db: Path, feed: FeedSpec, ckpt: Path) -> tuple[str, int]:
-    """(writer epoch, journal position to start from) for the feed's query at ``ckpt``.
-
-    An existing checkpoint keeps its epoch and Spark resumes from its own offsets. A new
-    checkpoint for a feed that has delivered before (its old checkpoint was deleted) starts a new
-    epoch at the feed's recorded progress: ``_progress`` is written after a batch's appends, so
-    at most the last micro-batch is delivered again and nothing is lost."""
-    path = ckpt / EPOCH_FILE
-    if path.exists():
-        saved = json.loads(path.read_text())
-        return str(saved["epoch"]), int(saved["start_seq"])
-    if (ckpt / "offsets").exists():  # a checkpoint from before epochs existed
-        return "", feed.created_seq
-    progress = delivered_seq(db, feed.id)
-    epoch, start = (
-        ("", feed.created_seq) if progress is None else (os.urandom(4).hex(), max(progress, feed.created_seq))
-    )
-    ckpt.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"epoch": epoch, "start_seq": start}))
-    os.replace(tmp, path)
-    return epoch, start
-
-
-def delivered_seq(db: Path, feed_id: int) -> int | None:
-    conn = open_sqlite(db / DB_FILE, readonly=True)
-    try:
-        row = conn.execute("SELECT seq FROM _progress WHERE feed_id = ?", (feed_id,)).fetchone()
-    finally:
-        conn.close()
-    return None if row is None else int(row[0])
-
-
-# ------------------------------------------------------------------------------------------- DB
-def engine_conn(db: str | Path) -> sqlite3.Connection:
-    return open_sqlite(Path(db).absolute() / DB_FILE)
-
-
-def active_feeds(db: str | Path) -> list[FeedRow]:
-    conn = open_sqlite(Path(db).absolute() / DB_FILE, readonly=True)
-    try:
-        return [f for f in all_feeds(conn) if f.state in ACTIVE_STATES]
-    finally:
-        conn.close()
-
-
-def write_progress(
-    db: str | Path, feed_id: int, seq: int, wall: int, logical: int, detail: dict[str, Any] | None = None
-) -> None:
-    conn = engine_conn(db)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("SELECT 1 FROM _feeds WHERE id = ?", (feed_id,)).fetchone() is not None:
-                conn.execute(
-                    "INSERT INTO _progress (feed_id, seq, wall, logical, updated_ns, detail) VALUES (?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (feed_id) DO UPDATE SET seq = excluded.seq, wall = max(wall, excluded.wall),"
-                    " logical = CASE WHEN excluded.wall > wall OR (excluded.wall = wall AND excluded.logical > logical)"
-                    " THEN excluded.logical ELSE logical END, updated_ns = excluded.updated_ns, detail = excluded.detail",
-                    (
-                        feed_id,
-                        seq,
-                        wall,
-                        logical,
-                        time.time_ns(),
-                        None if detail is None else json.dumps(detail),
-                    ),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    finally:
-        conn.close()
-
-
-def _ts_at(db: str | Path, table_id: int, seq: int) -> tuple[int, int] | None:
-    conn = open_sqlite(Path(db).absolute() / DB_FILE, readonly=True)
-    try:
-        row = conn.execute(
-            f"SELECT ts, lg FROM x{table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)
-        ).fetchone()
-    except sqlite3.OperationalError:
-        row = None
-    finally:
-        conn.close()
-    return None if row is None else (int(row[0]), int(row[1]))
-
-
-# ------------------------------------------------------------------------------------------- offsets
-def batch_end_offset(checkpoint: Path, batch_id: int) -> dict[str, Any]:
-    """The source end offset of ``batch_id`` from the query's offset log."""
-    path = checkpoint / "offsets" / str(batch_id)
-    try:
-        lines = path.read_text().splitlines()
-        return dict(json.loads(lines[2]))
-    except (OSError, IndexError, ValueError) as exc:
-        raise PipelineError(
-            f"cannot read the offset log {path} of batch {batch_id} ({exc}); the checkpoint is unreadable: "
-            f"delete {checkpoint}: the feed then resumes from its last recorded progress (the last micro-batch "
-            "may be delivered twice; nothing is lost)"
-        ) from None
-
-
-def batch_rows(checkpoint: Path, batch_id: int, end: dict[str, Any]) -> int | None:
-    """Journal rows in ``batch_id`` (end minus the previous batch's end), or None if unknown."""
-    if batch_id == 0:
-        return None
-    try:
-        prev = batch_end_offset(checkpoint, batch_id - 1)
-    except PipelineError:
-        return None
-    return max(0, int(end.get("seq", 0)) - int(prev.get("seq", 0)))
-
-
-# ------------------------------------------------------------------------------------------- writing
-def _make_writer(
-    store: TopicStore | SinkWriter, topic: str, writer: str, batch_id: int, resolved: tuple[bytes, int] | None
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow function: rows sorted by (partition, order) -> one append per topic partition."""
-
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        current: int | None = None
-        pending: list[pa.RecordBatch] = []
-        done_p: list[int] = []
-        done_n: list[int] = []
-
-        def flush() -> None:
-            if current is None:
-                return
-            t = pa.Table.from_batches(pending) if pending else _RECORDS.empty_table()
-            t = t.select(["key", "value", "ts"]).cast(_RECORDS)
-            if resolved is not None:
-                t = pa.concat_tables(
-                    [
-                        t,
-                        pa.table(
-                            {
-                                "key": pa.array([None], pa.binary()),
-                                "value": [resolved[0]],
-                                "ts": [resolved[1]],
-                            },
-                            schema=_RECORDS,
-                        ),
-                    ]
-                )
-            store.append(topic, current, writer, batch_id, t)
-            done_p.append(current)
-            done_n.append(t.num_rows)
-
-        for b in batches:
-            if b.num_rows == 0:
-                continue
-            vals = b.column("partition").to_numpy(zero_copy_only=False)
-            cuts = [0, *(np.flatnonzero(np.diff(vals)) + 1).tolist(), len(vals)]
-            for lo, hi in itertools.pairwise(cuts):
-                p = int(vals[lo])
-                if p != current:
-                    flush()
-                    current = p
-                    pending = []
-                pending.append(b.slice(lo, hi - lo))
-        flush()
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(done_p, pa.int32()), pa.array(done_n, pa.int64())], names=["partition", "n"]
-        )
-
-    return write
-
-
-def append_on_driver(
-    table: pa.Table,
-    store: TopicStore | SinkWriter,
-    feed: FeedSpec,
-    writer: str,
-    batch_id: int,
-    resolved: tuple[bytes, int] | None,
-) -> dict[int, int]:
-    """Append encoded records (``partition, key, value, ts`` in journal order) from this process:
-    stable-sorted by topic partition, one append per partition; {topic partition: records}."""
-    table = table.take(pc.sort_indices(table, sort_keys=[("partition", "ascending")]))
-    fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
-    out: dict[int, int] = {}
-    for rb in fn(iter(table.to_batches())):
-        for p, n in zip(rb.column("partition").to_pylist(), rb.column("n").to_pylist(), strict=True):
-            out[int(p)] = int(n)
-    return out
-
-
-def encode_on_driver(
-    db: Path, table: TableSchema, encoder: Encoder, feed: FeedSpec, lo: int, hi: int
-) -> pa.Table:
-    """The records of journal rows ``lo < seq <= hi`` through the encoder's Python face, read and
-    encoded in this process (no Spark job): ``partition, key, value, ts`` in journal order, the
-    same records ``encode_spark`` gives (the two faces agree byte for byte)."""
-    from changefeed.formats.base import ColumnarEncoder
-    from changefeed.pipeline.journal_source import read_table
-
-    rows = read_table(db, table, lo, hi).combine_chunks()
-    recs: list[Record] = []
-    if rows.num_rows:
-        batch = family_batch(rows.to_batches()[0], table, feed)
-        if batch.num_rows and isinstance(encoder, ColumnarEncoder):
-            return encoder.encode_batch(batch, table, feed)  # column-wise: no tuple per record
-        if batch.num_rows:
-            recs = encoder.encode_python(batch, table, feed)
-    cols: list[tuple[Any, ...]] = list(zip(*recs, strict=True)) if recs else [(), (), (), ()]
-    return pa.table(
-        [
-            pa.array(cols[0], pa.int32()),
-            pa.array(cols[1], pa.binary()),
-            pa.array(cols[2], pa.binary()),
-            pa.array(cols[3], pa.int64()),
-        ],
-        names=["partition", "key", "value", "ts"],
-    )
-
-
-def write_encoded(
-    encoded: DataFrame,
-    store: TopicStore | SinkWriter,
-    feed: FeedSpec,
-    writer: str,
-    batch_id: int,
-    resolved: tuple[bytes, int] | None,
-    shuffle_partitions: int,
-    small: bool = False,
-) -> dict[int, int]:
-    """Append encoded records (in the DataFrame's row order per topic partition) on the executors;
-    returns {topic partition: records appended}."""
-    from pyspark.sql import functions as F
-
-    if small:
-        # One stage: collect as Arrow (journal order: the source's partitions are consecutive seq
-        # ranges), append from the driver.
-        table = encoded.select("partition", "key", "value", "ts").toArrow()
-        return append_on_driver(table, store, feed, writer, batch_id, resolved)
-
-    ordered = (
-        encoded.select("partition", "key", "value", "ts", F.monotonically_increasing_id().alias("_o"))
-        .repartition(max(1, min(shuffle_partitions, feed.partitions)), "partition")
-        .sortWithinPartitions("partition", "_o")
-    )
-    fn = _make_writer(store, feed.topic, writer, batch_id, resolved)
-    return {
-        int(r["partition"]): int(r["n"]) for r in ordered.mapInArrow(fn, "partition int, n long").collect()
-    }
 
 
 @dataclass
@@ -415,7 +149,7 @@ class FeedContext:
                 small=(rows is not None and rows <= SMALL_BATCH_ROWS)
                 or (sink is not None and sink.driver_only),
             )
-        else:  # schema changes in or at the batch's range (pipeline/backfill.py)
+        else:  # schema changes in or at the batch's range (pipeline/snapshot/backfill.py)
             written = changes.deliver(
                 df.sparkSession,
                 self.db,
@@ -437,13 +171,13 @@ class FeedContext:
             got = set(written)
             rec = pa.table(
                 {"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]},
-                schema=_RECORDS,
+                schema=RECORDS,
             )
             for p in range(feed.partitions):
                 if p not in got:
                     self.store.append(feed.topic, p, self.writer, batch_id, rec)
         seq = int(end.get("seq", feed.created_seq)) if stop is None else stop.seq
-        hw = _ts_at(self.db, feed.table_id, seq) or (feed.created_wall, feed.created_logical)
+        hw = ts_at(self.db, feed.table_id, seq) or (feed.created_wall, feed.created_logical)
         if closed is not None and (closed[0], closed[1]) > hw:
             hw = (closed[0], closed[1])
         write_progress(self.db, feed.id, seq, hw[0], hw[1])
@@ -456,9 +190,7 @@ class FeedContext:
                     self.db, feed, int(batch_end_offset(self.checkpoint, batch_id - 1).get("seq", 0))
                 )
         if stop is not None:
-            from changefeed.pipeline.crdb_jobs import record_failure
-
-            record_failure(self.db, feed.id, stop.stop_message())
+            crdb_jobs.record_failure(self.db, feed.id, stop.stop_message())
             self.stopped = True  # the runner stops the query: its feed is failed now
 
 
@@ -479,7 +211,6 @@ def start_feed_query(
     committed after it (a CockroachDB job's ``end_time``); ``crdb_job``: the job the feed belongs
     to (its resolved messages are job-wide when it has several feeds)."""
     from changefeed.formats.base import get_encoder
-    from changefeed.pipeline.sinks import open_delivery
 
     dbp = Path(db).absolute()
     table = load_table(dbp, feed.table_id)
@@ -510,7 +241,7 @@ def start_feed_query(
     )
     # Closed timestamps: resolved messages; a CockroachDB job's feed closes them without
     # ``resolved`` too (its high water advances on an idle table, and a schema change after
-    # the last row gets the micro-batch that delivers its backfill: pipeline/backfill.py).
+    # the last row gets the micro-batch that delivers its backfill: pipeline/snapshot/backfill.py).
     close_ns = feed.resolved_ns or (CRDB_CLOSE_NS if feed.crdb is not None else None)
     if close_ns:
         reader = reader.option("resolved_ns", str(close_ns))

@@ -114,7 +114,7 @@ def get_spark(app_name: str = "changefeed", master: str | None = None) -> SparkS
             .config("spark.driver.memory", os.environ.get("CHANGEFEED_SPARK_DRIVER_MEMORY", "2g"))
             .config("spark.python.worker.reuse", "true")
             # workers import PySpark's compiled modules, not its zip's sources (spark_daemon.py)
-            .config("spark.python.daemon.module", "changefeed.pipeline.spark_daemon")
+            .config("spark.python.daemon.module", "changefeed.pipeline.spark.daemon")
             # A Python worker forked while both cores are busy can take longer than the default
             # 15 s to connect back to the JVM ("Python worker failed to connect back").
             .config("spark.python.authenticate.socketTimeout", "120s")

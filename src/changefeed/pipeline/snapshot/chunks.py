@@ -37,7 +37,7 @@ from changefeed.engine.changes import (
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.engine.storage import TableStore, token
 from changefeed.feeds.spec import FeedSpec
-from changefeed.pipeline import arrow_sqlite
+from changefeed.pipeline.sources import arrow_sqlite
 
 CHUNK_ROWS = int(os.environ.get("CHANGEFEED_SCAN_CHUNK_ROWS", "100000"))
 #: Rows per Arrow batch a scan task yields (and per fetchmany), bounding a task's memory.

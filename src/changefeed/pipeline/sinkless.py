@@ -7,7 +7,7 @@ A plain-Python loop, no Spark: it starts at once and delivers a commit within on
    statement's transaction): the target tables, the options, the start point ``S`` (the
    statement's timestamp, or ``cursor``) and each table's change-stream position at ``S``.
 2. **Initial scan** (``initial_scan='yes'``, the default without ``cursor``): every table as it was
-   at ``S`` (the same reconstruction as the Spark scan, :func:`changefeed.pipeline.chunks.read_chunk_batches`:
+   at ``S`` (the same reconstruction as the Spark scan, :func:`changefeed.pipeline.snapshot.chunks.read_chunk_batches`:
    current rows, with later changes undone through their old images), ``updated`` = ``S``.
 3. **Changes**: each poll reads, in one SQLite read transaction, the change streams ``x<id>`` of
    every target past its position, merges them in commit order (``(ts, logical)``), encodes them
@@ -50,11 +50,11 @@ from changefeed.feeds.crdb_options import (
     FORMAT_CSV,
     FORMAT_JSON,
     INITIAL_SCAN_NO,
-    SCHEMA_CHANGE_EVENTS_COLUMN_CHANGES,
     SCHEMA_CHANGE_POLICY_BACKFILL,
     SCHEMA_CHANGE_POLICY_IGNORE,
     SCHEMA_CHANGE_POLICY_STOP,
     CrdbOptions,
+    triggers_backfill,
 )
 from changefeed.feeds.spec import FeedSpec, Mode
 from changefeed.formats.base import get_encoder
@@ -192,7 +192,7 @@ class CoreChangefeed:
             rc.close()
 
     def _scan(self) -> Iterator[Chunk]:
-        from changefeed.pipeline.chunks import read_chunk_batches
+        from changefeed.pipeline.snapshot.chunks import read_chunk_batches
 
         plan = self.plan
         for i, (table, seq) in enumerate(zip(plan.tables, plan.start_seqs, strict=True)):
@@ -296,7 +296,7 @@ class CoreChangefeed:
             yield from self._rescan(new, feed, seq, at)
 
     def _rescan(self, table: TableSchema, feed: FeedSpec, seq: int, at: CommitTs) -> Iterator[Chunk]:
-        from changefeed.pipeline.chunks import read_chunk_batches
+        from changefeed.pipeline.snapshot.chunks import read_chunk_batches
 
         scan_feed = replace(feed, created_seq=seq, created_wall=at.wall, created_logical=at.logical)
         try:
@@ -362,16 +362,6 @@ class CoreChangefeed:
                 runs.append((i, b.take(idx)))
                 start = j
         return runs
-
-
-def triggers_backfill(old: TableSchema, new: TableSchema, opts: CrdbOptions) -> bool:
-    before = {c.id for c in old.stored}
-    after = {c.id: c for c in new.stored}
-    added = [c for cid, c in after.items() if cid not in before]
-    dropped = before - set(after)
-    if opts.schema_change_events == SCHEMA_CHANGE_EVENTS_COLUMN_CHANGES:
-        return bool(added or dropped)
-    return bool(dropped) or any(c.default is not None or c.computed is not None for c in added)
 
 
 def _last_ts(b: pa.RecordBatch) -> tuple[int, int]:

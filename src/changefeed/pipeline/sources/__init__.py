@@ -9,19 +9,19 @@ def all_sources() -> list[type[Any]]:
     """Every DataSource class to register on a session. Imports are lazy (pyspark is optional)."""
     found: list[type[Any]] = []
     try:
-        from changefeed.pipeline.topic_source import TopicDataSource
+        from changefeed.pipeline.sources.topics import TopicDataSource
     except ImportError:  # pragma: no cover - module not written yet
         pass
     else:
         found.append(TopicDataSource)
     try:
-        from changefeed.pipeline.journal_source import JournalDataSource
+        from changefeed.pipeline.sources.journal import JournalDataSource
     except ImportError:  # pragma: no cover - module not written yet
         pass
     else:
         found.append(JournalDataSource)
     try:  # Apache Phoenix CDC (issue 11)
-        from changefeed.pipeline.phoenix_source import PhoenixCdcDataSource
+        from changefeed.pipeline.sources.phoenix import PhoenixCdcDataSource
     except ImportError:  # pragma: no cover
         pass
     else:

@@ -47,7 +47,7 @@ from changefeed.engine.changes import arrow_type, storage_arrow_to_arrow, storag
 from changefeed.engine.database import DB_FILE, Database, open_sqlite
 from changefeed.exceptions import InvalidOption, PhoenixTableUndefined
 from changefeed.formats import phoenix_json
-from changefeed.pipeline import arrow_sqlite
+from changefeed.pipeline.sources import arrow_sqlite
 
 __all__ = ["PhoenixCdcDataSource", "arrow_schema"]
 

@@ -1,0 +1,1 @@
+"""The Spark session: made in one place, with our data sources registered."""
