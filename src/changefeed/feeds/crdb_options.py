@@ -308,6 +308,10 @@ class CrdbOptions:
     ordering: str = ORDERING_KEY
     #: the sink kind (``SINK_KINDS``): what the enriched envelope's source calls the sink
     sink_kind: str = "sinkless buffer"
+    #: set by the statement, for the enriched envelope's source: the job id (0 sinkless) and
+    #: the database's cluster id
+    job_id: int = 0
+    cluster_id: str = ""
     raw: tuple[tuple[str, str | None], ...] = ()
     notices: tuple[str, ...] = ()
 

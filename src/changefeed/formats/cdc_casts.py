@@ -299,7 +299,7 @@ def spark_text(c: Column, t: SqlType) -> Column:
     if k is Kind.DECIMAL:
         if t.precision is None:
             return c
-        return _unquote(V.spark_value(c, t))
+        return F.when(c.isNotNull(), V.spark_value(c, t))  # apd's text, unquoted in JSON too
     if k is Kind.BOOL:
         return F.when(c, F.lit("true")).when(~c, F.lit("false"))
     if k is Kind.BYTES:
@@ -331,16 +331,30 @@ def _unquote(c: Column) -> Column:
     return F.substring(c, F.lit(2), F.length(c) - F.lit(2))  # type: ignore[arg-type]
 
 
+def let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(value)`` with ``value`` computed once (Spark would otherwise copy the expression
+    into every place ``body`` uses it)."""
+    from pyspark.sql import functions as F
+
+    return F.element_at(F.transform(F.array(value), body), 1)
+
+
 def spark_go_float(c: Column) -> Column:
     """:func:`go_float` on Spark, from the shortest digits (Java's ``Double.toString`` digits
     through Schubfach, as :mod:`changefeed.formats.crdb_values` reads them)."""
     from pyspark.sql import functions as F
 
-    full = F.reflect(
+    shortest = F.reflect(
         F.lit("com.fasterxml.jackson.core.io.schubfach.DoubleToDecimal"),
         F.lit("toString"),
         F.abs(F.coalesce(c, F.lit(1.0))),
     )
+    return let(F.struct(c.alias("c"), shortest.alias("s")), lambda v: _go_float_of(v["c"], v["s"]))
+
+
+def _go_float_of(c: Column, full: Column) -> Column:
+    from pyspark.sql import functions as F
+
     mant = F.substring_index(full, "E", 1)
     has_e = F.contains(full, F.lit("E"))
     e10 = F.when(has_e, F.substring_index(full, "E", -1).cast("int")).otherwise(F.lit(0))
@@ -683,6 +697,7 @@ __all__ = [
     "quote_literal",
     "spark_quote_ident",
     "spark_quote_literal",
+    "let",
     "spark_go_float",
     "spark_json",
     "spark_text",

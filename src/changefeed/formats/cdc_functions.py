@@ -62,6 +62,8 @@ class Sig:
     py: PyFactory
     spark: SparkFn
     strict: bool = True
+    #: the result has its arguments' exact type (coalesce(d, 0) of a DECIMAL(10,2) is one)
+    same: bool = False
 
     def result(self, args: Sequence[SqlType]) -> SqlType:
         if callable(self.ret):
@@ -124,8 +126,8 @@ _SIGS: list[tuple[str, Sig]] = []
 
 
 def fn(name: str, key: str, params: tuple[str, ...], ret: str | RetFn, py: PyFactory, spark: SparkFn,
-       *, strict: bool = True) -> None:  # fmt: skip
-    _SIGS.append((name, Sig(key, params, ret, py, spark, strict)))
+       *, strict: bool = True, same: bool = False) -> None:  # fmt: skip
+    _SIGS.append((name, Sig(key, params, ret, py, spark, strict, same)))
 
 
 def p1(f: Py) -> PyFactory:
@@ -360,6 +362,13 @@ def _concat_ws_py(types: Sequence[SqlType], ret: SqlType) -> Py:
     return run
 
 
+def _spark_concat_ws(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
+    F = F_()
+    if not isinstance(k[0], str):
+        return F.raise_error(F.lit("concat_ws() on Spark needs a constant separator"))
+    return F.concat_ws(k[0], *_text_args(c[1:], t[1:]))
+
+
 def _concat_op_py(types: Sequence[SqlType], ret: SqlType) -> Py:
     ta, tb = types
     return lambda a, b: C.text_of(a, ta) + C.text_of(b, tb)
@@ -486,8 +495,7 @@ def _register_strings() -> None:
     fn("concat", "concat", ("any", "..."), "string", _concat_py,
        lambda c, t, r, _k: F_().concat_ws("", *_text_args(c, t)), strict=False)  # fmt: skip
     fn("concat_ws", "concat_ws", ("string", "any", "..."), "string", _concat_ws_py,
-       lambda c, t, r, _k: F_().when(c[0].isNotNull(), F_().array_join(F_().array(*_text_args(c[1:], t[1:])), c[0])),
-       strict=False)  # fmt: skip
+       _spark_concat_ws, strict=False)  # fmt: skip
     for name in ("lower", "upper"):
         fn(name, name, ("string",), "string", p1(str.lower if name == "lower" else str.upper),
            lambda c, t, r, _k, name=name: getattr(F_(), name)(c[0]))  # fmt: skip
@@ -594,6 +602,20 @@ def _spark_round(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Seque
     return C.spark_text(F.round(dec, n), dec_type(38, max(n, 0)))
 
 
+#: Doubles of at least this magnitude are integers already.
+_INTEGRAL_FLOAT = float(2**52)
+
+
+def _float_int(f: Callable[[float], int]) -> Py:
+    """ceil/floor/trunc of a FLOAT, as a FLOAT (large, infinite and NaN values as they are)."""
+    return lambda x: float(f(x)) if math.isfinite(x) and abs(x) < _INTEGRAL_FLOAT else x
+
+
+def _spark_float_int(c: Column, f: Callable[[Column], Column]) -> Column:
+    F = F_()
+    return F.when(F.isnan(c) | (F.abs(c) >= F.lit(_INTEGRAL_FLOAT)), c).otherwise(f(c).cast("double"))
+
+
 def _register_math() -> None:
     fn("abs", "abs:int", ("int",), "int", p1(lambda a: _int(abs(a))), lambda c, t, r, _k: F_().abs(c[0]))
     fn("abs", "abs:float", ("float",), "float", p1(abs), lambda c, t, r, _k: F_().abs(c[0]))
@@ -601,8 +623,8 @@ def _register_math() -> None:
        lambda c, t, r, _k: F_().abs(c[0]) if t[0].precision is not None else F_().ltrim(c[0], F_().lit("-")))  # fmt: skip
     for name in ("ceil", "ceiling", "floor"):
         up = name != "floor"
-        fn(name, f"{name}:float", ("float",), "float", p1(math.ceil if up else math.floor),
-           lambda c, t, r, _k, up=up: (F_().ceil(c[0]) if up else F_().floor(c[0])).cast("double"))  # fmt: skip
+        fn(name, f"{name}:float", ("float",), "float", p1(_float_int(math.ceil if up else math.floor)),
+           lambda c, t, r, _k, up=up: _spark_float_int(c[0], F_().ceil if up else F_().floor))  # fmt: skip
         fn(name, f"{name}:decimal", ("decimal",), "decimal",
            p1(lambda d, up=up: Decimal(d).to_integral_value(rounding="ROUND_CEILING" if up else "ROUND_FLOOR")),
            lambda c, t, r, _k, up=up: C.spark_text((F_().ceil(c[0] if t[0].precision is not None else c[0].cast("decimal(38,18)")) if up
@@ -611,8 +633,8 @@ def _register_math() -> None:
     fn("round", "round:float:int", ("float", "int"), "float", _round_py, _spark_round)
     fn("round", "round:decimal", ("decimal",), "decimal", _round_py, _spark_round)
     fn("round", "round:decimal:int", ("decimal", "int"), "decimal", _round_py, _spark_round)
-    fn("trunc", "trunc:float", ("float",), "float", p1(lambda x: float(math.trunc(x)) if math.isfinite(x) else x),
-       lambda c, t, r, _k: F_().when(c[0] >= 0, F_().floor(c[0])).otherwise(F_().ceil(c[0])).cast("double"))  # fmt: skip
+    fn("trunc", "trunc:float", ("float",), "float", p1(_float_int(math.trunc)),
+       lambda c, t, r, _k: _spark_float_int(c[0], lambda x: F_().when(x >= 0, F_().floor(x)).otherwise(F_().ceil(x))))  # fmt: skip
     fn("trunc", "trunc:decimal", ("decimal",), "decimal",
        p1(lambda d: Decimal(d).to_integral_value(rounding=ROUND_DOWN)),
        lambda c, t, r, _k: C.spark_text(F_().round(F_().when(c[0].cast("decimal(38,18)") >= 0, F_().floor(c[0].cast("decimal(38,18)")))
@@ -642,7 +664,7 @@ def _register_math() -> None:
         for cls in ("int", "float", "string", "timestamptz", "timestamp", "date"):
             fn(name, f"{name}:{cls}", (cls, cls, "..."), cls,
                p1(lambda *a, pick=pick: pick((x for x in a if x is not None), default=None)),
-               lambda c, t, r, _k, name=name: getattr(F_(), name)(*c), strict=False)  # fmt: skip
+               lambda c, t, r, _k, name=name: getattr(F_(), name)(*c), strict=False, same=True)  # fmt: skip
 
 
 # ============================================================================ conditionals
@@ -653,15 +675,17 @@ def _register_conditionals() -> None:
                 "interval", "uuid", "jsonb", "time"):  # fmt: skip
         fn("coalesce", f"coalesce:{cls}", (cls, cls, "..."), cls,
            p1(lambda *a: next((x for x in a if x is not None), None)),
-           lambda c, t, r, _k: F_().coalesce(*c), strict=False)  # fmt: skip
+           lambda c, t, r, _k: F_().coalesce(*c), strict=False, same=True)  # fmt: skip
         fn("ifnull", f"ifnull:{cls}", (cls, cls), cls,
-           p1(lambda a, b: a if a is not None else b), lambda c, t, r, _k: F_().coalesce(*c), strict=False)  # fmt: skip
+           p1(lambda a, b: a if a is not None else b), lambda c, t, r, _k: F_().coalesce(*c), strict=False,
+           same=True)  # fmt: skip
         fn("nullif", f"nullif:{cls}", (cls, cls), cls,
            p1(lambda a, b: None if a is not None and b is not None and a == b else a),
-           lambda c, t, r, _k: F_().when(c[0] == c[1], F_().lit(None)).otherwise(c[0]), strict=False)  # fmt: skip
+           lambda c, t, r, _k: F_().when(c[0] == c[1], F_().lit(None)).otherwise(c[0]), strict=False,
+           same=True)  # fmt: skip
         fn("if", f"if:{cls}", ("bool", cls, cls), cls,
            p1(lambda cond, a, b: a if cond else b),
-           lambda c, t, r, _k: F_().when(c[0], c[1]).otherwise(c[2]), strict=False)  # fmt: skip
+           lambda c, t, r, _k: F_().when(c[0], c[1]).otherwise(c[2]), strict=False, same=True)  # fmt: skip
 
 
 # ============================================================================ JSON

@@ -37,6 +37,7 @@ from changefeed.feeds.crdb_options import (
 from changefeed.formats import crdb_values as V
 from changefeed.formats.base import Encoder, Record, records_table, register
 from changefeed.formats.cdc_eval import apply_spark, evaluate_batch, output_columns
+from changefeed.formats.crdb_enriched import ArrowBuild, Enriched, SparkBuild
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -241,7 +242,36 @@ class CrdbJsonEncoder(Encoder):
                     parts.append(join(m.prefix, text, ""))
                 return join("{", _joined(parts, ", "), "}", "") if parts else "{}"
 
-            if opts.envelope == ENVELOPE_WRAPPED:
+            if opts.enriched:
+                had = pc.and_(batch.column("ox"), pc.not_equal(op, CHANGE_SNAPSHOT))
+                prior = lay.before_members()
+                old_texts = (
+                    {
+                        m.column.id: V.arrow_values(
+                            batch.column(m.column.db if m.column.is_key else f"o{m.column.id}"), m.column.type
+                        )
+                        for m in prior
+                        if m.column is not None
+                    }
+                    if opts.diff
+                    else {}
+                )
+                env = Enriched.of(table, opts)
+                key_obj, keys = env.key(ArrowBuild(), key_texts)
+                wall = pc.cast(batch.column("ts"), pa.string())
+                processed = pc.cast(batch.column("pt"), pa.string()) if "pt" in batch.schema.names else wall
+                value = env.value(
+                    ArrowBuild(),
+                    key_obj=key_obj,
+                    after=obj(texts),
+                    before=obj(old_texts, of=prior) if opts.diff else "null",
+                    erased=erased,
+                    had=had,
+                    hlc=join('"', stamps, '"', ""),
+                    wall=wall,
+                    processed=processed,
+                )
+            elif opts.envelope == ENVELOPE_WRAPPED:
                 pieces: list[Any] = ['{"after": ', pc.if_else(erased, "null", obj(texts))]
                 if lay.diff:
                     had = pc.and_(batch.column("ox"), pc.not_equal(op, CHANGE_SNAPSHOT))
@@ -355,6 +385,23 @@ class CrdbJsonEncoder(Encoder):
             return [*parts, F.lit("}")]
 
         value: Column
+        if opts.enriched:
+            env = Enriched.of(table, opts)
+            build = SparkBuild()
+            key_obj, key = env.key(build, [value_of(c.db, c) for c in lay.key])
+            wall = F.col("ts").cast("string")
+            value = env.value(
+                build,
+                key_obj=key_obj,
+                after=F.concat(*obj()),
+                before=F.concat(*obj(old=True)) if opts.diff else "null",
+                erased=erased,
+                had=F.col("ox") & (op != CHANGE_SNAPSHOT),
+                hlc=stamp,
+                wall=wall,
+                processed=F.col("pt").cast("string") if "pt" in columns else wall,
+            )
+            return float_names, key, value
         if opts.envelope == ENVELOPE_WRAPPED:
             after = F.when(erased, F.lit("null")).otherwise(F.concat(*obj()))
             pieces = [F.lit('{"after": '), after]

@@ -56,6 +56,7 @@ from changefeed.feeds.crdb_options import (
     CrdbOptions,
     triggers_backfill,
 )
+from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.spec import FeedSpec, Mode
 from changefeed.formats.base import get_encoder
 from changefeed.formats.crdb_json import CrdbJsonEncoder, family_rows, topic_of
@@ -107,6 +108,8 @@ class CorePlan:
     #: per table, the column families whose messages it emits (one message per family, topic
     #: ``table.family``), or () for whole rows
     families: tuple[tuple[str, ...], ...] = field(default=())
+    #: a CDC query (``CREATE CHANGEFEED AS SELECT``) over the one target table
+    query: CdcQuery | None = None
 
     def families_of(self, index: int) -> tuple[str, ...]:
         return self.families[index] if self.families else ()
@@ -127,6 +130,7 @@ class CorePlan:
             created_wall=self.start.wall,
             created_logical=self.start.logical,
             crdb=self.options,
+            query=self.query,
         )
 
 

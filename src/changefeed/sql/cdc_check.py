@@ -70,6 +70,7 @@ from changefeed.feeds.cdc_plan import (
     lit,
 )
 from changefeed.formats import cdc_casts as C
+from changefeed.formats.cdc_decimal import divisible
 from changefeed.formats.cdc_functions import CLASS_TYPES, FUNCTIONS, Sig, matches
 from changefeed.formats.cdc_functions_more import DENIED, UNSUPPORTED_HERE
 from changefeed.sql import cdc_parse as P
@@ -184,20 +185,15 @@ class Checker:
             creation_logical=self.creation.logical,
             cluster_id=self.cluster_id,
         )
-        uses_prev = bool(
-            query.referenced(PREV) or query.referenced(PREVROW)
-        ) or META_PREV_MVCC in query.referenced(META)
-        families = {c.family for c in self.table.columns if not c.is_key}
-        family = None
-        if len({f or "primary" for f in families}) > 1:
-            family = self._family_of(query, q)
+        uses_prev = bool(query.referenced(PREV) or query.referenced(PREVROW)) or (
+            META_PREV_MVCC in query.referenced(META)
+        )
         return CdcQuery(
             text=query.text,
             table_id=query.table_id,
             columns=query.columns,
             where=query.where,
             uses_prev=uses_prev,
-            family=family,
             creation_wall=query.creation_wall,
             creation_logical=query.creation_logical,
             cluster_id=query.cluster_id,
@@ -206,26 +202,6 @@ class Checker:
     def _visible(self) -> list[ColumnSchema]:
         """The columns ``*`` selects: stored ones (virtual columns are not in CDC queries)."""
         return [c for c in self.table.columns if not c.virtual]
-
-    def _family_of(self, query: CdcQuery, q: P.Query) -> str:
-        """The one column family a query over a multi-family table reads (CockroachDB's rules)."""
-        if any(isinstance(t.expr, P.Star) for t in q.targets):
-            raise InvalidStatement(
-                "targeting a table with multiple column families requires WITH split_column_families "
-                "and will emit multiple events per row."
-            )
-        ids = query.referenced(COL) | query.referenced(PREV)
-        fams = {
-            self.table.column_by_id(i).family or "primary"
-            for i in ids
-            if not self.table.column_by_id(i).is_key
-        }
-        if len(fams) > 1:
-            raise InvalidStatement("expressions can't reference columns from more than one column family")
-        if not fams:
-            first = self.table.key[0]
-            return first.family or "primary"
-        return fams.pop()
 
     # ------------------------------------------------------------------ expressions
     def expr(self, n: P.Node) -> Typed:
@@ -335,6 +311,20 @@ class Checker:
         if n.op in ("=", "!=", "<", "<=", ">", ">="):
             a, b = self.comparable(left, right, n.op)
             return Typed(PExpr(FN, BOOL, n.op, (a, b)))
+        if n.op == "/":
+            for side in (left, right):
+                if side.const is None and side.type.kind is Kind.DECIMAL and not divisible(side.type):
+                    raise UnsupportedFeature(
+                        "division of a DECIMAL without a declared precision of at most 19 digits is not "
+                        "supported in CDC queries here (cast it to DECIMAL(p,s) or FLOAT first)"
+                    )
+        if n.op in ("+", "-", "*", "%", "^", "//"):
+            for side in (left, right):
+                if side.const is None and side.type.kind is Kind.DECIMAL and side.type.precision is None:
+                    raise UnsupportedFeature(
+                        f"arithmetic ({n.op}) on a DECIMAL without a declared precision and scale is not "
+                        "supported in CDC queries here (cast it to DECIMAL(p,s) first)"
+                    )
         if n.op == "%" and left.type.kind is Kind.TEXT and right.type.kind is Kind.TEXT:
             raise UnsupportedFeature(
                 "trigram similarity (string % string) is not supported in CDC queries here"
@@ -485,7 +475,10 @@ class Checker:
             if k is Kind.FLOAT:
                 return lit(float(value), t)
             if k is Kind.DECIMAL:
-                return lit(C.quantize(Decimal(c.text or str(value)), t), t)
+                d = C.quantize(Decimal(c.text or str(value)), t)
+                if t.precision is None:  # a literal has the precision and scale it is written with
+                    t = _literal_decimal_type(d)
+                return lit(d, t)
             if explicit and C.castable(INT8 if isinstance(value, int) else DECIMAL, t):
                 src = INT8 if isinstance(value, int) else DECIMAL
                 return lit(C.cast_py(src, t)(value if isinstance(value, int) else Decimal(c.text)), t)
@@ -604,7 +597,7 @@ class Checker:
             else:
                 exprs.append(self.const_as(a.const, CLASS_TYPES[cls]))
         ret = sig.result([e.type for e in exprs])
-        if isinstance(sig.ret, str) and sig.ret in CLASS_TYPES:
+        if sig.same and isinstance(sig.ret, str) and sig.ret in CLASS_TYPES:
             for i, e in enumerate(exprs):
                 if sig.param(i) == sig.ret and args[i].const is None and e.type.kind is ret.kind:
                     ret = e.type  # keep the argument's precision (coalesce(d, 0) stays DECIMAL(10,2))
@@ -619,6 +612,17 @@ class Checker:
 
     def _sig_text(self, args: Sequence[P.Node]) -> str:
         return ", ".join(_family(self.expr(a).type) for a in args)
+
+
+def _literal_decimal_type(d: Decimal) -> SqlType:
+    """DECIMAL(p, s) of a decimal literal: its digits and its scale (``1.50`` is DECIMAL(3,2))."""
+    _, digits, exp = d.as_tuple()
+    assert isinstance(exp, int)
+    scale = max(-exp, 0)
+    precision = max(len(digits) + max(exp, 0), scale, 1)
+    if precision > 38:
+        return DECIMAL
+    return SqlType(Kind.DECIMAL, f"DECIMAL({precision},{scale})", precision=precision, scale=scale)
 
 
 def _numeric(t: SqlType) -> bool:

@@ -12,6 +12,7 @@ off, and records where each stream stands at the start point. The rows then stre
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, TypeGuard
 
 from changefeed.engine.catalog import TableSchema
@@ -31,6 +32,7 @@ from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
 from changefeed.sql.statements.common import enable_changes
+from changefeed.sql.statements.crdb_query import plan_query
 
 FAMILY = StatementFamily("crdb_feeds")
 
@@ -158,9 +160,16 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
 
     def run(txn: Transaction) -> Result:
         assert txn.ts is not None
-        tables, chosen = _targets(session, txn, stmt)
+        query = None
+        if stmt.query is not None:  # CREATE CHANGEFEED [WITH ..] AS SELECT ..
+            planned = plan_query(session, txn, stmt, job=False)
+            query = planned.query
+            tables, chosen = [planned.table], [None]
+        else:
+            tables, chosen = _targets(session, txn, stmt)
         check_privileges(session, txn, tables)
-        opts = parse_crdb_options(raw, sink_scheme=None, statement_time=txn.ts)
+        opts = parse_crdb_options(raw, sink_scheme=None, statement_time=txn.ts, query=query is not None)
+        opts = replace(opts, cluster_id=session.db.cluster_id())
         fams = tuple(_families(t, f, opts) for t, f in zip(tables, chosen, strict=True))
         if any(fams) and opts.format != FORMAT_JSON:
             raise UnsupportedFeature("column families are supported with format=json only")
@@ -195,6 +204,7 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
                 start_seqs=tuple(seqs),
                 notices=tuple(_notices(ready, opts)),
                 families=fams,
+                query=query,
             )
         )
         return Result(status="EXPERIMENTAL CHANGEFEED")

@@ -31,6 +31,7 @@ from changefeed.feeds import jobs as J
 from changefeed.feeds.crdb_options import FORMAT_JSON, OPTION_KINDS, CrdbOptions, parse_crdb_options
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
+from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
 from changefeed.feeds.store import insert_feed
 from changefeed.formats.crdb_json import families
@@ -38,7 +39,9 @@ from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements import crdb_query
 from changefeed.sql.statements.common import enable_changes
+from changefeed.sql.statements.crdb_query import plan_query
 from changefeed.topics import TopicStore
 
 FAMILY = StatementFamily("crdb_jobs")
@@ -139,6 +142,11 @@ def description(targets: Sequence[str], sink: SinkSpec, options: Mapping[str, st
     return f"CREATE CHANGEFEED FOR {', '.join(targets)} INTO '{sink.redacted}'" + J.render_options(options)
 
 
+def query_description(sink: SinkSpec, options: Mapping[str, str | None]) -> str:
+    """A CDC query job's description, before its ``AS SELECT``."""
+    return f"CREATE CHANGEFEED INTO '{sink.redacted}'" + J.render_options(options)
+
+
 # ==================================================================================== options
 @dataclass(frozen=True, slots=True)
 class JobOptions:
@@ -183,12 +191,21 @@ class JobOptions:
 
 
 def job_options(
-    raw: Mapping[str, str | None], sink: SinkSpec, statement_time: CommitTs, *, check_times: bool = True
+    raw: Mapping[str, str | None],
+    sink: SinkSpec,
+    statement_time: CommitTs,
+    *,
+    check_times: bool = True,
+    query: bool = False,
 ) -> JobOptions:
-    """Parse a job's options; ``check_times``: check cursor/end_time against ``statement_time``."""
+    """Parse a job's options; ``check_times``: check cursor/end_time against ``statement_time``;
+    ``query``: a CDC query's job (``envelope`` defaults to ``bare``)."""
     return JobOptions(
         parse_crdb_options(
-            dict(raw), sink_scheme=sink.scheme, statement_time=statement_time if check_times else None
+            dict(raw),
+            sink_scheme=sink.scheme,
+            statement_time=statement_time if check_times else None,
+            query=query,
         )
     )
 
@@ -223,6 +240,7 @@ def _make_feed(
     *,
     initial_scan: bool,
     cursor: CommitTs | None,
+    query: CdcQuery | None = None,
 ) -> FeedSpec:
     """Create (in ``txn``) the ``crdb`` feed of one target; returns its spec."""
     assert txn.ts is not None
@@ -260,8 +278,9 @@ def _make_feed(
         created_wall=start.wall,
         created_logical=start.logical,
         created_tx=txn.txid,
-        crdb=opts.crdb,
+        crdb=replace(opts.crdb, job_id=job_id, cluster_id=session.db.cluster_id()),
         family=target.family,
+        query=query,
     )
     spec = insert_feed(txn.conn, spec, "scanning" if initial_scan else "running")
     TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
@@ -287,9 +306,17 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
         raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
     sink = parse_sink_uri(uri)
     raw = raw_options(session, stmt.options, ev)
-    opts = job_options(raw, sink, txn.ts)
+    query = None
+    if stmt.query is not None:  # CREATE CHANGEFEED INTO .. AS SELECT ..
+        planned = plan_query(session, txn, stmt, job=True)
+        query = planned.query
+    opts = job_options(raw, sink, txn.ts, query=query is not None)
     validate_sink_options(sink, raw)  # sinks: webhook / cloud storage settings
-    targets = _resolve_targets(session, txn, stmt.targets, opts.crdb)
+    if query is not None:
+        schema = session.db.table_by_id(query.table_id)
+        targets = [J.Target(schema.id, schema.short_name, None)]
+    else:
+        targets = _resolve_targets(session, txn, stmt.targets, opts.crdb)
     privileges.check_changefeed_privileges(
         txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
     )
@@ -305,13 +332,18 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
             opts,
             initial_scan=opts.scan_mode in ("yes", "only"),
             cursor=opts.cursor,
+            query=query,
         )
         for t in targets
     ]
     now = txn.ts.wall
     job = J.Job(
         id=job_id,
-        description=description([_target_text(t, session) for t in stmt.targets], sink, raw),
+        description=(
+            description([_target_text(t, session) for t in stmt.targets], sink, raw)
+            if stmt.query is None
+            else query_description(sink, raw) + crdb_query.description(stmt)
+        ),
         user_name=session.user,
         status=J.RUNNING,
         running_status=None,
@@ -492,7 +524,13 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
             f'New sink type "{sink.scheme}" does not match original sink type "{old_sink.scheme}". Altering the '
             "sink type of a changefeed is disallowed, consider creating a new changefeed instead."
         )
-    opts = job_options(options, sink, job.start, check_times=False)
+    first = txn.conn.execute("SELECT spec FROM _feeds WHERE id = ?", (job.feed_ids[0],)).fetchone()
+    queried = first is not None and FeedSpec.from_json(orjson.loads(first[0])).query is not None
+    if queried and (adds or drops):
+        raise InvalidStatement(
+            "cannot modify targets when using CDC query changefeed; consider recreating changefeed"
+        )
+    opts = job_options(options, sink, job.start, check_times=False, query=queried)
     validate_sink_options(sink, options)  # sinks: webhook / cloud storage settings
     targets = list(job.targets)
     feed_ids = list(job.feed_ids)
@@ -535,7 +573,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
             format=opts.encoder,
             resolved_ns=opts.resolved_ns,
             mode=opts.mode,
-            crdb=opts.crdb,
+            crdb=replace(opts.crdb, job_id=job.id, cluster_id=session.db.cluster_id()),
         )
         _save_spec(txn, spec)
         TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
@@ -548,7 +586,11 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
     now = session.db.clock.now_ns()
     new = replace(
         job,
-        description=description(list(dict.fromkeys(texts[t.table_id] for t in targets)), sink, options),
+        description=(
+            query_description(sink, options) + " AS " + " ".join(specs[0].query.text.split())
+            if queried and specs and specs[0].query is not None
+            else description(list(dict.fromkeys(texts[t.table_id] for t in targets)), sink, options)
+        ),
         options=options,
         sink=sink_uri,
         sink_uri=sink.redacted,
