@@ -17,7 +17,10 @@ Node kinds (``PExpr.op``):
 ``col``    a column of the event's row (``value`` the column id); ``prev`` a column of the
            previous row (``cdc_prev``), NULL when there is none
 ``prevrow``  the whole previous row (``cdc_prev``) as a JSON object, NULL for an insert
-``meta``   event data: ``mvcc`` (``crdb_internal_mvcc_timestamp``), ``prev_mvcc``,
+``meta``   event data: ``mvcc`` (``crdb_internal_mvcc_timestamp``), ``prev_mvcc``
+           (``(cdc_prev).crdb_internal_mvcc_timestamp``: 0 when there is a previous row, as
+           in CockroachDB, whose rangefeed does not carry the previous value's timestamp;
+           NULL when there is none),
            ``op`` (``event_op()``), ``schema_ts`` (``event_schema_timestamp()``),
            ``creation_ts`` (``changefeed_creation_timestamp()``), ``event_tz`` (the
            event's MVCC timestamp as TIMESTAMPTZ: ``statement_timestamp()``)

@@ -182,6 +182,8 @@ def decimal_string(d: Decimal) -> str:
         return "NaN"
     if d.is_infinite():
         return "Infinity" if d > 0 else "-Infinity"
+    if d.is_zero() and d.is_signed():
+        d = d.copy_abs()  # no negative zero (the Spark face's decimals have none)
     return str(d)
 
 

@@ -205,7 +205,7 @@ def _meta_py(name: str, rows: _Rows, q: CdcQuery) -> Callable[[int], Any]:
     if name in (META_MVCC, META_SCHEMA_TS):
         return lambda i: hlc_decimal(rows.ts[i], rows.lg[i])
     if name == META_PREV_MVCC:
-        return lambda i: None if rows.had_prev(i) else Decimal("0E-10")
+        return lambda i: Decimal("0E-10") if rows.had_prev(i) else None
     if name == META_CREATION_TS:
         v = hlc_decimal(q.creation_wall, q.creation_logical)
         return lambda i: v
@@ -505,7 +505,7 @@ def _meta_spark(name: str, fr: _Frame) -> Column:
     if name in (META_MVCC, META_SCHEMA_TS):
         return _hlc_spark(F.col("ts"), F.col("lg"))
     if name == META_PREV_MVCC:
-        return F.when(~fr.had_prev, F.lit("0").cast("decimal(30,10)"))
+        return F.when(fr.had_prev, F.lit("0").cast("decimal(30,10)"))
     if name == META_CREATION_TS:
         q = fr.q
         return F.lit(str(hlc_decimal(q.creation_wall, q.creation_logical))).cast("decimal(30,10)")

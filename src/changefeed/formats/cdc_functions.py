@@ -314,9 +314,9 @@ def _register_arithmetic() -> None:
         fn(op, f"{op}:int", ("int", "int"), "int", p1(py_op),
            lambda c, t, r, _k, op=op: {"&": c[0].bitwiseAND(c[1]), "|": c[0].bitwiseOR(c[1]), "#": c[0].bitwiseXOR(c[1])}[op])  # fmt: skip
     fn("<<", "<<:int", ("int", "int"), "int", p1(lambda a, b: _wrap64(a << b)),
-       lambda c, t, r, _k: F_().shiftleft(c[0], c[1].cast("int")))  # fmt: skip
+       lambda c, t, r, _k: F_().call_function("shiftleft", c[0], c[1].cast("int")))  # fmt: skip
     fn(">>", ">>:int", ("int", "int"), "int", p1(lambda a, b: a >> b),
-       lambda c, t, r, _k: F_().shiftright(c[0], c[1].cast("int")))  # fmt: skip
+       lambda c, t, r, _k: F_().call_function("shiftright", c[0], c[1].cast("int")))  # fmt: skip
     fn("bitnot", "~:int", ("int",), "int", p1(lambda a: ~a), lambda c, t, r, _k: F_().bitwise_not(c[0]))
 
 

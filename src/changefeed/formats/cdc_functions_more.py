@@ -430,7 +430,8 @@ def _typeof_spark(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequ
 
     s = F.schema_of_variant(F.parse_json(c[0]))
     return (
-        F.when(s == "VOID", F.lit("null"))
+        F.when(c[0].isNull(), F.lit(None).cast("string"))
+        .when(s == "VOID", F.lit("null"))
         .when(s == "BOOLEAN", F.lit("boolean"))
         .when(s == "STRING", F.lit("string"))
         .when(F.startswith(s, F.lit("ARRAY")), F.lit("array"))

@@ -10,8 +10,9 @@ and with ``enriched_properties=schema`` that object is the ``payload`` of
 ``{"payload": .., "schema": {"fields": [..], "name": "cockroachdb.envelope", ..}}``; the message
 key is then ``{"payload": {"id": 1}, "schema": {.. "name": "<table>.key" ..}}``, else just the
 key object. ``op`` is ``c`` for an insert (and an initial-scan row), ``u`` for an update, ``d``
-for a delete. ``ts_ns`` is when the changefeed processed the event (the change's processing
-time column ``pt`` when the pipeline provides one, else its commit time); the commit time is
+for a delete. ``ts_ns`` is when the changefeed processed the event (the encoding time: the
+batch's on the Python face, the micro-batch's ``current_timestamp()`` on Spark; a ``pt``
+column of the batch overrides it, as the faces' equality tests do); the commit time is
 ``source.ts_ns``/``ts_hlc`` with ``updated``, and ``source.mvcc_timestamp`` with
 ``mvcc_timestamp`` (not top-level fields).
 

@@ -21,6 +21,8 @@ decimals ``<wall ns>.<logical, 10 digits>``. A resolved message is compact:
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -176,7 +178,9 @@ class CrdbJsonEncoder(Encoder):
     def encode_batch(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> pa.Table:
         """The records of ``batch`` (the rows ``feed`` delivers: its column family's, see
         :func:`family_rows`) as Arrow columns: :class:`~changefeed.formats.base.ColumnarEncoder`."""
-        keys, values = self.encode_arrow(batch, table, feed)
+        if feed.query is not None:
+            batch = evaluate_batch(feed.query, batch, table, diff=options_of(feed).diff)
+        keys, values = self.encode_arrow(batch, table, feed, evaluated=True)
         return records_table(keys, values, batch.column("ts"), feed.partitions)
 
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
@@ -187,15 +191,22 @@ class CrdbJsonEncoder(Encoder):
         return list(zip(*cols, strict=True))
 
     def encode_arrow(
-        self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec, family: str | None = None
+        self,
+        batch: pa.RecordBatch,
+        table: TableSchema,
+        feed: FeedSpec,
+        family: str | None = None,
+        *,
+        evaluated: bool = False,
     ) -> tuple[pa.Array, pa.Array]:
         """Message keys and values as two Arrow binary arrays, computed column-wise with Arrow
         string kernels: each column rendered once, then the messages joined. With ``family``,
-        the messages of that column family (filter the rows first with :func:`family_rows`)."""
+        the messages of that column family (filter the rows first with :func:`family_rows`).
+        A CDC query is applied here unless ``evaluated`` says the batch already went through it."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if feed.query is not None:
+        if feed.query is not None and not evaluated:
             batch = evaluate_batch(feed.query, batch, table, diff=options_of(feed).diff)
         n = batch.num_rows
         if n == 0:
@@ -259,7 +270,11 @@ class CrdbJsonEncoder(Encoder):
                 env = Enriched.of(table, opts)
                 key_obj, keys = env.key(ArrowBuild(), key_texts)
                 wall = pc.cast(batch.column("ts"), pa.string())
-                processed = pc.cast(batch.column("pt"), pa.string()) if "pt" in batch.schema.names else wall
+                processed = (
+                    pc.cast(batch.column("pt"), pa.string())
+                    if "pt" in batch.schema.names
+                    else pa.scalar(str(time.time_ns()), pa.string())
+                )
                 value = env.value(
                     ArrowBuild(),
                     key_obj=key_obj,
@@ -399,7 +414,9 @@ class CrdbJsonEncoder(Encoder):
                 had=F.col("ox") & (op != CHANGE_SNAPSHOT),
                 hlc=stamp,
                 wall=wall,
-                processed=F.col("pt").cast("string") if "pt" in columns else wall,
+                processed=(
+                    F.col("pt") if "pt" in columns else F.unix_micros(F.current_timestamp()) * F.lit(1000)
+                ).cast("string"),
             )
             return float_names, key, value
         if opts.envelope == ENVELOPE_WRAPPED:

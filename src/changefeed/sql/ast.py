@@ -544,6 +544,25 @@ class JobControl:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateExternalConnection:
+    """``CREATE EXTERNAL CONNECTION [IF NOT EXISTS] name AS 'uri'``."""
+
+    name: str
+    uri: Expr
+    if_not_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DropExternalConnection:
+    """``DROP EXTERNAL CONNECTION [IF EXISTS] name``."""
+
+    name: str
+    if_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ShowChangefeedJob:
     """``SHOW CHANGEFEED JOB id``."""
 
@@ -674,6 +693,8 @@ Statement = (
     | JobControl
     | ShowChangefeedJob
     | AlterChangefeed
+    | CreateExternalConnection
+    | DropExternalConnection
     # Apache Phoenix (issue 11)
     | PhoenixCreateTable
     | CreateCdc

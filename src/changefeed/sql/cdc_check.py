@@ -174,7 +174,7 @@ class Checker:
             if w.type.kind is not Kind.BOOL:
                 raise TypeMismatch(f"argument of WHERE must be type bool, not type {_family(w.type)}")
             where = w.expr
-            if not _reads_row(where) and constant_value(where) is not True:
+            if (not _reads_row(where) and constant_value(where) is not True) or self._contradiction(where):
                 raise InvalidStatement(f"changefeed expression {q.text} does not match any rows")
         query = CdcQuery(
             text=q.text,
@@ -198,6 +198,16 @@ class Checker:
             creation_logical=query.creation_logical,
             cluster_id=query.cluster_id,
         )
+
+    def _contradiction(self, where: PExpr) -> bool:
+        """A conjunct no row satisfies: ``k IS NULL`` of a NOT NULL (or key) column (what
+        CockroachDB's optimizer finds as an empty span for ``WHERE a IS NULL``)."""
+        if where.op == FN and where.value == "and":
+            return any(self._contradiction(a) for a in where.args)
+        if where.op == FN and where.value == "is_null" and where.args[0].op == COL:
+            col = next(c for c in self.table.columns if c.id == where.args[0].value)
+            return col.not_null or col.is_key
+        return False
 
     def _visible(self) -> list[ColumnSchema]:
         """The columns ``*`` selects: stored ones (virtual columns are not in CDC queries)."""

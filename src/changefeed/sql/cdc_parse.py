@@ -234,6 +234,21 @@ class Query:
 _GRAMMAR_LOCK = threading.Lock()
 
 
+#: CockroachDB's reserved keywords that the CDC grammar's contextual lexer would otherwise take
+#: for names where no keyword is expected (``SELECT DISTINCT a``, ``.. GROUP BY a``).
+_RESERVED = frozenset(
+    "all analyse analyze asc check constraint create default desc distinct except fetch for foreign grant "
+    "group having intersect into lateral limit offset only order primary references returning select "
+    "table union unique variadic window with".split()
+)
+
+
+class _ReservedWord(Exception):
+    def __init__(self, tok: Token) -> None:
+        super().__init__(str(tok))
+        self.tok = tok
+
+
 @functools.cache
 def _lark() -> Lark:
     with _GRAMMAR_LOCK:
@@ -355,7 +370,12 @@ class _Build(Transformer[Token, Any]):
     def qname(self, c: list[str]) -> tuple[str, ...]:
         return tuple(c)
 
+    def col_label(self, c: list[Token]) -> str:
+        return _fold(c[0])
+
     def ident(self, c: list[Token]) -> str:
+        if c[0].type == "IDENT" and str(c[0]).lower() in _RESERVED:
+            raise _ReservedWord(c[0])
         return _fold(c[0])
 
     # -- expressions
@@ -667,6 +687,9 @@ def _parse_cached(text: str, line: int, column: int) -> Query:
     except UnexpectedInput as e:
         raise _syntax_error(e, text, line, column) from None
     except VisitError as e:
+        if isinstance(e.orig_exc, _ReservedWord):
+            ln, col = _where(text, e.orig_exc.tok.start_pos or 0, line, column)
+            raise StatementSyntaxError(f"unexpected {str(e.orig_exc.tok)!r}: a reserved keyword", line=ln, column=col) from None
         raise StatementSyntaxError(str(e.orig_exc), line=line, column=column) from None
     assert isinstance(result, Query)
     return result

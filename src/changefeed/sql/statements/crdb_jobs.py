@@ -24,9 +24,11 @@ from changefeed.exceptions import (
     InvalidStatement,
     JobNotFound,
     JobStateError,
+    PermissionDenied,
     UndefinedTable,
     UnsupportedFeature,
 )
+from changefeed.feeds import external_connections
 from changefeed.feeds import jobs as J
 from changefeed.feeds.crdb_options import FORMAT_JSON, OPTION_KINDS, CrdbOptions, parse_crdb_options
 from changefeed.feeds.runners import runner_live
@@ -138,13 +140,14 @@ def family_targets(schema: TableSchema, family: str | None, opts: CrdbOptions) -
     return [J.Target(schema.id, schema.short_name, f) for f in chosen]
 
 
-def description(targets: Sequence[str], sink: SinkSpec, options: Mapping[str, str | None]) -> str:
-    return f"CREATE CHANGEFEED FOR {', '.join(targets)} INTO '{sink.redacted}'" + J.render_options(options)
+def description(targets: Sequence[str], sink: str, options: Mapping[str, str | None]) -> str:
+    """``sink``: the URI as shown (secrets redacted, or the ``external://`` name)."""
+    return f"CREATE CHANGEFEED FOR {', '.join(targets)} INTO '{sink}'" + J.render_options(options)
 
 
-def query_description(sink: SinkSpec, options: Mapping[str, str | None]) -> str:
+def query_description(sink: str, options: Mapping[str, str | None]) -> str:
     """A CDC query job's description, before its ``AS SELECT``."""
-    return f"CREATE CHANGEFEED INTO '{sink.redacted}'" + J.render_options(options)
+    return f"CREATE CHANGEFEED INTO '{sink}'" + J.render_options(options)
 
 
 # ==================================================================================== options
@@ -304,7 +307,9 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     uri = session.option_value(stmt.sink, ev)
     if not isinstance(uri, str):
         raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
+    written, uri = uri, external_connections.resolve(txn.conn, uri)
     sink = parse_sink_uri(uri)
+    shown = written if external_connections.is_external(written) else sink.redacted
     raw = raw_options(session, stmt.options, ev)
     query = None
     if stmt.query is not None:  # CREATE CHANGEFEED INTO .. AS SELECT ..
@@ -340,9 +345,9 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     job = J.Job(
         id=job_id,
         description=(
-            description([_target_text(t, session) for t in stmt.targets], sink, raw)
+            description([_target_text(t, session) for t in stmt.targets], shown, raw)
             if stmt.query is None
-            else query_description(sink, raw) + crdb_query.description(stmt)
+            else query_description(shown, raw) + crdb_query.description(stmt)
         ),
         user_name=session.user,
         status=J.RUNNING,
@@ -353,7 +358,7 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
         modified=now,
         high_water=None,
         error=None,
-        sink_uri=sink.redacted,
+        sink_uri=shown,
         full_table_names=tuple(dict.fromkeys(f"defaultdb.public.{t.name}" for t in targets)),
         topics=tuple(dict.fromkeys(s.topic for s in specs)),
         format=opts.format,
@@ -465,6 +470,39 @@ def job_control(session: Session, txn: Transaction, stmt: ast.JobControl, ev: Pa
     return Result(status=f"{stmt.action.upper()} JOB")
 
 
+# ==================================================================================== external connections
+@FAMILY.statement(ast.CreateExternalConnection)
+def create_external_connection(
+    session: Session, txn: Transaction, stmt: ast.CreateExternalConnection, ev: Params
+) -> Result:
+    """``CREATE EXTERNAL CONNECTION name AS 'uri'``: admins (CockroachDB's EXTERNALCONNECTION
+    privilege); the URI must be a sink URI this build knows."""
+    if not privileges.is_admin(txn.conn, session.user):
+        raise PermissionDenied(f"user {session.user} does not have EXTERNALCONNECTION system privilege")
+    uri = session.option_value(stmt.uri, ev)
+    if not isinstance(uri, str):
+        raise InvalidOption(f"the URI of CREATE EXTERNAL CONNECTION must be a string, got {uri!r}")
+    if external_connections.is_external(uri):
+        raise InvalidOption("external connection cannot have scheme external")
+    parse_sink_uri(uri)  # validated as CockroachDB validates a connection's URI at creation
+    external_connections.create(
+        txn.conn, stmt.name, uri, session.user, session.db.clock.now_ns(), if_not_exists=stmt.if_not_exists
+    )
+    return Result(status="CREATE EXTERNAL CONNECTION")
+
+
+@FAMILY.statement(ast.DropExternalConnection)
+def drop_external_connection(
+    session: Session, txn: Transaction, stmt: ast.DropExternalConnection, ev: Params
+) -> Result:
+    if not privileges.is_admin(txn.conn, session.user):
+        raise PermissionDenied(
+            f"user {session.user} does not have DROP privilege on external connection {stmt.name}"
+        )
+    external_connections.drop(txn.conn, stmt.name, if_exists=stmt.if_exists)
+    return Result(status="DROP EXTERNAL CONNECTION")
+
+
 # ==================================================================================== ALTER
 @FAMILY.statement(ast.AlterChangefeed)
 def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev: Params) -> Result:
@@ -518,6 +556,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
         else:
             drops.extend(cmd.targets)
     old_sink = parse_sink_uri(job.sink)
+    sink_uri = external_connections.resolve(txn.conn, sink_uri)
     sink = parse_sink_uri(sink_uri)
     if sink.scheme != old_sink.scheme:
         raise InvalidOption(
@@ -587,9 +626,9 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
     new = replace(
         job,
         description=(
-            query_description(sink, options) + " AS " + " ".join(specs[0].query.text.split())
+            query_description(sink.redacted, options) + " AS " + " ".join(specs[0].query.text.split())
             if queried and specs and specs[0].query is not None
-            else description(list(dict.fromkeys(texts[t.table_id] for t in targets)), sink, options)
+            else description(list(dict.fromkeys(texts[t.table_id] for t in targets)), sink.redacted, options)
         ),
         options=options,
         sink=sink_uri,
