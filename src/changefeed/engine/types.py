@@ -749,6 +749,15 @@ _YDB_SPELLINGS = {
     "Double", "String", "Utf8", "Date", "Datetime", "Timestamp", "Interval", "Json", "JsonDocument",
     "Uuid", "Decimal",
 }  # fmt: skip
+_YDB_NAMES = frozenset({t.name for t in _SIMPLE.values()} | {"Decimal"})
+
+
+def is_ydb_type(t: SqlType) -> bool:
+    """Whether ``t`` was declared with a YDB spelling (``Utf8``, ``Int64``, ``Decimal(22,9)``...):
+    how the shared ``sql`` dialect tells a YDB table from a CockroachDB one."""
+    if t.element is not None:
+        return is_ydb_type(t.element)
+    return t.name.split("(", 1)[0] in _YDB_NAMES
 
 
 def resolve_type(

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, TypeGuard
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.gc import gc_threshold
 from changefeed.engine.privileges import check_changefeed_privileges
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import GcThresholdError, InvalidStatement, UnsupportedFeature
@@ -25,6 +26,7 @@ from changefeed.feeds.crdb_options import (
     CrdbOptions,
     parse_crdb_options,
 )
+from changefeed.feeds.jobs import gc_threshold_error
 from changefeed.formats.crdb_json import families
 from changefeed.pipeline.sinkless import CoreChangefeed, CorePlan
 from changefeed.sql import ast
@@ -176,6 +178,9 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
         start = opts.cursor or txn.ts
         ready: list[TableSchema] = []
         for t in tables:
+            threshold = gc_threshold(txn.conn, t) if t.changes else None
+            if opts.cursor is not None and threshold is not None and opts.cursor < threshold:
+                raise gc_threshold_error(opts.cursor, threshold)
             if not t.changes:
                 if opts.cursor is not None and opts.cursor < txn.ts:
                     raise GcThresholdError(

@@ -19,7 +19,6 @@ from changefeed.engine import privileges
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import (
-    GcThresholdError,
     InvalidOption,
     InvalidStatement,
     JobNotFound,
@@ -30,10 +29,10 @@ from changefeed.exceptions import (
 )
 from changefeed.feeds import external_connections
 from changefeed.feeds import jobs as J
+from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.crdb_options import FORMAT_JSON, OPTION_KINDS, CrdbOptions, parse_crdb_options
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
-from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
 from changefeed.feeds.store import insert_feed
 from changefeed.formats.crdb_json import families
@@ -253,11 +252,7 @@ def _make_feed(
         if not schema.changes:
             threshold = txn.ts  # no history kept for this table before now
         if threshold is not None and cursor < threshold:
-            raise GcThresholdError(
-                f"could not create changefeed: cursor {cursor.crdb()} is older than the GC threshold "
-                f"{threshold.crdb()}: batch timestamp {J.hlc_string(cursor)} must be after replica GC "
-                f"threshold {J.hlc_string(threshold)} (hint: use a more recent cursor)"
-            )
+            raise J.gc_threshold_error(cursor, threshold)
     if not schema.changes:
         schema = enable_changes(session, txn, schema, True)
         if threshold is None:  # no history before now
