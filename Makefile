@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup pg-clients run test test-fast soak lint bench clean
+.PHONY: setup pg-clients cql-clients build-tools run test test-fast soak lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,7 +12,23 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-setup: $(VENV)/.installed pg-clients
+setup: $(VENV)/.installed pg-clients cql-clients build-tools
+
+# CQL endpoint tests: cqlsh and scylla-driver come from PyPI with the dev extra; ScyllaDB's CDC
+# library scylla-cdc-go is built from tests/cdc_go (pinned by its go.mod/go.sum, fetched through the
+# Go module proxy) into build/cdcprint. Needs Go >= 1.25 on PATH (the polyglot machines have it).
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+build/cdcprint: tests/cdc_go/main.go tests/cdc_go/go.mod tests/cdc_go/go.sum
+	@test -x "$(GO)" || (echo "ERROR: Go >= 1.25 is needed to build tests/cdc_go (scylla-cdc-go)" >&2; exit 1)
+	cd tests/cdc_go && GOPATH=$(CURDIR)/build/go GOCACHE=$(CURDIR)/build/go-cache GOFLAGS=-mod=readonly GOTOOLCHAIN=local $(GO) build -o $(CURDIR)/build/cdcprint .
+
+cql-clients: build/cdcprint
+
+# The crash-consistency tests build an LD_PRELOAD shim (tests/crashfs) with the C compiler;
+# benchmarks/pgbench_bench.py runs PostgreSQL's server and pgbench from Debian's packages.
+build-tools:
+	@command -v cc >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q gcc libc6-dev) || echo "WARNING: could not install gcc; the crash tests will fail"
+	@command -v pgbench >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql) || echo "WARNING: could not install postgresql; benchmarks/pgbench_bench.py and the pgbench tests need it"
 
 # PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
 pg-clients:
@@ -32,7 +48,8 @@ test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not soak" --durations=15
 
 # The soaks: ten kill -9s of a CockroachDB job's run, five of the Phoenix CDC stream, 100,000
-# Kafka produces across three endpoint restarts.
+# Kafka produces across three endpoint restarts, 32 pgbench clients for 10 minutes through the
+# PostgreSQL endpoint, 20 rounds of power loss under a committing writer (tests/crashfs).
 soak: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m soak
 

@@ -31,7 +31,8 @@ ROOT = SRC / "changefeed"
 
 #: Units from the bottom layer up; units in one tuple are one layer (they may not import each other).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("exceptions", "sqlite_wal"),
+    ("exceptions",),
+    ("sqlite_wal",),  # WAL switching and group commit: raises the exceptions of the layer below
     ("engine", "topics"),
     ("feeds",),
     ("formats",),

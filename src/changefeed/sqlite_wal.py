@@ -1,20 +1,61 @@
-"""Switching a SQLite connection to write-ahead logging when other processes may be doing the same.
+"""SQLite write-ahead logging as every changefeed file uses it: switching a file to WAL when other
+processes may be doing the same, and durable commits shared by concurrent committers (group commit).
 
-``PRAGMA journal_mode=WAL`` on a file still in rollback mode needs an exclusive lock. When two
-processes open the same new file at once, each holds a shared lock while asking for the exclusive
-one; SQLite sees the deadlock and fails one of them at once with "database is locked", without
-calling its busy handler. The loser only has to ask again: by then its shared lock is released and
-the winner has switched the file, so the second attempt finds WAL already on and needs no lock.
+Switching: ``PRAGMA journal_mode=WAL`` on a file still in rollback mode needs an exclusive lock.
+When two processes open the same new file at once, each holds a shared lock while asking for the
+exclusive one; SQLite sees the deadlock and fails one of them at once with "database is locked",
+without calling its busy handler. The loser only has to ask again: by then its shared lock is
+released and the winner has switched the file, so the second attempt finds WAL already on.
+
+Durability (``CHANGEFEED_SYNCHRONOUS``, see docs/durability.md): by default (``FULL``) a commit is
+acknowledged only once it survives power loss. Connections run SQLite's ``synchronous=NORMAL``
+(a commit appends its frames to the ``-wal`` file without syncing it) and, after ``COMMIT``
+returns, the committer waits for :meth:`WalSync.wait`: one thread (the leader) syncs the ``-wal``
+file with ``fdatasync``, and every commit that reached the file before that sync began is durable
+when it ends; commits that arrive meanwhile are made durable together by the next sync. This is
+what ``synchronous=FULL`` gives (SQLite syncs the WAL after writing each commit's frames), with
+one sync per group instead of one per commit. It is sound because:
+
+* a WAL frame is valid only if its salts match the WAL header and its checksum chains from the
+  header through every earlier frame, so a synced prefix of the file recovers exactly the
+  transactions whose commit frames it holds (SQLite's wal.c, "WAL FILE FORMAT");
+* when a writer restarts the WAL from its beginning (after a complete checkpoint), SQLite writes
+  the new header and syncs it before the first new frame unless ``synchronous=OFF`` (wal.c,
+  ``sqlite3WalFrames``, ticket ff5be73dee), and a checkpoint syncs the WAL before copying it and
+  the database file after: frames that were checkpointed before our sync are durable in the
+  database file, and frames written after a restart are covered by our sync like any other;
+* the unix VFS reports powersafe overwrite, so SQLite's FULL mode pads no commit frame either;
+* a ``-wal`` file created since the last sync also needs its directory entry: the first sync of
+  each new WAL inode syncs the directory too (as SQLite's unix VFS does for a new WAL).
+
+Every process syncs for its own commits; the sync of any process makes every frame already in the
+file durable, so processes that write the same database need no coordination beyond SQLite's.
+``NORMAL`` (opt-in) skips the sync: commits survive ``kill -9`` of any process but may be lost on
+power loss or an operating-system crash, never half-applied.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import random
 import sqlite3
+import threading
 import time
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from changefeed.exceptions import DatabaseError
 
 #: How long to keep retrying the switch before the error is the caller's.
 SWITCH_TIMEOUT_S = 30.0
+#: The environment variable that sets the durability of commits.
+SYNCHRONOUS_ENV = "CHANGEFEED_SYNCHRONOUS"
+#: Its default: durable across power loss, with group commit.
+DEFAULT_SYNCHRONOUS = "FULL"
+#: Accepted values (SQLite's ``synchronous`` levels). FULL and EXTRA are durable (group commit);
+#: NORMAL and OFF are passed to SQLite as they are.
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
 def use_wal(conn: sqlite3.Connection, *, timeout_s: float = SWITCH_TIMEOUT_S) -> str:
@@ -36,3 +77,199 @@ def _is_lock_conflict(exc: sqlite3.OperationalError) -> bool:
         return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     text = str(exc)
     return "locked" in text or "busy" in text
+
+
+# ---------------------------------------------------------------------------- durability
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """The durability of commits: ``mode`` as configured (one of :data:`SYNCHRONOUS_MODES`)."""
+
+    mode: str
+
+    @property
+    def group_commit(self) -> bool:
+        """True when commits are acknowledged only once durable (FULL, EXTRA)."""
+        return self.mode in ("FULL", "EXTRA")
+
+    @property
+    def pragma(self) -> str:
+        """``PRAGMA synchronous`` for a connection whose commits go through :class:`WalSync`."""
+        return "NORMAL" if self.group_commit else self.mode
+
+    @property
+    def pragma_unshared(self) -> str:
+        """``PRAGMA synchronous`` for a connection that commits without :class:`WalSync` (a rare
+        writer, such as a feed's progress): SQLite's own sync at every commit."""
+        return self.mode
+
+
+def durability() -> Durability:
+    """The durability configured by ``CHANGEFEED_SYNCHRONOUS`` (read each time: tests change it)."""
+    raw = os.environ.get(SYNCHRONOUS_ENV, DEFAULT_SYNCHRONOUS).strip().upper()
+    if raw not in SYNCHRONOUS_MODES:
+        raise DatabaseError(
+            f"{SYNCHRONOUS_ENV}={raw!r} is not a synchronous mode: use one of {', '.join(SYNCHRONOUS_MODES)}"
+        )
+    return Durability(raw)
+
+
+class WalSync:
+    """Group sync of one SQLite file's ``-wal`` within this process (see the module docstring).
+
+    :meth:`ticket` is taken after a ``COMMIT`` returned (its frames are in the file); :meth:`wait`
+    returns once a sync that began after the ticket was taken has ended. Thread-safe."""
+
+    def __init__(self, db_file: str) -> None:
+        self.wal = db_file + "-wal"
+        self.dir = os.path.dirname(db_file) or "."
+        self._cond = threading.Condition(threading.Lock())
+        self._issued = 0
+        self._synced = 0
+        self._leading = False
+        self._failed: tuple[int, OSError] | None = None
+        self._inode: tuple[int, int] | None = None
+        #: Syncs done (for tests and benchmarks: commits / syncs is the group size).
+        self.syncs = 0
+        # wait_async: futures of event-loop waiters, and whether a worker is syncing for them.
+        self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._draining = False
+
+    def ticket(self) -> int:
+        with self._cond:
+            self._issued += 1
+            return self._issued
+
+    def pending(self) -> int:
+        """The last ticket issued if a commit of this process may be visible to readers but not
+        durable yet, else 0."""
+        issued = self._issued
+        return issued if issued > self._synced else 0
+
+    def barrier(self) -> None:
+        """Make everything written to the file so far durable (by this or any process)."""
+        self.wait(self.ticket())
+
+    def wait(self, ticket: int) -> None:
+        cond = self._cond
+        with cond:
+            while self._synced < ticket:
+                failed = self._failed
+                if failed is not None and failed[0] >= ticket:
+                    raise _sync_error(self.wal, failed[1])
+                if self._leading:
+                    cond.wait()
+                    continue
+                self._leading = True
+                target = self._issued
+                cond.release()
+                error: OSError | None = None
+                try:
+                    self._sync()
+                except OSError as exc:
+                    error = exc
+                finally:
+                    cond.acquire()
+                    self._leading = False
+                    self.syncs += 1
+                    if error is None:
+                        self._synced = max(self._synced, target)
+                    else:
+                        self._failed = (target, error)
+                    cond.notify_all()
+
+    async def wait_async(self, ticket: int, executor: Executor | None = None) -> None:
+        """:meth:`wait` for an event loop: the loop never blocks, and one worker thread syncs for
+        every waiting coroutine (one thread hand-over per group, not per commit)."""
+        if self._synced >= ticket:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self._cond:
+            self._futures.append((ticket, loop, fut))
+            start = not self._draining
+            self._draining = True
+        if start:
+            loop.run_in_executor(executor, self._drain)
+        await fut
+
+    def _drain(self) -> None:
+        while True:
+            with self._cond:
+                if not self._futures:
+                    self._draining = False
+                    return
+                target = max(t for t, _, _ in self._futures)
+            error: BaseException | None = None
+            try:
+                self.wait(target)
+            except BaseException as exc:  # handed to the waiters
+                error = exc
+            with self._cond:
+                done = [w for w in self._futures if error is not None or w[0] <= self._synced]
+                self._futures = [w for w in self._futures if w not in done]
+            for _, loop, fut in done:
+                loop.call_soon_threadsafe(_settle, fut, error)
+
+    def _sync(self) -> None:
+        try:
+            fd = os.open(self.wal, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            # No WAL: the last connection to close checkpointed it into the database file and
+            # synced that file before deleting it.
+            return
+        try:
+            st = os.fstat(fd)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        inode = (st.st_dev, st.st_ino)
+        if inode != self._inode:
+            dfd = os.open(self.dir, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+            self._inode = inode
+
+
+def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(error)
+
+
+def _sync_error(wal: str, exc: OSError) -> DatabaseError:
+    return DatabaseError(
+        f"{wal}: the commit is written but could not be made durable ({exc.strerror or exc}); "
+        "it may be lost if the machine loses power before the next successful sync"
+    )
+
+
+_syncs: dict[str, WalSync] = {}
+_syncs_lock = threading.Lock()
+
+
+def wal_sync(db_file: str | os.PathLike[str]) -> WalSync:
+    """The :class:`WalSync` of this process for the SQLite file ``db_file``."""
+    key = os.path.realpath(db_file)
+    s = _syncs.get(key)
+    if s is not None:
+        return s
+    with _syncs_lock:
+        s = _syncs.get(key)
+        if s is None:
+            s = _syncs[key] = WalSync(key)
+        return s
+
+
+def _after_fork_in_child() -> None:
+    # A forked child must not wait on a condition a thread of the parent holds.
+    global _syncs_lock
+    _syncs_lock = threading.Lock()
+    _syncs.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,4 +1,4 @@
-"""``changefeed serve``: the network endpoints (PostgreSQL wire, Kafka, schema registry) on one loop."""
+"""``changefeed serve``: the network endpoints (PostgreSQL wire, Kafka, schema registry, CQL) on one loop."""
 
 from __future__ import annotations
 
@@ -59,20 +59,33 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
     "--registry", "registry", metavar="HOST:PORT", help="Serve a Confluent-compatible schema registry (REST)."
 )
 @click.option(
+    "--cql",
+    "cql",
+    metavar="HOST:PORT",
+    help="Serve the CQL native protocol (cqlsh, ScyllaDB/Cassandra drivers, ScyllaDB CDC libraries).",
+)
+@click.option(
     "--certs-dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="TLS certificates in CockroachDB's layout (ca.crt, node.crt, node.key).",
 )
 def serve_cmd(
-    db: Path, pg: str | None, kafka: str | None, registry: str | None, certs_dir: Path | None
+    db: Path,
+    pg: str | None,
+    kafka: str | None,
+    registry: str | None,
+    cql: str | None,
+    certs_dir: Path | None,
 ) -> None:
     """Serve the network endpoints named by the flags until SIGTERM or Ctrl-C (exit 0).
 
-    Addresses bind to loopback unless a host is given: --pg :26257, --kafka 127.0.0.1:9092.
+    Addresses bind to loopback unless a host is given: --pg :26257, --kafka 127.0.0.1:9092,
+    --cql :9042.
     """
-    addresses = {k: v for k, v in (("pg", pg), ("kafka", kafka), ("registry", registry)) if v is not None}
+    flags = (("pg", pg), ("kafka", kafka), ("registry", registry), ("cql", cql))
+    addresses = {k: v for k, v in flags if v is not None}
     if not addresses:
-        raise click.UsageError("name at least one endpoint: --pg, --kafka or --registry")
+        raise click.UsageError("name at least one endpoint: --pg, --kafka, --registry or --cql")
     try:
         run_loop(serve(db, addresses, certs_dir))
     except ChangefeedError as exc:

@@ -60,16 +60,65 @@ class CommitTs:
         """YDB's virtual timestamp ``[step, txId]``: step is the coordinator time in ms."""
         return (self.millis, tx_id)
 
-    def timeuuid(self, node: int = 0x0000_5C_DC_00_00) -> uuid.UUID:
-        """ScyllaDB ``cdc$time``: a version-1 UUID carrying this time (100 ns resolution)."""
-        ticks = self.wall // 100 + 0x01B21DD213814000
-        clock_seq = self.logical & 0x3FFF
-        time_low = ticks & 0xFFFFFFFF
-        time_mid = (ticks >> 32) & 0xFFFF
-        time_hi = (ticks >> 48) & 0x0FFF
-        return uuid.UUID(
-            fields=(time_low, time_mid, time_hi | 0x1000, 0x80 | (clock_seq >> 8), clock_seq & 0xFF, node)
-        )
+    def timeuuid(self, tiebreak: int = 0) -> uuid.UUID:
+        """ScyllaDB ``cdc$time``: a version-1 UUID carrying this time (100 ns ticks).
+
+        Its lower half orders as ScyllaDB compares timeuuids (timestamp, then the low eight bytes
+        as signed bytes): the nanoseconds below the tick, the logical counter, then ``tiebreak``
+        (40 bits; the CDC log passes bits of the partition token, so two partitions written by one
+        transaction get two distinct times, as ScyllaDB gives each base partition its own).
+        :func:`timeuuid_key` is that order; :func:`from_timeuuid` reads the reading back."""
+        ticks = self.wall // 100 + GREGORIAN_OFFSET
+        low = (self.wall % 100) << 55 | min(self.logical, _LOGICAL_MAX) << 40 | (tiebreak & _TIEBREAK_MASK)
+        return uuid.UUID(int=(_msb(ticks) << 64) | _lsb(low))
+
+
+#: 100 ns intervals between 1582-10-15 (the UUID epoch) and 1970-01-01.
+GREGORIAN_OFFSET = 0x01B21DD213814000
+_LOGICAL_MAX = (1 << 15) - 1
+_TIEBREAK_MASK = (1 << 40) - 1
+_FLIP = 0x0080_8080_8080_8080  # bytes 9-15 stored with their top bit flipped (signed order)
+
+
+def _msb(ticks: int) -> int:
+    """time_low, time_mid, version 1 + time_hi."""
+    return (ticks & 0xFFFFFFFF) << 32 | ((ticks >> 32) & 0xFFFF) << 16 | 0x1000 | ((ticks >> 48) & 0x0FFF)
+
+
+def _lsb(value: int) -> int:
+    """62 bits laid out so that comparing the eight bytes as signed bytes orders by ``value``:
+    byte 8 is the variant (10) and the top 6 bits, bytes 9-15 the rest with the top bit flipped."""
+    return (0x80 | (value >> 56) & 0x3F) << 56 | ((value & ((1 << 56) - 1)) ^ _FLIP)
+
+
+def timeuuid_ticks(u: uuid.UUID) -> int:
+    """The 60-bit timestamp of a version-1 UUID (100 ns since 1582-10-15)."""
+    return int(u.time)
+
+
+def timeuuid_key(u: uuid.UUID) -> tuple[int, int]:
+    """How ScyllaDB orders timeuuids: timestamp, then the low eight bytes as signed bytes (as an
+    integer: each byte's top bit flipped). For :meth:`CommitTs.timeuuid` values the second part is
+    exactly the 62 bits it packed (sub-tick nanoseconds, logical counter, tiebreak)."""
+    n = u.int
+    ticks = ((n >> 64) & 0x0FFF) << 48 | ((n >> 80) & 0xFFFF) << 32 | (n >> 96)
+    return ticks, (n & 0xFFFF_FFFF_FFFF_FFFF) ^ 0x8080_8080_8080_8080
+
+
+def from_timeuuid(u: uuid.UUID) -> tuple[CommitTs, int] | None:
+    """The commit reading and tiebreak a ``cdc$time`` of :meth:`CommitTs.timeuuid` carries, or None
+    for a timeuuid this clock did not make."""
+    if u.version != 1:
+        return None
+    low = u.int & ((1 << 64) - 1)
+    if low >> 62 != 0b10:
+        return None
+    value = ((low >> 56) & 0x3F) << 56 | ((low & ((1 << 56) - 1)) ^ _FLIP)
+    sub = value >> 55
+    if sub >= 100:
+        return None
+    wall = (u.time - GREGORIAN_OFFSET) * 100 + sub
+    return CommitTs(wall, (value >> 40) & _LOGICAL_MAX), value & _TIEBREAK_MASK
 
 
 ZERO = CommitTs(0, 0)

@@ -18,10 +18,11 @@ from typing import Any
 import orjson
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.cdc_streams import GENERATION_KEY
 from changefeed.engine.clock import CommitTs, SystemClock, WallClock
 from changefeed.engine.storage import TableStore
 from changefeed.exceptions import CorruptFile, DatabaseError, UndefinedTable
-from changefeed.sqlite_wal import use_wal
+from changefeed.sqlite_wal import Durability, WalSync, durability, use_wal, wal_sync
 
 DB_FILE = "changefeed.db"
 FORMAT = "changefeed-db"
@@ -57,8 +58,13 @@ _BOOTSTRAP = [
 ]
 
 
-def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open one of our SQLite files with the settings every connection must use."""
+def open_sqlite(path: Path, *, readonly: bool = False, group_commit: bool = False) -> sqlite3.Connection:
+    """Open one of our SQLite files with the settings every connection must use.
+
+    ``group_commit``: the caller makes each commit durable through :func:`wal_sync` (a
+    :class:`Database` does); other connections that write sync at every commit themselves when
+    commits are durable (``CHANGEFEED_SYNCHRONOUS``, default FULL)."""
+    sync = durability()
     uri = f"file:{path}?mode={'ro' if readonly else 'rwc'}"
     try:
         conn = sqlite3.connect(
@@ -74,7 +80,7 @@ def open_sqlite(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             mode = use_wal(conn)
             if mode != "wal":
                 raise DatabaseError(f"{path}: could not switch to WAL mode (got {mode})")
-        conn.execute(f"PRAGMA synchronous = {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}")
+        conn.execute(f"PRAGMA synchronous = {sync.pragma if group_commit else sync.pragma_unshared}")
         # Checkpoint the WAL every ~160 MB rather than SQLite's 4 MB. A checkpoint copies the latest
         # version of every page in the WAL to the database file and syncs it; on tables written in
         # hash order each transaction dirties pages all over, so the longer the interval, the more
@@ -126,7 +132,16 @@ class Database:
         #: LockNotAvailable instead (a server's event loop runs short statements itself and must
         #: never block).
         self.writers_wait = True
-        self.conn = open_sqlite(self.file)
+        #: How commits become durable (``CHANGEFEED_SYNCHRONOUS``): with group commit, every
+        #: commit waits for ``syncer`` before it is acknowledged.
+        self.durability: Durability = durability()
+        self.syncer: WalSync | None = wal_sync(self.file) if self.durability.group_commit else None
+        #: True: commits do not wait to be durable; the highest ticket not waited for is left in
+        #: ``pending_durable`` for the caller, who must wait for it before acknowledging anything
+        #: (the PostgreSQL endpoint awaits it on its event loop before it writes a reply).
+        self.defer_durable = False
+        self.pending_durable = 0
+        self.conn = open_sqlite(self.file, group_commit=True)
         try:
             self._bootstrap()
         except sqlite3.DatabaseError as exc:
@@ -180,10 +195,16 @@ class Database:
                 (FORMAT, FORMAT_VERSION),
             )
             c.execute("INSERT OR IGNORE INTO _clock VALUES (0, 0, 0, 0)")
+            # The ScyllaDB CDC generation of this one-node store starts with the database.
+            c.execute(
+                "INSERT OR IGNORE INTO _meta VALUES (?, ?)",
+                (GENERATION_KEY, self.clock.now_ns() // 1_000_000),
+            )
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
             raise
+        self.sync()
 
     def _check_format(self) -> bool:
         """True when the file is a changefeed database of this version; False when it has no
@@ -207,6 +228,27 @@ class Database:
 
     def close(self) -> None:
         self.conn.close()
+
+    # ------------------------------------------------------------------ durability
+    def commit_ticket(self) -> int:
+        """Right after a ``COMMIT`` of this connection returned: the ticket to :meth:`wait_durable`
+        on (0 when commits are not made durable here)."""
+        return self.syncer.ticket() if self.syncer is not None else 0
+
+    def wait_durable(self, ticket: int) -> None:
+        """Return once the commit that took ``ticket`` survives power loss (group commit: one
+        sync of the WAL for every commit waiting at that moment). Call it without holding the
+        write lock, so the next writers commit while this one syncs."""
+        if ticket and self.syncer is not None:
+            if self.defer_durable:
+                self.pending_durable = max(self.pending_durable, ticket)
+            else:
+                self.syncer.wait(ticket)
+
+    def sync(self) -> None:
+        """Make every commit already in the database's WAL durable (no-op under NORMAL/OFF)."""
+        if self.syncer is not None:
+            self.syncer.barrier()
 
     # ------------------------------------------------------------------ clock
     def allocate_ts(self) -> tuple[CommitTs, int]:
@@ -233,6 +275,8 @@ class Database:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
+            ticket = self.commit_ticket()
+        self.wait_durable(ticket)
         return ts, txid
 
     def last_ts(self) -> CommitTs:

@@ -148,11 +148,6 @@ def insert_columns(
         conn.execute(sql, head + flat[i * width : (i + size) * width])
 
 
-def stream_id(tok: int) -> bytes:
-    """ScyllaDB-style 16-byte CDC stream id for a token (token, then a generation/version word)."""
-    return (tok & 0xFFFF_FFFF_FFFF_FFFF).to_bytes(8, "big") + (1).to_bytes(8, "big")
-
-
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 

@@ -220,6 +220,7 @@ class Transaction:
                         self.conn, cap.store.schema, before, self._require_write().wall, self.phoenix_event
                     )
             self.conn.execute("COMMIT")
+            ticket = self.db.commit_ticket()
         except BaseException:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
@@ -230,6 +231,9 @@ class Transaction:
             self.active = False
             self.db.catalog_changed = False
             self._release()
+        # Group commit: durable before acknowledged, waited for after the write lock is released
+        # so that the transactions queued behind this one commit while it syncs.
+        self.db.wait_durable(ticket)
         after, self._after_commit = self._after_commit, []
         for fn in after:
             fn()

@@ -1,6 +1,6 @@
 """Network endpoints of ``changefeed serve``: one package per protocol.
 
-Each protocol package (``pg``, ``kafka``, ``registry``) exposes ``create(config) -> Endpoint``.
+Each protocol package (``pg``, ``kafka``, ``registry``, ``cql``) exposes ``create(config) -> Endpoint``.
 :data:`ENDPOINTS` maps the ``serve`` flag name to that factory's import path, imported lazily so
 that a missing optional dependency of one protocol never breaks the others.
 
@@ -22,10 +22,12 @@ ENDPOINTS: dict[str, str] = {
     "pg": "changefeed.server.pg:create",
     "kafka": "changefeed.server.kafka:create",
     "registry": "changefeed.server.registry:create",
+    "cql": "changefeed.server.cql:create",
 }
 
-#: Default ports, as the real systems use them (CockroachDB SQL, Kafka, Confluent Schema Registry).
-DEFAULT_PORTS = {"pg": 26257, "kafka": 9092, "registry": 8081}
+#: Default ports, as the real systems use them (CockroachDB SQL, Kafka, Confluent Schema Registry,
+#: the CQL native protocol).
+DEFAULT_PORTS = {"pg": 26257, "kafka": 9092, "registry": 8081, "cql": 9042}
 
 LOOPBACK = "127.0.0.1"
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Protocol
 
+from changefeed.engine.clock import timeuuid_key
 from changefeed.engine.database import Database
 from changefeed.engine.storage import token
 from changefeed.engine.types import Kind, parse_interval, parse_timestamp, resolve_type
@@ -65,7 +66,7 @@ def sort_key(v: Any) -> tuple[int, Any]:
     if v is None:
         return (0, 0)
     if isinstance(v, uuid.UUID):
-        return (1, str(v))
+        return (1, timeuuid_key(v)) if v.version == 1 else (1, (-1, str(v)))
     return (1, v)
 
 
@@ -294,7 +295,10 @@ def compare(a: Any, b: Any) -> int:
     if isinstance(b, str) and not isinstance(a, str):
         b = _coerce_like(a, b)
     if isinstance(a, uuid.UUID) and isinstance(b, uuid.UUID):
-        a, b = str(a), str(b)
+        if a.version == 1 and b.version == 1:  # timeuuids: by time, as ScyllaDB orders them
+            a, b = timeuuid_key(a), timeuuid_key(b)
+        else:
+            a, b = str(a), str(b)
     if isinstance(a, dt.datetime) and isinstance(b, dt.datetime) and (a.tzinfo is None) != (b.tzinfo is None):
         a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
     try:

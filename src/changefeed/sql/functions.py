@@ -114,7 +114,7 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
         "currenttimestamp",
     ):
         if key == "now" and ctx.dialect == "cql":
-            return (ctx.ts or CommitTs(ctx.now_ns)).timeuuid(node=uuid.getnode())
+            return (ctx.ts or CommitTs(ctx.now_ns)).timeuuid(uuid.getnode())
         return _now_ts(ctx)
     if key in ("currentutcdate", "current_date", "currentdate"):
         return _now_ts(ctx).date()

@@ -408,6 +408,9 @@ class _Builder(Transformer[Token, Any]):
     def allow_filtering(self, c: list[Any]) -> _C:
         return _C("allow_filtering", True)
 
+    def bypass_cache(self, c: list[Any]) -> _C:
+        return _C("bypass_cache", True)
+
     def where_clause(self, c: list[ast.Expr]) -> _C:
         return _C("where", c[0])
 
@@ -970,6 +973,10 @@ class _Builder(Transformer[Token, Any]):
 
     def using_timestamp(self, c: list[ast.Expr]) -> tuple[str, ast.Expr]:
         return ("timestamp", c[0])
+
+    def using_timeout(self, c: list[Any]) -> tuple[str, Any]:
+        # ScyllaDB's per-statement timeout: accepted; statements here are not cut short by time
+        return ("timeout", None)
 
     @v_args(meta=True)
     def update(self, meta: Any, c: list[Any]) -> ast.Statement:

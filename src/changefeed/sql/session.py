@@ -147,30 +147,44 @@ class Session:
         self.dialect = dialect
         self.keyspace: str | None = None
         self.txn: Transaction | None = None
+        #: An explicit transaction was begun and has run no statement yet (see :meth:`begin`).
+        self.opened = False
         self.aborted = False
 
     # ------------------------------------------------------------------ transactions
     @property
     def in_transaction(self) -> bool:
-        return self.txn is not None
+        return self.txn is not None or self.opened
 
     def begin(self) -> None:
-        if self.txn is not None:
+        """Open an explicit transaction. Its SQLite transaction (and the write lock) starts with
+        its first statement, not here: a client's BEGIN round trip holds no lock."""
+        if self.in_transaction:
             raise TransactionError("there is already a transaction in progress")
-        self.txn = Transaction(self.db, write=True)
+        self.opened = True
         self.aborted = False
 
-    def commit(self) -> None:
+    def _start(self) -> Transaction:
         if self.txn is None:
+            self.txn = Transaction(self.db, write=True)
+            self.opened = False
+        return self.txn
+
+    def commit(self) -> None:
+        if not self.in_transaction:
             raise TransactionError("there is no transaction in progress")
         txn, self.txn = self.txn, None
+        self.opened = False
         if self.aborted:
             self.aborted = False
-            txn.rollback()
+            if txn is not None:
+                txn.rollback()
             raise TransactionError("the transaction was aborted by an earlier error and has been rolled back")
-        txn.commit()
+        if txn is not None:
+            txn.commit()
 
     def rollback(self) -> None:
+        self.opened = False
         if self.txn is not None:
             txn, self.txn = self.txn, None
             txn.rollback()
@@ -183,13 +197,14 @@ class Session:
         """Run ``fn`` in the explicit transaction, or in a transaction of its own that commits
         (``write``) or rolls back when ``fn`` returns; an error aborts an explicit transaction."""
         with self.db.lock:
-            if self.txn is not None:
+            if self.txn is not None or self.opened:
                 if self.aborted:
                     raise TransactionError(
                         "current transaction is aborted, commands ignored until end of transaction block"
                     )
+                txn = self._start()  # may wait for (or, not waiting, refuse) the write lock
                 try:
-                    return fn(self.txn)
+                    return fn(txn)
                 except BaseException:
                     self.aborted = True
                     raise

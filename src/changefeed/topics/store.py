@@ -6,8 +6,13 @@ Layout, all under ``DB/topics/`` (the rest of the database directory belongs to 
     DB/topics/<topic id>/<p>.sqlite      one file per partition: records, writers, state
 
 One SQLite file per partition lets several processes (Spark executor tasks) append to different
-partitions of a topic truly in parallel. Files run in WAL mode with ``synchronous=NORMAL``
-(durable across a process crash) and a busy timeout, so concurrent writers wait instead of failing.
+partitions of a topic truly in parallel. Files run in WAL mode with a busy timeout, so concurrent
+writers wait instead of failing. Every write is durable before it returns, as the engine's commits
+are (``CHANGEFEED_SYNCHRONOUS``, default FULL, see ``changefeed.sqlite_wal``): the file's WAL is
+synced once for every commit waiting at that moment (group commit). And an append first makes the
+database's own WAL durable (``changefeed.db``): whatever the appender read from the database before
+appending (a feed's changes) is durable before the records that carry it can be, so a power loss
+never leaves a delivered change whose transaction was lost.
 
 Offsets start at 0, are consecutive within one :meth:`TopicStore.append`, and are never reused or
 renumbered: the next offset lives in the partition's ``state`` row, so retention can delete every
@@ -37,7 +42,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from changefeed.exceptions import CorruptFile, DatabaseError, TopicError
-from changefeed.sqlite_wal import use_wal
+from changefeed.sqlite_wal import WalSync, durability, use_wal, wal_sync
 
 __all__ = [
     "DEFAULT_RETENTION_NS",
@@ -220,13 +225,20 @@ class TopicLog(Protocol):
 # Connections: one per (process, file), opened lazily, never carried across fork().
 
 
-class _Conn:
-    __slots__ = ("conn", "lock", "pid")
+#: The engine's file in the database directory (``changefeed.engine.database.DB_FILE``; the two
+#: packages are one layer and do not import each other: tests/test_crash_durability.py checks they agree).
+ENGINE_FILE = "changefeed.db"
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+
+class _Conn:
+    __slots__ = ("conn", "lock", "pid", "syncer")
+
+    def __init__(self, conn: sqlite3.Connection, syncer: WalSync | None) -> None:
         self.conn = conn
         self.lock = threading.RLock()
         self.pid = os.getpid()
+        #: Group commit of this file, None when commits are not made durable (NORMAL, OFF).
+        self.syncer = syncer
 
 
 _conns: dict[str, _Conn] = {}
@@ -299,7 +311,7 @@ def _open(path: str, app_id: int, schema: str) -> sqlite3.Connection:
             if found != app_id:
                 raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
             use_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={durability().pragma}")
             conn.execute("PRAGMA cache_size=-16000")
         except BaseException:
             conn.close()
@@ -314,7 +326,7 @@ def _connection(path: str, app_id: int, schema: str) -> _Conn:
     with _conns_lock:
         c = _conns.get(path)
         if c is None or c.pid != os.getpid():
-            c = _Conn(_open(path, app_id, schema))
+            c = _Conn(_open(path, app_id, schema), wal_sync(path) if durability().group_commit else None)
             _conns[path] = c
         return c
 
@@ -331,6 +343,10 @@ def _forget(prefix: str) -> None:
 
 @contextlib.contextmanager
 def _write_txn(c: _Conn) -> Iterator[sqlite3.Connection]:
+    """A write transaction on ``c``, durable when the block is left (group commit: the sync is
+    waited for after the file's lock is released, so the next writer commits meanwhile). A
+    transaction that finds its work already done (an idempotent append seen before) waits too:
+    what it saw may be another process's commit that is not durable yet."""
     with c.lock:
         c.conn.execute("BEGIN IMMEDIATE")
         try:
@@ -340,6 +356,20 @@ def _write_txn(c: _Conn) -> Iterator[sqlite3.Connection]:
                 c.conn.execute("ROLLBACK")
             raise
         c.conn.execute("COMMIT")
+        ticket = c.syncer.ticket() if c.syncer is not None else 0
+    if c.syncer is not None:
+        c.syncer.wait(ticket)
+
+
+def _sync_dir(path: Path) -> None:
+    """Make a directory's new entries durable (a new topic's folder)."""
+    if not durability().group_commit:
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _column_pylist(records: pa.Table | pa.RecordBatch, name: str, binary: bool) -> list[Any]:
@@ -473,7 +503,9 @@ class TopicStore:
             if not create:
                 self._check_db_dir()
                 return None
-            self.root.mkdir(parents=True, exist_ok=True)
+            if not self.root.is_dir():
+                self.root.mkdir(parents=True, exist_ok=True)
+                _sync_dir(self.db_dir)
         return _connection(str(path), _CATALOG_APP_ID, _CATALOG_SCHEMA)
 
     def _partition_path(self, info: TopicInfo, partition: int) -> str:
@@ -494,8 +526,17 @@ class TopicStore:
         if c is not None and c.pid == os.getpid():  # open already: no stat per call
             return c, path
         if not os.path.exists(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            folder = os.path.dirname(path)
+            if not os.path.isdir(folder):
+                os.makedirs(folder, exist_ok=True)
+                _sync_dir(self.root)
         return _connection(path, _PARTITION_APP_ID, _PARTITION_SCHEMA), path
+
+    def _source_barrier(self) -> None:
+        """Before an append: make every commit already in the database's WAL durable, so records
+        derived from what the appender read never outlive the commits they carry."""
+        if durability().group_commit and (self.db_dir / ENGINE_FILE).exists():
+            wal_sync(self.db_dir / ENGINE_FILE).barrier()
 
     # -- topics ------------------------------------------------------------------------------
 
@@ -629,6 +670,7 @@ class TopicStore:
         if n and (None in values or None in tss):
             raise TopicError(f"topic {info.name!r}: record value and ts must not be null")
         now = self._clock()
+        self._source_barrier()
         with _guard(path), _write_txn(c) as conn:
             start = conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0]
             row = conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
@@ -673,6 +715,7 @@ class TopicStore:
             raise TopicError(f"topic {info.name!r}: record slices outside their buffer or null values")
         c, path = self._partition(info, partition)
         now = self._clock()
+        self._source_barrier()
         with _guard(path), _write_txn(c) as conn:
             start = int(conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0])
             row = conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()

@@ -4,7 +4,7 @@ Handing a statement to a worker thread and its result back costs two thread swit
 hand-overs of the interpreter lock: on this kind of machine several hundred microseconds of CPU,
 more than a single-row INSERT itself. Statements that are certain to be short are run on the
 loop: a few-row ``INSERT``/``UPSERT``, and ``SELECT``/``UPDATE``/``DELETE`` that name the whole
-primary key with ``=`` (one row at most), plus ``BEGIN``/``ROLLBACK``. Writes among them never
+primary key with ``=`` (one row at most), plus ``BEGIN``/``COMMIT``/``ROLLBACK``. Writes among them never
 wait on the loop: when another session of this server is writing, the engine raises
 ``LockNotAvailable`` before doing anything and the statement goes to the pool after all.
 """
@@ -24,7 +24,9 @@ def runs_inline(session: Session, stmts: Sequence[ast.Statement]) -> bool:
     if len(stmts) != 1:
         return False
     stmt = stmts[0]
-    if isinstance(stmt, ast.Begin | ast.Rollback):
+    if isinstance(stmt, ast.Begin | ast.Commit | ast.Rollback):
+        # COMMIT only writes the WAL frames: the endpoint awaits its sync on the loop (group
+        # commit), so it never blocks there.
         return True
     if isinstance(stmt, ast.Insert):
         return len(stmt.rows) <= INLINE_MAX_ROWS and all(_simple(e) for row in stmt.rows for e in row)

@@ -115,6 +115,116 @@ async def read_message(reader: asyncio.StreamReader) -> tuple[bytes, Reader]:
     return kind, Reader(body)
 
 
+_H = struct.Struct("!h")
+_I = struct.Struct("!i")
+
+
+class MessageStream:
+    """The regular messages of one connection, read through one buffer: a client that pipelines
+    (psycopg's ``executemany``, JDBC batches) sends many messages per segment, and the session can
+    see with :meth:`next_kind` which have arrived whole and take them with :meth:`take` without
+    a read per message."""
+
+    __slots__ = ("buf", "pos", "reader")
+
+    #: Bytes asked of the socket per read.
+    CHUNK = 256 * 1024
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.buf = b""
+        self.pos = 0
+
+    def _length(self) -> int:
+        """The whole length (type byte included) of the next message if it has arrived, else 0."""
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos < 5:
+            return 0
+        (length,) = _I.unpack_from(buf, pos + 1)
+        if length < 4:
+            raise ProtocolViolation(
+                f"invalid message length {length} for message type {buf[pos : pos + 1]!r}"
+            )
+        if length - 4 > MAX_MESSAGE:
+            raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {MAX_MESSAGE} bytes")
+        return length + 1 if len(buf) - pos >= length + 1 else 0
+
+    def peek(self) -> tuple[bytes, bytes] | None:
+        """The next message, (type byte, body), if it has arrived whole; it stays next."""
+        n = self._length()
+        if not n:
+            return None
+        pos = self.pos
+        return self.buf[pos : pos + 1], self.buf[pos + 5 : pos + n]
+
+    def advance(self) -> None:
+        """Drop the message :meth:`peek` returned (it is whole: its length field is right)."""
+        (length,) = _I.unpack_from(self.buf, self.pos + 1)
+        self.pos += length + 1
+
+    def take(self) -> tuple[bytes, bytes]:
+        """The next message, which has arrived whole: (type byte, body)."""
+        n = self._length()
+        pos = self.pos
+        self.pos = pos + n
+        return self.buf[pos : pos + 1], self.buf[pos + 5 : pos + n]
+
+    async def read(self) -> tuple[bytes, Reader]:
+        """The next message, reading from the socket as needed."""
+        while not self._length():
+            have = len(self.buf) - self.pos
+            if have < 5:
+                need = 5 - have
+            else:
+                need = int.from_bytes(self.buf[self.pos + 1 : self.pos + 5], "big", signed=True) + 1 - have
+            chunks = [self.buf[self.pos :]]
+            while need > 0:  # one join per message however many reads it takes
+                chunk = await self.reader.read(max(self.CHUNK, need))
+                if not chunk:
+                    raise asyncio.IncompleteReadError(b"".join(chunks), None)
+                chunks.append(chunk)
+                need -= len(chunk)
+            self.buf = b"".join(chunks)
+            self.pos = 0
+        kind, body = self.take()
+        return kind, Reader(body)
+
+
+def parse_bind(body: bytes) -> tuple[str, str, tuple[int, ...], list[bytes | None], tuple[int, ...]]:
+    """A Bind body: (portal, statement, parameter formats, parameter values, result formats)."""
+    try:
+        z1 = body.index(0)
+        z2 = body.index(0, z1 + 1)
+        portal, stmt = body[:z1].decode(), body[z1 + 1 : z2].decode()
+        off = z2 + 1
+        (nf,) = _H.unpack_from(body, off)
+        pf = struct.unpack_from(f"!{max(nf, 0)}h", body, off + 2)
+        off += 2 + 2 * max(nf, 0)
+        (n,) = _H.unpack_from(body, off)
+        off += 2
+        raw: list[bytes | None] = []
+        for _ in range(max(n, 0)):
+            (ln,) = _I.unpack_from(body, off)
+            off += 4
+            if ln < 0:
+                raw.append(None)
+            else:
+                if off + ln > len(body):
+                    raise ProtocolViolation("invalid message format: truncated message")
+                raw.append(body[off : off + ln])
+                off += ln
+        (nr,) = _H.unpack_from(body, off)
+        rf = struct.unpack_from(f"!{max(nr, 0)}h", body, off + 2)
+        off += 2 + 2 * max(nr, 0)
+    except (ValueError, struct.error):
+        raise ProtocolViolation("invalid message format: truncated message") from None
+    except UnicodeDecodeError:
+        raise ProtocolViolation("invalid byte sequence for encoding UTF8") from None
+    if off != len(body):
+        raise ProtocolViolation("invalid message format: unexpected bytes at the end of a message")
+    return portal, stmt, pf, raw, rf
+
+
 # ----------------------------------------------------------------------------- backend messages
 def auth_ok() -> bytes:
     return message(b"R", struct.pack("!i", 0))

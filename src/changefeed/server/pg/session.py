@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import itertools
 import os
 import re
 import secrets
@@ -26,7 +25,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,7 +33,9 @@ from changefeed.connection import Connection, Result
 from changefeed.engine import auth
 from changefeed.engine.auth import ScramSecret
 from changefeed.exceptions import ChangefeedError, LockNotAvailable
+from changefeed.server.pg import batch as batches
 from changefeed.server.pg import catalog
+from changefeed.server.pg import normalise as norm_
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.commands import Command, parse_command, split_statements
@@ -51,6 +52,7 @@ from changefeed.server.pg.errors import (
 )
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
+from changefeed.server.pg.portals import Batch, Portal, Prepared, Running, new_query_id
 from changefeed.server.pg.values import (
     column_oids,
     data_rows,
@@ -94,44 +96,6 @@ class Backend:
     db: Path
     pool: Executor
     registry: Registry
-
-
-@dataclass
-class Prepared:
-    sql: str
-    kind: str  # empty | command | catalog | engine | stream
-    stmts: list[ast.Statement] = field(default_factory=list)
-    command: Command | None = None
-    param_oids: list[int] = field(default_factory=list)
-    inline: bool = False  # short: run on the event loop (see inline.py)
-
-
-@dataclass
-class Portal:
-    prepared: Prepared
-    params: list[Any]
-    formats: list[int]
-    result: Result | None = None
-    pos: int = 0
-    described: bool = False
-
-
-_query_ids = itertools.count(1)
-_QUERY_ID_BASE = uuid.uuid4().int >> 64  # per server process; CockroachDB ids are 128-bit hex too
-
-
-def new_query_id() -> str:
-    """A query's id for SHOW QUERIES / CANCEL QUERY: unique per server, 32 hex digits, without a
-    random read per statement (``uuid4`` costs a ``getrandom`` system call each time)."""
-    return f"{_QUERY_ID_BASE:016x}{next(_query_ids):016x}"
-
-
-@dataclass
-class Running:
-    query_id: str
-    sql: str
-    start: dt.datetime
-    phase: str = "executing"
 
 
 class Registry:
@@ -182,6 +146,7 @@ class PgSession:
     ) -> None:
         self.endpoint = endpoint
         self.reader = reader
+        self.messages = p.MessageStream(reader)
         self.writer = writer
         self.user = user
         self.peer = peer
@@ -192,17 +157,25 @@ class PgSession:
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self.cache: OrderedDict[str, Prepared] = OrderedDict()
+        #: Whether statements of a normalised text run on the loop (see ``from_template``).
+        self.template_inline: dict[str, bool] = {}
         self.running: Running | None = None
         self.cancelled = threading.Event()
         self.closing = False
         self.session_id = uuid.uuid4().hex
         self.loop = asyncio.get_running_loop()
         self.out: list[bytes] = []  # messages not yet handed to the transport
+        #: Executes of one single-row INSERT/UPSERT in an explicit transaction, not run yet: they
+        #: run as one bulk write (see :meth:`flush_batch`).
+        self.batch: Batch | None = None
         self.pending = 0  # bytes in ``out``
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
         self.conn = await self.call(Connection, self.endpoint.db, user=self.user)
+        # Group commit on the event loop: commits leave their durability ticket on the database,
+        # and flush() awaits it before any reply goes out (an acknowledged commit is durable).
+        self.conn.db.defer_durable = True
         for name, value in self.startup.items():
             if name in ("user", "database", "replication"):
                 continue
@@ -233,6 +206,8 @@ class PgSession:
         self.closing = True
         self.cancel()
         with contextlib.suppress(Exception):
+            if self.conn is not None and self.conn.db.pending_durable:
+                self.conn.db.sync()
             self.writer.write(b"".join(self.out))
             self.out.clear()
             self.writer.write(
@@ -269,6 +244,7 @@ class PgSession:
 
     async def flush(self, force: bool = False) -> None:
         if self.out and (force or self.pending >= FLUSH_BYTES):
+            await self.durable()
             data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
             self.out.clear()
             self.pending = 0
@@ -277,6 +253,34 @@ class PgSession:
             if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
                 # The client reads slower than we write: wait (bounded) for it to catch up.
                 await asyncio.wait_for(self.writer.drain(), WRITE_TIMEOUT)
+
+    async def durable(self) -> None:
+        """Wait until every commit this session made is durable (group commit, see
+        ``changefeed.sqlite_wal``), and every commit of this server it may have read: SQLite shows
+        a commit once its frames are in the WAL, before the sync, and PostgreSQL never shows a
+        reader a commit that a power loss could take back. If a sync fails, the replies queued so
+        far are dropped and the connection ends with a FATAL error, as PostgreSQL does when it
+        cannot flush its WAL."""
+        db = self.conn.db if self.conn is not None else None
+        if db is None or db.syncer is None:
+            return
+        ticket, db.pending_durable = db.pending_durable, 0
+        if not ticket:
+            if self.conn is not None and self.conn.session.txn is not None:
+                # Inside a write transaction (which holds the write lock: no waiting here): its
+                # commit's sync covers whatever it read.
+                return
+            ticket = db.syncer.pending()  # the commits this reply may show
+            if not ticket:
+                return
+        try:
+            await db.syncer.wait_async(ticket, self.endpoint.pool)
+        except ChangefeedError as exc:
+            self.out.clear()
+            self.pending = 0
+            self.writer.write(p.error_response("58030", str(exc), severity="FATAL"))
+            self.closing = True
+            raise ConnectionError(str(exc)) from None
 
     def send_error(self, exc: BaseException) -> None:
         code, message = self.error_of(exc)
@@ -308,7 +312,7 @@ class PgSession:
         skipping = False  # after an error in the extended protocol: until Sync
         while not self.closing:
             try:
-                kind, msg = await p.read_message(self.reader)
+                kind, msg = await self.messages.read()
             except p.ProtocolViolation as exc:
                 self.send(p.error_response(exc.code, str(exc), severity="FATAL"))
                 await self.flush(True)
@@ -317,6 +321,20 @@ class PgSession:
                 return
             if skipping and kind not in (b"S",):
                 continue
+            if self.batch is not None:
+                try:
+                    if batches.batch_message(self, kind, msg.data):
+                        batches.take_pipelined(self)
+                        if len(self.batch.rows) >= batches.BATCH_ROWS:
+                            await batches.flush_batch(self)
+                        continue
+                    await batches.flush_batch(self)
+                except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+                    self.batch = None
+                    self.send_error(exc)
+                    skipping = True
+                if skipping and kind not in (b"S",):
+                    continue
             try:
                 if kind == b"Q":
                     await self.simple_query(msg.cstr())
@@ -347,6 +365,10 @@ class PgSession:
                 await self.flush(True)
                 return
             except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+                if self.batch is not None:  # the transaction is aborted: its batch never runs
+                    self.batch = None
+                    if self.conn is not None:
+                        self.conn.session.aborted = True
                 self.send_error(exc)
                 if kind == b"Q":
                     self.send(p.ready_for_query(self.txn_status))
@@ -388,7 +410,26 @@ class PgSession:
         if len(stmts) == 1 and isinstance(stmts[0], ast.CreateChangefeed) and stmts[0].sink is None:
             return Prepared(sql, "stream", stmts=stmts)
         assert self.conn is not None
+        # Whether it is short depends on the tables' keys: a connection's first statement comes
+        # before any transaction has read the catalog.
+        self.conn.db.refresh_catalog()
+        if len(stmts) == 1 and (norm := norm_.normalise(sql)) is not None and norm_.cached(norm) is None:
+            norm_.template(norm, stmts)  # the next texts of this shape skip the parse
         return Prepared(sql, "engine", stmts=stmts, inline=runs_inline(self.conn.session, stmts))
+
+    def from_template(self, sql: str) -> Prepared | None:
+        """``sql`` from the cache of normalised statements (see normalise.py), or None."""
+        norm = norm_.normalise(sql)
+        if norm is None:
+            return None
+        tmpl = norm_.cached(norm)
+        if not tmpl or tmpl is True:
+            return None
+        inline = self.template_inline.get(norm.key)
+        if inline is None:
+            assert self.conn is not None
+            inline = self.template_inline[norm.key] = runs_inline(self.conn.session, tmpl)
+        return Prepared(sql, "engine", stmts=norm_.bind(tmpl, norm.values), inline=inline)
 
     # ------------------------------------------------------------------ simple query
     async def simple_query(self, sql: str) -> None:
@@ -396,7 +437,9 @@ class PgSession:
         if not pieces:
             self.send(p.EMPTY_QUERY)
         for piece in pieces:
-            prep = await self.call(self.classify, piece) if piece not in self.cache else self.cache[piece]
+            prep = self.cache.get(piece) or self.from_template(piece)
+            if prep is None:
+                prep = await self.call(self.classify, piece)
             res = await self.execute(prep, [])
             if res is not None:
                 await self.send_result(res, prep, [], describe=True, limit=0)
@@ -694,16 +737,11 @@ class PgSession:
         self.send(p.PARSE_COMPLETE)
 
     async def on_bind(self, msg: p.Reader) -> None:
-        portal_name = msg.cstr()
-        stmt_name = msg.cstr()
-        pf = [msg.int16() for _ in range(max(msg.int16(), 0))]
-        nparams = msg.int16()
-        raw: list[bytes | None] = []
-        for _ in range(max(nparams, 0)):
-            length = msg.int32()
-            raw.append(None if length < 0 else msg.bytes_(length))
-        rf = [msg.int16() for _ in range(max(msg.int16(), 0))]
-        msg.done()
+        self.bind(msg.data)
+        self.send(p.BIND_COMPLETE)
+
+    def bind(self, body: bytes) -> Portal:
+        portal_name, stmt_name, pf, raw, rf = p.parse_bind(body)
         prep = self.prepared.get(stmt_name)
         if prep is None:
             raise UndefinedStatement(f'prepared statement "{stmt_name}" does not exist')
@@ -713,8 +751,8 @@ class PgSession:
         ]
         if portal_name and portal_name in self.portals:
             raise DuplicateCursor(f'portal "{portal_name}" already exists')
-        self.portals[portal_name] = Portal(prep, params, rf)
-        self.send(p.BIND_COMPLETE)
+        portal = self.portals[portal_name] = Portal(prep, params, list(rf))
+        return portal
 
     async def on_describe(self, msg: p.Reader) -> None:
         what = msg.byte()
@@ -752,6 +790,12 @@ class PgSession:
             )
             portal.described = True
             return
+        if portal.result is None and batches.batchable(self, prep):
+            self.send(p.NO_DATA)  # runs at Execute, with the others of its batch
+            portal.described = True
+            return
+        if self.batch is not None:
+            await batches.flush_batch(self)
         if portal.result is None:
             portal.result = await self.execute(prep, portal.params)
         described = portal.result
@@ -813,6 +857,14 @@ class PgSession:
         if portal is None:
             raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
+        if portal.result is None and batches.batchable(self, prep) and name == "" and limit == 0:
+            self.batch = Batch(prep, [portal.params], [b""])
+            batches.take_pipelined(self)
+            if len(self.batch.rows) >= batches.BATCH_ROWS:
+                await batches.flush_batch(self)
+            return
+        if self.batch is not None:
+            await batches.flush_batch(self)
         if prep.kind == "stream":
             await self.run_stream(prep, portal.formats, describe=False, params=portal.params)
             return

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from changefeed.sqlite_wal import use_wal
+from changefeed.sqlite_wal import durability, use_wal
 
 FILE_NAME = "schema_registry.sqlite"
 DEFAULT_COMPATIBILITY = "BACKWARD"
@@ -75,7 +75,9 @@ class RegistryStore:
         self.path = db_dir / FILE_NAME
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         use_wal(self._conn)
-        self._conn.execute("PRAGMA synchronous=NORMAL")
+        # A registered schema must outlive power loss as the records that name its id do
+        # (CHANGEFEED_SYNCHRONOUS, default FULL: SQLite syncs at each registration, which is rare).
+        self._conn.execute(f"PRAGMA synchronous={durability().pragma_unshared}")
         self._conn.executescript(_DDL)
         self._lock = threading.Lock()
 

@@ -25,6 +25,7 @@ from changefeed.exceptions import (
     ChangefeedError,
     InvalidStatement,
     NotNullViolation,
+    UndefinedTable,
     UniqueViolation,
 )
 from changefeed.sql import ast, astjson
@@ -32,7 +33,8 @@ from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, Session, StatementFamily
-from changefeed.sql.statements.common import bool_type, coerce, key_values
+from changefeed.sql.statements.cdc_log import LogView
+from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values
 
 FAMILY = StatementFamily("dml")
 
@@ -431,6 +433,9 @@ def _cql_update(
 
 @FAMILY.statement(ast.Delete)
 def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Result:
+    name = session.table_name(s.table)
+    if name.endswith(LOG_SUFFIX) and session.db.find_table(name) is None:
+        return _delete_from_log(session, txn, s, ev)
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.DELETE))
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
@@ -603,3 +608,24 @@ def batch(session: Session, txn: Transaction, s: ast.Batch, ev: Params) -> Resul
     for stmt in s.statements:
         session.statements.handler(stmt).run(session, txn, stmt, ev)
     return Result(status="BATCH")
+
+
+def _delete_from_log(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Result:
+    """``DELETE FROM ks.t_scylla_cdc_log WHERE "cdc$stream_id" = ..``: ScyllaDB lets a user delete
+    log rows (whole streams, or rows of one by ``cdc$time`` / ``cdc$batch_seq_no``); it takes the
+    base table's DELETE privilege. The base table and the change stream are not touched."""
+    q = s.table
+    base_q = ast.QName((*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted)))
+    name = session.table_name(q)
+    try:
+        base = session.resolve_table(txn, base_q)
+    except UndefinedTable:
+        raise UndefinedTable(f'table "{name}" does not exist') from None
+    if not base.cdc.enabled:
+        raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
+    session.require(txn, base, Privilege.DELETE)
+    if s.columns:
+        raise InvalidStatement("a CDC log's rows are deleted whole: DELETE FROM .. WHERE, without columns")
+    evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
+    n = LogView(txn, base).delete(session, s.where, evaluator)
+    return Result(status=f"DELETE {n}", rowcount=n)

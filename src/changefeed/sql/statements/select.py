@@ -8,9 +8,8 @@ from itertools import islice
 from typing import Any
 
 from changefeed.engine.catalog import Role, TableSchema
-from changefeed.engine.clock import CommitTs
 from changefeed.engine.privileges import Privilege, check_any_table_privilege
-from changefeed.engine.storage import TableStore, stream_id, token, tokens
+from changefeed.engine.storage import TableStore, token
 from changefeed.engine.txn import Transaction
 from changefeed.engine.types import SqlType, resolve_type
 from changefeed.exceptions import InvalidStatement, UndefinedTable, UnsupportedFeature
@@ -19,6 +18,7 @@ from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, has_aggre
 from changefeed.sql.functions import AGGREGATES, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values
 
 FAMILY = StatementFamily("select")
@@ -35,10 +35,25 @@ class Relation:
     #: Partition-key column names, for pushing ``pk = x`` / ``pk IN (...)`` down to storage.
     pk_columns: list[str] = field(default_factory=list)
     star: list[str] | None = None  # column order of ``SELECT *`` when it differs from ``columns``
+    #: Rows for a WHERE, when the relation pushes restrictions down itself (ScyllaDB CDC logs),
+    #: and the part of the WHERE it did not apply, to be evaluated on every row it returns.
+    scan: Callable[[ast.Expr | None, Evaluator], tuple[Iterable[tuple[Any, ...]], ast.Expr | None]] | None = (
+        None
+    )
+
+
+#: Relations that are not tables (the CQL endpoint's ``system`` keyspaces): each returns the
+#: relation a name stands for, or None to leave it to the next (and finally to the tables).
+VirtualRelation = Callable[[Session, Transaction, str], "Relation | None"]
+VIRTUAL_RELATIONS: list[VirtualRelation] = []
 
 
 def relation(session: Session, txn: Transaction, q: ast.QName) -> Relation:
     name = session.table_name(q)
+    for virtual in VIRTUAL_RELATIONS:
+        found = virtual(session, txn, name)
+        if found is not None:
+            return found
     if name.endswith(LOG_SUFFIX) and session.db.find_table(name) is None:
         base_q = ast.QName(
             (*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted))
@@ -131,58 +146,15 @@ def _merged_rows(
 
 
 def _log_relation(session: Session, txn: Transaction, base: TableSchema) -> Relation:
-    st = txn.store(base)
-    cols = [c for c in base.columns if not c.virtual]
-    value_cols = [c for c in cols if not c.is_key]
+    view = LogView(txn, base)
 
-    def t(n: str) -> SqlType:
-        return resolve_type(n, dialect="cql")
+    def scan(
+        where: ast.Expr | None, evaluator: Evaluator
+    ) -> tuple[Iterable[tuple[Any, ...]], ast.Expr | None]:
+        window = view.window(session, where, evaluator)
+        return view.rows(window), window.residual
 
-    names = [
-        "cdc$stream_id",
-        "cdc$time",
-        "cdc$batch_seq_no",
-        "cdc$end_of_batch",
-        "cdc$operation",
-        "cdc$ttl",
-    ]
-    types: list[SqlType | None] = [
-        t("blob"),
-        t("timeuuid"),
-        t("int"),
-        t("boolean"),
-        t("tinyint"),
-        t("bigint"),
-    ]
-    names += [c.name for c in cols] + [f"cdc$deleted_{c.name}" for c in value_cols]
-    types += [c.type for c in cols] + [t("boolean") for _ in value_cols]
-    select = ", ".join(
-        ["tok", "ts", "lg", "tx", "bsn", "op", "ttl"]
-        + [c.db for c in cols]
-        + [f"d{c.id}" for c in value_cols]
-    )
-    pk_at = [7 + cols.index(c) for c in st.pk_cols]
-
-    def rows(pks: list[tuple[Any, ...]] | None) -> Iterator[tuple[Any, ...]]:
-        # ScyllaDB's log order: stream, then time, then batch_seq_no (a bulk write stores a
-        # partition's entries in batch_seq_no order only per kind: pre-images first).
-        if st.cql:
-            raw = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY tok, ts, lg, bsn, seq").fetchall()
-        else:
-            # SQL tables store no token: compute it from the partition key, then order alike.
-            logged = txn.conn.execute(f"SELECT {select} FROM {st.j} ORDER BY ts, lg, bsn, seq").fetchall()
-            toks = tokens(tuple(r[i] for i in pk_at) for r in logged)
-            order = sorted(range(len(logged)), key=lambda i: toks[i])  # stable
-            raw = [(toks[i], *logged[i][1:]) for i in order]
-        for i, r in enumerate(raw):
-            tok, wall, lg, tx, bsn, op, ttl = r[:7]
-            nxt = raw[i + 1] if i + 1 < len(raw) else None
-            end = True if nxt is None or nxt[0] != tok or nxt[3] != tx else None
-            vals = [c.type.from_db(v) for c, v in zip(cols, r[7 : 7 + len(cols)], strict=True)]
-            dels = [True if d else None for d in r[7 + len(cols) :]]
-            yield (stream_id(tok), CommitTs(wall, lg).timeuuid(), bsn, end, op, ttl, *vals, *dels)
-
-    return Relation(base.name + LOG_SUFFIX, names, types, rows, [])
+    return Relation(base.name + LOG_SUFFIX, view.names, view.types, lambda _: view.rows(), [], scan=scan)
 
 
 #: Other families' claims on a SELECT whose FROM names something that is not a table (Apache
@@ -202,10 +174,14 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         raise UnsupportedFeature(
             "AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables"
         )
+    rel = Relation("", [], [], lambda _: iter([()])) if s.table is None else relation(session, txn, s.table)
+    return select_over(session, txn, s, ev, rel)
+
+
+def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, rel: Relation) -> Result:
+    """Run ``s`` over the rows of ``rel``: WHERE, projection, aggregates, ORDER BY, LIMIT."""
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
-    rel = Relation("", [], [], lambda _: iter([()])) if s.table is None else relation(session, txn, s.table)
-    pks = _pushdown(session, rel, s.where, evaluator)
     index = {n: i for i, n in enumerate(rel.columns)}
     lower_index: dict[str, int] = {}
     for n, i in index.items():
@@ -239,7 +215,11 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         if not isinstance(lim, int) or lim < 0:
             raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
     where = s.where
-    scanned: Iterable[tuple[Any, ...]] = rel.rows(pks)
+    scanned: Iterable[tuple[Any, ...]]
+    if rel.scan is not None:
+        scanned, where = rel.scan(s.where, evaluator)
+    else:
+        scanned = rel.rows(_pushdown(session, rel, s.where, evaluator))
     if where is not None:
         scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
     if lim is not None and not aggregate and not s.order_by and not s.distinct:

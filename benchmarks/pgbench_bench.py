@@ -1,0 +1,514 @@
+"""pgbench through ``changefeed serve --pg`` side by side with PostgreSQL, in one run.
+
+    python benchmarks/pgbench_bench.py [--seconds 20] [--clients 1,8,32] [--rows 100000]
+        [--scripts select-simple,select-extended,select-prepared,upsert,mix,txn] [--feed]
+        [--only changefeed|postgres] [--keep] [--bulk 30]
+
+Starts PostgreSQL from Debian's packages (``initdb`` as the unprivileged user ``nobody`` in a
+temporary directory, ``fsync = on``, ``synchronous_commit = on``, loopback only) and
+``changefeed serve --pg`` on a fresh database, loads ``t (id INT PRIMARY KEY, v TEXT)`` with
+``--rows`` rows in both, and runs the same pgbench scripts at each client count against each side
+(``-j`` up to 2 threads: the machine has 2 cores). Each run prints tps, p50/p99 latency (from
+pgbench's per-transaction log) and failed transactions; then one table with the ratio
+changefeed / PostgreSQL per script and client count, and each side's durability setting.
+
+Scripts (random keys over the loaded rows; both sides get the same statements, except that the
+upsert is ``UPSERT INTO`` for changefeed and ``INSERT .. ON CONFLICT (id) DO UPDATE`` for
+PostgreSQL, which has no UPSERT):
+
+* ``select-simple`` / ``select-extended`` / ``select-prepared``: ``SELECT v FROM t WHERE id = :id``
+  with pgbench's ``-M simple``, ``-M extended`` (unnamed statement parsed every time) and
+  ``-M prepared`` (named statement parsed once);
+* ``upsert``: one single-row upsert per transaction (``-M prepared``);
+* ``mix``: 90% the point select, 10% the upsert (``-M prepared``);
+* ``txn``: ``BEGIN; UPDATE; SELECT; UPSERT; COMMIT`` (``-M prepared``);
+
+Then the bulk figure: ``executemany`` of ``--bulk`` transactions of 1,000 rows through
+``changefeed.connect`` in this process and with psycopg through the endpoint, rows/s and ratio.
+
+``--feed`` adds a YDB changefeed (``NEW_AND_OLD_IMAGES``) to the changefeed table, so each write
+also writes the change stream. The changefeed side's durability is ``CHANGEFEED_SYNCHRONOUS`` as
+set in the environment (default ``FULL``: durable across power loss, group commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+sys.path.insert(0, str(SRC))
+
+import changefeed  # noqa: E402
+
+SCRIPTS = ("select-simple", "select-extended", "select-prepared", "upsert", "mix", "txn")
+#: The unprivileged account PostgreSQL runs as (it refuses to run as root).
+PG_USER = "nobody"
+
+
+@dataclass(frozen=True)
+class Run:
+    side: str
+    script: str
+    clients: int
+    tps: float
+    p50_ms: float
+    p99_ms: float
+    failed: int
+    transactions: int
+    #: Server CPU (user + system, all its processes) per transaction, µs: steadier than tps on a
+    #: shared machine.
+    cpu_us: float
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pg_bin() -> Path:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=lambda p: int(p.split("/")[4]))
+    if not found:
+        sys.exit("PostgreSQL is not installed (apt-get install postgresql; `make setup` does it)")
+    return Path(found[-1]).parent
+
+
+def as_pg_user(cmd: list[str]) -> list[str]:
+    return [
+        "setpriv",
+        f"--reuid={PG_USER}",
+        f"--regid={PG_USER if PG_USER != 'nobody' else 'nogroup'}",
+        "--clear-groups",
+        "--",
+        *cmd,
+    ]
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster in ``root`` (run as ``nobody``), on loopback ``port``."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.bin = pg_bin()
+        self.data = root / "pgdata"
+        self.port = port
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.chown(root, PG_USER)
+        os.chmod(root, 0o755)
+        subprocess.run(
+            as_pg_user(
+                [
+                    str(self.bin / "initdb"),
+                    "-D",
+                    str(self.data),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ]
+            ),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        self.proc = subprocess.Popen(
+            as_pg_user(
+                [
+                    str(self.bin / "postgres"),
+                    "-D",
+                    str(self.data),
+                    "-p",
+                    str(port),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-c",
+                    f"unix_socket_directories={root}",
+                    "-c",
+                    "fsync=on",
+                    "-c",
+                    "synchronous_commit=on",
+                    "-c",
+                    "full_page_writes=on",
+                    "-c",
+                    "max_connections=100",
+                    "-c",
+                    "shared_buffers=128MB",
+                ]
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_port(port, self.proc)
+
+    def psql(self, sql: str) -> str:
+        out = subprocess.run(
+            [
+                "psql",
+                "-X",
+                "-q",
+                "-At",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-c",
+                sql,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.strip()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)  # fast shutdown
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"server exited with {proc.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    sys.exit(f"nothing listens on {port} after {timeout} s")
+
+
+def script_files(tmp: Path, side: str, rows: int) -> dict[str, tuple[list[str], str]]:
+    """script name -> (pgbench -f arguments, -M mode)."""
+    d = tmp / f"scripts-{side}"
+    d.mkdir(exist_ok=True)
+    upsert = (
+        "UPSERT INTO t (id, v) VALUES (:id, 'pgbench')"
+        if side == "changefeed"
+        else "INSERT INTO t (id, v) VALUES (:id, 'pgbench') ON CONFLICT (id) DO UPDATE SET v = excluded.v"
+    )
+    texts = {
+        "select": f"\\set id random(1, {rows})\nSELECT v FROM t WHERE id = :id;\n",
+        "upsert": f"\\set id random(1, {rows})\n{upsert};\n",
+        "txn": (
+            f"\\set a random(1, {rows})\n\\set b random(1, {rows})\n\\set c random(1, {rows})\n"
+            "BEGIN;\nUPDATE t SET v = 'txn' WHERE id = :a;\nSELECT v FROM t WHERE id = :b;\n"
+            f"{upsert.replace(':id', ':c')};\nCOMMIT;\n"
+        ),
+    }
+    for name, text in texts.items():
+        (d / f"{name}.sql").write_text(text)
+    sel, ups, txn = str(d / "select.sql"), str(d / "upsert.sql"), str(d / "txn.sql")
+    return {
+        "select-simple": (["-f", sel], "simple"),
+        "select-extended": (["-f", sel], "extended"),
+        "select-prepared": (["-f", sel], "prepared"),
+        "upsert": (["-f", ups], "prepared"),
+        "mix": (["-f", f"{sel}@9", "-f", f"{ups}@1"], "prepared"),
+        "txn": (["-f", txn], "prepared"),
+    }
+
+
+def server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and of its children it has reaped: PostgreSQL's
+    backends, which exit with their connections, count in the postmaster's once reaped."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def pgbench(
+    side: str,
+    script: str,
+    files: list[str],
+    mode: str,
+    clients: int,
+    seconds: int,
+    port: int,
+    user: str,
+    dbname: str,
+    logdir: Path,
+    server_pid: int,
+) -> Run:
+    for f in logdir.glob("log*"):
+        f.unlink()
+    cpu0 = server_cpu_s(server_pid)
+    cmd = [
+        "pgbench",
+        "-n",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-U",
+        user,
+        "-M",
+        mode,
+        "-c",
+        str(clients),
+        "-j",
+        str(min(clients, 2)),
+        "-T",
+        str(seconds),
+        "-l",
+        f"--log-prefix={logdir}/log",
+        *files,
+        dbname,
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    time.sleep(0.5)  # PostgreSQL's backends exit and are reaped
+    cpu1 = server_cpu_s(server_pid)
+    text = out.stdout + out.stderr
+    m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", text)
+    if out.returncode != 0 or m is None:
+        print(text[-2000:], file=sys.stderr)
+        tps = 0.0
+    else:
+        tps = float(m.group(1))
+    fm = re.search(r"number of failed transactions: (\d+)", text)
+    failed = int(fm.group(1)) if fm else -1
+    if "aborted" in text:
+        failed = max(failed, 1)
+    lat: list[int] = []
+    for f in logdir.glob("log*"):
+        for line in f.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[2].isdigit():
+                lat.append(int(parts[2]))
+    lat.sort()
+    p50 = lat[len(lat) // 2] / 1000 if lat else 0.0
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] / 1000 if lat else 0.0
+    return Run(side, script, clients, tps, p50, p99, failed, len(lat), (cpu1 - cpu0) * 1e6 / max(len(lat), 1))
+
+
+def load_changefeed(db: Path, rows: int, feed: bool) -> None:
+    with changefeed.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
+        if feed:
+            conn.execute(
+                "ALTER TABLE t ADD CHANGEFEED updates WITH (FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES')"
+            )
+        for start in range(1, rows + 1, 50_000):
+            conn.executemany(
+                "UPSERT INTO t (id, v) VALUES (?, ?)",
+                [(i, f"value {i}") for i in range(start, min(rows, start + 49_999) + 1)],
+            )
+
+
+def bulk(tmp: Path, transactions: int) -> tuple[float, float, float, float]:
+    """``executemany`` of 1,000-row transactions: through ``changefeed.connect`` in this process,
+    then with psycopg (pipelined Bind/Execute, as its executemany sends them) through a fresh
+    ``changefeed serve --pg``. Returns (in-process rows/s, its CPU us/row, endpoint rows/s, the
+    server's CPU us/row)."""
+    import psycopg
+
+    db = tmp / "bulkdb"
+    rows = [[(t * 1000 + j, "value", j) for j in range(1000)] for t in range(transactions)]
+    with changefeed.connect(db) as conn:
+        conn.execute("CREATE TABLE b1 (id INT PRIMARY KEY, v TEXT, n INT)")
+        conn.execute("CREATE TABLE b2 (id INT PRIMARY KEY, v TEXT, n INT)")
+        c0, t0 = time.process_time(), time.perf_counter()
+        for batch in rows:
+            conn.executemany("INSERT INTO b1 (id, v, n) VALUES ($1, $2, $3)", batch)
+        local_s, local_cpu = time.perf_counter() - t0, time.process_time() - c0
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--pg", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_port(port, proc)
+        with psycopg.connect(f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable") as pc:
+            cpu0, t0 = server_cpu_s(proc.pid), time.perf_counter()
+            for batch in rows:
+                with pc.transaction(), pc.cursor() as cur:
+                    cur.executemany("INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", batch)
+            wire_s, wire_cpu = time.perf_counter() - t0, server_cpu_s(proc.pid) - cpu0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    n = transactions * 1000
+    return n / local_s, local_cpu * 1e6 / n, n / wire_s, wire_cpu * 1e6 / n
+
+
+def load_load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--clients", default="1,8,32")
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--scripts", default=",".join(SCRIPTS))
+    ap.add_argument("--feed", action="store_true", help="a YDB changefeed on the changefeed table")
+    ap.add_argument("--only", choices=("changefeed", "postgres"))
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument(
+        "--bulk",
+        type=int,
+        default=30,
+        help="1,000-row executemany transactions for the bulk figure (0: skip)",
+    )
+    args = ap.parse_args()
+    clients = [int(c) for c in args.clients.split(",")]
+    scripts = [s for s in args.scripts.split(",") if s]
+    for s in scripts:
+        if s not in SCRIPTS:
+            sys.exit(f"unknown script {s!r}; choose from {', '.join(SCRIPTS)}")
+    if shutil.which("pgbench") is None:
+        sys.exit("pgbench is not installed (apt-get install postgresql-contrib / postgresql; `make setup`)")
+
+    tmp = Path(tempfile.mkdtemp(prefix="pgbench_bench"))
+    os.chmod(tmp, 0o755)
+    logdir = tmp / "logs"
+    logdir.mkdir()
+    runs: list[Run] = []
+    sync = os.environ.get("CHANGEFEED_SYNCHRONOUS", "FULL").upper()
+    durability = {"changefeed": f"CHANGEFEED_SYNCHRONOUS={sync}"}
+    print(
+        f"cores {os.cpu_count()}, load average {load_load()} at start, {args.seconds} s per run", flush=True
+    )
+    sides = [s for s in ("postgres", "changefeed") if args.only in (None, s)]
+    servers: dict[str, tuple[int, str, str, int]] = {}  # side -> (port, user, database, pid)
+    pg: Postgres | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        if "postgres" in sides:
+            pg = Postgres(tmp / "pg", free_port())
+            pg.psql("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
+            pg.psql(f"INSERT INTO t SELECT g, 'value ' || g FROM generate_series(1, {args.rows}) g")
+            pg.psql("VACUUM ANALYZE t")
+            durability["postgres"] = (
+                f"PostgreSQL {pg.psql('SHOW server_version')}: fsync={pg.psql('SHOW fsync')}, "
+                f"synchronous_commit={pg.psql('SHOW synchronous_commit')}, "
+                f"wal_sync_method={pg.psql('SHOW wal_sync_method')}"
+            )
+            servers["postgres"] = (pg.port, "postgres", "postgres", pg.proc.pid)
+        if "changefeed" in sides:
+            db = tmp / "cfdb"
+            load_changefeed(db, args.rows, args.feed)
+            port = free_port()
+            env = {**os.environ, "PYTHONPATH": str(SRC)}
+            with open(tmp / "serve.log", "wb") as log:
+                proc = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "changefeed.cli.main",
+                        "serve",
+                        "--db",
+                        str(db),
+                        "--pg",
+                        f"127.0.0.1:{port}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    env=env,
+                )
+            wait_port(port, proc)
+            servers["changefeed"] = (port, "root", "defaultdb", proc.pid)
+        # Both servers run for the whole benchmark and each pair of runs (same script and clients)
+        # goes back to back, so that both sides of a ratio meet the same load on a shared machine.
+        files = {side: script_files(tmp, side, args.rows) for side in servers}
+        # Warm-up, not measured: the servers' first statements load code and caches.
+        for side, (port, user, dbname, pid) in servers.items():
+            for script in scripts:
+                fargs, mode = files[side][script]
+                pgbench(side, script, fargs, mode, 2, 1, port, user, dbname, logdir, pid)
+        for script in scripts:
+            for c in clients:
+                for side, (port, user, dbname, pid) in servers.items():
+                    fargs, mode = files[side][script]
+                    r = pgbench(side, script, fargs, mode, c, args.seconds, port, user, dbname, logdir, pid)
+                    print(
+                        f"{side:<10} {script:<16} {c:>3} clients: {r.tps:>9,.0f} tps  p50 {r.p50_ms:.2f} ms"
+                        f"  p99 {r.p99_ms:.2f} ms  server CPU {r.cpu_us:,.0f} us/txn  failed {r.failed}  (load {load_load()})",
+                        flush=True,
+                    )
+                    runs.append(r)
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if pg is not None:
+            pg.stop()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}")
+
+    print()
+    print(f"cores {os.cpu_count()}, load average {load_load()} at the end")
+    for side, text in durability.items():
+        print(f"  {side}: {text}")
+    by = {(r.side, r.script, r.clients): r for r in runs}
+    print()
+    print(
+        f"{'script':<16} {'clients':>7} | {'changefeed tps':>14} {'p50':>6} {'p99':>7} {'cpu':>5} {'fail':>4} | "
+        f"{'postgres tps':>12} {'p50':>6} {'p99':>7} {'cpu':>5} {'fail':>4} | ratio"
+    )
+    for s in scripts:
+        for c in clients:
+            a, b = by.get(("changefeed", s, c)), by.get(("postgres", s, c))
+            left = (
+                f"{a.tps:>14,.0f} {a.p50_ms:>6.2f} {a.p99_ms:>7.2f} {a.cpu_us:>5,.0f} {a.failed:>4}"
+                if a
+                else " " * 40
+            )
+            right = (
+                f"{b.tps:>12,.0f} {b.p50_ms:>6.2f} {b.p99_ms:>7.2f} {b.cpu_us:>5,.0f} {b.failed:>4}"
+                if b
+                else " " * 38
+            )
+            ratio = f"{a.tps / b.tps:.2f}" if a and b and b.tps else "-"
+            print(f"{s:<16} {c:>7} | {left} | {right} | {ratio}")
+    print(
+        "(p50/p99 latency in ms; cpu: server CPU per transaction in us; ratio = changefeed tps / PostgreSQL tps)"
+    )
+    if args.bulk > 0 and args.only != "postgres":
+        tmp2 = Path(tempfile.mkdtemp(prefix="pgbench_bulk"))
+        try:
+            local, local_cpu, wire, wire_cpu = bulk(tmp2, args.bulk)
+        finally:
+            shutil.rmtree(tmp2, ignore_errors=True)
+        print()
+        print(
+            f"bulk executemany, {args.bulk} transactions of 1,000 rows: changefeed.connect {local:,.0f} rows/s"
+            f" ({local_cpu:.1f} us CPU/row), endpoint (psycopg) {wire:,.0f} rows/s (server {wire_cpu:.1f} us"
+            f" CPU/row): ratio {wire / local:.2f} (target >= 0.7); load {load_load()}"
+        )
+
+
+if __name__ == "__main__":
+    main()

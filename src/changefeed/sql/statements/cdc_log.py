@@ -1,0 +1,354 @@
+"""ScyllaDB's CDC log table ``ks.t_scylla_cdc_log`` over the journal ``j<id>``: reads and deletes.
+
+The log's partition key is ``cdc$stream_id`` and its clustering key ``(cdc$time,
+cdc$batch_seq_no)``, as in ScyllaDB: rows come back stream by stream (streams in token order, see
+``engine.cdc_streams``), each stream's changes in time order. A base partition's stream is that of
+the vnode owning its token; ``cdc$time`` is the commit time, made distinct per base partition
+within one transaction (``CommitTs.timeuuid``), and ``cdc$end_of_batch`` closes each
+(stream, time) group, so ScyllaDB's CDC libraries see one change per base partition and commit.
+
+Restrictions a ScyllaDB CDC reader sends, ``"cdc$stream_id" IN (..) AND "cdc$time" > ? AND
+"cdc$time" <= ?``, are pushed down: the time window becomes a range of the journal's insertion
+order (its time is monotonic in it), the streams a condition on the stored token, so a window read
+costs the rows of the window, not of the log. Every other condition is then evaluated per row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.cdc_streams import VNODE_SQL, VNODES, generation, generation_at, vnode_of
+from changefeed.engine.clock import CommitTs, timeuuid_key
+from changefeed.engine.storage import tokens
+from changefeed.engine.txn import Transaction
+from changefeed.engine.types import SqlType, resolve_type
+from changefeed.exceptions import InvalidStatement
+from changefeed.sql import ast
+from changefeed.sql.evaluator import Evaluator, conjuncts, is_const
+
+#: The log's own columns, before the base table's.
+META_COLUMNS = (
+    ("cdc$stream_id", "blob"),
+    ("cdc$time", "timeuuid"),
+    ("cdc$batch_seq_no", "int"),
+    ("cdc$end_of_batch", "boolean"),
+    ("cdc$operation", "tinyint"),
+    ("cdc$ttl", "bigint"),
+)
+#: Bits of the partition token that break ties between partitions of one commit (see module doc).
+_TIEBREAK_MASK = (1 << 40) - 1
+
+
+def _t(name: str) -> SqlType:
+    return resolve_type(name, dialect="cql")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """What a WHERE pins down: streams (vnode indexes) and a time interval, as timeuuid keys."""
+
+    vnodes: frozenset[int] | None = None
+    lower: tuple[tuple[int, int], bool] | None = None  # (timeuuid_key, inclusive)
+    upper: tuple[tuple[int, int], bool] | None = None
+    #: The conjuncts of the WHERE the window does not apply (None: it applies all of them).
+    residual: ast.Expr | None = None
+
+    def admits(self, key: tuple[int, int]) -> bool:
+        if self.lower is not None and (key < self.lower[0] or (key == self.lower[0] and not self.lower[1])):
+            return False
+        return not (
+            self.upper is not None and (key > self.upper[0] or (key == self.upper[0] and not self.upper[1]))
+        )
+
+
+class LogView:
+    """The log of one base table as a relation: column names, types, and rows for a window."""
+
+    def __init__(self, txn: Transaction, base: TableSchema) -> None:
+        self.txn = txn
+        self.base = base
+        self.st = txn.store(base)
+        self.cols = [c for c in base.columns if not c.virtual]
+        self.value_cols = [c for c in self.cols if not c.is_key]
+        self.names = [n for n, _ in META_COLUMNS]
+        self.names += [c.name for c in self.cols] + [f"cdc$deleted_{c.name}" for c in self.value_cols]
+        self.types: list[SqlType | None] = [_t(t) for _, t in META_COLUMNS]
+        self.types += [c.type for c in self.cols] + [_t("boolean") for _ in self.value_cols]
+        self.gen = generation(txn.conn) or generation_at(0)
+        # ``cdc$deleted_<col>`` flags come as one bit mask (mostly 0: no per-row list to build).
+        mask = " | ".join(f"(COALESCE(d{c.id}, 0) << {i})" for i, c in enumerate(self.value_cols)) or "0"
+        self._select = ", ".join(
+            ["tok", "ts", "lg", "tx", "bsn", "op", "ttl", "seq"] + [c.db for c in self.cols]
+        )
+        self._select += f", {mask}"
+        n = len(self.value_cols)
+        self._dels: dict[int, tuple[bool | None, ...]] = {0: (None,) * n}
+        self._ndels = n
+        self._pk_at = [8 + self.cols.index(c) for c in self.st.pk_cols]
+
+    # ------------------------------------------------------------------ pushdown
+    def window(self, session: Any, where: ast.Expr | None, evaluator: Evaluator) -> Window:
+        """The streams and time bounds the conjuncts of ``where`` fix (others are left to the caller)."""
+        if where is None:
+            return Window()
+        vnodes: set[int] | None = None
+        lower: tuple[tuple[int, int], bool] | None = None
+        upper: tuple[tuple[int, int], bool] | None = None
+        rest: list[ast.Expr] = []
+        for rel in conjuncts(where):
+            col, op, values = _restriction(session, rel, evaluator)
+            if col == "cdc$stream_id" and op in ("=", "in") and all(isinstance(v, bytes) for v in values):
+                found = {self.gen.index_of(v) for v in values if isinstance(v, bytes)}
+                found.discard(None)
+                picked = {i for i in found if i is not None}
+                vnodes = picked if vnodes is None else vnodes & picked
+            elif col == "cdc$time" and op in ("<", "<=", ">", ">=", "=") and len(values) == 1:
+                v = values[0]
+                if not isinstance(v, uuid.UUID) or v.version != 1:
+                    rest.append(rel)
+                    continue
+                key = timeuuid_key(v)
+                if op in (">", ">=", "="):
+                    cand = (key, op != ">")
+                    if lower is None or cand[0] > lower[0] or (cand[0] == lower[0] and not cand[1]):
+                        lower = cand
+                if op in ("<", "<=", "="):
+                    cand = (key, op != "<")
+                    if upper is None or cand[0] < upper[0] or (cand[0] == upper[0] and not cand[1]):
+                        upper = cand
+            else:
+                rest.append(rel)
+        residual: ast.Expr | None = None
+        for rel in rest:
+            residual = rel if residual is None else ast.BinaryOp("AND", residual, rel)
+        return Window(None if vnodes is None else frozenset(vnodes), lower, upper, residual)
+
+    # ------------------------------------------------------------------ rows
+    def rows(self, window: Window = Window()) -> Iterator[tuple[Any, ...]]:
+        """The log's rows within ``window``, in ScyllaDB's order (the hot loop of every log read:
+        per row one tuple, one UUID, and conversions only for columns not stored as they are)."""
+        raw = self._raw(window)
+        ncols = len(self.cols)
+        convert = [(8 + i, c.type.from_db) for i, c in enumerate(self.cols) if not c.type.stored_as_is]
+        nvals = 8 + ncols
+        dmasks = self._dels
+        ndels = self._ndels
+        streams = self.gen.streams
+        lower, upper = window.lower, window.upper
+        check_time = lower is not None or upper is not None
+        new_uuid = _uuid_from_int
+        last_wall = -1
+        ticks = msb = sub = 0
+        count = len(raw)
+        for i in range(count):
+            r = raw[i]
+            tok, wall, lg, tx = r[0], r[1], r[2], r[3]
+            if wall != last_wall:
+                last_wall = wall
+                ticks = wall // 100 + _GREGORIAN_TICKS
+                msb = _msb_of(ticks) << 64
+                sub = (wall % 100) << 55
+            low = sub | (lg if lg < _LOGICAL_MAX else _LOGICAL_MAX) << 40 | (tok & _TIEBREAK_MASK)
+            if check_time and not window.admits((ticks, low)):  # (ticks, low) is its timeuuid_key
+                continue
+            t = new_uuid(msb | (0x80 | (low >> 56) & 0x3F) << 56 | ((low & _LOW56) ^ _FLIP))
+            if i + 1 < count:
+                nxt = raw[i + 1]
+                end = True if nxt[0] != tok or nxt[3] != tx else None
+            else:
+                end = True
+            vals: Sequence[Any]
+            if convert:
+                changed = list(r[8:nvals])
+                for at, f in convert:
+                    changed[at - 8] = f(changed[at - 8])
+                vals = changed
+            else:
+                vals = r[8:nvals]
+            dmask = r[nvals]
+            dels = dmasks.get(dmask)
+            if dels is None:
+                dels = dmasks[dmask] = tuple(True if dmask >> b & 1 else None for b in range(ndels))
+            yield (streams[(tok >> _SHIFT) + _HALF], t, r[4], end, r[5], r[6], *vals, *dels)
+
+    def _raw(self, window: Window) -> list[tuple[Any, ...]]:
+        conn = self.txn.conn
+        j = self.st.j
+        conds: list[str] = []
+        params: list[Any] = []
+        lo, hi = self._seq_bounds(window)
+        if lo is not None:
+            conds.append("seq >= ?")
+            params.append(lo)
+        if hi is not None:
+            conds.append("seq <= ?")
+            params.append(hi)
+        if window.vnodes is not None and not window.vnodes:
+            return []
+        if self.st.cql:
+            if window.vnodes is not None:
+                conds.append(f"{VNODE_SQL} IN ({', '.join(str(v) for v in sorted(window.vnodes))})")
+            where = f" WHERE {' AND '.join(conds)}" if conds else ""
+            # Read in insertion (= commit) order and sort here: Python's sort of the fetched rows
+            # costs about half of SQLite's sorter writing them all to a temporary b-tree.
+            rows = conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
+            rows.sort(key=_log_order)
+            return rows
+        # SQL tables store no token: compute it from the partition key, then order alike.
+        where = f" WHERE {' AND '.join(conds)}" if conds else ""
+        logged = conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
+        toks = tokens(tuple(r[i] for i in self._pk_at) for r in logged)
+        keyed = [
+            (vnode_of(tok), r[1], r[2], tok & _TIEBREAK_MASK, r[4], r[7], tok, r)
+            for tok, r in zip(toks, logged, strict=True)
+            if window.vnodes is None or vnode_of(tok) in window.vnodes
+        ]
+        keyed.sort(key=lambda k: k[:6])
+        return [(k[6], *k[7][1:]) for k in keyed]
+
+    def _seq_bounds(self, window: Window) -> tuple[int | None, int | None]:
+        """The insertion-order range that holds the window's times (time is monotonic in ``seq``)."""
+        lo = hi = None
+        if window.lower is not None:
+            lo = self._first_seq_at_or_after(window.lower[0][0] * 100 - _GREGORIAN_NS)
+        if window.upper is not None:
+            nxt = self._first_seq_at_or_after((window.upper[0][0] + 1) * 100 - _GREGORIAN_NS)
+            hi = None if nxt is None else nxt - 1
+        if window.lower is not None and lo is None:
+            lo = 1 << 62  # nothing at or after the lower bound
+        return lo, hi
+
+    def _first_seq_at_or_after(self, wall: int) -> int | None:
+        """The smallest ``seq`` whose commit time is at least ``wall`` ns (binary search on seq)."""
+        conn = self.txn.conn
+        j = self.st.j
+        # (two subqueries: SQLite answers each from the rowid b-tree, but scans for min() and max() together)
+        bounds = conn.execute(f"SELECT (SELECT min(seq) FROM {j}), (SELECT max(seq) FROM {j})").fetchone()
+        if bounds is None or bounds[0] is None:
+            return None
+        lo, hi = int(bounds[0]), int(bounds[1])
+        if conn.execute(f"SELECT ts FROM {j} WHERE seq = ?", (hi,)).fetchone()[0] < wall:
+            return None
+        probe = f"SELECT seq, ts FROM {j} WHERE seq >= ? ORDER BY seq LIMIT 1"
+        while lo < hi:  # the first seq whose next row is at or after ``wall`` (monotonic)
+            mid = (lo + hi) // 2
+            seq, ts = conn.execute(probe, (mid,)).fetchone()
+            if ts >= wall:
+                hi = mid
+            else:
+                lo = int(seq) + 1
+        return int(conn.execute(probe, (lo,)).fetchone()[0])
+
+    # ------------------------------------------------------------------ deletes
+    def delete(self, session: Any, where: ast.Expr | None, evaluator: Evaluator) -> int:
+        """``DELETE FROM ks.t_scylla_cdc_log WHERE "cdc$stream_id" = .. [AND ..]``: the stream
+        (the partition key) must be restricted, as ScyllaDB requires; any further conditions on
+        ``cdc$time`` and ``cdc$batch_seq_no`` narrow it to rows of that partition."""
+        window = self.window(session, where, evaluator)
+        if window.vnodes is None:
+            raise InvalidStatement("Some partition key parts are missing: cdc$stream_id")
+        assert where is not None
+        rest = [
+            rel
+            for rel in conjuncts(where)
+            if _restriction(session, rel, evaluator)[0] not in ("cdc$stream_id", "cdc$time")
+        ]
+        for rel in rest:
+            col = _restriction(session, rel, evaluator)[0]
+            if col != "cdc$batch_seq_no":
+                raise InvalidStatement(
+                    "Invalid where clause: only the primary key (cdc$stream_id, cdc$time, "
+                    "cdc$batch_seq_no) may be restricted in a DELETE from a CDC log"
+                )
+        index = {n: i for i, n in enumerate(self.names)}
+        doomed: list[int] = []
+        seqs = self._row_seqs(window)
+        for row, seq in zip(self.rows(window), seqs, strict=True):
+            scope = _scope(row, index)
+            if all(evaluator.eval(rel, scope) is True for rel in rest):
+                doomed.append(seq)
+        for i in range(0, len(doomed), 500):
+            part = doomed[i : i + 500]
+            self.txn.conn.execute(
+                f"DELETE FROM {self.st.j} WHERE seq IN ({', '.join('?' * len(part))})", part
+            )
+        return len(doomed)
+
+    def _row_seqs(self, window: Window) -> list[int]:
+        out = []
+        for r in self._raw(window):
+            if window.lower is None and window.upper is None:
+                out.append(int(r[7]))
+                continue
+            t = CommitTs(r[1], r[2]).timeuuid(r[0] & _TIEBREAK_MASK)
+            if window.admits(timeuuid_key(t)):
+                out.append(int(r[7]))
+        return out
+
+
+_GREGORIAN_TICKS = 0x01B21DD213814000
+_GREGORIAN_NS = _GREGORIAN_TICKS * 100
+_LOGICAL_MAX = (1 << 15) - 1
+_LOW56 = (1 << 56) - 1
+_FLIP = 0x0080_8080_8080_8080
+_SHIFT = 64 - VNODES.bit_length() + 1
+_HALF = VNODES // 2
+
+
+def _log_order(r: Sequence[Any]) -> tuple[int, int, int, int, int]:
+    """ScyllaDB's log order of a journal row read in insertion order (a stable sort keeps ``seq``
+    order among equals): stream, time, the partition tiebreak, ``cdc$batch_seq_no``."""
+    tok = r[0]
+    return (tok >> _SHIFT, r[1], r[2], tok & _TIEBREAK_MASK, r[4])
+
+
+def _msb_of(ticks: int) -> int:
+    return (ticks & 0xFFFFFFFF) << 32 | ((ticks >> 32) & 0xFFFF) << 16 | 0x1000 | ((ticks >> 48) & 0x0FFF)
+
+
+_UUID_NEW = object.__new__
+_SET = object.__setattr__
+
+
+def _uuid_from_int(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` without its argument checks (the value is built to be valid)."""
+    u: uuid.UUID = _UUID_NEW(uuid.UUID)
+    _SET(u, "int", value)
+    _SET(u, "is_safe", uuid.SafeUUID.unknown)
+    return u
+
+
+def _scope(row: Sequence[Any], index: dict[str, int]) -> Any:
+    from changefeed.sql.evaluator import RowMap, Scope
+
+    return Scope(RowMap(tuple(row), index, {n.lower(): i for n, i in index.items()}))
+
+
+def _restriction(session: Any, rel: ast.Expr, evaluator: Evaluator) -> tuple[str | None, str, list[Any]]:
+    """(column, operator, constant values) of a ``column op constant`` or ``column IN (..)`` conjunct."""
+    if isinstance(rel, ast.BinaryOp) and rel.op in ("=", "<", "<=", ">", ">="):
+        left, right, op = rel.left, rel.right, str(rel.op)
+        if not isinstance(left, ast.Column) and isinstance(right, ast.Column):
+            left, right = right, left
+            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+        if isinstance(left, ast.Column) and is_const(right):
+            return session.ident(left.name), op, [evaluator.eval(right, None)]
+    if (
+        isinstance(rel, ast.InList)
+        and not rel.negated
+        and isinstance(rel.expr, ast.Column)
+        and all(is_const(x) for x in rel.items)
+    ):
+        values: list[Any] = []
+        for x in rel.items:
+            v = evaluator.eval(x, None)
+            values.extend(v if isinstance(v, list | tuple) else [v])
+        return session.ident(rel.expr.name), "in", values
+    return None, "", []
+
+
+__all__ = ["META_COLUMNS", "LogView", "Window"]
