@@ -74,15 +74,39 @@ def _take(feed: Any, n: int, timeout_s: float = 20.0) -> list[tuple[Any, ...]]:
     ("query", "error", "text"),
     [
         ("SELECT now() FROM users", UndefinedFunction, 'function "now" unsupported by CDC'),
-        ("SELECT current_timestamp FROM users", UndefinedFunction, 'function "current_timestamp" unsupported by CDC'),
-        ("SELECT gen_random_uuid() FROM users", UndefinedFunction, 'function "gen_random_uuid" unsupported by CDC'),
+        (
+            "SELECT current_timestamp FROM users",
+            UndefinedFunction,
+            'function "current_timestamp" unsupported by CDC',
+        ),
+        (
+            "SELECT gen_random_uuid() FROM users",
+            UndefinedFunction,
+            'function "gen_random_uuid" unsupported by CDC',
+        ),
         ("SELECT sum(id) FROM users", UndefinedFunction, 'function "sum" unsupported by CDC'),
-        ("SELECT rank() OVER (ORDER BY id) FROM users", UndefinedFunction, 'function "rank" unsupported by CDC'),
-        ("SELECT generate_series(1, 3) FROM users", UndefinedFunction, 'function "generate_series" unsupported by CDC'),
-        ("SELECT * FROM users WHERE EXISTS (SELECT 1)", UnsupportedFeature, "sub-query expressions not supported by CDC"),
+        (
+            "SELECT rank() OVER (ORDER BY id) FROM users",
+            UndefinedFunction,
+            'function "rank" unsupported by CDC',
+        ),
+        (
+            "SELECT generate_series(1, 3) FROM users",
+            UndefinedFunction,
+            'function "generate_series" unsupported by CDC',
+        ),
+        (
+            "SELECT * FROM users WHERE EXISTS (SELECT 1)",
+            UnsupportedFeature,
+            "sub-query expressions not supported by CDC",
+        ),
         ("SELECT (SELECT 1) FROM users", UnsupportedFeature, "sub-query expressions not supported by CDC"),
         ("SELECT * FROM users a, users b", UnsupportedFeature, "is not supported for more than 1 table"),
-        ("SELECT * FROM users LEFT JOIN users u2 USING (id)", UnsupportedFeature, "is not supported for more than 1 table"),
+        (
+            "SELECT * FROM users LEFT JOIN users u2 USING (id)",
+            UnsupportedFeature,
+            "is not supported for more than 1 table",
+        ),
         ("SELECT * FROM users WHERE 1 > 2", InvalidStatement, "does not match any rows"),
         ("SELECT * FROM users WHERE city IS NULL", InvalidStatement, "does not match any rows"),
         ("SELECT cdc_prev() FROM users", UndefinedFunction, "unknown function: cdc_prev()"),
@@ -200,8 +224,20 @@ def test_cdc_prev_event_op_deletes_and_diff(conn: changefeed.Connection, tmp_pat
         writer.execute("INSERT INTO users (id, name, city) VALUES (3, 'c', 'y')")
         writer.execute("DELETE FROM users WHERE id = 3")
         got = _take(feed, 2)
-    whole = {"born": None, "city": "y", "f": None, "id": 3, "name": "c", "score": None, "seen": None, "tags": None}
-    assert [v for _, _, v in got] == [{"after": {"name": "c"}, "before": None}, {"after": None, "before": whole}]
+    whole = {
+        "born": None,
+        "city": "y",
+        "f": None,
+        "id": 3,
+        "name": "c",
+        "score": None,
+        "seen": None,
+        "tags": None,
+    }
+    assert [v for _, _, v in got] == [
+        {"after": {"name": "c"}, "before": None},
+        {"after": None, "before": whole},
+    ]
     writer.close()
 
 

@@ -303,7 +303,9 @@ def test_history_is_kept_for_gc_ttl_without_a_changefeed(conn: Any, clock: FakeC
     conn.execute("UPSERT INTO foo VALUES (2, 'y')")
     clock.now += 3 * 3600 * NS
     assert collect_garbage(conn.db).change_rows == 0  # younger than 4 hours: kept
-    (job_id,) = conn.execute(f"CREATE CHANGEFEED FOR foo INTO 'topics://' WITH cursor = '{start.crdb()}'").rows[0]
+    (job_id,) = conn.execute(
+        f"CREATE CHANGEFEED FOR foo INTO 'topics://' WITH cursor = '{start.crdb()}'"
+    ).rows[0]
     assert _feeds(conn) and J.load_job(conn.db.conn, job_id).start == start
     conn.execute(f"CANCEL JOB {job_id}")
     clock.now += 2 * 3600 * NS

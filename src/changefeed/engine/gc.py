@@ -255,7 +255,9 @@ def _change_floor(conn: sqlite3.Connection, schema: TableSchema, now: int, age: 
     ).fetchall()
     ttl = gc_ttl_ns(schema)
     protecting = [
-        seq if seq is not None else created for created, seq, state, _kind in feeds if state not in RELEASED_STATES
+        seq if seq is not None else created
+        for created, seq, state, _kind in feeds
+        if state not in RELEASED_STATES
     ]
     floor = min(protecting) if protecting else (1 << 62)
     if schema.crdb_history and not any(kind != "crdb" for *_, kind in feeds):

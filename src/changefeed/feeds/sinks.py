@@ -467,11 +467,14 @@ def validate_sink_options(
             csv=fmt == "csv",
             **parse_webhook_sink_config(options.get("webhook_sink_config")),
         )
-    if fmt not in ("json", "csv"):
+    if fmt not in ("json", "csv", "parquet"):
         raise InvalidOption(f"this sink is incompatible with format={fmt}")
     parts = urlsplit(sink.uri)
-    ext = ".csv" if fmt == "csv" else ".ndjson"
-    ext += {"gzip": ".gz", "zstd": ".zst"}.get(compression or "", "")
+    if fmt == "parquet":
+        ext = ".parquet"  # compression is the parquet file's own (its column chunks)
+    else:
+        ext = ".csv" if fmt == "csv" else ".ndjson"
+        ext += {"gzip": ".gz", "zstd": ".zst"}.get(compression or "", "")
     provider = {k: v for k, v in sink.params.items() if k not in CLOUD_STORAGE_PARAMS}
     nodelocal = sink.scheme in ("nodelocal", "experimental-nodelocal")
     base = parts.path.strip("/") if nodelocal else parts._replace(query="").geturl()

@@ -689,7 +689,9 @@ def _parse_cached(text: str, line: int, column: int) -> Query:
     except VisitError as e:
         if isinstance(e.orig_exc, _ReservedWord):
             ln, col = _where(text, e.orig_exc.tok.start_pos or 0, line, column)
-            raise StatementSyntaxError(f"unexpected {str(e.orig_exc.tok)!r}: a reserved keyword", line=ln, column=col) from None
+            raise StatementSyntaxError(
+                f"unexpected {str(e.orig_exc.tok)!r}: a reserved keyword", line=ln, column=col
+            ) from None
         raise StatementSyntaxError(str(e.orig_exc), line=line, column=column) from None
     assert isinstance(result, Query)
     return result

@@ -1113,7 +1113,9 @@ class _Builder(Transformer[Token, Any]):
     def drop_external_connection(self, meta: Any, c: list[Any]) -> ast.Statement:
         label = _first(c, ast.Ident)
         return ast.DropExternalConnection(
-            label.name if label.quoted else label.name.lower(), _clauses(c).get("if_exists", False), pos=_pos(meta)
+            label.name if label.quoted else label.name.lower(),
+            _clauses(c).get("if_exists", False),
+            pos=_pos(meta),
         )
 
     @v_args(meta=True)

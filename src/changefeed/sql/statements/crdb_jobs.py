@@ -61,6 +61,7 @@ FORMAT_ENCODERS = {
     "avro": "crdb-avro",
     "experimental_avro": "crdb-avro",
     "csv": "crdb-csv",
+    "parquet": "crdb-parquet",
 }
 
 
