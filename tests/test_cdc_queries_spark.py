@@ -202,7 +202,7 @@ def test_query_job_equals_filtered_core_changefeed(spark: Any, tmp_path: Path) -
         " diff AS SELECT id FROM t WHERE event_op() = 'delete'"
     ).rows[0]
     rng = random.Random(17)
-    changes = deletes = 0
+    deletes = 0
     for _ in range(150):
         with conn.transaction():
             for _ in range(rng.randint(1, 4)):
@@ -214,7 +214,6 @@ def test_query_job_equals_filtered_core_changefeed(spark: Any, tmp_path: Path) -
                         "UPSERT INTO t (id, v, n) VALUES (?, ?, ?)",
                         (k, rng.choice(["a", "b", None]), rng.choice([None, *range(40)])),
                     )
-        changes += 1
     total = len(read_changes(conn.db.conn, conn.db.find_table("t"), 0, 1 << 62))
     conn.close()
     _run(db, spark)

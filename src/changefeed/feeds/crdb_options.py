@@ -473,8 +473,8 @@ def parse_crdb_options(
         envelope = _enum(OPT_ENVELOPE, val(OPT_ENVELOPE), ENVELOPES, short=True)
     kw["envelope"] = envelope
     scheme = sink_scheme.lower() if sink_scheme is not None else None
-    kind = SINK_KINDS.get(scheme, scheme or "sinkless buffer")
-    kw["sink_kind"] = kind
+    sink_kind = SINK_KINDS.get(scheme, scheme or "sinkless buffer")
+    kw["sink_kind"] = sink_kind
     if OPT_ENRICHED_PROPERTIES in opts:
         props: list[str] = []
         for part in val(OPT_ENRICHED_PROPERTIES).split(","):
@@ -656,10 +656,10 @@ def parse_crdb_options(
         ENVELOPE_KEY_ONLY,
     ):
         raise InvalidOption(f"this sink is incompatible with envelope={envelope}")
-    if envelope == ENVELOPE_ENRICHED and kind not in ENRICHED_SINKS:
+    if envelope == ENVELOPE_ENRICHED and sink_kind not in ENRICHED_SINKS:
         if scheme in CLOUD_STORAGE_SCHEMES:
             raise InvalidOption(f"this sink is incompatible with envelope={envelope}")
-        raise InvalidOption(f"envelope=enriched is incompatible with {kind} sink")
+        raise InvalidOption(f"envelope=enriched is incompatible with {sink_kind} sink")
     if fmt == FORMAT_PARQUET and scheme not in CLOUD_STORAGE_SCHEMES:
         raise InvalidOption(f"this sink is incompatible with format={fmt}")
     if scheme == WEBHOOK_SCHEME:

@@ -81,7 +81,7 @@ def type_family(t: SqlType) -> str:
         Kind.BIT: "varbit",
         Kind.ENUM: t.name.lower(),
         Kind.ARRAY: (type_family(t.element) + "[]") if t.element is not None else "anyarray",
-    }.get(k, k.value)
+    }.get(k, str(k.value))
 
 
 def pg_type_name(t: SqlType) -> str:
@@ -309,7 +309,7 @@ def spark_text(c: Column, t: SqlType) -> Column:
     if k in (Kind.TIMESTAMP, Kind.DATETIME):
         body = F.replace(_unquote(V.spark_value(c, t)), F.lit("T"), F.lit(" "))
         if t.zoned or k is Kind.DATETIME:
-            body = F.concat(F.substring(body, 1, F.length(body) - 1), F.lit("+00"))  # type: ignore[arg-type]
+            body = F.concat(F.substring(body, 1, F.length(body) - 1), F.lit("+00"))
         return F.when(c.isNotNull(), body)
     if k in (Kind.DATE, Kind.TIME, Kind.INTERVAL):
         return F.when(c.isNotNull(), _unquote(V.spark_value(c, t)))
@@ -330,7 +330,7 @@ def spark_json(c: Column, t: SqlType) -> Column:
 def _unquote(c: Column) -> Column:
     from pyspark.sql import functions as F
 
-    return F.substring(c, F.lit(2), F.length(c) - F.lit(2))  # type: ignore[arg-type]
+    return F.substring(c, F.lit(2), F.length(c) - F.lit(2))
 
 
 def let(value: Column, body: Callable[[Column], Column]) -> Column:
@@ -546,7 +546,7 @@ def cast_py(src: SqlType, dst: SqlType) -> Callable[[Any], Any]:
     s, d = src.kind, dst.kind
     if d is Kind.TEXT:
         return lambda v: truncate(text_of(v, src), dst)
-    if s is Kind.TEXT or s is Kind.ENUM and d is not Kind.ENUM:
+    if s is Kind.TEXT or (s is Kind.ENUM and d is not Kind.ENUM):
         return lambda v: parse_text(v, dst)
     if d in (Kind.INT, Kind.UINT):
         if s is Kind.FLOAT:
@@ -617,7 +617,7 @@ def cast_spark(c: Column, src: SqlType, dst: SqlType) -> Column:
     if d is Kind.TEXT:
         out = spark_text(c, src)
         return F.substring(out, 1, dst.length) if dst.length is not None and dst.length >= 0 else out
-    if s is Kind.TEXT and d is not Kind.TEXT:
+    if s is Kind.TEXT:
         return _spark_parse(c, dst)
     if d in (Kind.INT, Kind.UINT):
         if s is Kind.FLOAT:
@@ -692,16 +692,16 @@ __all__ = [
     "from_arrow",
     "go_float",
     "json_text",
+    "let",
     "parse_text",
     "pg_type_name",
     "quantize",
     "quote_ident",
     "quote_literal",
-    "spark_quote_ident",
-    "spark_quote_literal",
-    "let",
     "spark_go_float",
     "spark_json",
+    "spark_quote_ident",
+    "spark_quote_literal",
     "spark_text",
     "spark_type",
     "text_of",

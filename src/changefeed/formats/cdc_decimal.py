@@ -133,7 +133,7 @@ def _steps(s: Column, neg: Column, e0: int) -> Column:
         text = c.cast("string")
         zeros = F.length(text) - F.length(F.rtrim(text, F.lit("0")))
         strip = F.when(exact, F.least(zeros, F.greatest(F.lit(e0) - exp, F.lit(0)))).otherwise(F.lit(0))
-        digits = F.substring(text, F.lit(1), F.length(text) - strip)  # type: ignore[arg-type]
+        digits = F.substring(text, F.lit(1), F.length(text) - strip)
         sign = F.when(neg, F.lit("-")).otherwise(F.lit(""))
         return V.spark_sci_string(sign, digits, exp + strip)
 

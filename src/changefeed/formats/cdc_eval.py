@@ -20,7 +20,7 @@ scan's). SQL's three-valued logic holds: a NULL predicate drops the row.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -309,10 +309,8 @@ def _special_py(e: PExpr, rows: _Rows, q: CdcQuery) -> Callable[[int], Any]:
 
         def distinct(i: int) -> bool:
             x, y = a(i), b(i)
-            if x is None or y is None:
-                same = x is None and y is None
-            else:
-                same = _cmp_key(x, t) == _cmp_key(y, t)
+            nulls = x is None or y is None
+            same = (x is None and y is None) if nulls else _cmp_key(x, t) == _cmp_key(y, t)
             return same if neg else not same
 
         return distinct
@@ -373,7 +371,7 @@ def _special_py(e: PExpr, rows: _Rows, q: CdcQuery) -> Callable[[int], Any]:
             rx = cache.get((p, ch))
             if rx is None:
                 rx = cache[(p, ch)] = re.compile(like_regex(p, ch), flags)
-            return (rx.fullmatch(x) is not None) != neg
+            return bool((rx.fullmatch(x) is not None) != neg)
 
         return like
     if key == "case":

@@ -262,10 +262,10 @@ def _register_arithmetic() -> None:
     for op in ("+", "-", "*"):
         fn(op, f"{op}:int", ("int", "int"), "int",
            p1({"+": lambda a, b: _int(a + b), "-": lambda a, b: _int(a - b), "*": lambda a, b: _int(a * b)}[op]),
-           lambda c, t, r, _k, op=op: {"+": c[0] + c[1], "-": c[0] - c[1], "*": c[0] * c[1]}[op])  # fmt: skip
+           lambda c, t, r, _k, op=op: {"+": c[0] + c[1], "-": c[0] - c[1], "*": c[0] * c[1]}[op])  # type: ignore[misc]  # fmt: skip
         fn(op, f"{op}:float", ("float", "float"), "float",
            p1({"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}[op]),
-           lambda c, t, r, _k, op=op: {"+": c[0] + c[1], "-": c[0] - c[1], "*": c[0] * c[1]}[op])  # fmt: skip
+           lambda c, t, r, _k, op=op: {"+": c[0] + c[1], "-": c[0] - c[1], "*": c[0] * c[1]}[op])  # type: ignore[misc]  # fmt: skip
         ret = _ret_add if op != "*" else _ret_mul
         for params in (("decimal", "decimal"), ("int", "decimal"), ("decimal", "int")):
             fn(op, f"{op}:{params[0]}:{params[1]}", params, ret, _py_dec_op(op), _spark_dec_op(op))
@@ -286,7 +286,7 @@ def _register_arithmetic() -> None:
     for op in ("+", "-"):
         fn(op, f"{op}:interval", ("interval", "interval"), "interval",
            p1((lambda a, b: a + b) if op == "+" else (lambda a, b: a - b)),
-           lambda c, t, r, _k, op=op: c[0] + c[1] if op == "+" else c[0] - c[1])  # fmt: skip
+           lambda c, t, r, _k, op=op: c[0] + c[1] if op == "+" else c[0] - c[1])  # type: ignore[misc]  # fmt: skip
     # division
     fn("/", "/:int", ("int", "int"), "decimal", _py_div, _spark_div)
     fn("/", "/:decimal", ("decimal", "decimal"), "decimal", _py_div, _spark_div)
@@ -312,7 +312,7 @@ def _register_arithmetic() -> None:
     fn("neg", "neg:interval", ("interval",), "interval", p1(lambda a: -a), lambda c, t, r, _k: -c[0])
     for op, py_op in (("&", lambda a, b: a & b), ("|", lambda a, b: a | b), ("#", lambda a, b: a ^ b)):
         fn(op, f"{op}:int", ("int", "int"), "int", p1(py_op),
-           lambda c, t, r, _k, op=op: {"&": c[0].bitwiseAND(c[1]), "|": c[0].bitwiseOR(c[1]), "#": c[0].bitwiseXOR(c[1])}[op])  # fmt: skip
+           lambda c, t, r, _k, op=op: {"&": c[0].bitwiseAND(c[1]), "|": c[0].bitwiseOR(c[1]), "#": c[0].bitwiseXOR(c[1])}[op])  # type: ignore[misc]  # fmt: skip
     fn("<<", "<<:int", ("int", "int"), "int", p1(lambda a, b: _wrap64(a << b)),
        lambda c, t, r, _k: F_().call_function("shiftleft", c[0], c[1].cast("int")))  # fmt: skip
     fn(">>", ">>:int", ("int", "int"), "int", p1(lambda a, b: a >> b),
@@ -343,7 +343,10 @@ def _text_args(c: Sequence[Column], types: Sequence[SqlType]) -> list[Column]:
 
 
 def _py_texts(types: Sequence[SqlType]) -> list[Callable[[Any], str]]:
-    return [(lambda v, t=t: C.text_of(v, t)) for t in types]
+    def text(t: SqlType) -> Callable[[Any], str]:
+        return lambda v: C.text_of(v, t)
+
+    return [text(t) for t in types]
 
 
 def _concat_py(types: Sequence[SqlType], ret: SqlType) -> Py:
@@ -363,7 +366,8 @@ def _concat_ws_py(types: Sequence[SqlType], ret: SqlType) -> Py:
 
 
 def _spark_concat_ws(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-    F = F_()
+    from pyspark.sql import functions as F
+
     if not isinstance(k[0], str):
         return F.raise_error(F.lit("concat_ws() on Spark needs a constant separator"))
     return F.concat_ws(k[0], *_text_args(c[1:], t[1:]))
@@ -385,7 +389,8 @@ def _substring_py(s: str, start: int, length: int | None = None) -> str:
 
 
 def _spark_substring(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-    F = F_()
+    from pyspark.sql import functions as F
+
     s, start = c[0], c[1]
     begin = F.greatest(start, F.lit(1))
     if len(c) == 2:
@@ -408,14 +413,16 @@ def _right_py(s: str, n: int) -> str:
 
 
 def _spark_left(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-    F = F_()
+    from pyspark.sql import functions as F
+
     s, n = c[0], c[1]
     size = F.when(n >= 0, n).otherwise(F.greatest(F.length(s) + n, F.lit(0)))
     return F.substr(s, F.lit(1), size.cast("int"))
 
 
 def _spark_right(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-    F = F_()
+    from pyspark.sql import functions as F
+
     s, n = c[0], c[1]
     start = F.when(n >= 0, F.greatest(F.length(s) - n + 1, F.lit(1))).otherwise(-n + 1)
     return F.substr(s, start.cast("int"))
@@ -446,7 +453,8 @@ def _trim_py(which: str) -> PyFactory:
 
 def _spark_trim(which: str) -> SparkFn:
     def build(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-        F = F_()
+        from pyspark.sql import functions as F
+
         f = {"both": F.trim, "left": F.ltrim, "right": F.rtrim}[which]
         return f(c[0]) if len(c) == 1 else f(c[0], c[1])
 
@@ -470,7 +478,8 @@ def _pad_py(left: bool) -> PyFactory:
 
 def _spark_pad(left: bool) -> SparkFn:
     def build(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-        F = F_()
+        from pyspark.sql import functions as F
+
         fill = c[2] if len(c) == 3 else F.lit(" ")
         n = F.greatest(c[1], F.lit(0)).cast("int")
         padded = F.lpad(c[0], n, fill) if left else F.rpad(c[0], n, fill)
@@ -498,7 +507,7 @@ def _register_strings() -> None:
        _spark_concat_ws, strict=False)  # fmt: skip
     for name in ("lower", "upper"):
         fn(name, name, ("string",), "string", p1(str.lower if name == "lower" else str.upper),
-           lambda c, t, r, _k, name=name: getattr(F_(), name)(c[0]))  # fmt: skip
+           lambda c, t, r, _k, name=name: getattr(F_(), name)(c[0]))  # type: ignore[misc]  # fmt: skip
     for name in ("length", "char_length", "character_length"):
         fn(
             name,
@@ -590,7 +599,8 @@ def _ret_round(args: Sequence[SqlType]) -> SqlType:
 
 
 def _spark_round(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-    F = F_()
+    from pyspark.sql import functions as F
+
     n = 0
     if len(c) == 2:
         if not isinstance(k[1], int):
@@ -612,7 +622,8 @@ def _float_int(f: Callable[[float], int]) -> Py:
 
 
 def _spark_float_int(c: Column, f: Callable[[Column], Column]) -> Column:
-    F = F_()
+    from pyspark.sql import functions as F
+
     return F.when(F.isnan(c) | (F.abs(c) >= F.lit(_INTEGRAL_FLOAT)), c).otherwise(f(c).cast("double"))
 
 
@@ -624,10 +635,10 @@ def _register_math() -> None:
     for name in ("ceil", "ceiling", "floor"):
         up = name != "floor"
         fn(name, f"{name}:float", ("float",), "float", p1(_float_int(math.ceil if up else math.floor)),
-           lambda c, t, r, _k, up=up: _spark_float_int(c[0], F_().ceil if up else F_().floor))  # fmt: skip
+           lambda c, t, r, _k, up=up: _spark_float_int(c[0], F_().ceil if up else F_().floor))  # type: ignore[misc]  # fmt: skip
         fn(name, f"{name}:decimal", ("decimal",), "decimal",
            p1(lambda d, up=up: Decimal(d).to_integral_value(rounding="ROUND_CEILING" if up else "ROUND_FLOOR")),
-           lambda c, t, r, _k, up=up: C.spark_text((F_().ceil(c[0] if t[0].precision is not None else c[0].cast("decimal(38,18)")) if up
+           lambda c, t, r, _k, up=up: C.spark_text((F_().ceil(c[0] if t[0].precision is not None else c[0].cast("decimal(38,18)")) if up  # type: ignore[misc]
                                                  else F_().floor(c[0] if t[0].precision is not None else c[0].cast("decimal(38,18)"))), dec_type(38, 0)))  # fmt: skip
     fn("round", "round:float", ("float",), "float", _round_py, _spark_round)
     fn("round", "round:float:int", ("float", "int"), "float", _round_py, _spark_round)
@@ -664,7 +675,7 @@ def _register_math() -> None:
         for cls in ("int", "float", "string", "timestamptz", "timestamp", "date"):
             fn(name, f"{name}:{cls}", (cls, cls, "..."), cls,
                p1(lambda *a, pick=pick: pick((x for x in a if x is not None), default=None)),
-               lambda c, t, r, _k, name=name: getattr(F_(), name)(*c), strict=False, same=True)  # fmt: skip
+               lambda c, t, r, _k, name=name: getattr(F_(), name)(*c), strict=False, same=True)  # type: ignore[misc]  # fmt: skip
 
 
 # ============================================================================ conditionals
@@ -707,17 +718,18 @@ def _json_object_py(types: Sequence[SqlType], ret: SqlType) -> Py:
 
 
 def _spark_json_object(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-    F = F_()
+    from pyspark.sql import functions as F
+
     keys = [C.spark_text(c[i], t[i]) for i in range(0, len(c), 2)]
     values = [C.spark_json(c[i + 1], t[i + 1]) for i in range(0, len(c), 2)]
-    entries = F.array(*[F.struct(k.alias("k"), v.alias("v")) for k, v in zip(keys, values, strict=True)])
+    entries = F.array(*[F.struct(kc.alias("k"), vc.alias("v")) for kc, vc in zip(keys, values, strict=True)])
     ordered = F.array_sort(entries)
     body = F.array_join(
         F.transform(ordered, lambda e: F.concat(V.spark_json_string(e["k"]), F.lit(": "), e["v"])), ", "
     )
     null_key = F.lit(False)
-    for k in keys:
-        null_key = null_key | k.isNull()
+    for kc in keys:
+        null_key = null_key | kc.isNull()
     return F.when(null_key, F.raise_error(F.lit("argument cannot be null"))).otherwise(
         F.concat(F.lit("{"), body, F.lit("}"))
     )
@@ -728,7 +740,8 @@ def _json_array_py(types: Sequence[SqlType], ret: SqlType) -> Py:
 
 
 def _spark_json_array(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequence[Any]) -> Column:
-    F = F_()
+    from pyspark.sql import functions as F
+
     parts = [C.spark_json(x, ty) for x, ty in zip(c, t, strict=True)]
     return F.concat(F.lit("["), F.concat_ws(", ", *parts), F.lit("]")) if parts else F.lit("[]")
 

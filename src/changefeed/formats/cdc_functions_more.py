@@ -15,7 +15,7 @@ import orjson
 
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import ChangefeedFailed
-from changefeed.feeds.cdc_plan import JSONB, STRING
+from changefeed.feeds.cdc_plan import JSONB
 from changefeed.formats import cdc_casts as C
 from changefeed.formats import crdb_values as V
 
@@ -29,42 +29,190 @@ EPOCH = dt.datetime(1970, 1, 1)
 
 #: Aggregates CockroachDB knows (refused: ``function "count" unsupported by CDC``).
 AGGREGATES = frozenset(
-    """array_agg array_cat_agg avg bit_and bit_or bool_and bool_or concat_agg corr count count_rows
-    covar_pop covar_samp every final_avg final_stddev final_variance json_agg json_object_agg jsonb_agg
-    jsonb_object_agg max min percentile_cont percentile_disc mode regr_avgx regr_avgy regr_count
-    regr_intercept regr_r2 regr_slope regr_sxx regr_sxy regr_syy sqrdiff st_collect st_extent
-    st_makeline st_memcollect st_memunion st_union stddev stddev_pop stddev_samp string_agg sum
-    sum_int var_pop var_samp variance xor_agg""".split()
+    [
+        "array_agg",
+        "array_cat_agg",
+        "avg",
+        "bit_and",
+        "bit_or",
+        "bool_and",
+        "bool_or",
+        "concat_agg",
+        "corr",
+        "count",
+        "count_rows",
+        "covar_pop",
+        "covar_samp",
+        "every",
+        "final_avg",
+        "final_stddev",
+        "final_variance",
+        "json_agg",
+        "json_object_agg",
+        "jsonb_agg",
+        "jsonb_object_agg",
+        "max",
+        "min",
+        "percentile_cont",
+        "percentile_disc",
+        "mode",
+        "regr_avgx",
+        "regr_avgy",
+        "regr_count",
+        "regr_intercept",
+        "regr_r2",
+        "regr_slope",
+        "regr_sxx",
+        "regr_sxy",
+        "regr_syy",
+        "sqrdiff",
+        "st_collect",
+        "st_extent",
+        "st_makeline",
+        "st_memcollect",
+        "st_memunion",
+        "st_union",
+        "stddev",
+        "stddev_pop",
+        "stddev_samp",
+        "string_agg",
+        "sum",
+        "sum_int",
+        "var_pop",
+        "var_samp",
+        "variance",
+        "xor_agg",
+    ]
 )
 #: Window functions.
 WINDOW = frozenset(
-    "row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value nth_value".split()
+    [
+        "row_number",
+        "rank",
+        "dense_rank",
+        "percent_rank",
+        "cume_dist",
+        "ntile",
+        "lag",
+        "lead",
+        "first_value",
+        "last_value",
+        "nth_value",
+    ]
 )
 #: Set-returning functions (generators).
 GENERATORS = frozenset(
-    """generate_series generate_subscripts unnest json_each jsonb_each json_each_text jsonb_each_text
-    json_array_elements jsonb_array_elements json_array_elements_text jsonb_array_elements_text
-    json_object_keys jsonb_object_keys regexp_split_to_table pg_get_keywords information_schema._pg_expandarray
-    crdb_internal.unary_table json_populate_recordset jsonb_populate_recordset json_to_recordset
-    jsonb_to_recordset""".split()
+    [
+        "generate_series",
+        "generate_subscripts",
+        "unnest",
+        "json_each",
+        "jsonb_each",
+        "json_each_text",
+        "jsonb_each_text",
+        "json_array_elements",
+        "jsonb_array_elements",
+        "json_array_elements_text",
+        "jsonb_array_elements_text",
+        "json_object_keys",
+        "jsonb_object_keys",
+        "regexp_split_to_table",
+        "pg_get_keywords",
+        "information_schema._pg_expandarray",
+        "crdb_internal.unary_table",
+        "json_populate_recordset",
+        "jsonb_populate_recordset",
+        "json_to_recordset",
+        "jsonb_to_recordset",
+    ]
 )
 #: Volatile functions, and stable ones not on CockroachDB's CDC list.
 VOLATILE = frozenset(
-    """now current_timestamp current_date current_time localtime localtimestamp clock_timestamp
-    timeofday random setseed gen_random_uuid uuid_v4 gen_random_ulid uuid_generate_v4 unique_rowid
-    unordered_unique_rowid nextval currval lastval setval current_user session_user current_role user
-    current_catalog current_schema current_database current_schemas version pg_sleep
-    cluster_logical_timestamp crdb_internal.trace_id crdb_internal.locality_value crdb_internal.read_file
-    crdb_internal.get_namespace_id crdb_internal.node_id crdb_internal.force_error has_table_privilege
-    has_database_privilege has_schema_privilege pg_backend_pid txid_current inet_server_addr
-    inet_server_port inet_client_addr inet_client_port experimental_strftime experimental_strptime
-    to_timestamp to_date age_now follower_read_timestamp experimental_follower_read_timestamp
-    with_min_timestamp with_max_staleness crdb_internal.approximate_timestamp current_setting
-    set_config pg_is_in_recovery pg_current_wal_lsn obj_description col_description shobj_description
-    pg_get_userbyid pg_function_is_visible pg_table_is_visible pg_type_is_visible pg_get_expr
-    pg_get_indexdef pg_get_viewdef pg_get_constraintdef pg_get_serial_sequence nameconcatoid
-    to_regclass to_regtype to_regproc to_regnamespace to_regrole array_position array_positions
-    crdb_internal.cluster_name crdb_internal.is_admin crdb_internal.has_role_option""".split()
+    [
+        "now",
+        "current_timestamp",
+        "current_date",
+        "current_time",
+        "localtime",
+        "localtimestamp",
+        "clock_timestamp",
+        "timeofday",
+        "random",
+        "setseed",
+        "gen_random_uuid",
+        "uuid_v4",
+        "gen_random_ulid",
+        "uuid_generate_v4",
+        "unique_rowid",
+        "unordered_unique_rowid",
+        "nextval",
+        "currval",
+        "lastval",
+        "setval",
+        "current_user",
+        "session_user",
+        "current_role",
+        "user",
+        "current_catalog",
+        "current_schema",
+        "current_database",
+        "current_schemas",
+        "version",
+        "pg_sleep",
+        "cluster_logical_timestamp",
+        "crdb_internal.trace_id",
+        "crdb_internal.locality_value",
+        "crdb_internal.read_file",
+        "crdb_internal.get_namespace_id",
+        "crdb_internal.node_id",
+        "crdb_internal.force_error",
+        "has_table_privilege",
+        "has_database_privilege",
+        "has_schema_privilege",
+        "pg_backend_pid",
+        "txid_current",
+        "inet_server_addr",
+        "inet_server_port",
+        "inet_client_addr",
+        "inet_client_port",
+        "experimental_strftime",
+        "experimental_strptime",
+        "to_timestamp",
+        "to_date",
+        "age_now",
+        "follower_read_timestamp",
+        "experimental_follower_read_timestamp",
+        "with_min_timestamp",
+        "with_max_staleness",
+        "crdb_internal.approximate_timestamp",
+        "current_setting",
+        "set_config",
+        "pg_is_in_recovery",
+        "pg_current_wal_lsn",
+        "obj_description",
+        "col_description",
+        "shobj_description",
+        "pg_get_userbyid",
+        "pg_function_is_visible",
+        "pg_table_is_visible",
+        "pg_type_is_visible",
+        "pg_get_expr",
+        "pg_get_indexdef",
+        "pg_get_viewdef",
+        "pg_get_constraintdef",
+        "pg_get_serial_sequence",
+        "nameconcatoid",
+        "to_regclass",
+        "to_regtype",
+        "to_regproc",
+        "to_regnamespace",
+        "to_regrole",
+        "array_position",
+        "array_positions",
+        "crdb_internal.cluster_name",
+        "crdb_internal.is_admin",
+        "crdb_internal.has_role_option",
+    ]
 )
 #: Every name refused with ``function "x" unsupported by CDC``.
 DENIED = AGGREGATES | WINDOW | GENERATORS | VOLATILE
@@ -473,7 +621,9 @@ def _array_to_string_spark(c: Sequence[Column], t: Sequence[SqlType], r: SqlType
     )
     if len(c) == 3:
         texts = F.transform(texts, lambda x: F.coalesce(x, c[2]))
-    return F.array_join(texts, c[1])
+    if not isinstance(k[1], str):
+        return F.raise_error(F.lit("array_to_string() on Spark needs a constant delimiter"))
+    return F.array_join(texts, k[1])
 
 
 # ============================================================================ regular expressions

@@ -22,7 +22,6 @@ decimals ``<wall ns>.<logical, 10 digits>``. A resolved message is compact:
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 

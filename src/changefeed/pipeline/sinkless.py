@@ -45,6 +45,7 @@ from changefeed.engine.changes import read_changes
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import ChangefeedFailed, UndefinedTable
+from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.crdb_options import (
     FORMAT_AVRO,
     FORMAT_CSV,
@@ -56,7 +57,6 @@ from changefeed.feeds.crdb_options import (
     CrdbOptions,
     triggers_backfill,
 )
-from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.spec import FeedSpec, Mode
 from changefeed.formats.base import get_encoder
 from changefeed.formats.crdb_json import CrdbJsonEncoder, family_rows, topic_of

@@ -51,7 +51,6 @@ from changefeed.feeds.cdc_plan import (
     HLC_DECIMAL,
     INT8,
     JSONB_CANONICAL,
-    LIT,
     META,
     META_CREATION_TS,
     META_EVENT_TZ,
@@ -405,8 +404,8 @@ class Checker:
             values.append(self.expr(n.default))
         target = self.common_type(values, "CASE")
         args: list[PExpr] = []
-        for cond, value in zip(conds, values, strict=False):
-            args += [cond, self.adapt(value, target, "CASE")]
+        for c_expr, value in zip(conds, values, strict=False):
+            args += [c_expr, self.adapt(value, target, "CASE")]
         if n.default is not None:
             args.append(self.adapt(values[-1], target, "CASE"))
         return Typed(PExpr(FN, target, "case", tuple(args)), "case")
@@ -443,8 +442,8 @@ class Checker:
         if name not in FUNCTIONS:
             raise UndefinedFunction(f"unknown function: {name}()")
         args = [self.expr(a) for a in n.args]
-        t = self.call(name, args)
-        return Typed(t.expr, short)
+        called = self.call(name, args)
+        return Typed(called.expr, short)
 
     def _arraylit(self, n: P.ArrayLit) -> Typed:
         raise UnsupportedFeature("ARRAY constructors are not supported in CDC queries here")
@@ -523,7 +522,7 @@ class Checker:
             return self.const_as(a.const, t)
         if a.type == t:
             return a.expr
-        if _numeric(a.type) and _numeric(t) or (a.type.kind is t.kind):
+        if (_numeric(a.type) and _numeric(t)) or (a.type.kind is t.kind):
             return PExpr(FN, t, "cast", (a.expr,))
         raise TypeMismatch(f"incompatible {what} types {_family(a.type)} and {_family(t)}")
 
@@ -600,9 +599,7 @@ class Checker:
         exprs: list[PExpr] = []
         for i, a in enumerate(args):
             cls = sig.param(i)
-            if a.const is None:
-                exprs.append(a.expr)
-            elif cls in ("any", "anynonarray"):
+            if a.const is None or cls in ("any", "anynonarray"):
                 exprs.append(a.expr)
             else:
                 exprs.append(self.const_as(a.const, CLASS_TYPES[cls]))
@@ -613,9 +610,9 @@ class Checker:
                     ret = e.type  # keep the argument's precision (coalesce(d, 0) stays DECIMAL(10,2))
                     break
             exprs = [
-                self.const_as(args[i].const, ret)
-                if args[i].const is not None and sig.param(i) == sig.ret
-                else e  # type: ignore[arg-type]
+                self.const_as(given, ret)
+                if (given := args[i].const) is not None and sig.param(i) == sig.ret
+                else e
                 for i, e in enumerate(exprs)
             ]
         return Typed(PExpr(FN, ret, sig.key, tuple(exprs)))
@@ -640,7 +637,7 @@ def _numeric(t: SqlType) -> bool:
 
 
 def _class(t: SqlType) -> str:
-    for name, ct in CLASS_TYPES.items():
+    for name in CLASS_TYPES:
         if matches(name, t):
             return name
     return "any"

@@ -237,9 +237,42 @@ _GRAMMAR_LOCK = threading.Lock()
 #: CockroachDB's reserved keywords that the CDC grammar's contextual lexer would otherwise take
 #: for names where no keyword is expected (``SELECT DISTINCT a``, ``.. GROUP BY a``).
 _RESERVED = frozenset(
-    "all analyse analyze asc check constraint create default desc distinct except fetch for foreign grant "
-    "group having intersect into lateral limit offset only order primary references returning select "
-    "table union unique variadic window with".split()
+    [
+        "all",
+        "analyse",
+        "analyze",
+        "asc",
+        "check",
+        "constraint",
+        "create",
+        "default",
+        "desc",
+        "distinct",
+        "except",
+        "fetch",
+        "for",
+        "foreign",
+        "grant",
+        "group",
+        "having",
+        "intersect",
+        "into",
+        "lateral",
+        "limit",
+        "offset",
+        "only",
+        "order",
+        "primary",
+        "references",
+        "returning",
+        "select",
+        "table",
+        "union",
+        "unique",
+        "variadic",
+        "window",
+        "with",
+    ]
 )
 
 
@@ -442,12 +475,12 @@ class _Build(Transformer[Token, Any]):
 
     def in_op(self, c: list[Any]) -> Node:
         if isinstance(c[1], Subquery):
-            return c[1]  # type: ignore[no-any-return]
+            return c[1]
         return InList(c[0], c[1])
 
     def not_in_op(self, c: list[Any]) -> Node:
         if isinstance(c[1], Subquery):
-            return c[1]  # type: ignore[no-any-return]
+            return c[1]
         return InList(c[0], c[1], negated=True)
 
     def between(self, c: list[Any]) -> Node:

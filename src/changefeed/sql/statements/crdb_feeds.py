@@ -166,7 +166,7 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
         if stmt.query is not None:  # CREATE CHANGEFEED [WITH ..] AS SELECT ..
             planned = plan_query(session, txn, stmt, job=False)
             query = planned.query
-            tables, chosen = [planned.table], [None]
+            tables, chosen = [planned.table], list[str | None]([None])
         else:
             tables, chosen = _targets(session, txn, stmt)
         check_privileges(session, txn, tables)
