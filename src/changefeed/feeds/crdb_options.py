@@ -497,6 +497,16 @@ def parse_crdb_options(
         raise InvalidOption("enriched_properties is only usable with envelope=enriched")
     if OPT_ORDERING in opts:
         kw["ordering"] = _enum(OPT_ORDERING, val(OPT_ORDERING), ORDERINGS)
+        if kw["ordering"] == ORDERING_TOTAL:
+            if sink_scheme is None:
+                raise InvalidOption(
+                    "ordering = 'total' needs a changefeed job (CREATE CHANGEFEED .. INTO): a sinkless "
+                    "changefeed emits every change in commit order already"
+                )
+            if fmt != FORMAT_JSON:
+                raise InvalidOption("ordering = 'total' is only usable with format=json")
+            if OPT_SPLIT_COLUMN_FAMILIES in opts:
+                raise InvalidOption("ordering = 'total' is incompatible with split_column_families")
     if fmt == FORMAT_PARQUET and OPT_TOPIC_IN_VALUE in opts:
         raise InvalidOption("cannot specify both format=parquet and topic_in_value")
     for flag in (

@@ -55,6 +55,8 @@ class SinkSpec:
                 single_name=self.params.get(kafka_config.PARAM_TOPIC_NAME, ""),
                 full_table_name=full_table_name,
             )
+        if self.params.get("topic_name"):
+            return self.topic_prefix + self.params["topic_name"]
         return self.topic_prefix + table + (f".{family}" if family else "")
 
     @property
@@ -140,7 +142,8 @@ def _unknown(kind: str, params: Mapping[str, str], allowed: tuple[str, ...]) -> 
 
 
 # ------------------------------------------------------------------------------------- topics
-TOPICS_PARAMS = ("topic_prefix",)
+#: ``topic_name``: every target into that one topic (after ``topic_prefix``), as with Kafka.
+TOPICS_PARAMS = ("topic_prefix", "topic_name")
 
 
 @register_sink("topics")

@@ -15,7 +15,7 @@ from changefeed.exceptions import ChangefeedError, DatabaseError, PipelineError
 from changefeed.feeds import runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
-from changefeed.pipeline import crdb_jobs
+from changefeed.pipeline import crdb_jobs, total_order
 from changefeed.pipeline.delivery.progress import ACTIVE_STATES, checkpoint_dir
 from changefeed.pipeline.snapshot import backfill
 from changefeed.pipeline.stream import query as job
@@ -128,6 +128,10 @@ def run_until_idle(
     spark = spark or warm(get_spark())
     feeds = feed_specs(dbp)
     sync_topics(dbp, feeds)
+    total = total_order.total_feed_ids(dbp)  # ordering = 'total' jobs deliver without Spark
+    feeds = [(f, s) for f, s in feeds if f.id not in total]
+    if total:
+        total_order.deliver_all(dbp)
     _scan_all(spark, dbp, feeds, on_progress)
     jobs = crdb_jobs.job_of_feeds(dbp)
     queries = [
@@ -206,9 +210,16 @@ def run_forever(
 
     if signals:
         on_signals()
-    spark = spark or warm(get_spark())
-    if signals:
-        on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
+    session: list[SparkSession] = [spark] if spark is not None else []
+
+    def spark_session() -> SparkSession:
+        """Spark, started when a feed first needs it (ordering = 'total' jobs alone never do)."""
+        if not session:
+            session.append(warm(get_spark()))
+            if signals:
+                on_signals()  # again: creating a SparkContext installs PySpark's own SIGINT handler
+        return session[0]
+
     running: dict[int, tuple[FeedSpec, StreamingQuery]] = {}
     failures: dict[int, int] = {}
     columns: dict[int, tuple[int, ...]] = {}  # a job feed's table columns when its query started
@@ -219,6 +230,15 @@ def run_forever(
         while not stop.is_set():
             feeds = feed_specs(dbp)
             sync_topics(dbp, feeds)
+            total = total_order.total_feed_ids(dbp)  # ordering = 'total' jobs: delivered below
+            feeds = [(f, s) for f, s in feeds if f.id not in total]
+            if total:
+                try:
+                    total_order.deliver_all(dbp)
+                except ChangefeedError as exc:
+                    if isinstance(exc, DatabaseError):
+                        raise
+                    log.warning("ordering = 'total' delivery failed: %s; retrying", exc)
             jobs = crdb_jobs.job_of_feeds(dbp)
             live = {f.id: (f, s) for f, s in feeds if s in ACTIVE_STATES}
             for fid in [i for i in running if i not in live]:
@@ -255,7 +275,7 @@ def run_forever(
                     from changefeed.pipeline.snapshot.scan import run_initial_scan
 
                     try:
-                        run_initial_scan(spark, dbp, f, on_progress=on_progress)
+                        run_initial_scan(spark_session(), dbp, f, on_progress=on_progress)
                     except ChangefeedError as exc:  # (issue 10) a job's sink failing its scan: retried too
                         if isinstance(exc, DatabaseError):
                             raise
@@ -264,7 +284,7 @@ def run_forever(
                 if not crdb_jobs.streams(jobs.get(fid)):
                     continue  # initial_scan='only': advance() finishes it
                 columns[fid] = _columns(dbp, f)
-                running[fid] = (f, _start(spark, dbp, f, jobs, available_now=False, **kw))
+                running[fid] = (f, _start(spark_session(), dbp, f, jobs, available_now=False, **kw))
             crdb_jobs.advance(dbp, running_feeds=running.keys())
             now = time.monotonic()
             if now - last_retention >= RETENTION_EVERY_S:

@@ -30,7 +30,13 @@ from changefeed.exceptions import (
 from changefeed.feeds import external_connections
 from changefeed.feeds import jobs as J
 from changefeed.feeds.cdc_plan import CdcQuery
-from changefeed.feeds.crdb_options import FORMAT_JSON, OPTION_KINDS, CrdbOptions, parse_crdb_options
+from changefeed.feeds.crdb_options import (
+    FORMAT_JSON,
+    OPTION_KINDS,
+    ORDERING_TOTAL,
+    CrdbOptions,
+    parse_crdb_options,
+)
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
@@ -150,6 +156,13 @@ def query_description(sink: str, options: Mapping[str, str | None]) -> str:
     return f"CREATE CHANGEFEED INTO '{sink}'" + J.render_options(options)
 
 
+def total_order_topic(sink: SinkSpec, job_id: int) -> str:
+    """The one topic of an ``ordering = 'total'`` job: the sink URI's ``topic_name`` (after its
+    ``topic_prefix``), else ``<topic_prefix>changefeed_<job id>``."""
+    name = sink.params.get("topic_name") or f"changefeed_{job_id}"
+    return sink.topic_prefix + name
+
+
 # ==================================================================================== options
 @dataclass(frozen=True, slots=True)
 class JobOptions:
@@ -262,13 +275,21 @@ def _make_feed(
             set_gc_threshold(txn.conn, schema, txn.ts)
     seq = _start_seq(txn, schema, cursor)
     start = cursor or txn.ts
+    total = opts.crdb.ordering == ORDERING_TOTAL
+    if total and target.family is not None:
+        raise InvalidOption("ordering = 'total' is incompatible with column family targets")
     spec = FeedSpec(
         id=0,
         table_id=schema.id,
         name=f"job {job_id}" + (f" {target.family}" if target.family else ""),
         kind="crdb",
-        topic=sink.topic_for(target.name, target.family, full_table_name=_full_name(target.name, opts)),
-        partitions=schema.partitions,
+        # ordering = 'total': every feed of the job delivers into the job's one topic, one partition
+        topic=(
+            total_order_topic(sink, job_id)
+            if total
+            else sink.topic_for(target.name, target.family, full_table_name=_full_name(target.name, opts))
+        ),
+        partitions=1 if total else schema.partitions,
         format=opts.encoder,
         mode=opts.mode,
         resolved_ns=opts.resolved_ns,
