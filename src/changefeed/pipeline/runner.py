@@ -235,10 +235,10 @@ def run_forever(
             if total:
                 try:
                     total_order.deliver_all(dbp)
-                except ChangefeedError as exc:
-                    if isinstance(exc, DatabaseError):
+                except ChangefeedError as total_exc:
+                    if isinstance(total_exc, DatabaseError):
                         raise
-                    log.warning("ordering = 'total' delivery failed: %s; retrying", exc)
+                    log.warning("ordering = 'total' delivery failed: %s; retrying", total_exc)
             jobs = crdb_jobs.job_of_feeds(dbp)
             live = {f.id: (f, s) for f, s in feeds if s in ACTIVE_STATES}
             for fid in [i for i in running if i not in live]:

@@ -173,12 +173,9 @@ def deliver(db: Path, job: J.Job, *, max_rounds: int | None = None) -> int:
         return 0
     topic = specs[0].topic
     sink = open_delivery(db, specs[0])
-    embedded = isinstance(sink, TopicStore)
-    if embedded:
-        assert isinstance(sink, TopicStore)
-        sink.ensure_topic(topic, 1, specs[0].retention_ns)
     st = _load_state(db, job, specs, states)
-    if embedded:
+    if isinstance(sink, TopicStore):
+        sink.ensure_topic(topic, 1, specs[0].retention_ns)
         st = _from_tail(sink, topic, job, st)
     delivered = 0
     if st.scan_rows is not None:
@@ -371,7 +368,10 @@ def wrap(
     end[:-1] = new[1:]
     end[-1] = txn_ends_last
     seq = np.arange(seq0 + 1, seq0 + n + 1)
-    as_text = lambda a: pc.cast(pa.array(a), pa.string())  # noqa: E731
+
+    def as_text(a: Any) -> pa.Array:
+        return pc.cast(pa.array(a), pa.string())
+
     hlc = pc.binary_join_element_wise(as_text(ts), ".", pc.utf8_lpad(as_text(lg), 10, "0"), "")
     msg = pc.if_else(pc.equal(pc.binary_length(values), 0), pa.scalar(b"null"), values)
     table_json = pa.array([orjson.dumps(x).decode() for x in names]).take(pa.array(tab))
