@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo-db
 
-.PHONY: setup pg-clients cql-clients build-tools run test test-fast soak lint bench clean
+.PHONY: setup pg-clients cql-clients build-tools browser kafka-broker run test test-fast soak lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-setup: $(VENV)/.installed pg-clients cql-clients build-tools
+setup: $(VENV)/.installed pg-clients cql-clients build-tools browser kafka-broker
 
 # CQL endpoint tests: cqlsh and scylla-driver come from PyPI with the dev extra; ScyllaDB's CDC
 # library scylla-cdc-go is built from tests/cdc_go (pinned by its go.mod/go.sum, fetched through the
@@ -30,10 +30,28 @@ build-tools:
 	@command -v cc >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q gcc libc6-dev) || echo "WARNING: could not install gcc; the crash tests will fail"
 	@command -v pgbench >/dev/null && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql) || echo "WARNING: could not install postgresql; benchmarks/pgbench_bench.py and the pgbench tests need it"
 
+# Apache Kafka's broker, Java clients and tools (issue 19), pinned in tools/kafka-broker/pom.xml and
+# copied with their dependencies into build/kafka/libs. The Kafka tests and benchmarks start a
+# KRaft broker from these jars; a Maven failure fails the set-up (no test skips for lack of them).
+KAFKA_LIBS := build/kafka/libs
+kafka-broker: $(KAFKA_LIBS)/.fetched
+
+$(KAFKA_LIBS)/.fetched: tools/kafka-broker/pom.xml
+	@command -v java >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q openjdk-17-jre-headless)
+	@command -v mvn >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q maven)
+	rm -rf $(KAFKA_LIBS)
+	mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	@test -f $(KAFKA_LIBS)/kafka_2.13-4.4.0.jar || (echo "ERROR: Maven did not fetch Apache Kafka's jars into $(KAFKA_LIBS)" >&2; exit 1)
+	touch $@
+
 # PostgreSQL endpoint tests: psql and the JDBC driver from Debian (skipped loudly when absent).
 pg-clients:
 	@command -v psql >/dev/null || (apt-get update -q && apt-get install -y -q postgresql-client) || echo "WARNING: could not install postgresql-client; psql tests will be skipped"
 	@test -e /usr/share/java/postgresql.jar || (apt-get update -q && apt-get install -y -q libpostgresql-jdbc-java) || echo "WARNING: could not install libpostgresql-jdbc-java; JDBC tests will be skipped"
+
+# The console's tests drive Debian's headless Chromium (tests/test_node_http.py); they fail loudly without it.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium chromium-driver) || echo "WARNING: could not install chromium; the console tests will fail"
 
 # The main job on the embedded default: a fresh database with tables and a YDB changefeed,
 # changes written in both dialects, the Spark pipeline run until idle, and the topic read back.

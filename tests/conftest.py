@@ -10,6 +10,8 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from changefeed.testing.kafka_broker import KafkaBroker
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
@@ -19,3 +21,31 @@ def spark() -> Iterator[SparkSession]:
     session = get_spark("changefeed-tests")
     yield session
     session.stop()
+
+
+#: SASL users of the test broker: ``admin`` is a super user, ``alice`` gets ACLs from the tests
+#: that need them, ``bob`` never has any (his requests get TOPIC_AUTHORIZATION_FAILED).
+KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """Apache Kafka 4.4 (KRaft, one node) shared by the whole test run: PLAINTEXT, SASL_PLAINTEXT
+    (SCRAM-SHA-256/512, PLAIN), SSL and SASL_SSL listeners on free loopback ports, the
+    StandardAuthorizer, auto-created topics with 3 partitions. Fails loudly when `make setup`
+    did not fetch the jars."""
+    from changefeed.testing.kafka_broker import KafkaBroker, TlsFiles
+    from tests.sink_servers import make_ca
+
+    ca = make_ca()
+    broker = KafkaBroker(
+        tmp_path_factory.mktemp("kafka-broker"),
+        users=KAFKA_USERS,
+        tls=TlsFiles(ca.cert_pem, ca.key_pem, ca.ca_pem),
+        partitions=3,
+    )
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()

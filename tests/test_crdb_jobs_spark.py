@@ -175,7 +175,12 @@ def test_python_chunk_tasks_write_what_the_spark_face_writes(
     shutil.copytree(db, other)
 
     _run(db, spark)
+    from changefeed.pipeline.snapshot import scan
+    from changefeed.pipeline.stream import query
+
     monkeypatch.delattr(CrdbJsonEncoder, "encode_batch")
+    monkeypatch.setattr(query, "DRIVER_ENCODE_ROWS", 0)  # the JVM face: every batch and scan on Spark
+    monkeypatch.setattr(scan, "DRIVER_SCAN_ROWS", 0)
     _run(other, spark)
 
     def per_key(records: list[tuple[int, int, bytes | None, bytes, int]]) -> dict[Any, list[Any]]:

@@ -97,7 +97,7 @@ def test_driver_encoded_batches_match_spark(
         return encode(*args)
 
     monkeypatch.setattr(job, "encode_on_driver", counted)
-    _run(db, spark)  # batch 0 is a Spark job (no earlier offset), the rest the driver's
+    _run(db, spark)  # every micro-batch of at most max_rows=4 rows on the driver
     assert len(calls) >= 3 * len(JOBS)
     monkeypatch.setattr(job, "DRIVER_ENCODE_ROWS", 0)
     calls.clear()

@@ -689,15 +689,38 @@ def test_bad_requests_close_only_that_connection(port: int, data: bytes) -> None
     assert FEED_TOPIC in c.list_topics(timeout=5).topics
 
 
-def test_unknown_topic(port: int) -> None:
-    c = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-    md = c.list_topics("no-such-topic", timeout=5)
-    assert md.topics["no-such-topic"].error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
-    p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "message.timeout.ms": 1500})
-    errs: list[Any] = []
-    p.produce("no-such-topic", b"x", on_delivery=lambda err, msg: errs.append(err))
-    p.flush(5)
-    assert errs and errs[0] is not None
+def test_unknown_topic_is_created_at_once_or_refused_at_once(db: Path, port: int, auth_port: int) -> None:
+    """Issue 21: producing to a topic that does not exist answers at once. As Kafka's default
+    auto.create.topics.enable, a producer's metadata request creates it (1 partition); a user
+    who may not create topics gets TOPIC_AUTHORIZATION_FAILED, a name Kafka refuses
+    TOPIC_EXCEPTION, both at once instead of after librdkafka's 30 s propagation wait."""
+    assert "auto-new" not in {t.name for t in TopicStore(db).topics()}
+    p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+    got: list[Any] = []
+    start = time.monotonic()
+    p.produce("auto-new", b"x", on_delivery=lambda err, msg: got.append((msg.topic(), err)))
+    p.produce("bad/name", b"x", on_delivery=lambda err, msg: got.append((msg.topic(), err)))
+    p.flush(10)
+    assert time.monotonic() - start < 5
+    errs = dict(got)
+    assert errs["auto-new"] is None and errs["bad/name"].code() == ck.KafkaError.TOPIC_EXCEPTION, got
+    assert TopicStore(db).topic("auto-new").partitions == 1
+    alice = ck.Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{auth_port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "wonderland",
+        }
+    )
+    refused: list[Any] = []
+    start = time.monotonic()
+    alice.produce("alice-new", b"x", on_delivery=lambda err, msg: refused.append(err))
+    alice.flush(10)
+    assert time.monotonic() - start < 5
+    assert refused and refused[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, refused
+    assert "alice-new" not in {t.name for t in TopicStore(db).topics()}
 
 
 def test_corrupt_record_batch_is_refused(db: Path, port: int) -> None:

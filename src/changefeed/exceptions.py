@@ -59,9 +59,10 @@ class UndefinedColumn(UndefinedObject):
     code = "42703"
 
 
-class UndefinedFunction(ChangefeedError):
-    """An unknown function or operator, or one a context refuses (CockroachDB's CDC queries:
-    ``function "now" unsupported by CDC``, ``unknown signature: btrim(int)``)."""
+class UndefinedFunction(UndefinedObject):
+    """An unknown function, or an operator that does not apply to its operands' types (also
+    CockroachDB's CDC queries: ``function "now" unsupported by CDC``, ``unknown signature:
+    btrim(int)``)."""
 
     code = "42883"
 
@@ -80,6 +81,34 @@ class TypeMismatch(ChangefeedError):
 
 class ValueTooLarge(TypeMismatch):
     code = "22001"
+
+
+class InvalidTextRepresentation(TypeMismatch):
+    """A string that does not parse as the type it must be (``could not parse "x" as type int``)."""
+
+    code = "22P02"
+
+
+class InvalidBinaryRepresentation(TypeMismatch):
+    """A bound parameter in binary format that is not its type's binary representation."""
+
+    code = "22P03"
+
+
+class InvalidDatetimeFormat(TypeMismatch):
+    """A string that does not parse as a date, time or timestamp."""
+
+    code = "22007"
+
+
+class DatatypeMismatch(TypeMismatch):
+    """A value of another type where a column or operator wants this one."""
+
+    code = "42804"
+
+
+class NumericValueOutOfRange(TypeMismatch):
+    code = "22003"
 
 
 class NotNullViolation(ChangefeedError):
@@ -102,10 +131,29 @@ class PermissionDenied(ChangefeedError):
     code = "42501"
 
 
+class QueryCanceled(ChangefeedError):
+    """A statement was canceled while it ran or waited (a pgwire CancelRequest, ``CANCEL QUERY``)."""
+
+    code = "57014"
+
+
 class TransactionError(ChangefeedError):
     """Misuse of transactions (COMMIT without BEGIN, nested BEGIN, use after close)."""
 
     code = "25000"
+
+
+class ActiveTransaction(TransactionError):
+    """A statement that cannot run inside a transaction block (PostgreSQL's ``25001``)."""
+
+    code = "25001"
+
+
+class StatementTooComplex(ChangefeedError):
+    """A statement nested deeper than the parser or evaluator can follow (PostgreSQL's
+    ``stack depth limit exceeded``)."""
+
+    code = "54001"
 
 
 class LockNotAvailable(TransactionError):
@@ -141,6 +189,12 @@ class PipelineError(ChangefeedError):
     """The Spark pipeline could not start or a checkpoint is unreadable."""
 
     code = "58P02"
+
+
+class EndpointError(ChangefeedError):
+    """A network endpoint could not start: its port is in use, its address is not this machine's."""
+
+    code = "58030"
 
 
 class SinkError(ChangefeedError):
@@ -266,3 +320,4 @@ class PhoenixIllegalData(_PhoenixCode, TypeMismatch):
 
     def __init__(self, detail: str = "") -> None:
         super().__init__(self.phoenix_message(detail))
+        self.detail = detail.strip()

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
+from changefeed.cli.render import error_line
 from changefeed.exceptions import ChangefeedError
 
 
 def fail(exc: BaseException) -> None:
-    click.echo(f"ERROR: {exc}", err=True)
+    click.echo(error_line(exc), err=True)
     raise SystemExit(1)
 
 
@@ -87,6 +88,9 @@ def _register_optional() -> None:
     from changefeed.cli.serve_cmd import serve_cmd
 
     cli.add_command(serve_cmd, "serve")
+    from changefeed.cli.start_cmd import start_cmd
+
+    cli.add_command(start_cmd, "start")
     # Apache Phoenix CDC (issue 11): the design's polling loop.
     from changefeed.cli.phoenix_cmd import cdc_poll
 

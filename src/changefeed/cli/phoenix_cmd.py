@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from changefeed.cli.render import error_line
 from changefeed.engine import phoenix
 from changefeed.engine.database import Database
 from changefeed.exceptions import ChangefeedError, InvalidOption, PhoenixTableUndefined
@@ -75,12 +76,12 @@ def poll(
         sleep(interval_ms / 1000)
 
 
-def _time(text: str | None) -> int | None:
+def _time(text: str | None, option: str) -> int | None:
     if text is None:
         return None
     from changefeed.pipeline.sources.phoenix import parse_time
 
-    return parse_time("time", text)
+    return parse_time(option, text)
 
 
 @click.command("cdc-poll")
@@ -118,7 +119,7 @@ def cdc_poll(
     try:
         db = Database(db_dir, create=False)
     except ChangefeedError as exc:
-        click.echo(f"ERROR: {exc}", err=True)
+        click.echo(error_line(exc), err=True)
         raise SystemExit(1) from None
     try:
         db.refresh_catalog()
@@ -128,8 +129,8 @@ def cdc_poll(
         for row in poll(
             db,
             cdc,
-            start_ms=_time(start),
-            until_ms=_time(until),
+            start_ms=_time(start, "--from"),
+            until_ms=_time(until, "--until"),
             scopes=scopes,
             safety_ms=safety_ms,
             interval_ms=interval_ms,
@@ -144,7 +145,7 @@ def cdc_poll(
     except KeyboardInterrupt:
         pass
     except ChangefeedError as exc:
-        click.echo(f"ERROR: {exc}", err=True)
+        click.echo(error_line(exc), err=True)
         raise SystemExit(1) from None
     finally:
         db.close()

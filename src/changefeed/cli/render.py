@@ -142,3 +142,10 @@ def render_json_rows(res: Result) -> list[str]:
         ).decode()
         for row in res.rows
     ]
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line the CLI prints for an error: ``ERROR: <message>``; an Apache Phoenix error,
+    which starts ``ERROR 1012 (42M03): ...`` as Phoenix prints it, is shown as it is."""
+    text = str(exc)
+    return text if text.startswith("ERROR ") else f"ERROR: {text}"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,31 +22,65 @@ def _fail(exc: BaseException) -> None:
     raise SystemExit(1)
 
 
-class _ScanBar:
-    """A rich progress bar per scanning feed, only on a terminal."""
+class _Progress:
+    """What ``run`` is doing, live on a terminal (a rich display: the phase, each feed's messages
+    and bytes delivered, initial scans as bars); elsewhere, log lines on stderr."""
 
-    def __init__(self) -> None:
-        self.progress: Any = None
-        self.tasks: dict[int, Any] = {}
+    def __init__(self, metrics: Any) -> None:
+        self.metrics = metrics
+        self.tty = sys.stderr.isatty()
+        self.phase_text = "starting"
+        self.scanned: set[str] = set()
+        self.live: Any = None
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
 
-    def __call__(self, feed: Any, scanned: int, total: int) -> None:
-        if not sys.stdout.isatty():
-            return
-        from rich.progress import Progress
-
-        if self.progress is None:
-            self.progress = Progress()
-            self.progress.start()
-        tid = self.tasks.get(feed.id)
-        if tid is None:
-            tid = self.tasks[feed.id] = self.progress.add_task(
-                f"initial scan {feed.topic}", total=max(total, 1)
+            self.live = Live(
+                self._render(), console=Console(stderr=True), refresh_per_second=4, transient=False
             )
-        self.progress.update(tid, completed=scanned, total=max(total, 1))
+            self.live.start()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._refresh, daemon=True)
+            self._thread.start()
+
+    def phase(self, text: str) -> None:
+        self.phase_text = text
+        if not self.tty:
+            click.echo(f"changefeed run: {text}", err=True)
+
+    def scan(self, feed: Any, scanned: int, total: int) -> None:
+        if not self.tty and scanned >= total and feed.topic not in self.scanned:
+            self.scanned.add(feed.topic)
+            click.echo(f"changefeed run: initial scan of {feed.topic} done", err=True)
+
+    def _render(self) -> Any:
+        from rich.table import Table
+
+        t = Table(title=f"changefeed run: {self.phase_text}", title_justify="left", box=None)
+        for col in ("feed / job", "messages", "bytes", "retries", "backfill ranges left"):
+            t.add_column(col)
+        figures = self.metrics.snapshot()
+        for label in sorted(figures):
+            f = figures[label]
+            t.add_row(
+                label,
+                str(f.emitted_messages),
+                str(f.emitted_bytes),
+                str(f.error_retries),
+                str(f.backfill_pending_ranges) if f.backfill_pending_ranges else "",
+            )
+        return t
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(0.25):
+            self.live.update(self._render())
 
     def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
+        if self.live is not None:
+            self._stop.set()
+            self.live.update(self._render())
+            self.live.stop()
 
 
 @click.command("run")
@@ -63,128 +97,55 @@ class _ScanBar:
     help="Journal rows per micro-batch at most (admission control; default 500000).",
 )
 def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
-    """Run the Spark pipeline for every changefeed of the database: initial scans, then one
-    streaming query per feed delivering its changes, exactly once, to its topic. Without
-    --until-idle it runs until Ctrl-C or SIGTERM, then stops between micro-batches and exits 0."""
+    """Run the pipeline for every changefeed of the database, exactly once into its topic or
+    sink: initial scans, then each feed's changes in micro-batches (small ones on the driver,
+    large backlogs and schema-change backfills on Spark, whose session starts only when needed).
+    Without --until-idle it runs until Ctrl-C or SIGTERM, then stops between micro-batches and
+    exits 0. One pipeline per database: a node (changefeed start) already runs one."""
+    from changefeed.observe import Metrics
     from changefeed.pipeline import runner
     from changefeed.pipeline.spark.session import COMPILE_HUGE_METHODS
 
     kw: dict[str, Any] = {}
     if max_rows:
         kw["max_rows"] = max_rows
-    bar = _ScanBar()
+    metrics = Metrics()
+    progress = _Progress(metrics)
     try:
         if until_idle:
-            runner.run_until_idle(db, on_progress=bar, **kw)
+            runner.run_until_idle(
+                db, on_progress=progress.scan, on_phase=progress.phase, metrics=metrics, **kw
+            )
         else:
+            from changefeed.cli.start_cmd import setup_logging
+
+            setup_logging()
             # latency over throughput: leave HotSpot's huge-method limit in place (pipeline/spark/session.py)
             os.environ.setdefault(COMPILE_HUGE_METHODS, "0")
-            runner.run_forever(db, on_progress=bar, **kw)
+            runner.run_forever(db, on_progress=progress.scan, on_phase=progress.phase, metrics=metrics, **kw)
     except ChangefeedError as exc:
-        bar.close()
+        progress.close()
         _fail(exc)
-    bar.close()
+    progress.close()
     raise SystemExit(0)
 
 
 # ------------------------------------------------------------------------------------------ feeds
-def _ydb_ts(wall: int, tx: int | None) -> str:
-    return f"[{wall // 1_000_000}, {tx if tx is not None else 0}]"
-
-
 def feeds_report(db: Path) -> list[dict[str, Any]]:
+    """Every YDB changefeed and CockroachDB job (one row each) with its state, high water, lag
+    and whether a pipeline holds it (``changefeed.feeds.status``: the figures a node serves)."""
     from changefeed.engine.database import DB_FILE, open_sqlite
     from changefeed.exceptions import DatabaseError
-    from changefeed.feeds.store import all_feeds
+    from changefeed.feeds.status import statuses
 
     p = Path(db).absolute()
     if not (p / DB_FILE).exists():
         raise DatabaseError(f"{p} is not a changefeed database (no {DB_FILE})")
     conn = open_sqlite(p / DB_FILE, readonly=True)
-    out = []
     try:
-        progress = {
-            r[0]: r[1:]
-            for r in conn.execute("SELECT feed_id, seq, wall, logical, updated_ns, detail FROM _progress")
-        }
-        now = time.time_ns()
-        for fr in all_feeds(conn):
-            f = fr.spec
-            seq, wall, logical, updated, detail = progress.get(
-                f.id, (f.created_seq, f.created_wall, f.created_logical, None, None)
-            )
-            try:
-                newest = conn.execute(
-                    f"SELECT seq, ts, tx FROM x{f.table_id} ORDER BY seq DESC LIMIT 1"
-                ).fetchone()
-                hw_tx = conn.execute(
-                    f"SELECT tx FROM x{f.table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)
-                ).fetchone()
-            except sqlite3.OperationalError:
-                newest, hw_tx = None, None
-            pending = newest is not None and int(newest[0]) > int(seq)
-            lag = max(0.0, (now - int(wall)) / 1e9) if pending else 0.0
-            if pending and newest is not None:
-                lag = max(0.0, (int(newest[1]) - int(wall)) / 1e9) or lag
-            scan = json.loads(detail) if detail else None
-            out.append(
-                {
-                    "id": f.id,
-                    "table": fr.table,
-                    "name": f.name,
-                    "kind": f.kind,
-                    "format": f.format,
-                    "mode": f.mode.value,
-                    "topic": f.topic,
-                    "partitions": f.partitions,
-                    "state": fr.state,
-                    "high_water": {"wall": int(wall), "logical": int(logical)},
-                    "high_water_ydb": _ydb_ts(int(wall), int(hw_tx[0]) if hw_tx else f.created_tx),
-                    "high_water_crdb": f"{int(wall)}.{int(logical):010d}",
-                    "delivered_seq": int(seq),
-                    "pending_changes": bool(pending),
-                    "lag_s": round(lag, 3),
-                    "scan": scan if fr.state == "scanning" or scan else None,
-                    "updated_ns": updated,
-                }
-            )
-        out.extend(_job_rows(conn, now))
+        return [s.to_json() for s in statuses(conn, p, time.time_ns())]
     finally:
         conn.close()
-    return out
-
-
-def _job_rows(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
-    """One row per CockroachDB changefeed job: its status, high water (the minimum over its feeds)
-    and lag behind the clock."""
-    from changefeed.feeds.jobs import all_jobs
-
-    rows = []
-    for j in all_jobs(conn):
-        hw = j.high_water or j.start
-        lag = max(0.0, (now - hw.wall) / 1e9) if j.status in ("running", "paused") else 0.0
-        rows.append(
-            {
-                "id": j.id,
-                "table": ",".join(t.name for t in j.targets),
-                "name": f"job {j.id}",
-                "kind": "crdb job",
-                "format": j.format,
-                "mode": "",
-                "topic": ",".join(j.topics),
-                "partitions": "",
-                "state": j.status,
-                "high_water": {"wall": hw.wall, "logical": hw.logical},
-                "high_water_ydb": "",
-                "high_water_crdb": hw.crdb(),
-                "lag_s": round(lag, 3),
-                "scan": None,
-                "error": j.error,
-                "feed_ids": list(j.feed_ids),
-                "updated_ns": j.modified,
-            }
-        )
-    return rows
 
 
 @click.command("feeds")
@@ -220,6 +181,7 @@ def feeds(db: Path, as_json: bool) -> None:
         "high water (hlc)",
         "lag",
         "scan",
+        "running status",
     ):
         t.add_column(col, no_wrap=True)
     for r in rows:
@@ -240,5 +202,6 @@ def feeds(db: Path, as_json: bool) -> None:
             r["high_water_crdb"],
             f"{r['lag_s']:.3f}s",
             scan_text,
+            r["running_status"] or "",
         )
     Console(width=400 if not sys.stdout.isatty() else None).print(t)

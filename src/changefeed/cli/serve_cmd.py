@@ -11,21 +11,25 @@ from typing import Any
 import click
 
 from changefeed.exceptions import ChangefeedError
-from changefeed.server import DEFAULT_PORTS, Endpoint, EndpointConfig, create_endpoint, parse_address
+from changefeed.server import Endpoint, EndpointConfig, create_endpoint
+from changefeed.server.startup import bind_error, check_database, parse_flag
 
 
-async def serve(db: Path, addresses: dict[str, str], certs_dir: Path | None) -> None:
-    """Start every endpoint named in ``addresses`` and run until SIGTERM or SIGINT."""
+async def serve(db: Path, addresses: dict[str, tuple[str, int]], certs_dir: Path | None) -> None:
+    """Start every endpoint of ``addresses`` and run until SIGTERM or SIGINT; a port that cannot
+    be bound stops the ones already started and is one error naming it."""
     endpoints: list[Endpoint] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        for kind, text in addresses.items():
-            host, port = parse_address(text, DEFAULT_PORTS[kind])
+        for kind, (host, port) in addresses.items():
             ep = create_endpoint(kind, EndpointConfig(db=db, host=host, port=port, certs_dir=certs_dir))
-            bound = await ep.start()
+            try:
+                bound = await ep.start()
+            except OSError as exc:
+                raise bind_error(kind, host, port, exc) from None
             endpoints.append(ep)
             click.echo(f"{kind}: listening on {bound[0]}:{bound[1]}", err=True)
         await stop.wait()
@@ -82,11 +86,14 @@ def serve_cmd(
     Addresses bind to loopback unless a host is given: --pg :26257, --kafka 127.0.0.1:9092,
     --cql :9042.
     """
-    flags = (("pg", pg), ("kafka", kafka), ("registry", registry), ("cql", cql))
-    addresses = {k: v for k, v in flags if v is not None}
-    if not addresses:
+    flags = {
+        k: v for k, v in (("pg", pg), ("kafka", kafka), ("registry", registry), ("cql", cql)) if v is not None
+    }
+    if not flags:
         raise click.UsageError("name at least one endpoint: --pg, --kafka, --registry or --cql")
     try:
+        addresses = {k: a for k, v in flags.items() if (a := parse_flag(k, v)) is not None}
+        check_database(db, create=True)
         run_loop(serve(db, addresses, certs_dir))
     except ChangefeedError as exc:
         click.echo(f"ERROR: {exc}", err=True)

@@ -14,7 +14,7 @@ from types import FrameType
 
 import click
 
-from changefeed.cli.render import render_cql, render_json_rows, render_sql
+from changefeed.cli.render import error_line, render_cql, render_json_rows, render_sql
 from changefeed.connection import Connection, connect
 from changefeed.exceptions import ChangefeedError
 from changefeed.sql import ast
@@ -45,7 +45,7 @@ def run_sql(db: Path, text: str, *, user: str, dialect: str, as_json: bool) -> i
             elif dialect == "sql" and res.status and not as_json:
                 click.echo(res.status)
     except ChangefeedError as exc:
-        click.echo(f"ERROR: {exc}", err=True)
+        click.echo(error_line(exc), err=True)
         return 1
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while a core changefeed streams: a clean end
         return 0

@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import SqlType, is_ydb_type
 from changefeed.exceptions import InvalidOption, UndefinedColumn
 
@@ -103,15 +104,17 @@ class CdcOptions:
             text = str(value).lower() if not isinstance(value, bool) else ("true" if value else "false")
             if key in ("enabled", "postimage"):
                 if text not in ("true", "false"):
-                    raise InvalidOption(f"cdc option {key!r} must be true or false, not {value!r}")
+                    raise InvalidOption(f"cdc option '{key}' must be true or false, not {sql_text(value)}")
                 out[key] = text == "true"
             elif key == "preimage":
                 if text not in ("true", "false", "full"):
-                    raise InvalidOption(f"cdc option 'preimage' must be true, false or 'full', not {value!r}")
+                    raise InvalidOption(
+                        f"cdc option 'preimage' must be true, false or 'full', not {sql_text(value)}"
+                    )
                 out[key] = text
             elif key == "delta":
                 if text not in ("full", "keys"):
-                    raise InvalidOption(f"cdc option 'delta' must be 'full' or 'keys', not {value!r}")
+                    raise InvalidOption(f"cdc option 'delta' must be 'full' or 'keys', not {sql_text(value)}")
                 out[key] = text
             else:
                 try:

@@ -94,8 +94,33 @@ def open_sqlite(path: Path, *, readonly: bool = False, group_commit: bool = Fals
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA temp_store = MEMORY")
     except sqlite3.DatabaseError as exc:
-        raise CorruptFile(f"{path}: not a readable changefeed database file ({exc})") from None
+        raise open_error(path, exc, readonly=readonly) from None
     return conn
+
+
+def open_error(path: Path, exc: sqlite3.DatabaseError, *, readonly: bool = False) -> DatabaseError:
+    """What is wrong when SQLite cannot use ``path``: a read-only directory, a file it cannot
+    open, or a file that is not a changefeed database."""
+    if isinstance(exc, sqlite3.OperationalError):
+        if not readonly and not _writable(path.parent):
+            return DatabaseError(
+                f"database directory {path.parent} is read-only: changefeed writes {path.name} and its "
+                f"journal files there ({exc})"
+            )
+        if "unable to open" in str(exc):
+            return DatabaseError(f"{path}: cannot open the database file ({exc})")
+    return CorruptFile(f"{path}: not a readable changefeed database file ({exc})")
+
+
+def _writable(directory: Path) -> bool:
+    """Whether this process can create files in ``directory`` (tried: root ignores mode bits)."""
+    probe = directory / f".changefeed-write-check-{os.getpid()}-{threading.get_ident()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError:
+        return False
+    return True
 
 
 _gates: dict[str, threading.Lock] = {}
@@ -118,6 +143,42 @@ def write_gate(file: Path) -> threading.Lock:
         return gate
 
 
+class CommitSignal:
+    """Wakes this process's waiters when a transaction of this process commits on a file (the
+    pipeline of a node waits on it: a change written through an endpoint is delivered at once,
+    without waiting for a poll). Commits of other processes are found by polling."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def notify(self) -> None:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> int:
+        """Wait until a commit after the one numbered ``seen`` (at most ``timeout`` s); returns the
+        latest commit number."""
+        with self._cond:
+            if self.count == seen:
+                self._cond.wait(timeout)
+            return self.count
+
+
+_signals: dict[str, CommitSignal] = {}
+
+
+def commit_signal(file: Path) -> CommitSignal:
+    """The :class:`CommitSignal` of ``file`` in this process."""
+    key = os.path.realpath(file)
+    with _gates_lock:
+        sig = _signals.get(key)
+        if sig is None:
+            sig = _signals[key] = CommitSignal()
+        return sig
+
+
 class Database:
     """One open database directory: a SQLite connection plus cached catalog."""
 
@@ -128,6 +189,7 @@ class Database:
         self._check_dir(create)
         self.file = self.path / DB_FILE
         self.write_gate = write_gate(self.file)
+        self.commit_signal = commit_signal(self.file)
         #: False: a write transaction that would wait for another writer of this process raises
         #: LockNotAvailable instead (a server's event loop runs short statements itself and must
         #: never block).
@@ -146,7 +208,7 @@ class Database:
             self._bootstrap()
         except sqlite3.DatabaseError as exc:
             self.conn.close()
-            raise CorruptFile(f"{self.file}: not a readable changefeed database file ({exc})") from None
+            raise open_error(self.file, exc) from None
         self._catalog_version = -1
         self.catalog_changed = False
         self._tables: dict[int, TableSchema] = {}

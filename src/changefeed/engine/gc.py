@@ -35,6 +35,7 @@ from changefeed.engine import phoenix
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import Database
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import InvalidOption
 
 NS = 1_000_000_000
@@ -111,7 +112,7 @@ def configure_zone(schema: TableSchema, options: list[tuple[str, object]]) -> di
             raise InvalidOption(f'duplicate zone config parameter: "{key}"')
         if key == GC_TTL:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidOption(f"{GC_TTL} must be an integer number of seconds, got {value!r}")
+                raise InvalidOption(f"{GC_TTL} must be an integer number of seconds, got {sql_text(value)}")
             if value < 1:
                 raise InvalidOption(f"GC.TTLSeconds {value} less than minimum allowed 1")
         out[key] = value

@@ -59,6 +59,8 @@ def tokens(pks: Iterable[tuple[Any, ...]]) -> list[int]:
 # ---------------------------------------------------------------------- bulk inserts
 #: SQLite's historical default limit on host parameters per statement (newer builds allow more).
 MAX_PARAMS = 999
+#: SQLite's limit on one function call's arguments (SQLITE_MAX_FUNCTION_ARG's default).
+_MAX_FUNCTION_ARGS = 127
 #: Rows per multi-row INSERT: large enough to amortise each statement step, small enough to keep
 #: the set of cached statement texts small (one per power of two up to this).
 MAX_ROWS_PER_STATEMENT = 64
@@ -450,8 +452,12 @@ class TableStore:
         if ttl:
             sets.append("_exp = json_patch(COALESCE(_exp, '{}'), excluded._exp)")
         elif cell_ids:
-            paths = ", ".join(f"'$.c{i}'" for i in cell_ids)
-            sets.append(f"_exp = CASE WHEN _exp IS NULL THEN NULL ELSE json_remove(_exp, {paths}) END")
+            removed = "_exp"
+            # SQLite takes at most 127 arguments per function call: nest the calls on wide rows
+            for at in range(0, len(cell_ids), _MAX_FUNCTION_ARGS - 1):
+                paths = ", ".join(f"'$.c{i}'" for i in cell_ids[at : at + _MAX_FUNCTION_ARGS - 1])
+                removed = f"json_remove({removed}, {paths})"
+            sets.append(f"_exp = CASE WHEN _exp IS NULL THEN NULL ELSE {removed} END")
         update = f"DO UPDATE SET {', '.join(sets)}" if sets else "DO NOTHING"
         tail = f" ON CONFLICT ({conflict}) {update}"
         self._upsert_tail[ck] = tail

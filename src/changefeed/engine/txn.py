@@ -234,6 +234,8 @@ class Transaction:
         # Group commit: durable before acknowledged, waited for after the write lock is released
         # so that the transactions queued behind this one commit while it syncs.
         self.db.wait_durable(ticket)
+        if self.write:
+            self.db.commit_signal.notify()
         after, self._after_commit = self._after_commit, []
         for fn in after:
             fn()

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine.type_errors import YDB_SPELLINGS, mismatch, out_of_range, voice_of
 from changefeed.exceptions import TypeMismatch, UndefinedObject, ValueTooLarge
 
 UTC = dt.UTC
@@ -112,26 +113,31 @@ class SqlType:
 
     # ------------------------------------------------------------------ checking
     def coerce(self, value: object, what: str = "value") -> Any:
-        """Return ``value`` as this type's canonical Python value, or raise TypeMismatch."""
+        """Return ``value`` as this type's canonical Python value, or raise TypeMismatch in the
+        words of the system that declared the type (:mod:`changefeed.engine.type_errors`)."""
         if value is None:
             return None
         try:
             return _COERCE[self.kind](self, value)
+        except _Unfit as exc:
+            raise self._mismatch(value, what, exc.reason) from None
         except TypeMismatch as exc:
             text = str(exc)
-            if what != "value" and not text.startswith(what):
+            if what != "value" and not text.startswith(what) and self.voice != "crdb":
                 text = f"{what}: " + (text[len("value: ") :] if text.startswith("value: ") else text)
                 raise type(exc)(text) from None
             raise
         except (ValueError, TypeError, ArithmeticError, InvalidOperation) as exc:
-            raise self._mismatch(value, what, str(exc)) from None
+            # Python's own words (``invalid literal for int()``) never reach the user
+            raise self._mismatch(value, what, exc.reason if isinstance(exc, _Bad) else "") from None
+
+    @property
+    def voice(self) -> str:
+        """Whose words this type's errors use: ``crdb``, ``ydb`` or ``cql``."""
+        return voice_of(self.kind.value, self.name)
 
     def _mismatch(self, value: object, what: str, why: str = "") -> TypeMismatch:
-        shown = repr(value)
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
-        extra = f" ({why})" if why else ""
-        return TypeMismatch(f"{what}: {shown} is not a valid {self.name}{extra}")
+        return mismatch(self.kind.value, self.name, value, what, why)
 
     def storer(self, what: str) -> Any:
         """A fast ``value -> storage value`` function with this type's checks (for bulk writes)."""
@@ -193,6 +199,20 @@ class SqlType:
 
 
 # ====================================================================================== coercion
+class _Unfit(Exception):
+    """A coercer's verdict: the value does not fit; ``reason`` (our words) may say why."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Bad(ValueError):
+    """A parse helper's ValueError whose text is ours (safe to show)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _int_range(t: SqlType) -> tuple[int, int]:
@@ -206,44 +226,44 @@ def _c_bool(t: SqlType, v: object) -> bool:
         return v
     if isinstance(v, str) and v.lower() in ("true", "false", "t", "f"):
         return v.lower() in ("true", "t")
-    raise t._mismatch(v, "value")
+    raise _Unfit()
 
 
 def _c_int(t: SqlType, v: object) -> int:
     if isinstance(v, bool):
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if isinstance(v, float):
         if not v.is_integer():
-            raise t._mismatch(v, "value", "not an integer")
+            raise _Unfit("not an integer")
         v = int(v)
     elif isinstance(v, Decimal):
         if v != v.to_integral_value():
-            raise t._mismatch(v, "value", "not an integer")
+            raise _Unfit("not an integer")
         v = int(v)
     elif isinstance(v, str):
         v = int(v.strip())
     if not isinstance(v, int):
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if t.kind is not Kind.VARINT:
         lo, hi = _int_range(t)
         if not lo <= v <= hi:
-            raise TypeMismatch(f"value {v} is out of range for {t.name} ({lo}..{hi})")
+            raise out_of_range(t.kind.value, t.name, v, f"{lo}..{hi}")
     return v
 
 
 def _c_float(t: SqlType, v: object) -> float:
     if isinstance(v, bool):
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if isinstance(v, int | float | Decimal):
         return float(v)
     if isinstance(v, str):
         return float(v)
-    raise t._mismatch(v, "value")
+    raise _Unfit()
 
 
 def _c_decimal(t: SqlType, v: object) -> Decimal:
     if isinstance(v, bool):
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if isinstance(v, float):
         d = Decimal(repr(v))
     elif isinstance(v, int | Decimal):
@@ -251,10 +271,10 @@ def _c_decimal(t: SqlType, v: object) -> Decimal:
     elif isinstance(v, str):
         d = Decimal(v.strip())
     else:
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if not d.is_finite():
         if t.precision is not None:
-            raise t._mismatch(v, "value", "not a finite number")
+            raise _Unfit("not a finite number")
         return d
     if t.scale is not None:
         d = d.quantize(Decimal(1).scaleb(-t.scale))
@@ -264,7 +284,7 @@ def _c_decimal(t: SqlType, v: object) -> Decimal:
         assert isinstance(exponent, int)
         integer_digits = digits + exponent
         if integer_digits > t.precision - (t.scale or 0) and d != 0:
-            raise TypeMismatch(f"value {v} is out of range for {t.name}")
+            raise out_of_range(t.kind.value, t.name, v, f"precision {t.precision}, scale {t.scale or 0}")
     return d
 
 
@@ -274,7 +294,7 @@ def _c_text(t: SqlType, v: object) -> str:
     elif isinstance(v, bytes) and not t.ascii:
         s = v.decode("utf-8")
     else:
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if len(s) * 4 > MAX_VALUE_BYTES and len(s.encode("utf-8")) > MAX_VALUE_BYTES:
         raise ValueTooLarge(
             f"value of {len(s.encode())} bytes exceeds the {MAX_VALUE_BYTES}-byte limit for {t.name}"
@@ -282,7 +302,7 @@ def _c_text(t: SqlType, v: object) -> str:
     if t.length is not None and len(s) > t.length:
         raise ValueTooLarge(f"value too long for type {t.name} ({len(s)} > {t.length} characters)")
     if t.ascii and not s.isascii():
-        raise t._mismatch(v, "value", "not ASCII")
+        raise _Unfit("not ASCII")
     return s
 
 
@@ -292,7 +312,7 @@ def _c_bytes(t: SqlType, v: object) -> bytes:
     elif isinstance(v, str):
         b = v.encode("utf-8")
     else:
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if len(b) > MAX_VALUE_BYTES:
         raise ValueTooLarge(f"value of {len(b)} bytes exceeds the {MAX_VALUE_BYTES}-byte limit for {t.name}")
     return b
@@ -307,7 +327,7 @@ def _c_date(t: SqlType, v: object) -> dt.date:
         return dt.date.fromisoformat(v.strip())
     if isinstance(v, int) and not isinstance(v, bool):
         return EPOCH_DATE + dt.timedelta(days=v)
-    raise t._mismatch(v, "value")
+    raise _Unfit()
 
 
 _TS_RE = re.compile(
@@ -318,7 +338,7 @@ _TS_RE = re.compile(
 def parse_timestamp(s: str) -> dt.datetime:
     s = s.strip()
     if not _TS_RE.match(s):
-        raise ValueError("not an ISO 8601 timestamp")
+        raise _Bad("not an ISO 8601 timestamp")
     s2 = s.replace("z", "Z")
     if s2.endswith("Z"):
         s2 = s2[:-1] + "+00:00"
@@ -342,7 +362,7 @@ def _c_timestamp(t: SqlType, v: object) -> dt.datetime:
         unit = 1000 if t.millis else (1 if t.kind is Kind.DATETIME else 1_000_000)
         ts = EPOCH + dt.timedelta(microseconds=v * (1_000_000 // unit))
     else:
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if t.zoned:
         ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
     elif ts.tzinfo is not None:
@@ -362,7 +382,7 @@ def _c_time(t: SqlType, v: object) -> dt.time:
     if isinstance(v, int) and not isinstance(v, bool):  # nanoseconds since midnight (CQL)
         us = v // 1000
         return (dt.datetime.min + dt.timedelta(microseconds=us)).time()
-    raise t._mismatch(v, "value")
+    raise _Unfit()
 
 
 _ISO_DUR = re.compile(
@@ -405,12 +425,12 @@ def parse_interval(s: str) -> dt.timedelta:
         for part in _PG_DUR.finditer(s):
             unit = part.group("u").lower()
             if unit not in _UNITS_US:
-                raise ValueError(f"unknown interval unit {unit!r}")
+                raise _Bad(f'interval: unknown unit "{unit}"')
             us_total += int(Decimal(part.group("n")) * _UNITS_US[unit])
             pos += len(part.group(0).replace(" ", ""))
         if pos == len(compact):
             return dt.timedelta(microseconds=us_total)
-    raise ValueError(f"invalid interval {s!r}")
+    raise _Bad("interval: missing unit")
 
 
 def _c_interval(t: SqlType, v: object) -> dt.timedelta:
@@ -420,7 +440,7 @@ def _c_interval(t: SqlType, v: object) -> dt.timedelta:
         return parse_interval(v)
     if isinstance(v, int) and not isinstance(v, bool):
         return dt.timedelta(microseconds=v)
-    raise t._mismatch(v, "value")
+    raise _Unfit()
 
 
 def _c_json(t: SqlType, v: object) -> str:
@@ -429,7 +449,7 @@ def _c_json(t: SqlType, v: object) -> str:
     elif isinstance(v, dict | list | int | float | bool):
         parsed = v
     else:
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     out = orjson.dumps(parsed).decode()
     if len(out) > MAX_VALUE_BYTES:
         raise ValueTooLarge(f"JSON value exceeds the {MAX_VALUE_BYTES}-byte limit")
@@ -444,15 +464,15 @@ def _c_uuid(t: SqlType, v: object) -> uuid.UUID:
     elif isinstance(v, bytes) and len(v) == 16:
         u = uuid.UUID(bytes=v)
     else:
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if t.kind is Kind.TIMEUUID and u.version != 1:
-        raise t._mismatch(v, "value", "not a version 1 (time-based) UUID")
+        raise _Unfit("not a version 1 (time-based) UUID")
     return u
 
 
 def _c_inet(t: SqlType, v: object) -> str:
     if not isinstance(v, str):
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     s = v.strip()
     if "/" in s:
         return str(ipaddress.ip_interface(s))
@@ -467,11 +487,11 @@ def _c_bit(t: SqlType, v: object) -> str:
     elif isinstance(v, int) and not isinstance(v, bool) and t.length:
         s = format(v, "b").zfill(t.length)
     else:
-        raise t._mismatch(v, "value")
+        raise _Unfit()
     if s.upper().startswith("B'") and s.endswith("'"):
         s = s[2:-1]
     if any(c not in "01" for c in s):
-        raise t._mismatch(v, "value", "bit strings contain only 0 and 1")
+        raise _Unfit("bit strings contain only 0 and 1")
     if t.length is not None:
         if t.varying and len(s) > t.length:
             raise ValueTooLarge(f"bit string too long for type {t.name} ({len(s)} > {t.length})")
@@ -483,7 +503,7 @@ def _c_bit(t: SqlType, v: object) -> str:
 def _c_enum(t: SqlType, v: object) -> str:
     if isinstance(v, str) and v in t.labels:
         return v
-    raise TypeMismatch(f"invalid input value for enum {t.name}: {v!r} (labels: {', '.join(t.labels)})")
+    raise _Unfit()
 
 
 def _c_array(t: SqlType, v: object) -> list[Any]:
@@ -491,14 +511,20 @@ def _c_array(t: SqlType, v: object) -> list[Any]:
     if isinstance(v, str):
         v = orjson.loads(v) if v.startswith("[") else _parse_pg_array(v)
     if not isinstance(v, list | tuple):
-        raise t._mismatch(v, "value")
-    return [t.element.coerce(x, "array element") for x in v]
+        raise _Unfit()
+    element = t.element
+    try:
+        return [element.coerce(x, "array element") for x in v]
+    except TypeMismatch:
+        if any(isinstance(x, str) for x in v):
+            raise  # a string that does not parse as the element type says so itself
+        raise _Unfit() from None
 
 
 def _parse_pg_array(s: str) -> list[str | None]:
     s = s.strip()
     if not (s.startswith("{") and s.endswith("}")):
-        raise ValueError("array literals look like {a,b} or [a, b]")
+        raise _Bad("array must be enclosed in { and }")
     body = s[1:-1].strip()
     if not body:
         return []
@@ -744,11 +770,7 @@ _CRDB: dict[str, SqlType] = {
 
 # YDB names that are spelled in CamelCase: used to tell a YDB declaration from a CockroachDB one
 # in the shared ``sql`` dialect (``String`` is YDB bytes, ``STRING`` is CockroachDB text).
-_YDB_SPELLINGS = {
-    "Bool", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32", "Uint64", "Float",
-    "Double", "String", "Utf8", "Date", "Datetime", "Timestamp", "Interval", "Json", "JsonDocument",
-    "Uuid", "Decimal",
-}  # fmt: skip
+_YDB_SPELLINGS = YDB_SPELLINGS
 _YDB_NAMES = frozenset({t.name for t in _SIMPLE.values()} | {"Decimal"})
 
 
@@ -809,7 +831,7 @@ def _resolve_base(
     if dialect == "cql":
         if key in _CQL:
             return _CQL[key]
-        raise UndefinedObject(f"unknown type {name!r}")
+        raise UndefinedObject(f'type "{name}" does not exist')
     if name in _YDB_SPELLINGS or (key in _SIMPLE and key not in _CRDB):
         return _SIMPLE[key]
     if key in _CRDB:
@@ -818,4 +840,4 @@ def _resolve_base(
         return _SIMPLE[key]
     if key in enums:
         return SqlType(kind=Kind.ENUM, name=name, labels=enums[key])
-    raise UndefinedObject(f"unknown type {name!r}")
+    raise UndefinedObject(f'type "{name}" does not exist')

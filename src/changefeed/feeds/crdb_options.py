@@ -26,6 +26,7 @@ from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
 from changefeed.feeds.crdb_time import format_go_duration, parse_crdb_timestamp, parse_go_duration
+from changefeed.feeds.go_errors import json_error
 
 NS_PER_S = 1_000_000_000
 
@@ -39,6 +40,7 @@ OPT_ENCODE_JSON_VALUE_NULL_AS_OBJECT = "encode_json_value_null_as_object"
 OPT_END_TIME = "end_time"
 OPT_ENRICHED_PROPERTIES = "enriched_properties"
 OPT_ENVELOPE = "envelope"
+OPT_EXACTLY_ONCE = "exactly_once"  # ours (issue 19): Kafka transactions; CockroachDB has no such option
 OPT_EXECUTION_LOCALITY = "execution_locality"
 OPT_FORMAT = "format"
 OPT_FULL_TABLE_NAME = "full_table_name"
@@ -59,6 +61,7 @@ OPT_ON_ERROR = "on_error"
 #: This product's extension: ``ordering = 'total'`` delivers a multi-table job's changes in one
 #: commit order with transaction boundaries (CockroachDB orders per key only).
 OPT_ORDERING = "ordering"
+OPT_PARTITION_ALG = "partition_alg"
 OPT_PROTECT_DATA_FROM_GC_ON_PAUSE = "protect_data_from_gc_on_pause"
 OPT_PUBSUB_SINK_CONFIG = "pubsub_sink_config"
 OPT_RESOLVED = "resolved"
@@ -91,6 +94,7 @@ OPTION_KINDS: dict[str, Kind] = {
     OPT_ENRICHED_PROPERTIES: Kind.VALUE,
     OPT_END_TIME: Kind.VALUE,
     OPT_ENVELOPE: Kind.VALUE,
+    OPT_EXACTLY_ONCE: Kind.FLAG,
     OPT_EXECUTION_LOCALITY: Kind.VALUE,
     OPT_FORMAT: Kind.VALUE,
     OPT_FULL_TABLE_NAME: Kind.FLAG,
@@ -109,6 +113,7 @@ OPTION_KINDS: dict[str, Kind] = {
     OPT_NO_INITIAL_SCAN: Kind.FLAG,
     OPT_ON_ERROR: Kind.VALUE,
     OPT_ORDERING: Kind.VALUE,
+    OPT_PARTITION_ALG: Kind.VALUE,
     OPT_PROTECT_DATA_FROM_GC_ON_PAUSE: Kind.FLAG,
     OPT_PUBSUB_SINK_CONFIG: Kind.VALUE,
     OPT_RESOLVED: Kind.OPTIONAL,
@@ -178,6 +183,10 @@ SCHEMA_CHANGE_EVENTS = (SCHEMA_CHANGE_EVENTS_DEFAULT, SCHEMA_CHANGE_EVENTS_COLUM
 ON_ERROR_PAUSE = "pause"
 ON_ERROR_FAIL = "fail"
 ON_ERRORS = (ON_ERROR_PAUSE, ON_ERROR_FAIL)
+#: Kafka partitioners of ``partition_alg``: sarama's FNV-1a (CockroachDB's default) and Kafka's murmur2.
+PARTITION_ALG_FNV1A = "fnv-1a"
+PARTITION_ALG_MURMUR2 = "murmur2"
+PARTITION_ALGS = (PARTITION_ALG_FNV1A, PARTITION_ALG_MURMUR2)
 
 VIRTUAL_COLUMNS_OMITTED = "omitted"
 VIRTUAL_COLUMNS_NULL = "null"
@@ -200,6 +209,8 @@ DEFAULT_WEBHOOK_CLIENT_TIMEOUT_NS = 3 * NS_PER_S
 #: Options that only some sinks take (any other sink: ``this sink is incompatible with option X``).
 SINK_SPECIFIC_OPTIONS: dict[str, tuple[str, ...]] = {
     OPT_KAFKA_SINK_CONFIG: ("kafka",),
+    OPT_PARTITION_ALG: ("kafka",),
+    OPT_EXACTLY_ONCE: ("kafka",),
     OPT_WEBHOOK_AUTH_HEADER: ("webhook-https",),
     OPT_WEBHOOK_CLIENT_TIMEOUT: ("webhook-https",),
     OPT_WEBHOOK_SINK_CONFIG: ("webhook-https",),
@@ -286,6 +297,8 @@ class CrdbOptions:
     schema_change_policy: str = DEFAULT_SCHEMA_CHANGE_POLICY
     schema_change_events: str = DEFAULT_SCHEMA_CHANGE_EVENTS
     on_error: str = DEFAULT_ON_ERROR
+    partition_alg: str = PARTITION_ALG_FNV1A
+    exactly_once: bool = False
     confluent_schema_registry: str | None = None
     avro_schema_prefix: str = ""
     compression: str | None = None
@@ -418,8 +431,8 @@ def _duration(name: str, value: str, *, positive: bool = False, prefixed: bool =
 def _json_config(name: str, value: str) -> str:
     try:
         parsed = orjson.loads(value)
-    except orjson.JSONDecodeError as e:
-        raise InvalidOption(f"error unmarshalling json: {name}: {e}") from None
+    except orjson.JSONDecodeError:
+        raise InvalidOption(f"error unmarshalling json: {name}: {json_error(value)}") from None
     if not isinstance(parsed, dict):
         raise InvalidOption(f"error unmarshalling json: {name} must be a JSON object")
     return value
@@ -528,6 +541,7 @@ def parse_crdb_options(
         OPT_UNORDERED,
         OPT_ENCODE_JSON_VALUE_NULL_AS_OBJECT,
         OPT_IGNORE_DISABLE_CHANGEFEED_REPLICATION,
+        OPT_EXACTLY_ONCE,
     ):
         kw[flag] = flag in opts
 
@@ -561,6 +575,7 @@ def parse_crdb_options(
         (OPT_ON_ERROR, ON_ERRORS, "on_error"),
         (OPT_VIRTUAL_COLUMNS, VIRTUAL_COLUMNS, "virtual_columns"),
         (OPT_COMPRESSION, COMPRESSIONS, "compression"),
+        (OPT_PARTITION_ALG, PARTITION_ALGS, "partition_alg"),
     ):
         if name in opts:
             kw[field] = _enum(name, val(name), allowed)
@@ -653,6 +668,8 @@ def parse_crdb_options(
             "key_column requires the unordered option because messages for the same key are not "
             "guaranteed to be ordered when the message key is not the primary key"
         )
+    if OPT_EXACTLY_ONCE in opts and OPT_UNORDERED in opts:
+        raise InvalidOption("exactly_once is not usable with unordered")
     if resolved and OPT_UNORDERED in opts:
         raise InvalidOption(
             "resolved timestamps cannot be guaranteed to be correct in unordered mode because we "

@@ -126,7 +126,7 @@ def _decimal_to_hlc(s: str) -> CommitTs:
     try:
         d = Decimal(s)
     except InvalidOperation:
-        raise InvalidOption(f"could not parse {s!r} as a timestamp") from None
+        raise InvalidOption(f'could not parse "{s}" as a timestamp') from None
     if d < 0:
         raise InvalidOption(f"timestamp {s} must be non-negative")
     wall = int(d)

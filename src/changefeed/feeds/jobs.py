@@ -36,7 +36,9 @@ from typing import Any
 import orjson
 
 from changefeed.engine.clock import CommitTs
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import GcThresholdError, InvalidOption, JobNotFound, JobStateError
+from changefeed.feeds.store import bump_feeds_version
 
 # --------------------------------------------------------------------------- statuses
 RUNNING = "running"
@@ -189,6 +191,7 @@ def load_job(conn: sqlite3.Connection, job_id: int) -> Job:
 
 def insert_job(conn: sqlite3.Connection, job: Job) -> None:
     ensure_table(conn)
+    bump_feeds_version(conn)
     conn.execute(
         f"INSERT INTO _jobs (job_type, {_COLS}) VALUES (?, {', '.join('?' * 25)})",
         (JOB_TYPE, *_row(job)),
@@ -242,7 +245,7 @@ def new_job_id(conn: sqlite3.Connection, ts: CommitTs) -> int:
 
 def parse_job_id(value: Any, *, what: str = "job ID") -> int:
     if isinstance(value, bool) or not isinstance(value, int | Decimal | str):
-        raise InvalidOption(f"{what} must be an INT value: {value!r}")
+        raise InvalidOption(f"{what} must be an INT value: {sql_text(value)}")
     try:
         d = Decimal(str(value).strip())
     except InvalidOperation:
@@ -254,6 +257,7 @@ def parse_job_id(value: Any, *, what: str = "job ID") -> int:
 
 # --------------------------------------------------------------------------- transitions
 def set_feed_states(conn: sqlite3.Connection, job: Job, state: str, *, only: Sequence[str] = ()) -> None:
+    bump_feeds_version(conn)
     for fid in job.feed_ids:
         if only:
             conn.execute(
@@ -368,6 +372,8 @@ def _update(
     kw: dict[str, Any] = {"modified": now}
     if status is not _UNSET:
         kw["status"] = status
+        if status != job.status:
+            bump_feeds_version(conn)
     if running_status is not _UNSET:
         kw["running_status"] = running_status
     if error is not _UNSET:
@@ -408,7 +414,7 @@ def parse_crdb_time(value: str, statement_time: CommitTs, *, option: str) -> Com
         t = parse_timestamp(s)
     except ValueError:
         raise InvalidOption(
-            f"could not parse {s!r} as a timestamp for option {option} (expected an HLC decimal such as "
+            f'could not parse "{s}" as a timestamp for option {option} (expected an HLC decimal such as '
             "1536242855577149065.0000000000, nanoseconds, a timestamp, or a negative interval)"
         ) from None
     if t.tzinfo is None:

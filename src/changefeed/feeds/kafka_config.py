@@ -132,6 +132,11 @@ class KafkaConfig:
     flush_max_messages: int = DEFAULT_FLUSH_MAX_MESSAGES
     version: str = ""
     delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS
+    #: ``partition_alg``: ``fnv-1a`` (sarama's hash partitioner, CockroachDB's default) or
+    #: ``murmur2`` (Kafka's Java client's default partitioner)
+    partition_alg: str = "fnv-1a"
+    #: ``exactly_once`` (ours, issue 19): each micro-batch in one Kafka transaction
+    exactly_once: bool = False
 
     @property
     def idempotent(self) -> bool:
@@ -364,6 +369,15 @@ def parse_kafka_sink_config(text: str | None) -> dict[str, Any]:
 
 def kafka_config(uri: str, params: Mapping[str, str], options: Mapping[str, str | None]) -> KafkaConfig:
     """The validated :class:`KafkaConfig` of a kafka URI and the job's ``WITH`` options."""
+    sink_config = parse_kafka_sink_config(options.get("kafka_sink_config"))
+    exactly_once = "exactly_once" in options
+    if exactly_once and sink_config.get("required_acks", -1) != -1:
+        raise InvalidOption(
+            'exactly_once requires kafka_sink_config RequiredAcks "ALL" (Kafka transactions need acks=all)'
+        )
     return KafkaConfig(
-        **connection_config(uri, params), **parse_kafka_sink_config(options.get("kafka_sink_config"))
+        **connection_config(uri, params),
+        **sink_config,
+        partition_alg=(options.get("partition_alg") or "fnv-1a").lower(),
+        exactly_once=exactly_once,
     )

@@ -19,7 +19,6 @@ parameters plus the ``WITH`` options that concern the sink) are validated by
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import orjson
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
 from changefeed.feeds import kafka_config
 from changefeed.feeds.crdb_options import CLOUD_STORAGE_SCHEMES, WEBHOOK_SCHEME
+from changefeed.feeds.go_errors import base64_error, json_error
 from changefeed.feeds.kafka_config import KafkaConfig
 
 
@@ -249,10 +249,10 @@ def go_duration_ns(text: str) -> int | None:
 def _b64_param(params: Mapping[str, str], name: str) -> bytes | None:
     if name not in params:
         return None
-    try:
-        return base64.b64decode(params[name], validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidOption(f"param {name} must be base 64 encoded: {exc}") from None
+    problem = base64_error(params[name])
+    if problem is not None:
+        raise InvalidOption(f"param {name} must be base 64 encoded: {problem}")
+    return base64.b64decode(params[name], validate=True)
 
 
 def _bool_param(params: Mapping[str, str], name: str) -> bool:
@@ -260,7 +260,7 @@ def _bool_param(params: Mapping[str, str], name: str) -> bool:
     if v is None:
         return False
     if v.lower() not in ("true", "false", "1", "0", "t", "f"):
-        raise InvalidOption(f"param {name} must be a bool: {v!r}")
+        raise InvalidOption(f'param {name} must be a bool: "{v}"')
     return v.lower() in ("true", "1", "t")
 
 
@@ -371,8 +371,8 @@ def parse_webhook_sink_config(text: str | None) -> dict[str, Any]:
         return {}
     try:
         cfg = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidOption(f"error unmarshalling json: {exc}") from None
+    except orjson.JSONDecodeError:
+        raise InvalidOption(f"error unmarshalling json: {json_error(text)}") from None
     if not isinstance(cfg, dict):
         raise InvalidOption(
             "error unmarshalling json: json: cannot unmarshal into Go value of type changefeedccl.webhookSinkConfig"

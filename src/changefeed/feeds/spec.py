@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.type_errors import iso_duration, sql_text
 from changefeed.engine.types import Kind, parse_interval
 from changefeed.exceptions import InvalidOption
 from changefeed.feeds.cdc_plan import CdcQuery
@@ -115,7 +116,7 @@ class FeedSpec:
 def _text(value: Any, option: str) -> str:
     if isinstance(value, str):
         return value
-    raise InvalidOption(f"changefeed option {option.upper()} takes a string, got {value!r}")
+    raise InvalidOption(f"changefeed option {option.upper()} takes a string, got {_yql(value)}")
 
 
 def _bool(value: Any, option: str) -> bool:
@@ -123,7 +124,7 @@ def _bool(value: Any, option: str) -> bool:
         return value
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    raise InvalidOption(f"changefeed option {option.upper()} takes TRUE or FALSE, got {value!r}")
+    raise InvalidOption(f"changefeed option {option.upper()} takes TRUE or FALSE, got {_yql(value)}")
 
 
 def _interval(value: Any, option: str) -> dt.timedelta:
@@ -135,8 +136,21 @@ def _interval(value: Any, option: str) -> dt.timedelta:
         except ValueError:
             pass
     raise InvalidOption(
-        f'changefeed option {option.upper()} takes an Interval such as Interval("PT1S"), got {value!r}'
+        f'changefeed option {option.upper()} takes an Interval such as Interval("PT1S"), got {_yql(value)}'
     )
+
+
+def _yql(value: Any) -> str:
+    """A value as YQL text: ``"text"``, ``Interval("P1D")``, ``Date("2026-11-26")``, ``5``."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, dt.timedelta):
+        return f'Interval("{iso_duration(value)}")'
+    if isinstance(value, dt.datetime):
+        return f'Timestamp("{value.isoformat()}")'
+    if isinstance(value, dt.date):
+        return f'Date("{value.isoformat()}")'
+    return sql_text(value)
 
 
 def parse_ydb_options(
@@ -160,11 +174,11 @@ def parse_ydb_options(
         mode = Mode(mode_text)
     except ValueError:
         raise InvalidOption(
-            f"invalid MODE {opts[OPT_MODE]!r}; expected one of {', '.join(m.value for m in Mode)}"
+            f"invalid MODE {_yql(opts[OPT_MODE])}; expected one of {', '.join(m.value for m in Mode)}"
         ) from None
     fmt_text = _text(opts[OPT_FORMAT], OPT_FORMAT).upper()
     if fmt_text not in YDB_FORMATS:
-        raise InvalidOption(f"invalid FORMAT {opts[OPT_FORMAT]!r}; expected JSON or DEBEZIUM_JSON")
+        raise InvalidOption(f"invalid FORMAT {_yql(opts[OPT_FORMAT])}; expected JSON or DEBEZIUM_JSON")
     virtual = _bool(opts.get(OPT_VIRTUAL_TIMESTAMPS, False), OPT_VIRTUAL_TIMESTAMPS)
     resolved_ns = None
     if OPT_RESOLVED_TIMESTAMPS in opts:
@@ -174,16 +188,18 @@ def parse_ydb_options(
         resolved_ns = int(resolved.total_seconds() * NS_PER_S)
     initial_scan = _bool(opts.get(OPT_INITIAL_SCAN, False), OPT_INITIAL_SCAN)
     retention = _interval(opts.get(OPT_RETENTION_PERIOD, DEFAULT_RETENTION), OPT_RETENTION_PERIOD)
-    if retention <= dt.timedelta(0):
-        raise InvalidOption("RETENTION_PERIOD must be a positive interval")
-    if retention > MAX_RETENTION:
-        raise InvalidOption(f"RETENTION_PERIOD {retention} exceeds the maximum of 30 days")
+    if not dt.timedelta(seconds=1) <= retention <= MAX_RETENTION:
+        # YDB's SchemeShard check (its words), with the spec's maximum, durations in ISO 8601
+        raise InvalidOption(
+            f"Invalid retention period: specified: {iso_duration(retention)}, min: PT1S, "
+            f"max: {iso_duration(MAX_RETENTION)}"
+        )
     partitions = table.partitions
     if OPT_TOPIC_MIN_ACTIVE_PARTITIONS in opts:
         n = opts[OPT_TOPIC_MIN_ACTIVE_PARTITIONS]
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_TOPIC_PARTITIONS:
             raise InvalidOption(
-                f"TOPIC_MIN_ACTIVE_PARTITIONS must be an integer from 1 to {MAX_TOPIC_PARTITIONS}, got {n!r}"
+                f"TOPIC_MIN_ACTIVE_PARTITIONS must be an integer from 1 to {MAX_TOPIC_PARTITIONS}, got {_yql(n)}"
             )
         first = table.key[0]
         if not (first.type.kind is Kind.UINT and first.type.bits in (32, 64)):

@@ -9,6 +9,23 @@ import orjson
 
 from changefeed.feeds.spec import FeedSpec
 
+#: ``_meta`` key counting changes to the set of feeds, their states and their jobs' statuses: a
+#: pipeline re-reads its feeds when it moves (one indexed read per poll, not the feed list).
+FEEDS_VERSION = "feeds_version"
+
+
+def bump_feeds_version(conn: sqlite3.Connection) -> None:
+    """Inside the write transaction that adds, drops or changes the state of a feed or job."""
+    conn.execute(
+        "INSERT INTO _meta (key, value) VALUES (?, 1) ON CONFLICT (key) DO UPDATE SET value = value + 1",
+        (FEEDS_VERSION,),
+    )
+
+
+def feeds_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM _meta WHERE key = ?", (FEEDS_VERSION,)).fetchone()
+    return 0 if row is None else int(row[0])
+
 
 @dataclass(frozen=True, slots=True)
 class FeedRow:
@@ -35,6 +52,7 @@ def all_feeds(conn: sqlite3.Connection) -> list[FeedRow]:
 
 def set_state(conn: sqlite3.Connection, feed_id: int, state: str) -> None:
     conn.execute("UPDATE _feeds SET state = ? WHERE id = ?", (state, feed_id))
+    bump_feeds_version(conn)
 
 
 def insert_feed(conn: sqlite3.Connection, spec: FeedSpec, state: str) -> FeedSpec:
@@ -55,6 +73,7 @@ def insert_feed(conn: sqlite3.Connection, spec: FeedSpec, state: str) -> FeedSpe
     )
     spec = spec.with_ids(id=int(cur.lastrowid or 0))
     conn.execute("UPDATE _feeds SET spec = ? WHERE id = ?", (orjson.dumps(spec.to_json()).decode(), spec.id))
+    bump_feeds_version(conn)
     return spec
 
 
@@ -62,6 +81,7 @@ def delete_feed(conn: sqlite3.Connection, feed_id: int) -> None:
     """Forget a feed and its progress."""
     conn.execute("DELETE FROM _progress WHERE feed_id = ?", (feed_id,))
     conn.execute("DELETE FROM _feeds WHERE id = ?", (feed_id,))
+    bump_feeds_version(conn)
 
 
 def delete_table_feeds(conn: sqlite3.Connection, table_id: int) -> list[FeedSpec]:
@@ -71,4 +91,5 @@ def delete_table_feeds(conn: sqlite3.Connection, table_id: int) -> list[FeedSpec
         "DELETE FROM _progress WHERE feed_id IN (SELECT id FROM _feeds WHERE table_id = ?)", (table_id,)
     )
     conn.execute("DELETE FROM _feeds WHERE table_id = ?", (table_id,))
+    bump_feeds_version(conn)
     return feeds

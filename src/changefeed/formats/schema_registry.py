@@ -56,12 +56,12 @@ def parse_registry_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         _ = parts.port  # raises ValueError on a bad port
-    except ValueError as exc:
-        raise InvalidOption(f"invalid confluent_schema_registry URL {url!r}: {exc}") from None
+    except ValueError:
+        raise InvalidOption(f'invalid confluent_schema_registry URL "{url}": invalid port') from None
     if parts.scheme not in ("http", "https"):
         raise InvalidOption(f'unsupported scheme: "{parts.scheme}"')
     if not parts.hostname:
-        raise InvalidOption(f"invalid confluent_schema_registry URL {url!r}: no host")
+        raise InvalidOption(f'invalid confluent_schema_registry URL "{url}": no host')
     if parts.query:
         raise InvalidOption(
             f"unknown confluent_schema_registry query parameters: {parts.query} (TLS parameters are not supported)"

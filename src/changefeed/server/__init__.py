@@ -1,21 +1,26 @@
 """Network endpoints of ``changefeed serve``: one package per protocol.
 
-Each protocol package (``pg``, ``kafka``, ``registry``, ``cql``) exposes ``create(config) -> Endpoint``.
-:data:`ENDPOINTS` maps the ``serve`` flag name to that factory's import path, imported lazily so
-that a missing optional dependency of one protocol never breaks the others.
+Each protocol package (``pg``, ``kafka``, ``registry``, ``cql``, ``http``) exposes
+``create(config) -> Endpoint``. :data:`ENDPOINTS` maps the flag name (``serve --pg``, ``start
+--kafka``) to that factory's import path, imported lazily so that a missing optional dependency
+of one protocol never breaks the others; :data:`DEFAULT_PORTS` holds the port a node
+(``changefeed start``) serves each on unless a flag moves it or turns it off. A new endpoint is
+one entry in each: ``start`` grows its flag and serves it from them.
 
-All endpoints of one ``serve`` run share one asyncio event loop (see ``changefeed.cli.serve_cmd``);
+All endpoints of one process share one asyncio event loop (see ``changefeed.server.node``);
 blocking engine or topic-log calls run in the loop's thread pool.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+import importlib.util
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from changefeed.exceptions import InvalidOption
+from changefeed.observe import EndpointMetrics, Readiness, default_metrics
 
 #: ``serve`` flag -> "module:factory". The factory takes an :class:`EndpointConfig`.
 ENDPOINTS: dict[str, str] = {
@@ -23,11 +28,12 @@ ENDPOINTS: dict[str, str] = {
     "kafka": "changefeed.server.kafka:create",
     "registry": "changefeed.server.registry:create",
     "cql": "changefeed.server.cql:create",
+    "http": "changefeed.server.http:create",
 }
 
 #: Default ports, as the real systems use them (CockroachDB SQL, Kafka, Confluent Schema Registry,
-#: the CQL native protocol).
-DEFAULT_PORTS = {"pg": 26257, "kafka": 9092, "registry": 8081, "cql": 9042}
+#: ScyllaDB CQL, CockroachDB's DB Console), in the order a node starts them.
+DEFAULT_PORTS = {"pg": 26257, "kafka": 9092, "registry": 8081, "cql": 9042, "http": 8080}
 
 LOOPBACK = "127.0.0.1"
 
@@ -40,6 +46,10 @@ class EndpointConfig:
     host: str = LOOPBACK
     port: int = 0  # 0: any free port (tests)
     certs_dir: Path | None = None  # CockroachDB layout: ca.crt, node.crt, node.key
+    #: where the endpoint counts connections, requests and errors (the process's figures)
+    metrics: EndpointMetrics = field(default_factory=default_metrics, compare=False)
+    #: the node's readiness (``/health?ready=1``); None outside a node
+    readiness: Readiness | None = field(default=None, compare=False)
 
 
 class Endpoint(Protocol):
@@ -78,6 +88,14 @@ def parse_address(text: str, default_port: int) -> tuple[str, int]:
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
         raise InvalidOption(f"invalid address {text!r}: port must be a number from 0 to 65535")
     return host, int(port_text)
+
+
+def endpoint_available(kind: str) -> bool:
+    """Whether this build has the endpoint ``kind`` (its package is installed)."""
+    target = ENDPOINTS.get(kind)
+    if target is None:
+        return False
+    return importlib.util.find_spec(target.split(":")[0]) is not None
 
 
 def create_endpoint(kind: str, config: EndpointConfig) -> Endpoint:

@@ -411,6 +411,9 @@ class Select:
     allow_filtering: bool = False
     as_of: Expr | None = None  # ``AS OF SYSTEM TIME x``
     pos: Pos = field(default=Pos(), compare=False)
+    #: CockroachDB's statement source ``FROM [SHOW JOBS]`` (``table`` is then None): the rows
+    #: the bracketed statement returns.
+    source: Statement | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,6 +574,19 @@ class ShowChangefeedJob:
 
 
 @dataclass(frozen=True, slots=True)
+class ShowJobsOf:
+    """CockroachDB ``SHOW JOB [WHEN COMPLETE] id``, ``SHOW JOBS [WHEN COMPLETE] <select>`` and
+    ``SHOW CHANGEFEED JOBS <select>``: the jobs whose ids ``job_id`` or the rows of ``query``
+    give; ``block`` (WHEN COMPLETE) returns once every one of them has finished."""
+
+    job_id: Expr | None = None
+    query: Select | None = None
+    block: bool = False
+    changefeed: bool = False  # SHOW CHANGEFEED JOBS' columns
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class AlterChangefeedCmd:
     """One command of ``ALTER CHANGEFEED``: ``add``/``drop`` targets (``options``: the scan
     options of ADD), ``set`` options, ``unset`` option names (in ``names``)."""
@@ -692,6 +708,7 @@ Statement = (
     | ShowGrants
     | JobControl
     | ShowChangefeedJob
+    | ShowJobsOf
     | AlterChangefeed
     | CreateExternalConnection
     | DropExternalConnection

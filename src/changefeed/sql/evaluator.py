@@ -12,9 +12,18 @@ from typing import Any, Protocol
 from changefeed.engine.clock import timeuuid_key
 from changefeed.engine.database import Database
 from changefeed.engine.storage import token
+from changefeed.engine.type_errors import crdb_parse_error, value_type
 from changefeed.engine.types import Kind, parse_interval, parse_timestamp, resolve_type
-from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedColumn, UnsupportedFeature
+from changefeed.exceptions import (
+    DatatypeMismatch,
+    InvalidStatement,
+    TypeMismatch,
+    UndefinedColumn,
+    UndefinedFunction,
+    UnsupportedFeature,
+)
 from changefeed.sql import ast
+from changefeed.sql.arithmetic import arithmetic
 from changefeed.sql.functions import AGGREGATES, EvalContext, call
 
 
@@ -148,11 +157,13 @@ class Evaluator:
         if isinstance(e, ast.UnaryOp):
             v = self.eval(e.operand, scope)
             if e.op == "NOT":
-                return None if v is None else not _truth(v)
+                return None if v is None else not _truth(v, "NOT")
             if v is None:
                 return None
+            if isinstance(v, dt.timedelta):
+                return -v if e.op == "-" else v
             if not isinstance(v, int | float | Decimal) or isinstance(v, bool):
-                raise TypeMismatch(f"unary {e.op} needs a number, not {v!r}")
+                raise UndefinedFunction(f"unsupported unary operator: {e.op}<{value_type(v)}>")
             return -v if e.op == "-" else v
         if isinstance(e, ast.IsNull):
             v = self.eval(e.expr, scope)
@@ -206,47 +217,30 @@ class Evaluator:
         op = e.op
         if op == "AND":
             left = self.eval(e.left, scope)
-            if left is not None and not _truth(left):
+            if left is not None and not _truth(left, "AND"):
                 return False
             right = self.eval(e.right, scope)
-            if right is not None and not _truth(right):
+            if right is not None and not _truth(right, "AND"):
                 return False
             return None if left is None or right is None else True
         if op == "OR":
             left = self.eval(e.left, scope)
-            if left is not None and _truth(left):
+            if left is not None and _truth(left, "OR"):
                 return True
             right = self.eval(e.right, scope)
-            if right is not None and _truth(right):
+            if right is not None and _truth(right, "OR"):
                 return True
             return None if left is None or right is None else False
         a, b = self.eval(e.left, scope), self.eval(e.right, scope)
         if a is None or b is None:
             return None
         if op in ("=", "!=", "<", "<=", ">", ">="):
-            c = compare(a, b)
+            c = compare(a, b, op)
             return {"=": c == 0, "!=": c != 0, "<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0}[op]
         if op == "||":
             return to_text(a) + to_text(b)
-        try:
-            if isinstance(a, Decimal) or isinstance(b, Decimal):
-                a, b = _dec(a), _dec(b)
-            if op == "+":
-                return a + b
-            if op == "-":
-                return a - b
-            if op == "*":
-                return a * b
-            if op == "/":
-                if b == 0:
-                    raise InvalidStatement("division by zero")
-                return a // b if isinstance(a, int) and isinstance(b, int) else a / b
-            if op == "%":
-                if b == 0:
-                    raise InvalidStatement("division by zero")
-                return a % b
-        except TypeError:
-            raise TypeMismatch(f"unsupported operands for {op}: {a!r} and {b!r}") from None
+        if op in ("+", "-", "*", "/", "%"):
+            return arithmetic(op, a, b, phoenix=self.ctx.phoenix)
         raise UnsupportedFeature(f"operator {op}")
 
     def eval_aggregate(self, e: ast.Expr, scopes: list[Scope]) -> Any:
@@ -269,14 +263,10 @@ class Evaluator:
         return self.eval(e, scopes[0] if scopes else None)
 
 
-def _truth(v: Any) -> bool:
+def _truth(v: Any, where: str = "WHERE") -> bool:
     if isinstance(v, bool):
         return v
-    raise TypeMismatch(f"expected a boolean condition, got {v!r}")
-
-
-def _dec(v: Any) -> Any:
-    return Decimal(repr(v)) if isinstance(v, float) else Decimal(v) if isinstance(v, int) else v
+    raise DatatypeMismatch(f"argument of {where} must be type bool, not type {value_type(v)}")
 
 
 def _eq(a: Any, b: Any) -> bool:
@@ -286,12 +276,15 @@ def _eq(a: Any, b: Any) -> bool:
         return False
 
 
-def compare(a: Any, b: Any) -> int:
-    if isinstance(a, bool) != isinstance(b, bool):
-        raise TypeMismatch(f"cannot compare {a!r} with {b!r}")
+def _incomparable(a: Any, b: Any, op: str) -> UndefinedFunction:
+    return UndefinedFunction(f"unsupported comparison operator: <{value_type(a)}> {op} <{value_type(b)}>")
+
+
+def compare(a: Any, b: Any, op: str = "=") -> int:
+    if isinstance(a, bool) != isinstance(b, bool) and not isinstance(a, str) and not isinstance(b, str):
+        raise _incomparable(a, b, op)
     if isinstance(a, str) and not isinstance(b, str):
-        b, a = a, b
-        return -compare(a, b)
+        return -compare(b, a, _FLIPPED.get(op, op))
     if isinstance(b, str) and not isinstance(a, str):
         b = _coerce_like(a, b)
     if isinstance(a, uuid.UUID) and isinstance(b, uuid.UUID):
@@ -304,13 +297,22 @@ def compare(a: Any, b: Any) -> int:
     try:
         return (a > b) - (a < b)  # type: ignore[no-any-return]
     except TypeError:
-        raise TypeMismatch(f"cannot compare {a!r} with {b!r}") from None
+        raise _incomparable(a, b, op) from None
+
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+#: Kinds (as in ``changefeed.engine.types.Kind``) of the values a string literal is read as.
+_KIND_OF = {bool: "bool", int: "int", float: "float", Decimal: "decimal", dt.datetime: "timestamp",
+            dt.date: "date", uuid.UUID: "uuid", dt.timedelta: "interval"}  # fmt: skip
 
 
 def _coerce_like(a: Any, s: str) -> Any:
     """Compare a string literal with a typed value the way SQL casts the literal."""
     try:
         if isinstance(a, bool):
+            if s.lower() not in ("true", "t", "false", "f"):
+                raise ValueError(s)
             return s.lower() in ("true", "t")
         if isinstance(a, int):
             return int(s)
@@ -326,8 +328,9 @@ def _coerce_like(a: Any, s: str) -> Any:
             return uuid.UUID(s)
         if isinstance(a, dt.timedelta):
             return parse_interval(s)
-    except ValueError:
-        raise TypeMismatch(f"cannot compare {a!r} with {s!r}") from None
+    except (ValueError, ArithmeticError):
+        kind = next((k for t, k in _KIND_OF.items() if isinstance(a, t)), "string")
+        raise crdb_parse_error(kind, value_type(a), s) from None
     return s
 
 

@@ -8,8 +8,10 @@ as a timeuuid, ``uuid()``, ``toTimestamp``). Each takes evaluated Python argumen
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import os
+import platform
 import threading
 import time
 import uuid
@@ -18,9 +20,36 @@ from decimal import Decimal
 from typing import Any
 
 from changefeed.engine.clock import CommitTs
+from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import UTC, resolve_type
-from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedObject
+from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedFunction
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
+
+#: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
+#: ``version()`` names it the way CockroachDB's build string does (tools such as the SQLAlchemy
+#: and Django adapters, Flyway and Liquibase parse ``CockroachDB CCL v<major>.<minor>.<patch>``);
+#: the endpoint reports it as ``crdb_version`` and, as CockroachDB does, ``server_version`` 13.0.0.
+CRDB_RELEASE = "v25.2.0"
+
+
+@functools.cache
+def version_string() -> str:
+    """``version()``: ``CockroachDB CCL v25.2.0 (x86_64-pc-linux-gnu, built with changefeed 0.1.0,
+    Python 3.11.2)``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("changefeed")
+    except PackageNotFoundError:  # running from a source tree
+        ours = "0+unknown"
+    machine = platform.machine() or "unknown"
+    system = platform.system().lower()
+    target = f"{machine}-pc-linux-gnu" if system == "linux" else f"{machine}-{system}"
+    return (
+        f"CockroachDB CCL {CRDB_RELEASE} ({target}, built with changefeed {ours}, "
+        f"Python {platform.python_version()})"
+    )
+
 
 _rowid_lock = threading.Lock()
 _rowid_counter = itertools.count()
@@ -59,12 +88,17 @@ def _now_ts(ctx: EvalContext) -> dt.datetime:
 
 
 class EvalContext:
-    """What functions may need from the running statement: its time and dialect."""
+    """What functions may need from the running statement: its time and dialect; ``phoenix``:
+    Apache Phoenix semantics (CDC queries), whose ``CURRENT_DATE()`` is a DATE with its time of
+    day and whose dates move by (fractions of) days (:mod:`changefeed.sql.arithmetic`)."""
 
-    def __init__(self, now_ns: int, dialect: str, ts: CommitTs | None = None) -> None:
+    def __init__(
+        self, now_ns: int, dialect: str, ts: CommitTs | None = None, *, phoenix: bool = False
+    ) -> None:
         self.now_ns = now_ns
         self.dialect = dialect
         self.ts = ts
+        self.phoenix = phoenix
 
 
 _PURE: dict[str, Callable[..., Any]] = {
@@ -95,7 +129,7 @@ _PURE.update(PHOENIX_FUNCTIONS)
 
 def _uuid_time(u: Any) -> dt.datetime:
     if not isinstance(u, uuid.UUID) or u.version != 1:
-        raise TypeMismatch(f"expected a timeuuid, got {u!r}")
+        raise TypeMismatch(f"expected a timeuuid, got {sql_text(u)}")
     return dt.datetime.fromtimestamp((u.time - 0x01B21DD213814000) / 1e7, tz=UTC)
 
 
@@ -116,17 +150,26 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
         if key == "now" and ctx.dialect == "cql":
             return (ctx.ts or CommitTs(ctx.now_ns)).timeuuid(uuid.getnode())
         return _now_ts(ctx)
+    if key in ("current_date", "current_time") and ctx.phoenix:
+        # Phoenix's DATE and TIME hold the instant to the millisecond (GMT, zone-less)
+        now = _now_ts(ctx).replace(tzinfo=None)
+        return now.replace(microsecond=now.microsecond // 1000 * 1000)
     if key in ("currentutcdate", "current_date", "currentdate"):
         return _now_ts(ctx).date()
     if key in ("currentutcdatetime",):
         return _now_ts(ctx).replace(microsecond=0)
     if key == "unique_rowid":
         return unique_rowid()
+    if key == "version" and not args and ctx.dialect == "sql":
+        return version_string()
+    if key == "cluster_logical_timestamp" and not args and ctx.dialect == "sql":
+        # CockroachDB: the transaction's timestamp as an HLC decimal (wall ns . 10 logical digits)
+        return Decimal((ctx.ts or CommitTs(ctx.now_ns)).crdb())
     if key in ("gen_random_uuid", "uuid_generate_v4", "uuid", "randomuuid", "random_uuid"):
         return uuid.uuid4()
     if key in ("currenttimeuuid", "timeuuid"):
         return uuid.uuid1()
-    raise UndefinedObject(f"unknown function {name}()")
+    raise UndefinedFunction(f"unknown function: {name}()")
 
 
 AGGREGATES = {"count", "min", "max", "sum", "avg"}

@@ -13,6 +13,7 @@ line/column, the human-readable set of expected tokens and a message such as
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import decimal
 import functools
@@ -30,7 +31,7 @@ from lark.lark import PostLex
 from lark.lexer import PatternStr
 from lark.parsers.lalr_analysis import Shift
 
-from changefeed.exceptions import StatementSyntaxError
+from changefeed.exceptions import StatementSyntaxError, StatementTooComplex
 from changefeed.sql import ast
 
 __all__ = ["Dialect", "parse", "parse_one"]
@@ -145,6 +146,18 @@ _RESERVED = frozenset(
     ]
 )
 
+#: Of those, the words that are unreserved keywords in PostgreSQL's grammar (``kwlist.h``) or
+#: CockroachDB's (``sql.y``): in the SQL dialect they are names wherever a name fits
+#: (``CREATE TABLE t (id INT PRIMARY KEY, by BYTES)``). CQL reserves them, as Cassandra does.
+_UNRESERVED_SQL = frozenset(
+    ["BY", "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "REVOKE", "ALLOW", "APPLY", "BATCH"]
+)
+_RESERVED_BY_DIALECT = {"cql": _RESERVED, "sql": _RESERVED - _UNRESERVED_SQL}
+
+#: Parses tried per text when soft keywords could also be names (``CREATE TABLE if (if INT ..)``,
+#: ``CREATE TABLE t (family INT ..)``): see :class:`_KeywordChoices`.
+_MAX_ATTEMPTS = 16
+
 
 class _AlwaysAcceptIdent(PostLex):
     """Makes every parser state's lexer recognise identifiers, so that a misspelt keyword such as
@@ -172,23 +185,44 @@ def _can_shift(states: Any, stack: list[Any], terminal: str) -> bool:
         stack.append(states[stack[-1]][arg.origin.name][1])
 
 
+class _KeywordChoices:
+    """One parse attempt's keyword-or-name decisions. A soft keyword where the parser could take
+    the keyword and also a name is read as the keyword; ``ambiguous`` records where that
+    happened, and a retry lists in ``as_name`` the positions to read as names instead (one LALR
+    token of look-ahead cannot tell ``FAMILY f (a, b)`` from a column named ``family``)."""
+
+    __slots__ = ("ambiguous", "as_name")
+
+    def __init__(self, as_name: frozenset[int]) -> None:
+        self.as_name = as_name
+        self.ambiguous: list[int] = []
+
+
+_choices: contextvars.ContextVar[_KeywordChoices | None] = contextvars.ContextVar(
+    "changefeed_sql_keyword_choices", default=None
+)
+
+
 class _KeywordLexer:
     """Wraps lark's contextual lexer to settle keyword-versus-identifier.
 
     The contextual lexer picks keywords by the parser state *before* pending reductions, and
     LALR merges look-aheads, so a word such as ``set`` in ``c set<int>`` may come out as a keyword
     where only an identifier fits. Here a non-reserved keyword the parser cannot shift becomes an
-    identifier when an identifier can be shifted; and an identifier spelling a reserved word becomes
-    that keyword, so ``UPDATE t SET WHERE`` reports 'WHERE' instead of reading it as a column."""
+    identifier when an identifier can be shifted; where both can, the keyword is taken and the
+    choice recorded (:class:`_KeywordChoices`) so that a failed parse is retried with the word as
+    a name. An identifier spelling a reserved word becomes that keyword, so ``UPDATE t SET
+    WHERE`` reports 'WHERE' instead of reading it as a column."""
 
-    def __init__(self, inner: Any, keywords: dict[str, str]) -> None:
+    def __init__(self, inner: Any, keywords: dict[str, str], reserved: frozenset[str]) -> None:
         self.inner = inner
         self.keywords = frozenset(keywords.values())
-        self.reserved = {word: name for word, name in keywords.items() if word in _RESERVED}
+        self.reserved = {word: name for word, name in keywords.items() if word in reserved}
         self.soft = self.keywords - frozenset(self.reserved.values())
 
     def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
         states = parser_state.parse_conf.states
+        choices = _choices.get()
         for tok in self.inner.lex(lexer_state, parser_state):
             if tok.type == "IDENT":
                 kw = self.reserved.get(tok.value.upper())
@@ -196,7 +230,13 @@ class _KeywordLexer:
                     tok.type = kw
             elif tok.type in self.soft:
                 stack = parser_state.state_stack
-                if not _can_shift(states, stack, tok.type) and _can_shift(states, stack, "IDENT"):
+                if _can_shift(states, stack, tok.type):
+                    if _can_shift(states, stack, "IDENT") and choices is not None:
+                        if tok.start_pos in choices.as_name:
+                            tok.type = "IDENT"
+                        else:
+                            choices.ambiguous.append(tok.start_pos)
+                elif _can_shift(states, stack, "IDENT"):
                     tok.type = "IDENT"
             yield tok
 
@@ -277,7 +317,7 @@ def _grammar(dialect: str) -> _Grammar:
                 else:
                     display.setdefault(term.name, term.name.lower().replace("_", " "))
             frontend = parser.parser
-            frontend.lexer = _KeywordLexer(frontend.lexer, keywords)
+            frontend.lexer = _KeywordLexer(frontend.lexer, keywords, _RESERVED_BY_DIALECT[dialect])
             g = _Grammar(parser, display)
             _grammars[dialect] = g
     return g
@@ -333,7 +373,17 @@ def _unbackslash(s: str) -> str:
 
 
 def _unquote_single(tok: str) -> str:
+    """The text of a string constant: ``'it''s'``, or PostgreSQL's dollar-quoted ``$$it's$$`` and
+    ``$tag$it's$tag$`` (the SQL dialect), whose body is taken as it is."""
+    if tok.startswith("$"):
+        end = tok.index("$", 1) + 1  # the opening delimiter, tag included
+        return tok[end:-end]
     return tok[1:-1].replace("''", "'")
+
+
+#: The start of a dollar-quoted string constant (PostgreSQL's scan.l: ``$tag$``, the tag an
+#: identifier without ``$``, or empty).
+_DOLLAR_OPEN = re.compile(r"\$(?:[^\W\d]\w*)?\$")
 
 
 def _number(text: str) -> int | float | decimal.Decimal:
@@ -1043,6 +1093,7 @@ class _Builder(Transformer[Token, Any]):
             allow_filtering=cl.get("allow_filtering", False),
             as_of=cl.get("as_of"),
             pos=_pos(meta),
+            source=cl.get("source"),
         )
 
     @v_args(meta=True)
@@ -1054,6 +1105,10 @@ class _Builder(Transformer[Token, Any]):
         if c[1] is not None:
             out.append(c[1])
         return out
+
+    def from_statement(self, c: list[Any]) -> _C:
+        """CockroachDB's ``FROM [<statement>]``: the statement's rows are the relation."""
+        return _C("source", c[0])
 
     def as_of(self, c: list[ast.Expr]) -> _C:
         return _C("as_of", c[0])
@@ -1133,6 +1188,21 @@ class _Builder(Transformer[Token, Any]):
     @v_args(meta=True)
     def show_changefeed_job(self, meta: Any, c: list[Any]) -> ast.Statement:
         return ast.ShowChangefeedJob(c[0], pos=_pos(meta))
+
+    def when_complete(self, c: list[Any]) -> _C:
+        return _C("block", True)
+
+    @v_args(meta=True)
+    def show_job(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.ShowJobsOf(job_id=c[-1], block=c[0] is not None, pos=_pos(meta))
+
+    @v_args(meta=True)
+    def show_jobs_of(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.ShowJobsOf(query=c[-1], block=c[0] is not None, pos=_pos(meta))
+
+    @v_args(meta=True)
+    def show_changefeed_jobs_of(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.ShowJobsOf(query=c[0], changefeed=True, pos=_pos(meta))
 
     @v_args(meta=True)
     def alter_changefeed(self, meta: Any, c: list[Any]) -> ast.Statement:
@@ -1430,6 +1500,8 @@ def _convert_error(
         ch = text[pos] if 0 <= pos < len(text) else ""
         if ch == "'":
             message = "unterminated string literal"
+        elif ch == "$" and dialect == "sql" and _DOLLAR_OPEN.match(text, pos):
+            message = "unterminated dollar-quoted string"
         elif ch == "`" or (ch == '"' and dialect == "cql"):
             message = "unterminated quoted identifier"
         elif ch == '"':
@@ -1451,10 +1523,48 @@ def _check_dialect(dialect: str) -> None:
         raise ValueError(f"unknown dialect {dialect!r}: expected one of {', '.join(_DIALECTS)}")
 
 
+def _parse_tree(grammar: _Grammar, text: str) -> Tree[Token]:
+    """Parse ``text``; where a soft keyword could also have been a name and the parse failed,
+    try again reading such words as names, latest first (at most ``_MAX_ATTEMPTS`` parses). The
+    error reported is the first attempt's."""
+    pending: list[frozenset[int]] = [frozenset()]
+    seen: set[frozenset[int]] = set()
+    first: UnexpectedInput | None = None
+    attempts = 0
+    while pending and attempts < _MAX_ATTEMPTS:
+        as_name = pending.pop()
+        if as_name in seen:
+            continue
+        seen.add(as_name)
+        attempts += 1
+        choices = _KeywordChoices(as_name)
+        reset = _choices.set(choices)
+        try:
+            return grammar.lark.parse(text)
+        except UnexpectedInput as e:
+            if first is None:
+                first = e
+            at = _error_offset(e)
+            # the latest choice before the error is the likeliest wrong one: it is tried first
+            pending.extend(as_name | {p} for p in choices.ambiguous if p < at and p not in as_name)
+        finally:
+            _choices.reset(reset)
+    assert first is not None
+    raise first
+
+
+def _error_offset(e: UnexpectedInput) -> int:
+    tok = getattr(e, "token", None)
+    if tok is not None and getattr(tok, "start_pos", None) is not None:
+        return int(tok.start_pos) if tok.type != "$END" else 1 << 62
+    pos = getattr(e, "pos_in_stream", None)
+    return int(pos) if pos is not None else 1 << 62
+
+
 def _parse_uncached(text: str, dialect: str) -> tuple[ast.Statement, ...]:
     grammar = _grammar(dialect)
     try:
-        tree = grammar.lark.parse(text)
+        tree = _parse_tree(grammar, text)
         out: list[ast.Statement] = []
         for stmt_tree in tree.children:
             assert isinstance(stmt_tree, Tree)
@@ -1472,6 +1582,10 @@ def _parse_uncached(text: str, dialect: str) -> tuple[ast.Statement, ...]:
         raise
     except LarkError as e:
         raise StatementSyntaxError(str(e)) from None
+    except RecursionError:
+        raise StatementTooComplex(
+            "stack depth limit exceeded: the statement nests too deeply (a long chain of AND/OR?)"
+        ) from None
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import PhoenixIllegalData
 
 DEFAULT_FORMAT = "yyyy-MM-dd HH:mm:ss.SSS"
@@ -50,7 +51,7 @@ def _format_regex(fmt: str) -> re.Pattern[str]:
         if ch == "'":
             j = fmt.find("'", i + 1)
             if j < 0:
-                raise PhoenixIllegalData(f" Bad date format {fmt!r}: unterminated quote")
+                raise PhoenixIllegalData(f' Bad date format "{fmt}": unterminated quote')
             out.append(re.escape(fmt[i + 1 : j]) if j > i + 1 else "'")
             i = j + 1
             continue
@@ -60,7 +61,7 @@ def _format_regex(fmt: str) -> re.Pattern[str]:
                 j += 1
             field = _FIELDS.get(ch)
             if field is None:
-                raise PhoenixIllegalData(f" Bad date format {fmt!r}: unsupported pattern letter {ch!r}")
+                raise PhoenixIllegalData(f' Bad date format "{fmt}": unsupported pattern letter {ch}')
             name, pat = field
             if ch in "yMdHms" and j - i >= 2 and ch != "y":
                 pat = rf"\d{{{j - i}}}"
@@ -81,7 +82,7 @@ def _zone(tz: str | None) -> dt.tzinfo:
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise PhoenixIllegalData(f" Unknown time zone {tz!r}") from None
+        raise PhoenixIllegalData(f' Unknown time zone "{tz}"') from None
 
 
 def _offset(text: str) -> dt.tzinfo:
@@ -100,7 +101,7 @@ def parse_date(value: Any, fmt: str | None = None, tz: str | None = None) -> dt.
     if isinstance(value, dt.datetime):
         return value if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
     if not isinstance(value, str):
-        raise PhoenixIllegalData(f" TO_DATE expects a string, not {value!r}")
+        raise PhoenixIllegalData(f" TO_DATE expects a string, not {sql_text(value)}")
     m = _ISO.match(value) if fmt is None else _format_regex(fmt).match(value)
     if m is None:
         raise PhoenixIllegalData(f' Unparseable date: "{value}"')
@@ -117,8 +118,8 @@ def parse_date(value: Any, fmt: str | None = None, tz: str | None = None) -> dt.
             int(g.get("s") or 0),
             int(frac),
         )
-    except ValueError as exc:
-        raise PhoenixIllegalData(f' Unparseable date: "{value}" ({exc})') from None
+    except ValueError:
+        raise PhoenixIllegalData(f' Unparseable date: "{value}"') from None
     zone = _offset(g["z"]) if g.get("z") else _zone(tz)
     return local.replace(tzinfo=zone).astimezone(dt.UTC).replace(tzinfo=None)
 
@@ -129,7 +130,7 @@ def _to_date(*args: Any) -> dt.datetime | None:
     fmt = args[1] if len(args) > 1 else None
     tz = args[2] if len(args) > 2 else DEFAULT_TIME_ZONE
     if fmt is not None and not isinstance(fmt, str):
-        raise PhoenixIllegalData(f" TO_DATE format must be a string, not {fmt!r}")
+        raise PhoenixIllegalData(f" TO_DATE format must be a string, not {sql_text(fmt)}")
     parsed = parse_date(args[0], fmt, tz)
     if parsed is None:
         return None

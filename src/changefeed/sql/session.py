@@ -13,6 +13,7 @@ The dialects: ``cql`` (ScyllaDB/Cassandra) and ``sql`` (YDB YQL and CockroachDB)
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from changefeed.exceptions import (
     ChangefeedError,
     InvalidOption,
     InvalidStatement,
+    QueryCanceled,
     TransactionError,
     UndefinedColumn,
     UndefinedTable,
@@ -123,6 +125,19 @@ class StatementFamily:
         return h
 
 
+class RunAgain(Exception):
+    """Raised by a statement that waits for work other sessions or the pipeline do (CockroachDB's
+    ``SHOW JOBS WHEN COMPLETE``): the session rolls the statement's transaction back, lets go of
+    the database for ``delay`` seconds and runs the statement again; after ``timeout`` seconds it
+    raises ``timeout_error`` instead. It never leaves :meth:`Session.execute`."""
+
+    def __init__(self, delay: float, timeout: float, timeout_error: ChangefeedError) -> None:
+        super().__init__("run again")
+        self.delay = delay
+        self.timeout = timeout
+        self.timeout_error = timeout_error
+
+
 def _claim(table: dict[Any, Any], key: Any, value: Any, family: str) -> None:
     if key in table and table[key] is not value:
         name = key.__name__ if isinstance(key, type) else repr(key)
@@ -150,6 +165,9 @@ class Session:
         #: An explicit transaction was begun and has run no statement yet (see :meth:`begin`).
         self.opened = False
         self.aborted = False
+        #: Set to cancel a statement that is waiting (:class:`RunAgain`); the PostgreSQL endpoint
+        #: shares its connection's cancel event here.
+        self.cancelled = threading.Event()
 
     # ------------------------------------------------------------------ transactions
     @property
@@ -233,7 +251,17 @@ class Session:
             return Result(status="ROLLBACK")
         h = self.statements.handler(stmt)
         ev = Params(params)
-        return self.run(lambda t: h.run(self, t, stmt, ev), write=h.write)
+        started: int | None = None
+        while True:
+            try:
+                return self.run(lambda t: h.run(self, t, stmt, ev), write=h.write)
+            except RunAgain as again:
+                now = self.db.clock.now_ns()
+                started = now if started is None else started
+                if now - started > again.timeout * 1e9:
+                    raise again.timeout_error from None
+                if self.cancelled.wait(again.delay):
+                    raise QueryCanceled("query execution canceled") from None
 
     def execute_many(self, stmt: ast.Statement, param_rows: Iterable[Sequence[Any]]) -> int:
         """Run ``stmt`` once per parameter tuple in the current transaction; statements whose

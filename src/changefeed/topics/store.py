@@ -31,7 +31,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -887,6 +887,50 @@ class TopicStore:
                 (group, info.id),
             ).fetchall()
         return {int(p): int(o) for p, o in rows}
+
+    def groups(self) -> list[str]:
+        """Every consumer group with a committed offset, by name."""
+        cat = self._catalog(create=False)
+        if cat is None:
+            return []
+        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+            rows = cat.conn.execute("SELECT DISTINCT grp FROM group_offsets ORDER BY grp").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def group_offsets(self, group: str) -> dict[str, dict[int, int]]:
+        """topic -> partition -> next offset, for every offset ``group`` committed."""
+        cat = self._catalog(create=False)
+        if cat is None:
+            return {}
+        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+            rows = cat.conn.execute(
+                "SELECT t.name, g.partition, g.next_offset FROM group_offsets g "
+                "JOIN topics t ON t.id = g.topic_id WHERE g.grp = ? ORDER BY t.name, g.partition",
+                (group,),
+            ).fetchall()
+        out: dict[str, dict[int, int]] = {}
+        for name, p, off in rows:
+            out.setdefault(str(name), {})[int(p)] = int(off)
+        return out
+
+    def delete_group_offsets(
+        self, group: str, topic: str | None = None, partitions: Iterable[int] | None = None
+    ) -> int:
+        """Forget ``group``'s committed offsets: all of them, one topic's, or some partitions'
+        of one topic. Returns how many were removed."""
+        cat = self._catalog(create=False)
+        if cat is None:
+            return 0
+        sql, args = "DELETE FROM group_offsets WHERE grp = ?", list[object]([group])
+        if topic is not None:
+            sql += " AND topic_id = (SELECT id FROM topics WHERE name = ?)"
+            args.append(topic)
+            if partitions is not None:
+                parts = sorted(set(partitions))
+                sql += f" AND partition IN ({', '.join('?' * len(parts))})" if parts else " AND 0"
+                args.extend(parts)
+        with _guard(str(self.root / "catalog.sqlite")), _write_txn(cat) as conn:
+            return int(conn.execute(sql, args).rowcount)
 
     # -- retention ---------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ partition, idempotent per ``(writer, batch id)``:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,78 @@ def partition_appender(
     return write
 
 
+def _nbytes(b: pa.RecordBatch | pa.Table) -> int:
+    """Key and value bytes of the records in ``b``."""
+    total = 0
+    for name in ("key", "value"):
+        got = pc.sum(pc.binary_length(b.column(name))).as_py()
+        total += int(got or 0)
+    return total
+
+
+#: What :func:`with_stats` yields.
+STATS_SCHEMA = "partition int, n long, bytes long, oldest long"
+
+
+def with_stats(
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A :func:`partition_appender` that also reports the key and value bytes and the oldest
+    commit (wall ns) of the records it was given, on its first output row (``STATS_SCHEMA``)."""
+
+    def wrapped(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        seen: list[int | None] = [0, None]
+
+        def tee() -> Iterator[pa.RecordBatch]:
+            for b in batches:
+                if b.num_rows:
+                    seen[0] = int(seen[0] or 0) + _nbytes(b)
+                    low = pc.min(b.column("ts")).as_py()
+                    if low is not None and (seen[1] is None or low < int(seen[1])):
+                        seen[1] = int(low)
+                yield b
+
+        first = True
+        for rb in fn(tee()):
+            n = rb.num_rows
+            yield pa.RecordBatch.from_arrays(
+                [
+                    rb.column("partition"),
+                    rb.column("n"),
+                    pa.array([int(seen[0] or 0) if first and i == 0 else 0 for i in range(n)], pa.int64()),
+                    pa.array([seen[1] if first and i == 0 else None for i in range(n)], pa.int64()),
+                ],
+                names=["partition", "n", "bytes", "oldest"],
+            )
+            first = first and n == 0
+
+    return wrapped
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch appended: messages, key and value bytes, the oldest commit (wall ns)."""
+
+    messages: int = 0
+    nbytes: int = 0
+    oldest_ns: int | None = None
+
+    def add(self, n: int, nbytes: int, oldest: int | None) -> None:
+        self.messages += int(n)
+        self.nbytes += int(nbytes)
+        if oldest is not None and oldest > 0 and (self.oldest_ns is None or oldest < self.oldest_ns):
+            self.oldest_ns = int(oldest)
+
+    def add_rows(self, rows: Iterable[Any]) -> dict[int, int]:
+        """Fold :func:`with_stats` output rows (``partition, n, bytes, oldest``); {partition: n}."""
+        out: dict[int, int] = {}
+        for r in rows:
+            p, n, b, t = (r["partition"], r["n"], r["bytes"], r["oldest"]) if not isinstance(r, tuple) else r
+            out[int(p)] = int(n)
+            self.add(int(n), int(b), None if t is None else int(t))
+        return out
+
+
 def append_on_driver(
     table: pa.Table,
     store: TopicStore | SinkWriter,
@@ -102,15 +175,17 @@ def append_on_driver(
     writer: str,
     batch_id: int,
     resolved: tuple[bytes, int] | None,
+    stats: BatchStats | None = None,
 ) -> dict[int, int]:
     """Append encoded records (``partition, key, value, ts`` in journal order) from this process:
     stable-sorted by topic partition, one append per partition; {topic partition: records}."""
     table = table.take(pc.sort_indices(table, sort_keys=[("partition", "ascending")]))
-    fn = partition_appender(store, feed.topic, writer, batch_id, resolved)
+    fn = with_stats(partition_appender(store, feed.topic, writer, batch_id, resolved))
+    stats = stats if stats is not None else BatchStats()
     out: dict[int, int] = {}
     for rb in fn(iter(table.to_batches())):
-        for p, n in zip(rb.column("partition").to_pylist(), rb.column("n").to_pylist(), strict=True):
-            out[int(p)] = int(n)
+        cols = [rb.column(c).to_pylist() for c in ("partition", "n", "bytes", "oldest")]
+        out.update(stats.add_rows(zip(*cols, strict=True)))
     return out
 
 
@@ -123,9 +198,17 @@ def encode_on_driver(
     from changefeed.pipeline.sources.journal import read_table  # imports pyspark
 
     rows = read_table(db, table, lo, hi).combine_chunks()
+    return encode_rows(rows.to_batches()[0] if rows.num_rows else None, table, encoder, feed)
+
+
+def encode_rows(
+    rows: pa.RecordBatch | None, table: TableSchema, encoder: Encoder, feed: FeedSpec
+) -> pa.Table:
+    """Change rows (the change stream's schema) through the encoder's Python face, in this
+    process: ``partition, key, value, ts`` in row order."""
     recs: list[Record] = []
-    if rows.num_rows:
-        batch = family_batch(rows.to_batches()[0], table, feed)
+    if rows is not None and rows.num_rows:
+        batch = family_batch(rows, table, feed)
         if batch.num_rows and isinstance(encoder, ColumnarEncoder):
             return encoder.encode_batch(batch, table, feed)  # column-wise: no tuple per record
         if batch.num_rows:
@@ -151,23 +234,23 @@ def write_encoded(
     resolved: tuple[bytes, int] | None,
     shuffle_partitions: int,
     small: bool = False,
+    stats: BatchStats | None = None,
 ) -> dict[int, int]:
     """Append encoded records (in the DataFrame's row order per topic partition) on the executors;
     returns {topic partition: records appended}."""
     from pyspark.sql import functions as F
 
+    stats = stats if stats is not None else BatchStats()
     if small:
         # One stage: collect as Arrow (journal order: the source's partitions are consecutive seq
         # ranges), append from the driver.
         table = encoded.select("partition", "key", "value", "ts").toArrow()
-        return append_on_driver(table, store, feed, writer, batch_id, resolved)
+        return append_on_driver(table, store, feed, writer, batch_id, resolved, stats)
 
     ordered = (
         encoded.select("partition", "key", "value", "ts", F.monotonically_increasing_id().alias("_o"))
         .repartition(max(1, min(shuffle_partitions, feed.partitions)), "partition")
         .sortWithinPartitions("partition", "_o")
     )
-    fn = partition_appender(store, feed.topic, writer, batch_id, resolved)
-    return {
-        int(r["partition"]): int(r["n"]) for r in ordered.mapInArrow(fn, "partition int, n long").collect()
-    }
+    fn = with_stats(partition_appender(store, feed.topic, writer, batch_id, resolved))
+    return stats.add_rows(ordered.mapInArrow(fn, STATS_SCHEMA).collect())

@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from changefeed.engine.database import DB_FILE, open_sqlite
+from changefeed.durable_files import write_durably
+from changefeed.engine.database import DB_FILE, open_sqlite, write_gate
 from changefeed.exceptions import PipelineError
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import FeedRow, all_feeds
@@ -59,9 +61,7 @@ def checkpoint_start(db: Path, feed: FeedSpec, ckpt: Path) -> tuple[str, int]:
         ("", feed.created_seq) if progress is None else (os.urandom(4).hex(), max(progress, feed.created_seq))
     )
     ckpt.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"epoch": epoch, "start_seq": start}))
-    os.replace(tmp, path)
+    write_durably(path, json.dumps({"epoch": epoch, "start_seq": start}).encode())
     return epoch, start
 
 
@@ -86,11 +86,39 @@ def active_feeds(db: str | Path) -> list[FeedRow]:
         conn.close()
 
 
+_local = threading.local()
+
+
+def _cached(db: str | Path, *, readonly: bool) -> sqlite3.Connection:
+    """This thread's connection to ``db`` (a delivery writes progress after every micro-batch:
+    opening a connection, and parsing the schema of every table, each time cost more than the
+    write)."""
+    cache: dict[tuple[str, bool], sqlite3.Connection] | None = getattr(_local, "conns", None)
+    if cache is None:
+        cache = _local.conns = {}
+    key = (str(Path(db).absolute()), readonly)
+    conn = cache.get(key)
+    if conn is None:
+        conn = cache[key] = open_sqlite(Path(key[0]) / DB_FILE, readonly=readonly)
+    return conn
+
+
+def _drop(db: str | Path, *, readonly: bool) -> None:
+    cache: dict[tuple[str, bool], sqlite3.Connection] = getattr(_local, "conns", {})
+    conn = cache.pop((str(Path(db).absolute()), readonly), None)
+    if conn is not None:
+        conn.close()
+
+
 def write_progress(
     db: str | Path, feed_id: int, seq: int, wall: int, logical: int, detail: dict[str, Any] | None = None
 ) -> None:
-    conn = engine_conn(db)
+    conn = _cached(db, readonly=False)
+    gate = write_gate(
+        Path(db).absolute() / DB_FILE
+    )  # this process's writers queue here, not in SQLite's sleeps
     try:
+        gate.acquire()
         conn.execute("BEGIN IMMEDIATE")
         try:
             if conn.execute("SELECT 1 FROM _feeds WHERE id = ?", (feed_id,)).fetchone() is not None:
@@ -113,20 +141,21 @@ def write_progress(
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+    except sqlite3.Error:
+        _drop(db, readonly=False)
+        raise
     finally:
-        conn.close()
+        gate.release()
 
 
 def ts_at(db: str | Path, table_id: int, seq: int) -> tuple[int, int] | None:
-    conn = open_sqlite(Path(db).absolute() / DB_FILE, readonly=True)
+    conn = _cached(db, readonly=True)
     try:
         row = conn.execute(
             f"SELECT ts, lg FROM x{table_id} WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)
         ).fetchone()
     except sqlite3.OperationalError:
         row = None
-    finally:
-        conn.close()
     return None if row is None else (int(row[0]), int(row[1]))
 
 

@@ -9,7 +9,11 @@ initial scan (``snapshot/scan.py``) deliver through either without knowing which
   (the endpoint acknowledged them, the files are renamed into place), and raises otherwise, so
   the job's checkpoint never advances past undelivered data;
 * ``emit_resolved(topic, writer, batch_id, payload, ts)``: called after every partition's append
-  of the batch returned, so a resolved message never overtakes the data it covers.
+  of the batch returned, so a resolved message never overtakes the data it covers;
+* ``begin_batch(writer, batch_id)`` / ``commit_batch(writer, batch_id)``: around a micro-batch's
+  appends and resolved message (the streaming query's, an initial-scan group's); a
+  transactional writer (Kafka with ``exactly_once``) writes the batch atomically, and the job
+  records its progress only after the commit.
 
 Writers are picklable (they travel to the executors inside ``mapInArrow``); ``driver_only``
 writers (Hadoop file systems reached through the driver's JVM) are called on the driver.
@@ -55,7 +59,7 @@ def open_delivery(db: Path, feed: FeedSpec, table: TableSchema | None = None) ->
     if isinstance(config, KafkaConfig):
         from changefeed.pipeline.sinks.kafka import KafkaWriter
 
-        return KafkaWriter(config)
+        return KafkaWriter(config, job.id)
     if isinstance(config, CloudStorageConfig):
         from changefeed.pipeline.sinks.cloudstorage import open_cloud_storage
 

@@ -37,6 +37,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from changefeed.durable_files import write_durably
 from changefeed.exceptions import SinkError
 from changefeed.feeds.sinks import PARTITION_FORMATS, CloudStorageConfig
 from changefeed.pipeline.sinks.base import SinkWriter
@@ -204,20 +205,7 @@ class LocalWriter(CloudStorageWriter):
         self.root = str(root)
 
     def write_file(self, rel: str, data: bytes) -> None:
-        final = os.path.join(self.root, rel)
-        d, name = os.path.split(final)
-        os.makedirs(d, exist_ok=True)
-        tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durably(os.path.join(self.root, rel), data)
 
 
 class HadoopWriter(CloudStorageWriter):

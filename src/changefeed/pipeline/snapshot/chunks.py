@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -93,18 +94,27 @@ def _snapshot_batch(
         False,
         False,
     )
-    arrays: list[pa.Array] = [
-        pa.repeat(pa.scalar(v, f.type), n) for v, f in zip(meta, META_FIELDS, strict=True)
-    ]
+    # numpy buffers, not Python scalars: pyarrow's scalar conversion imports pandas (~0.5-1 s,
+    # once per process: most of a small run's start-up)
+    arrays: list[pa.Array] = [_const(v, f.type, n) for v, f in zip(meta, META_FIELDS, strict=True)]
     base = len(META_FIELDS)
     for j, c in enumerate(st.all_cols):
         col = columns[j]
         arrays.append(col if isinstance(col, pa.Array) else storage_to_arrow(c, col))
-    true = pa.repeat(pa.scalar(True, pa.bool_()), n)
+    true = _const(True, pa.bool_(), n)
     arrays.extend(true for _ in st.value_cols)
     base += len(st.all_cols) + len(st.value_cols)
     arrays.extend(pa.nulls(n, target.field(base + j).type) for j in range(len(st.value_cols)))
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _const(v: int | bool, typ: pa.DataType, n: int) -> pa.Array:
+    """``n`` copies of ``v`` straight from a numpy buffer (``pa.array`` and ``pa.scalar`` on
+    Python values import pandas, ~0.5-1 s once per process: most of a small run's start-up)."""
+    if typ == pa.bool_():
+        bits = np.packbits(np.full(n, bool(v)), bitorder="little")
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(bits)])
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(np.full(n, v, dtype=typ.to_pandas_dtype()))])
 
 
 def _live_sql(st: TableStore) -> str:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from changefeed.durable_files import write_durably
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import CHANGE_SNAPSHOT, change_schema
 from changefeed.engine.database import DB_FILE, open_sqlite
@@ -91,13 +92,7 @@ def load_or_plan(
         "chunk_rows": chunk_rows,
         "group_chunks": group_chunks,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as fh:
-        pickle.dump(plan, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_durably(path, pickle.dumps(plan))
     return plan
 
 
@@ -275,8 +270,59 @@ def _append_group(
         pass
 
 
+#: An initial scan of at most this many rows runs on the driver, without Spark (a small table's
+#: scan costs less than a Spark job's planning); 0 turns that off.
+DRIVER_SCAN_ROWS = int(os.environ.get("CHANGEFEED_DRIVER_SCAN_ROWS", "20000"))
+
+
+def scan_rows(db: str | Path, feed: FeedSpec) -> int:
+    """Rows the initial scan of ``feed`` exports (from its saved plan, planned now if none)."""
+    dbp = Path(db).absolute()
+    table = _schema_at_creation(dbp, feed)
+    return int(load_or_plan(dbp, feed, table, chunks.CHUNK_ROWS, 0)["total"])
+
+
+def _scan_on_driver(
+    dbp: Path,
+    feed: FeedSpec,
+    table: TableSchema,
+    enc: Encoder,
+    store: TopicStore | SinkWriter,
+    writer: str,
+    plan: dict[str, Any],
+    per: int,
+    done: int,
+    progressed: Callable[[int], None],
+) -> None:
+    """The scan's groups read, encoded (the encoder's Python face) and appended in this process:
+    the same chunks, writers, batch ids and progress as on Spark, so either may resume the other."""
+    bounds = plan["bounds"]
+    nchunks = len(bounds) + 1
+    for g in range(done, -(-nchunks // per)):
+        group: list[pa.Table] = []
+        for i in range(g * per, min(nchunks, (g + 1) * per)):
+            out = [
+                b
+                for r in read_chunk_batches(str(dbp), table, feed, bounds, i, arrow=False)
+                for b in append.encode_rows(r, table, enc, feed).to_batches()
+            ]
+            if isinstance(store, TopicStore):
+                for _ in _append_chunk(store, feed.topic, writer, g, i, out):
+                    pass
+            elif out:
+                group.append(pa.Table.from_batches(out))
+        if not isinstance(store, TopicStore):
+            records = pa.concat_tables(group) if group else None
+            store.begin_batch(writer, g)  # a transactional sink: one transaction a group
+            if records is not None:
+                records = records.take(pc.sort_indices(records, sort_keys=[("partition", "ascending")]))
+                _append_group(store, feed.topic, writer, g, records)
+            store.commit_batch(writer, g)
+        progressed(g)
+
+
 def run_initial_scan(
-    spark: SparkSession,
+    spark: SparkSession | None,
     db: str | Path,
     feed: FeedSpec,
     *,
@@ -284,7 +330,8 @@ def run_initial_scan(
     encoder: Encoder | None = None,
     chunk_rows: int | None = None,
 ) -> None:
-    """Run (or resume) the initial scan of ``feed``, then switch it to 'running'."""
+    """Run (or resume) the initial scan of ``feed``, then switch it to 'running'. ``spark``
+    None: on the driver, without Spark (a small table: :data:`DRIVER_SCAN_ROWS`)."""
 
     # Spark's modules load here, not at import: core changefeeds read snapshots through
     # read_chunk_batches with no Spark in the process.
@@ -294,10 +341,10 @@ def run_initial_scan(
     table = _schema_at_creation(dbp, feed)
     enc = encoder or get_encoder(feed.format)
     rows = chunks.CHUNK_ROWS if chunk_rows is None else chunk_rows
-    plan = load_or_plan(dbp, feed, table, rows, _group_chunks(spark, rows))
+    plan = load_or_plan(dbp, feed, table, rows, 0 if spark is None else _group_chunks(spark, rows))
     bounds, total = plan["bounds"], plan["total"]
     nchunks = len(bounds) + 1
-    par = max(2, int(spark.sparkContext.defaultParallelism))
+    par = 2 if spark is None else max(2, int(spark.sparkContext.defaultParallelism))
     # Chunks per Spark job (= per group, one batch id): fixed in the plan, so a resumed scan cuts
     # the very same groups. Plans written before the key existed used one chunk per core.
     per = int(plan.get("group_chunks") or par)
@@ -307,6 +354,7 @@ def run_initial_scan(
     writer = f"{progress.writer_id(feed)}-scan"
 
     def collect(g: int) -> pa.Table:
+        assert spark is not None
         lo, hi = g * per, min(nchunks, (g + 1) * per)
         df = snapshot_frame(spark, str(dbp), table, feed, bounds, lo, hi)
         return _collect_encoded(enc.encode_spark(family_frame(df, table, feed), table, feed))
@@ -324,7 +372,9 @@ def run_initial_scan(
         if on_progress is not None:
             on_progress(feed, scanned, total)
 
-    if isinstance(store, TopicStore):
+    if spark is None:
+        _scan_on_driver(dbp, feed, table, enc, store, writer, plan, per, done, progressed)
+    elif isinstance(store, TopicStore):
         # Into the embedded topics every chunk task appends its own records (``chunk_appender``):
         # no records through the driver, appends on every core. Group g's progress is recorded
         # after its Spark job, so a restart re-runs it, and its chunks skip what they appended.
@@ -383,7 +433,11 @@ def _scan_to_sink(
                 assert pending is not None
                 records = pending.result()
                 pending = pool.submit(collect, g + 1) if g + 1 < ngroups else None
+                if not isinstance(store, TopicStore):
+                    store.begin_batch(writer, g)  # a transactional sink: one transaction a group
                 _append_group(store, topic, writer, g, records)
+                if not isinstance(store, TopicStore):
+                    store.commit_batch(writer, g)
                 del records
                 progressed(g)
         finally:

@@ -20,6 +20,8 @@ the job emits each resolved timestamp exactly once, deterministically on replay.
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -47,7 +49,15 @@ from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import InvalidOption, UndefinedTable
 from changefeed.pipeline.sources import arrow_sqlite
 
-__all__ = ["JournalDataSource", "JournalPartition", "closed_of", "load_table", "read_table", "spark_schema"]
+__all__ = [
+    "JournalDataSource",
+    "JournalPartition",
+    "closed_of",
+    "load_table",
+    "read_table",
+    "spark_schema",
+    "stream_reader",
+]
 
 DEFAULT_MAX_ROWS = 500_000
 #: Rows per Arrow batch handed to Spark (bounds a reader task's memory).
@@ -168,13 +178,16 @@ def _columns(table: TableSchema) -> str:
     return ", ".join(change_schema(table).names)
 
 
-def read_range(opts: _Options, lo: int, hi: int, *, adbc: bool = True) -> Iterator[pa.RecordBatch]:
+def read_range(
+    opts: _Options, lo: int, hi: int, *, adbc: bool = True, conn: Any = None
+) -> Iterator[pa.RecordBatch]:
     """Change rows ``lo < seq <= hi`` in batches of at most CHUNK seqs: straight into Arrow
     through the ADBC SQLite driver when every column's storage class is known, else (or from the
     first value that does not have its column's storage class on) through Python's sqlite3.
-    ``adbc=False``: sqlite3 only (the driver process, see ``arrow_sqlite``)."""
+    ``adbc=False``: sqlite3 only (the driver process, see ``arrow_sqlite``); ``conn``: a
+    read-only sqlite3 connection of the caller's to use (kept open)."""
     arrow = _ArrowReader.open(opts) if adbc else None
-    conn = None
+    own = conn is None
     sql = _select_sql(opts.table)
     try:
         a = lo
@@ -191,18 +204,34 @@ def read_range(opts: _Options, lo: int, hi: int, *, adbc: bool = True) -> Iterat
                 yield batch
             a = b
     finally:
-        if conn is not None:
+        if own and conn is not None:
             conn.close()
         if arrow is not None:
             arrow.close()
 
 
+_local = threading.local()
+
+
 def read_table(db_dir: str | Path, table: TableSchema, lo: int, hi: int) -> pa.Table:
     """Change rows ``lo < seq <= hi`` in ``table``'s schema, read in this process through
     Python's sqlite3 (the job's small micro-batches are read and encoded on the driver, which
-    must never open the file with the ADBC driver's own SQLite: see ``arrow_sqlite``)."""
+    must never open the file with the ADBC driver's own SQLite: see ``arrow_sqlite``), on this
+    thread's connection to the file (a new one parses the whole schema first)."""
     opts = _Options({"path": str(db_dir), "table_id": str(table.id)}, table)
-    return pa.Table.from_batches(list(read_range(opts, lo, hi, adbc=False)), schema=change_schema(table))
+    cache: dict[str, Any] | None = getattr(_local, "conns", None)
+    if cache is None:
+        cache = _local.conns = {}
+    conn = cache.get(opts.path)
+    if conn is None:
+        conn = cache[opts.path] = opts.connect()
+    try:
+        batches = list(read_range(opts, lo, hi, adbc=False, conn=conn))
+    except sqlite3.Error:
+        cache.pop(opts.path, None)
+        conn.close()
+        raise
+    return pa.Table.from_batches(batches, schema=change_schema(table))
 
 
 class _ArrowReader:
@@ -394,6 +423,12 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def stream_reader(options: Mapping[str, str]) -> JournalStreamReader:
+    """The streaming reader a query with these options would use, for the driver to plan the
+    same micro-batches without Spark (``changefeed.pipeline.runner``)."""
+    return JournalStreamReader(_Options(options))
 
 
 class JournalDataSource(DataSource):

@@ -45,7 +45,7 @@ from changefeed.engine import phoenix
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.changes import arrow_type, storage_arrow_to_arrow, storage_class, storage_to_arrow
 from changefeed.engine.database import DB_FILE, Database, open_sqlite
-from changefeed.exceptions import InvalidOption, PhoenixTableUndefined
+from changefeed.exceptions import InvalidOption, PhoenixIllegalData, PhoenixTableUndefined
 from changefeed.formats import phoenix_json
 from changefeed.pipeline.sources import arrow_sqlite
 
@@ -72,7 +72,8 @@ def _opt(options: Mapping[str, str], name: str) -> str | None:
 
 
 def parse_time(name: str, raw: str | None) -> int | None:
-    """Epoch ms from an option: an integer, or a ``TO_DATE`` string in GMT."""
+    """Epoch ms from an option: an integer, or a ``TO_DATE`` string in GMT; ``name`` says which
+    option, as the user wrote it (``option startTime``, ``--from``)."""
     if raw is None or not str(raw).strip():
         return None
     text = str(raw).strip()
@@ -82,10 +83,23 @@ def parse_time(name: str, raw: str | None) -> int | None:
 
     try:
         parsed = parse_date(text)
-    except Exception as exc:
-        raise InvalidOption(f"option {name}: {exc}") from None
+    except PhoenixIllegalData as exc:
+        raise InvalidOption(
+            f"{name}: {exc.detail}; give epoch milliseconds or a date and time such as "
+            "'2026-01-01 00:00:00' (GMT)"
+        ) from None
     assert parsed is not None
     return int((parsed - dt.datetime(1970, 1, 1)) / dt.timedelta(milliseconds=1))
+
+
+def _integer(name: str, raw: str, lowest: int) -> int:
+    try:
+        n = int(raw)
+    except ValueError:
+        n = lowest - 1
+    if n < lowest:
+        raise InvalidOption(f'option {name} must be an integer of at least {lowest}, got "{raw}"')
+    return n
 
 
 class _Options:
@@ -123,20 +137,16 @@ class _Options:
                 f"option include: unknown change scope {exc}; use PRE, POST, CHANGE"
             ) from None
         safety = _opt(options, "safetyMarginMs")
-        self.safety_ms = int(safety) if safety else DEFAULT_SAFETY_MS
-        if self.safety_ms < 0:
-            raise InvalidOption("option safetyMarginMs must not be negative")
-        start = parse_time("startTime", _opt(options, "startTime"))
+        self.safety_ms = _integer("safetyMarginMs", safety, 0) if safety else DEFAULT_SAFETY_MS
+        start = parse_time("option startTime", _opt(options, "startTime"))
         self.start_ms = cdc.created_ms if start is None else start
-        self.end_ms = parse_time("endTime", _opt(options, "endTime"))
+        self.end_ms = parse_time("option endTime", _opt(options, "endTime"))
         if self.end_ms is not None and self.end_ms < self.start_ms:
             raise InvalidOption(
                 f"options startTime/endTime: the time range is reversed ({self.start_ms} > {self.end_ms})"
             )
-        rows = _opt(options, "maxRowsPerBatch")
-        self.max_rows = int(rows) if rows else None
-        if self.max_rows is not None and self.max_rows <= 0:
-            raise InvalidOption("option maxRowsPerBatch must be positive")
+        rows = _opt(options, "maxRowsPerBatch") or _opt(options, "maxOffsetsPerTrigger")
+        self.max_rows = _integer("maxRowsPerBatch", rows, 1) if rows else None
 
     def connect(self) -> Any:
         return open_sqlite(Path(self.path) / DB_FILE, readonly=True)

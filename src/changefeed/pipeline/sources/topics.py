@@ -1,19 +1,31 @@
-"""Spark source over the embedded topics: ``spark.read[Stream].format("changefeed")``.
+"""Spark source over the embedded topics: ``spark.read[Stream].format("changefeed")``, with
+Spark's Kafka source as the model (its option names, defaults and data-loss rule).
 
-Options:
+Options (docs/pipeline.md lists every option of Spark's Kafka source and what stands for it here):
 
-* ``path`` (or ``.load(dbdir)``): the database directory; ``topic``: the topic name (required);
-* ``startingOffsets``: ``earliest`` (default for batch), ``latest`` (default for streaming) or a
-  JSON object ``{"0": 5, "1": 0}`` (partition -> first offset; ``-2`` earliest, ``-1`` latest;
-  partitions left out start at the earliest offset);
-* ``endingOffsets`` (batch only): ``latest`` (default) or a JSON object like ``startingOffsets``;
-* ``maxRecordsPerTrigger`` (streaming): admission control, spread fairly over partitions;
+* ``path`` (or ``.load(dbdir)``): the database directory; ``topic`` (or ``subscribe``): the topic;
+* ``startingOffsets``: ``earliest`` (default for batch), ``latest`` (default for streaming, as
+  Spark's Kafka source) or JSON, ``{"0": 5, "1": -2}`` or Kafka's ``{"<topic>": {"0": 5}}``
+  (``-2`` earliest, ``-1`` latest; partitions left out start at the earliest offset);
+* ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (ms since the epoch, for all or per
+  partition): the first record at or after the time; ``startingOffsetsByTimestampStrategy``:
+  ``error`` (default) or ``latest`` where no record is that recent. Precedence as Spark's:
+  startingTimestamp, then startingOffsetsByTimestamp, then startingOffsets;
+* ``endingOffsets`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp`` (batch only):
+  ``latest`` (default), JSON or a time;
+* ``maxOffsetsPerTrigger`` (or ``maxRecordsPerTrigger``, streaming): admission control, spread
+  fairly over partitions;
+* ``minPartitions``: at least this many Spark input partitions (offset ranges are split);
+* ``failOnDataLoss`` (default ``true``): fail when offsets to read are gone (retention deleted
+  them, or the topic was dropped); ``false`` skips to what is there;
 * ``group`` (streaming): also record the offsets Spark committed as this consumer group's.
 
 Rows: ``topic string, partition int, offset long, key binary, value binary, ts long,
 write_time timestamp``. Streaming offsets are JSON dicts ``{"<partition>": <next offset>}``; a
 micro-batch reads ``[start, end)`` of every partition. ``Trigger.AvailableNow`` is supported.
-Reads yield Arrow record batches, one Spark input partition per topic partition.
+Reads yield Arrow record batches, one Spark input partition per topic partition (more with
+``minPartitions``). Options are checked when the source is loaded (``.load()``), so a wrong one
+or an unknown topic fails there, with one line (``changefeed.pipeline.spark.session``).
 """
 
 from __future__ import annotations
@@ -81,7 +93,40 @@ def _option(options: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def _parse_offsets_spec(name: str, raw: str | None, default: int) -> int | dict[int, int]:
+def _json_object(name: str, raw: str, topic: str) -> dict[str, Any]:
+    """A JSON offsets/timestamps object: ``{"0": 5}`` or Kafka's ``{"<topic>": {"0": 5}}``."""
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        raise InvalidOption(
+            f'option {name}: expected earliest, latest or a JSON object, got "{raw}"'
+        ) from None
+    if not isinstance(obj, dict):
+        raise InvalidOption(f'option {name}: expected a JSON object {{"partition": offset}}, got "{raw}"')
+    if obj and all(isinstance(v, dict) for v in obj.values()):  # Kafka's form, keyed by topic
+        others = sorted(set(obj) - {topic})
+        if others:
+            raise InvalidOption(f'option {name}: topic "{others[0]}" is not the topic read ("{topic}")')
+        inner = obj.get(topic, {})
+        assert isinstance(inner, dict)
+        return inner
+    return obj
+
+
+def _partition_map(name: str, obj: Mapping[str, Any], lowest: int) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for k, v in obj.items():
+        try:
+            p = int(k)
+        except ValueError:
+            raise InvalidOption(f'option {name}: partition "{k}" is not an integer') from None
+        if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
+            raise InvalidOption(f"option {name}: the value for partition {k} must be an integer >= {lowest}")
+        out[p] = v
+    return out
+
+
+def _parse_offsets_spec(name: str, raw: str | None, default: int, topic: str) -> int | dict[int, int]:
     """``earliest``/``latest`` -> EARLIEST/LATEST; a JSON object -> {partition: offset}."""
     if raw is None or not raw.strip():
         return default
@@ -90,76 +135,183 @@ def _parse_offsets_spec(name: str, raw: str | None, default: int) -> int | dict[
         return EARLIEST
     if text.lower() == "latest":
         return LATEST
+    return _partition_map(name, _json_object(name, text, topic), EARLIEST)
+
+
+def _parse_bool(name: str, raw: str | None, default: bool) -> bool:
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise InvalidOption(f'option {name} must be true or false, got "{raw}"')
+
+
+def _parse_positive(name: str, raw: str | None) -> int | None:
+    if raw is None:
+        return None
     try:
-        obj = json.loads(text)
-    except ValueError as exc:
-        raise InvalidOption(
-            f"option {name}: expected earliest, latest or a JSON object, got {raw!r}"
-        ) from exc
-    if not isinstance(obj, dict):
-        raise InvalidOption(f"option {name}: expected a JSON object {{partition: offset}}, got {raw!r}")
-    out: dict[int, int] = {}
-    for k, v in obj.items():
-        try:
-            p = int(k)
-        except ValueError as exc:
-            raise InvalidOption(f"option {name}: partition {k!r} is not an integer") from exc
-        if isinstance(v, bool) or not isinstance(v, int) or v < EARLIEST:
-            raise InvalidOption(
-                f"option {name}: offset for partition {k} must be an integer >= -2, got {v!r}"
-            )
-        out[p] = v
-    return out
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise InvalidOption(f'option {name} must be a positive integer, got "{raw}"')
+    return n
+
+
+#: Spark Kafka source options that have nothing to act on here (no network client, no headers):
+#: accepted and ignored, as documented in docs/pipeline.md.
+IGNORED = frozenset(
+    o.lower()
+    for o in ("kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs")
+)
+#: Spark Kafka source options not supported, with why.
+UNSUPPORTED = {
+    "assign": "one topic per source: name it with option topic (or subscribe)",
+    "subscribepattern": "one topic per source: name it with option topic (or subscribe)",
+    "includeheaders": "the embedded topics keep no record headers",
+    "minoffsetspertrigger": "not supported; use maxOffsetsPerTrigger",
+    "maxtriggerdelay": "not supported; use maxOffsetsPerTrigger",
+}
 
 
 class _Options:
-    """Validated source options (picklable)."""
+    """Validated source options (picklable). ``streaming``: None when the mode is not known yet
+    (the source's schema, asked at ``.load()``): everything but the mode's own rules is checked."""
 
-    def __init__(self, options: Mapping[str, str], streaming: bool) -> None:
+    def __init__(self, options: Mapping[str, str], streaming: bool | None) -> None:
         path = _option(options, "path")
         if not path:
             raise InvalidOption(
                 "the changefeed source needs a database directory: .load(dbdir) or option path"
             )
+        for key in options:
+            why = UNSUPPORTED.get(key.lower())
+            if why is not None:
+                raise InvalidOption(f"option {key}: {why}")
         topic = _option(options, "topic")
+        subscribe = _option(options, "subscribe")
+        if subscribe is not None and "," in subscribe:
+            raise InvalidOption(
+                f'option subscribe: one topic per source, got "{subscribe}" (read each topic with its own source)'
+            )
+        topic = topic or (subscribe.strip() if subscribe else None)
         if not topic:
-            raise InvalidOption("the changefeed source needs option topic")
+            raise InvalidOption("the changefeed source needs option topic (or subscribe)")
         self.store = TopicStore(path)
         self.topic = topic
-        self.starting = _parse_offsets_spec(
-            "startingOffsets", _option(options, "startingOffsets"), LATEST if streaming else EARLIEST
-        )
-        self.ending = _parse_offsets_spec("endingOffsets", _option(options, "endingOffsets"), LATEST)
-        raw_max = _option(options, "maxRecordsPerTrigger")
-        self.max_records: int | None = None
-        if raw_max is not None:
-            try:
-                self.max_records = int(raw_max)
-            except ValueError:
-                self.max_records = 0
-            if self.max_records <= 0:
-                raise InvalidOption(
-                    f"option maxRecordsPerTrigger must be a positive integer, got {raw_max!r}"
-                )
-        self.group = _option(options, "group") or None
         info = self.store.topic(topic)  # fails early on an unknown topic
         self.partitions = info.partitions
-        for spec in (self.starting, self.ending):
+        self.fail_on_data_loss = _parse_bool("failOnDataLoss", _option(options, "failOnDataLoss"), True)
+        default = LATEST if streaming else EARLIEST
+        self.starting = _parse_offsets_spec(
+            "startingOffsets", _option(options, "startingOffsets"), default, topic
+        )
+        self.starting_times = self._times(options, "starting")
+        strategy = (_option(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+        if strategy not in ("error", "latest"):
+            raise InvalidOption(
+                f'option startingOffsetsByTimestampStrategy must be error or latest, got "{strategy}"'
+            )
+        self.strategy = strategy
+        ending_names = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+        if streaming and any(_option(options, n) is not None for n in ending_names):
+            given = next(n for n in ending_names if _option(options, n) is not None)
+            raise InvalidOption(f"option {given} is not valid in streaming queries")
+        self.ending = _parse_offsets_spec("endingOffsets", _option(options, "endingOffsets"), LATEST, topic)
+        self.ending_times = self._times(options, "ending")
+        self.max_records = _parse_positive("maxOffsetsPerTrigger", _option(options, "maxOffsetsPerTrigger"))
+        if self.max_records is None:
+            self.max_records = _parse_positive(
+                "maxRecordsPerTrigger", _option(options, "maxRecordsPerTrigger")
+            )
+        self.min_partitions = _parse_positive("minPartitions", _option(options, "minPartitions")) or 0
+        self.group = _option(options, "group") or None
+        for spec in (self.starting, self.ending, self.starting_times, self.ending_times):
             if isinstance(spec, dict):
                 for p in spec:
                     if not 0 <= p < info.partitions:
                         raise TopicError(
-                            f"partition {p} out of range for topic {topic!r} (partitions 0..{info.partitions - 1})"
+                            f'partition {p} out of range for topic "{topic}" (partitions 0..{info.partitions - 1})'
                         )
 
-    def resolve(self, spec: int | dict[int, int], default: int) -> dict[int, int]:
-        """Concrete offsets for every partition."""
+    def _times(self, options: Mapping[str, str], side: str) -> int | dict[int, int] | None:
+        """``<side>Timestamp`` (all partitions) or ``<side>OffsetsByTimestamp`` (JSON), in ms."""
+        one = _option(options, f"{side}Timestamp")
+        if one is not None:
+            try:
+                ms = int(one)
+            except ValueError:
+                ms = -1
+            if ms < 0:
+                raise InvalidOption(
+                    f'option {side}Timestamp must be milliseconds since the epoch, got "{one}"'
+                )
+            return ms
+        by = _option(options, f"{side}OffsetsByTimestamp")
+        if by is None:
+            return None
+        return _partition_map(
+            f"{side}OffsetsByTimestamp", _json_object(f"{side}OffsetsByTimestamp", by, self.topic), 0
+        )
+
+    def _by_time(self, times: int | dict[int, int], p: int, earliest: int, nxt: int, side: str) -> int:
+        ms = times if isinstance(times, int) else times.get(p)
+        if ms is None:
+            return earliest if side == "starting" else nxt
+        found = self.store.offset_for_time(self.topic, p, ms * 1_000_000)
+        if found is not None:
+            return found[0]
+        if side == "starting" and self.strategy == "error":
+            raise TopicError(
+                f"No offset matched from request of topic-partition {self.topic}-{p} and timestamp {ms}"
+                " (set option startingOffsetsByTimestampStrategy to latest to start at the end instead)"
+            )
+        return nxt
+
+    def resolve(self, spec: int | dict[int, int], default: int, *, side: str = "starting") -> dict[int, int]:
+        """Concrete offsets for every partition; an explicit offset whose records are gone fails
+        with ``failOnDataLoss`` (the default), else starts at the earliest kept."""
         bounds = self.store.offsets(self.topic)
+        times = self.starting_times if side == "starting" else self.ending_times
         out: dict[int, int] = {}
         for p, (earliest, nxt) in bounds.items():
+            if times is not None:
+                out[p] = self._by_time(times, p, earliest, nxt, side)
+                continue
             want = spec if isinstance(spec, int) else spec.get(p, default)
-            out[p] = earliest if want == EARLIEST else nxt if want == LATEST else want
+            got = earliest if want == EARLIEST else nxt if want == LATEST else want
+            if side == "starting" and got < earliest:
+                self.check_loss(p, got, earliest)
+                got = earliest
+            out[p] = got
         return out
+
+    def check_loss(self, partition: int, wanted: int, earliest: int) -> None:
+        """Spark's Kafka source's data-loss rule, in its words."""
+        if self.fail_on_data_loss:
+            raise TopicError(
+                f"Cannot fetch offset {wanted} (TopicPartition: {self.topic}-{partition}): the earliest "
+                f"offset kept is {earliest}. Some data may have been lost because they are not available "
+                "in the topic any more; either the data was aged out by its retention period or the topic "
+                "may have been deleted before all the data in the topic was processed. If you don't want "
+                'your streaming query to fail on such cases, set the source option "failOnDataLoss" to "false".'
+            )
+
+
+def _split(ranges: list[TopicInputPartition], at_least: int) -> list[TopicInputPartition]:
+    """``minPartitions``: cut the longest offset ranges until there are ``at_least`` of them."""
+    out = list(ranges)
+    while 0 < len(out) < at_least:
+        longest = max(out, key=lambda r: r.end - r.start)
+        if longest.end - longest.start < 2:
+            break
+        mid = (longest.start + longest.end) // 2
+        out.remove(longest)
+        out += [
+            TopicInputPartition(longest.partition, longest.start, mid),
+            TopicInputPartition(longest.partition, mid, longest.end),
+        ]
+    return sorted(out, key=lambda r: (r.partition, r.start))
 
 
 def _read_range(store: TopicStore, topic: str, part: TopicInputPartition) -> Iterator[pa.RecordBatch]:
@@ -192,8 +344,9 @@ class TopicBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         start = self.opts.resolve(self.opts.starting, EARLIEST)
-        end = self.opts.resolve(self.opts.ending, LATEST)
-        return [TopicInputPartition(p, start[p], max(start[p], end[p])) for p in sorted(start)]
+        end = self.opts.resolve(self.opts.ending, LATEST, side="ending")
+        ranges = [TopicInputPartition(p, start[p], max(start[p], end[p])) for p in sorted(start)]
+        return _split(ranges, self.opts.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, TopicInputPartition)
@@ -229,12 +382,19 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         begin = _from_json(start)
-        bounds = self.opts.store.offsets(self.opts.topic)
+        try:
+            bounds = self.opts.store.offsets(self.opts.topic)
+        except TopicError:
+            if self.opts.fail_on_data_loss:
+                raise  # the topic was dropped under the query
+            return _to_json(begin)
         end: dict[int, int] = {}
         avail: dict[int, int] = {}
         eff_start: dict[int, int] = {}
         for p, (earliest, nxt) in bounds.items():
             s = begin.get(p, earliest)
+            if s < earliest and nxt > s:
+                self.opts.check_loss(p, s, earliest)
             top = nxt if self._target is None else min(nxt, self._target.get(p, nxt))
             end[p] = max(s, top)
             eff_start[p] = max(s, earliest)
@@ -247,7 +407,8 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = _from_json(start), _from_json(end)
-        return [TopicInputPartition(p, s.get(p, 0), e[p]) for p in sorted(e) if e[p] > s.get(p, 0)]
+        ranges = [TopicInputPartition(p, s.get(p, 0), e[p]) for p in sorted(e) if e[p] > s.get(p, 0)]
+        return _split(ranges, self.opts.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, TopicInputPartition)
@@ -286,6 +447,7 @@ class TopicDataSource(DataSource):
         return "changefeed"
 
     def schema(self) -> str:
+        _Options(self.options, streaming=None)  # at .load(): a wrong option fails there
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:

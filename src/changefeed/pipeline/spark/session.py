@@ -8,14 +8,19 @@ every session this returns.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 import shutil
 import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from changefeed import exceptions
+from changefeed.exceptions import ChangefeedError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,3 +151,53 @@ def register_sources(spark: SparkSession) -> None:
     for source in sources.all_sources():
         spark.dataSource.register(source)
     _registered.add(key)
+    _clean_load_errors()
+
+
+#: The last ``changefeed.exceptions.<Name>: <message>`` line of a Python worker's traceback.
+_OUR_ERROR = re.compile(r"^changefeed\.exceptions\.(\w+): (.*)$", re.MULTILINE)
+_cleaned = False
+
+
+def ours_in(text: str) -> ChangefeedError | None:
+    """Our error inside a Spark exception's text (a Python data source failed in a worker, and
+    Spark wrapped the worker's traceback into an AnalysisException), rebuilt as itself."""
+    found = _OUR_ERROR.findall(text)
+    if not found:
+        return None
+    name, message = found[-1]
+    cls = getattr(exceptions, name, None)
+    if not isinstance(cls, type) or not issubclass(cls, ChangefeedError):
+        return None
+    err = cls.__new__(cls)
+    Exception.__init__(err, message.strip())
+    return err
+
+
+def _clean_load_errors() -> None:
+    """``spark.read[Stream].format("changefeed" | "phoenix-cdc").load()`` fails with our one-line
+    error (``TopicError: topic "x" does not exist``), not with a worker's Python traceback inside
+    an AnalysisException: the sources check their options when Spark asks their schema, at load."""
+    global _cleaned
+    if _cleaned:
+        return
+    from pyspark.errors import AnalysisException
+    from pyspark.sql.readwriter import DataFrameReader
+    from pyspark.sql.streaming.readwriter import DataStreamReader
+
+    def wrap(load: Any) -> Any:
+        @functools.wraps(load)
+        def clean_load(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return load(self, *args, **kwargs)
+            except AnalysisException as exc:
+                ours = ours_in(str(exc))
+                if ours is None:
+                    raise
+                raise ours from None
+
+        return clean_load
+
+    DataFrameReader.load = wrap(DataFrameReader.load)  # type: ignore[method-assign]
+    DataStreamReader.load = wrap(DataStreamReader.load)  # type: ignore[method-assign]
+    _cleaned = True

@@ -32,19 +32,29 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from changefeed.durable_files import sync_file
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.exceptions import PipelineError
 from changefeed.feeds import jobs as J
 from changefeed.feeds.spec import FeedSpec
+from changefeed.observe import NULL_PIPELINE_METRICS, PipelineMetrics
 from changefeed.pipeline import crdb_jobs
-from changefeed.pipeline.delivery.append import RECORDS, append_on_driver, encode_on_driver, write_encoded
+from changefeed.pipeline.delivery.append import (
+    RECORDS,
+    BatchStats,
+    append_on_driver,
+    encode_on_driver,
+    encode_rows,
+    write_encoded,
+)
 from changefeed.pipeline.delivery.families import family_frame
 from changefeed.pipeline.delivery.progress import (
     batch_end_offset,
@@ -101,12 +111,49 @@ class FeedContext:
     schema_changes: SchemaChanges | None = None
     #: the job failed at a schema change (``schema_change_policy='stop'``): deliver nothing more
     stopped: bool = False
+    #: where delivered batches are counted, under ``label`` (a YDB feed's topic, a job's id)
+    metrics: PipelineMetrics = NULL_PIPELINE_METRICS
+    label: str = ""
 
-    def deliver(self, df: DataFrame, batch_id: int) -> None:
+    def driver_can_deliver(self, batch_id: int) -> bool:
+        """Whether batch ``batch_id`` (its offsets written) can be delivered without Spark: few
+        enough rows (``DRIVER_ENCODE_ROWS``), and no schema change in its range."""
+        if self.stopped:
+            return True
+        end = batch_end_offset(self.checkpoint, batch_id)
+        rows = self._rows(batch_id, end)
+        if rows is None or not 0 < DRIVER_ENCODE_ROWS >= rows:
+            return rows == 0
+        changes = self.schema_changes
+        return (
+            changes is None
+            or changes.plan(self.db, self.feed, self.table, self.checkpoint, batch_id, end) is None
+        )
+
+    def _rows(self, batch_id: int, end: dict[str, Any]) -> int | None:
+        if batch_id == 0:
+            return max(0, int(end.get("seq", 0)) - self.start_seq)
+        return batch_rows(self.checkpoint, batch_id, end)
+
+    def deliver(self, df: DataFrame | None, batch_id: int) -> None:
+        """Deliver micro-batch ``batch_id`` (``foreachBatch``); ``df`` None: on the driver alone
+        (:meth:`driver_can_deliver` said it can)."""
         if self.stopped:
             return
+        t0 = time.monotonic_ns()
+        stats = BatchStats()
+        self._deliver(df, batch_id, stats)
+        self.metrics.emitted(
+            self.label, stats.messages, stats.nbytes, stats.oldest_ns, time.monotonic_ns() - t0
+        )
+
+    def _deliver(self, df: DataFrame | None, batch_id: int, stats: BatchStats) -> None:
         feed = self.feed
         end = batch_end_offset(self.checkpoint, batch_id)
+        # The batch's planned offsets are durable before any of its records is appended: lost
+        # in a power loss after a durable append, the batch id would be planned afresh over
+        # more rows and skipped as already delivered (Spark writes the file without syncing).
+        sync_file(self.checkpoint / "offsets" / str(batch_id))
         closed = closed_of(end)
         changes = self.schema_changes
         plan = (
@@ -122,20 +169,28 @@ class FeedContext:
         if closed is not None and feed.resolved_ns and self.job_resolved is None:
             wall, logical, tx = closed
             resolved = (self.encoder.resolved(CommitTs(wall, logical), tx, feed), wall)
-        rows = batch_rows(self.checkpoint, batch_id, end)
+        rows = self._rows(batch_id, end)
         sink = None if isinstance(self.store, TopicStore) else self.store
-        if (plan is None or changes is None) and rows is not None and 0 < DRIVER_ENCODE_ROWS >= rows:
+        if sink is not None:
+            sink.begin_batch(self.writer, batch_id)  # a transactional sink: one transaction
+        small = rows is not None and (df is None or 0 < DRIVER_ENCODE_ROWS >= rows)
+        if (plan is None or changes is None) and small and rows is not None:
             # a small batch: read and encoded here, no Spark job (its planning and scheduling
             # would cost more than the rows); same records, same appends, same checkpoint
             lo = int(end.get("seq", 0)) - rows
             written = append_on_driver(
-                encode_on_driver(self.db, self.table, self.encoder, feed, lo, lo + rows),
+                encode_on_driver(self.db, self.table, self.encoder, feed, lo, lo + rows)
+                if rows
+                else encode_rows(None, self.table, self.encoder, feed),
                 self.store,
                 feed,
                 self.writer,
                 batch_id,
                 resolved if sink is None else None,
+                stats,
             )
+        elif df is None:
+            raise PipelineError(f"feed {feed.id} ({feed.topic}): batch {batch_id} needs Spark")
         elif plan is None or changes is None:
             encoded = self.encoder.encode_spark(family_frame(df, self.table, feed), self.table, feed)
             written = write_encoded(
@@ -148,6 +203,7 @@ class FeedContext:
                 self.shuffle_partitions,
                 small=(rows is not None and rows <= SMALL_BATCH_ROWS)
                 or (sink is not None and sink.driver_only),
+                stats=stats,
             )
         else:  # schema changes in or at the batch's range (pipeline/snapshot/backfill.py)
             written = changes.deliver(
@@ -164,10 +220,13 @@ class FeedContext:
                 self.shuffle_partitions,
                 sink is not None and sink.driver_only,
             )
+            stats.add(sum(written.values()), 0, None)
         if resolved is not None and sink is not None and closed is not None:
             # sinks: one resolved message, after every partition's data was acknowledged
             sink.emit_resolved(feed.topic, self.writer, batch_id, resolved[0], CommitTs(closed[0], closed[1]))
-        elif resolved is not None:
+        if sink is not None:
+            sink.commit_batch(self.writer, batch_id)  # before the progress: the job advances after it
+        if resolved is not None and sink is None:
             got = set(written)
             rec = pa.table(
                 {"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]},
@@ -176,6 +235,7 @@ class FeedContext:
             for p in range(feed.partitions):
                 if p not in got:
                     self.store.append(feed.topic, p, self.writer, batch_id, rec)
+                    stats.add(1, 0, None)
         seq = int(end.get("seq", feed.created_seq)) if stop is None else stop.seq
         hw = ts_at(self.db, feed.table_id, seq) or (feed.created_wall, feed.created_logical)
         if closed is not None and (closed[0], closed[1]) > hw:
@@ -194,22 +254,23 @@ class FeedContext:
             self.stopped = True  # the runner stops the query: its feed is failed now
 
 
-def start_feed_query(
-    spark: SparkSession,
+def feed_context(
     db: str | Path,
     feed: FeedSpec,
     *,
-    available_now: bool,
-    trigger: str = DEFAULT_TRIGGER,
+    parallelism: int = 2,
     max_rows: int = DEFAULT_MAX_ROWS,
     encoder: Encoder | None = None,
     end: CommitTs | None = None,
     crdb_job: J.Job | None = None,
     schema_changes: SchemaChanges | None = None,
-) -> StreamingQuery:
-    """Start the streaming query of one feed (its topic must exist). ``end``: deliver nothing
-    committed after it (a CockroachDB job's ``end_time``); ``crdb_job``: the job the feed belongs
-    to (its resolved messages are job-wide when it has several feeds)."""
+    metrics: PipelineMetrics = NULL_PIPELINE_METRICS,
+    label: str = "",
+) -> tuple[FeedContext, dict[str, str]]:
+    """What delivers one feed's micro-batches (its topic must exist), and its journal source's
+    options (``changefeed-journal``): the same for a Spark query and for the driver's batches.
+    ``end``: deliver nothing committed after it (a CockroachDB job's ``end_time``); ``crdb_job``:
+    the job the feed belongs to (its resolved messages are job-wide when it has several feeds)."""
     from changefeed.formats.base import get_encoder
 
     dbp = Path(db).absolute()
@@ -225,32 +286,70 @@ def start_feed_query(
         encoder=enc,
         store=open_delivery(dbp, feed, table),
         checkpoint=ckpt,
-        shuffle_partitions=max(2, int(spark.sparkContext.defaultParallelism)),
+        shuffle_partitions=max(2, parallelism),
         writer=writer_id(feed, epoch),
         start_seq=start_seq,
         schema_changes=schema_changes,
+        metrics=metrics,
+        label=label or feed.topic,
     )
     if crdb_job is not None:
         ctx.job_resolved = job_resolved.for_job(dbp, crdb_job, feed, enc, ctx.store)
-    reader = (
-        spark.readStream.format("changefeed-journal")
-        .option("path", str(dbp))
-        .option("table_id", str(feed.table_id))
-        .option("start_seq", str(start_seq))
-        .option("maxRowsPerBatch", str(max_rows))
-    )
+    options = {
+        "path": str(dbp),
+        "table_id": str(feed.table_id),
+        "start_seq": str(start_seq),
+        "maxRowsPerBatch": str(max_rows),
+    }
     # Closed timestamps: resolved messages; a CockroachDB job's feed closes them without
     # ``resolved`` too (its high water advances on an idle table, and a schema change after
-    # the last row gets the micro-batch that delivers its backfill: pipeline/snapshot/backfill.py).
+    # the last row gets the micro-batch that delivers its backfill: pipeline/backfill.py).
     close_ns = feed.resolved_ns or (CRDB_CLOSE_NS if feed.crdb is not None else None)
     if close_ns:
-        reader = reader.option("resolved_ns", str(close_ns))
+        options["resolved_ns"] = str(close_ns)
     if end is not None:
-        reader = reader.option("end_wall", str(end.wall)).option("end_logical", str(end.logical))
+        options["end_wall"] = str(end.wall)
+        options["end_logical"] = str(end.logical)
+    return ctx, options
+
+
+def start_feed_query(
+    spark: SparkSession,
+    db: str | Path,
+    feed: FeedSpec,
+    *,
+    available_now: bool,
+    trigger: str = DEFAULT_TRIGGER,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    encoder: Encoder | None = None,
+    end: CommitTs | None = None,
+    crdb_job: J.Job | None = None,
+    schema_changes: SchemaChanges | None = None,
+    metrics: PipelineMetrics = NULL_PIPELINE_METRICS,
+    label: str = "",
+    context: tuple[FeedContext, dict[str, str]] | None = None,
+) -> StreamingQuery:
+    """Start the streaming query of one feed (its topic must exist): :func:`feed_context`'s
+    delivery as ``foreachBatch`` over its journal source (``context``: one made already)."""
+    ctx, options = context or feed_context(
+        db,
+        feed,
+        parallelism=int(spark.sparkContext.defaultParallelism),
+        max_rows=max_rows,
+        encoder=encoder,
+        end=end,
+        crdb_job=crdb_job,
+        schema_changes=schema_changes,
+        metrics=metrics,
+        label=label,
+    )
+    reader = spark.readStream.format("changefeed-journal")
+    for k, v in options.items():
+        reader = reader.option(k, v)
     df = reader.load()
     writer = (
         df.writeStream.foreachBatch(ctx.deliver)
-        .option("checkpointLocation", str(ckpt))
+        .option("checkpointLocation", str(ctx.checkpoint))
         .queryName(f"feed-{feed.id}")
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger)
@@ -259,7 +358,7 @@ def start_feed_query(
     except Exception as exc:  # an unreadable checkpoint surfaces here
         raise PipelineError(
             f"feed {feed.id} ({feed.topic}): could not start its streaming query: {_short(exc)}; if the checkpoint "
-            f"{ckpt} is damaged, delete it: the feed then resumes from its last recorded progress "
+            f"{ctx.checkpoint} is damaged, delete it: the feed then resumes from its last recorded progress "
             "(the last micro-batch may be delivered twice; nothing is lost)"
         ) from None
 

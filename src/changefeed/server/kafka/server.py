@@ -21,6 +21,7 @@ from changefeed.server import EndpointConfig
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka import versions as V
 from changefeed.server.kafka.broker import Broker
+from changefeed.server.kafka.group_admin import GroupAdminApis
 from changefeed.server.kafka.group_apis import GroupApis
 from changefeed.server.kafka.records import UnsupportedBatch
 from changefeed.server.kafka.sasl import MECHANISMS, AuthFailed, PlainAuth, ScramAuth
@@ -73,6 +74,7 @@ class KafkaEndpoint:
         self.broker.coordinator.start()
         topics = TopicApis(self.broker, NODE_ID, CLUSTER_ID)
         groups = GroupApis(self.broker, NODE_ID)
+        group_admin = GroupAdminApis(self.broker)
         self.handlers: dict[int, Handler] = {
             V.API_VERSIONS: self._api_versions,
             V.SASL_HANDSHAKE: self._sasl_handshake,
@@ -92,6 +94,10 @@ class KafkaEndpoint:
             V.LEAVE_GROUP: groups.leave_group,
             V.OFFSET_COMMIT: groups.offset_commit,
             V.OFFSET_FETCH: groups.offset_fetch,
+            V.LIST_GROUPS: group_admin.list_groups,
+            V.DESCRIBE_GROUPS: group_admin.describe_groups,
+            V.DELETE_GROUPS: group_admin.delete_groups,
+            V.OFFSET_DELETE: group_admin.offset_delete,
         }
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
         sock = self._server.sockets[0].getsockname()
@@ -117,6 +123,8 @@ class KafkaEndpoint:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
+        metrics = self.config.metrics
+        metrics.connection_opened(self.name)
         peer = writer.get_extra_info("peername") or ("?", 0)
         local = writer.get_extra_info("sockname") or (self.bound[0], self.bound[1])
         session = Session("", str(peer[0]), str(local[0]), self.bound[1])
@@ -128,15 +136,18 @@ class KafkaEndpoint:
                     return
                 (size,) = _SIZE.unpack(head)
                 if size < 0 or size > MAX_REQUEST_BYTES:
+                    metrics.error(self.name)
                     log.warning("kafka: %s sent a request of %d bytes; closing", peer, size)
                     return
                 try:
                     frame = await reader.readexactly(size)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
+                metrics.request(self.name)
                 try:
                     response = await self._handle(session, frame)
                 except (MalformedRequest, CloseConnection, UnsupportedBatch) as exc:
+                    metrics.error(self.name)
                     log.warning("kafka: closing connection from %s: %s", peer, exc)
                     return
                 if response is not None:
@@ -151,8 +162,10 @@ class KafkaEndpoint:
         except ConnectionError:
             pass
         except Exception:
+            metrics.error(self.name)
             log.exception("kafka: internal error serving %s; closing its connection", peer)
         finally:
+            metrics.connection_closed(self.name)
             self._conns.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
@@ -180,6 +193,10 @@ class KafkaEndpoint:
         spec = V.SUPPORTED.get(api_key)
         if spec is None or not spec[1] <= version <= spec[2]:
             raise CloseConnection(f"unsupported request: api key {api_key} version {version}")
+        flexible = version >= V.FLEXIBLE.get(api_key, 1 << 15)
+        if flexible:
+            r.tagged_fields()  # request header v2
+            header += b"\x00"  # response header v1: no tagged fields
         if session.user is None and api_key not in _PRE_AUTH:
             if not self.allow_anonymous:
                 raise CloseConnection(f"{spec[0]} before authentication")

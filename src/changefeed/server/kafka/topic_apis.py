@@ -5,6 +5,7 @@ the response body (without the correlation id header)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 from changefeed.engine.auth import ROOT
@@ -18,6 +19,16 @@ from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
 from changefeed.topics.store import DEFAULT_RETENTION_NS, MAX_PARTITIONS, TopicInfo
 
 __all__ = ["TopicApis"]
+
+#: Kafka's num.partitions default: the partitions of an auto-created topic.
+AUTO_CREATE_PARTITIONS = 1
+_LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def is_kafka_topic_name(name: str) -> bool:
+    """Kafka's rule for topic names: 1-249 of ``[A-Za-z0-9._-]``, not ``.`` or ``..``."""
+    return bool(_LEGAL_TOPIC.fullmatch(name)) and name not in (".", "..")
+
 
 #: Long polls wake at least this often to see appends by other processes (the Spark pipeline).
 _POLL_INTERVAL_S = 0.05
@@ -34,18 +45,26 @@ class TopicApis:
 
     async def metadata(self, session: Session, version: int, r: Reader) -> bytes:
         names = r.nullable_array(Reader.string)
-        if version >= 4:
-            r.boolean()  # allow_auto_topic_creation: topics are created by feeds or CreateTopics
+        # Kafka's auto.create.topics.enable (its default, true): a client that asks for it (a
+        # producer; Metadata before v4 always asks) gets a missing topic created, so producing
+        # to a new topic answers at once instead of after the client's metadata time-out.
+        auto_create = r.boolean() if version >= 4 else True
         if version >= 8:
             r.boolean()
             r.boolean()
         b = self.broker
         user = session.user or ROOT
 
+        def lookup(name: str) -> tuple[str, TopicInfo | None, int]:
+            info, err = b.topic_for(user, name, READ)
+            if err == E.UNKNOWN_TOPIC_OR_PARTITION and auto_create:
+                info, err = self._auto_create(user, name)
+            return name, info, err
+
         def describe() -> list[tuple[str, TopicInfo | None, int]]:
             if names is None or (version == 0 and not names):
                 return [(t.name, t, E.NONE) for t in b.store.topics() if b.authz.allowed(user, t.name, READ)]
-            return [(n, *b.topic_for(user, n, READ)) for n in names]
+            return [lookup(n) for n in names]
 
         infos = await b.run(describe)
         w = Writer()
@@ -77,6 +96,20 @@ class TopicApis:
         if version >= 8:
             w.int32(-2147483648)
         return w.getvalue()
+
+    def _auto_create(self, user: str, name: str) -> tuple[TopicInfo | None, int]:
+        """Runs in a worker thread: create ``name`` as Kafka's auto-creation does (num.partitions
+        1, the default retention), for users who may create topics; a name Kafka would refuse is
+        INVALID_TOPIC_EXCEPTION, a user who may not create topics TOPIC_AUTHORIZATION_FAILED."""
+        b = self.broker
+        if not is_kafka_topic_name(name):
+            return None, E.INVALID_TOPIC_EXCEPTION
+        if not b.authz.allowed(user, name, ADMIN):
+            return None, E.TOPIC_AUTHORIZATION_FAILED
+        try:
+            return b.store.ensure_topic(name, AUTO_CREATE_PARTITIONS, DEFAULT_RETENTION_NS), E.NONE
+        except ChangefeedError:
+            return None, E.INVALID_TOPIC_EXCEPTION
 
     # -- ListOffsets -------------------------------------------------------------------------
 
@@ -363,7 +396,10 @@ class TopicApis:
                         ("compression.type", "producer", True),
                     ]
             elif rtype == 4:  # broker
-                configs = [("auto.create.topics.enable", "false", False), ("num.partitions", "1", True)]
+                configs = [
+                    ("auto.create.topics.enable", "true", True),
+                    ("num.partitions", str(AUTO_CREATE_PARTITIONS), True),
+                ]
             else:
                 err, msg = E.INVALID_REQUEST, f"resource type {rtype} is not supported"
             if keys:

@@ -1,8 +1,10 @@
-"""The API versions this endpoint advertises in ApiVersions (all non-flexible encodings).
+"""The API versions this endpoint advertises in ApiVersions.
 
-Clients negotiate the highest version both sides support; librdkafka, kafka-python and aiokafka
-all speak these. The first flexible version of each API (compact strings, tagged fields) is the
-one after each maximum here.
+Clients negotiate the highest version both sides support; librdkafka, kafka-python, aiokafka and
+Kafka's Java client all speak these. Most APIs are served in their non-flexible versions only
+(the first flexible version is the one after each maximum here); the group admin APIs are
+served up to their flexible versions too (:data:`FLEXIBLE`), because clients only report a
+group's state from ListGroups v4 on.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ JOIN_GROUP = 11
 HEARTBEAT = 12
 LEAVE_GROUP = 13
 SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
@@ -25,6 +29,8 @@ DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
 DESCRIBE_CONFIGS = 32
 SASL_AUTHENTICATE = 36
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
 
 #: api key -> (name, min version, max version)
 SUPPORTED: dict[int, tuple[str, int, int]] = {
@@ -39,6 +45,8 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     HEARTBEAT: ("Heartbeat", 0, 3),
     LEAVE_GROUP: ("LeaveGroup", 0, 2),
     SYNC_GROUP: ("SyncGroup", 0, 3),
+    DESCRIBE_GROUPS: ("DescribeGroups", 0, 5),
+    LIST_GROUPS: ("ListGroups", 0, 5),
     SASL_HANDSHAKE: ("SaslHandshake", 0, 1),
     API_VERSIONS: ("ApiVersions", 0, 2),
     CREATE_TOPICS: ("CreateTopics", 0, 4),
@@ -46,4 +54,14 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     INIT_PRODUCER_ID: ("InitProducerId", 0, 1),
     DESCRIBE_CONFIGS: ("DescribeConfigs", 0, 2),
     SASL_AUTHENTICATE: ("SaslAuthenticate", 0, 1),
+    DELETE_GROUPS: ("DeleteGroups", 0, 2),
+    OFFSET_DELETE: ("OffsetDelete", 0, 0),
+}
+
+#: api key -> its first flexible version (request header v2, response header v1, compact
+#: strings and arrays, tagged fields), for the APIs served in flexible versions.
+FLEXIBLE: dict[int, int] = {
+    DESCRIBE_GROUPS: 5,
+    LIST_GROUPS: 3,
+    DELETE_GROUPS: 2,
 }

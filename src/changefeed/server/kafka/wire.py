@@ -1,7 +1,10 @@
-"""Kafka wire primitives for the non-flexible protocol versions this endpoint speaks.
+"""Kafka wire primitives.
 
 Big-endian fixed-width integers, ``int16``-length strings, ``int32``-length bytes and arrays,
-as the Kafka protocol guide defines them. :class:`Reader` raises :class:`MalformedRequest` on any
+as the Kafka protocol guide defines them; and, for the flexible versions of the APIs that have
+them here (the group admin APIs), unsigned varints, compact strings, bytes and arrays (length
++ 1 as a varint, 0 for null) and tagged fields (skipped on read, none written).
+:class:`Reader` raises :class:`MalformedRequest` on any
 read past the end of a request, so truncated input never reaches a handler half-parsed.
 """
 
@@ -20,6 +23,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
+_U8 = struct.Struct(">B")
 
 
 class MalformedRequest(Exception):
@@ -103,6 +107,52 @@ class Reader:
     def remaining(self) -> int:
         return len(self.data) - self.pos
 
+    # -- flexible versions -------------------------------------------------------------------
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            b = self._take(_U8)
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise MalformedRequest(f"varint too long at byte {self.pos}")
+
+    def compact_nullable_string(self) -> str | None:
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        try:
+            return self.raw(n).decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedRequest(f"string at byte {self.pos - n} is not UTF-8") from None
+
+    def compact_string(self) -> str:
+        s = self.compact_nullable_string()
+        if s is None:
+            raise MalformedRequest(f"null string at byte {self.pos - 1} where one is required")
+        return s
+
+    def compact_bytes(self) -> bytes:
+        n = self.uvarint() - 1
+        return b"" if n < 0 else self.raw(n)
+
+    def compact_array(self, item: Callable[[Reader], T]) -> list[T]:
+        n = self.uvarint() - 1
+        if n < 0:
+            return []
+        if n > len(self.data) - self.pos:
+            raise MalformedRequest(f"array length {n} at byte {self.pos} exceeds the request")
+        return [item(self) for _ in range(n)]
+
+    def tagged_fields(self) -> None:
+        """Skip a tagged-field section (no tagged field is used by this endpoint)."""
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.raw(self.uvarint())
+
 
 class Writer:
     __slots__ = ("buf", "parts")
@@ -168,6 +218,43 @@ class Writer:
         self.int32(len(items))
         for it in items:
             write(self, it)
+        return self
+
+    # -- flexible versions -------------------------------------------------------------------
+
+    def uvarint(self, v: int) -> Writer:
+        while v >= 0x80:
+            self.buf.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.buf.append(v)
+        return self
+
+    def compact_string(self, s: str | None) -> Writer:
+        if s is None:
+            return self.uvarint(0)
+        b = s.encode("utf-8")
+        self.uvarint(len(b) + 1)
+        self.buf += b
+        return self
+
+    def compact_bytes(self, b: bytes | None) -> Writer:
+        if b is None:
+            return self.uvarint(0)
+        self.uvarint(len(b) + 1)
+        self.buf += b
+        return self
+
+    def compact_array(self, items: list[T] | None, write: Callable[[Writer, T], object]) -> Writer:
+        if items is None:
+            return self.uvarint(0)
+        self.uvarint(len(items) + 1)
+        for it in items:
+            write(self, it)
+        return self
+
+    def tagged_fields(self) -> Writer:
+        """An empty tagged-field section."""
+        self.buf.append(0)
         return self
 
     def getvalue(self) -> bytes:

@@ -28,8 +28,15 @@ from sqlglot.errors import SqlglotError
 from changefeed.connection import Connection, Result
 from changefeed.engine.auth import ROOT
 from changefeed.engine.catalog import TableSchema
-from changefeed.exceptions import ChangefeedError, StatementSyntaxError
+from changefeed.exceptions import (
+    ChangefeedError,
+    StatementSyntaxError,
+    UndefinedColumn,
+    UndefinedFunction,
+    UndefinedTable,
+)
 from changefeed.server.pg import types as t
+from changefeed.sql.functions import version_string
 
 PG_CATALOG, PUBLIC, INFORMATION_SCHEMA = 11, 2200, 13183
 TABLE_OID, INDEX_OID = 100_000, 200_000
@@ -39,7 +46,7 @@ DATABASE_OID = 1
 CLASS_OID = 1259
 
 _ROUTE = re.compile(
-    r"\b(pg_catalog|information_schema|pg_[a-z_]+|version\s*\(|current_setting\s*\(|current_schema"
+    r"\b(pg_catalog|information_schema|pg_[a-z_]+|current_setting\s*\(|current_schema"
     r"|current_database\s*\(|current_user|session_user|set_config\s*\(|has_\w+_privilege|::\s*reg\w+)",
     re.IGNORECASE,
 )
@@ -539,7 +546,7 @@ def _functions(db: sqlite3.Connection, conn: Connection, session_vars: dict[str,
         "pg_size_pretty": (1, lambda n: f"{n} bytes"),
         "pg_backend_pid": (0, lambda: 1),
         "array_to_string": (-1, array_to_string),
-        "version": (0, lambda: f"PostgreSQL {session_vars.get('server_version', '13.0.0')} on changefeed"),
+        "version": (0, version_string),
         "current_setting": (-1, lambda name, *_: session_vars.get(name, session_vars.get(name.lower()))),
         "set_config": (3, lambda name, value, local: value),
         "current_schema": (0, lambda: "public"),
@@ -670,6 +677,8 @@ def _rewrite(node: Any) -> Any:
             ),
             copy=False,
         )
+    if isinstance(node, exp.CurrentVersion):  # sqlglot would write SQLite's sqlite_version()
+        return exp.Anonymous(this="version", expressions=[])
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("current_user", "session_user"):
         return node
     return node
@@ -721,8 +730,9 @@ def run(conn: Connection, sql: str, params: Sequence[Any], session_vars: dict[st
         try:
             cur = db.execute(text, tuple(params))
         except sqlite3.Error as exc:
-            raise CatalogQueryError(f"catalog query not supported: {exc}") from None
-        columns = [d[0] for d in cur.description or ()]
+            raise _catalog_error(exc) from None
+        # an unnamed call is labelled with the function's name, as PostgreSQL does
+        columns = [_label(d[0]) for d in cur.description or ()]
         rows = [tuple(r) for r in cur.fetchall()]
         bools = [i for i, c in enumerate(columns) if c in BOOL_COLUMNS]
         if bools:
@@ -732,6 +742,30 @@ def run(conn: Connection, sql: str, params: Sequence[Any], session_vars: dict[st
         return Result(columns=columns, rows=rows, types=[None] * len(columns), status=f"SELECT {len(rows)}")
     finally:
         db.close()
+
+
+_CALL = re.compile(r"^(?:\w+\.)?(\w+)\(.*\)$", re.DOTALL)
+
+
+def _label(column: str) -> str:
+    m = _CALL.match(column)
+    return m.group(1).lower() if m else column
+
+
+_NO_SUCH = re.compile(r"^no such (column|table|function): (\S+)$")
+
+
+def _catalog_error(exc: sqlite3.Error) -> ChangefeedError:
+    """PostgreSQL's words for what the materialised catalog lacks; SQLite's own text is not shown."""
+    m = _NO_SUCH.match(str(exc))
+    if m is None:
+        return CatalogQueryError("this catalog query is not supported")
+    what, name = m.group(1), m.group(2).split(".")[-1]
+    if what == "column":
+        return UndefinedColumn(f'column "{name}" does not exist')
+    if what == "table":
+        return UndefinedTable(f'relation "{name}" does not exist')
+    return UndefinedFunction(f"unknown function: {name.lower()}()")
 
 
 class CatalogQueryError(ChangefeedError):

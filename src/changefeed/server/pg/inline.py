@@ -31,6 +31,8 @@ def runs_inline(session: Session, stmts: Sequence[ast.Statement]) -> bool:
     if isinstance(stmt, ast.Insert):
         return len(stmt.rows) <= INLINE_MAX_ROWS and all(_simple(e) for row in stmt.rows for e in row)
     if isinstance(stmt, ast.Select):
+        if stmt.source is not None:  # FROM [SHOW JOBS WHEN COMPLETE ..] may wait
+            return False
         if stmt.table is None:
             return all(_simple(i.expr) for i in stmt.items if not isinstance(i.expr, ast.Star))
         if stmt.order_by or stmt.distinct or stmt.as_of is not None:

@@ -10,6 +10,7 @@ LIMIT takes ``int8``; anything else is ``text``, which the engine converts as Po
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,8 +101,12 @@ def returning_columns(stmt: ast.Statement, tables: list[TableSchema]) -> list[tu
     return out
 
 
+#: The opening delimiter of a dollar-quoted string (``$$``, ``$tag$``).
+_DOLLAR_OPEN = re.compile(r"\$(?:[^\W\d]\w*)?\$")
+
+
 def param_count(sql: str) -> int:
-    """Highest ``$n`` in the statement text (outside quotes)."""
+    """Highest ``$n`` in the statement text (outside quotes and dollar-quoted strings)."""
     best = 0
     i, n = 0, len(sql)
     while i < n:
@@ -109,6 +114,10 @@ def param_count(sql: str) -> int:
         if c == "'":
             j = sql.find("'", i + 1)
             i = n if j < 0 else j + 1
+            continue
+        if c == "$" and (m := _DOLLAR_OPEN.match(sql, i)) is not None:
+            j = sql.find(m.group(), m.end())
+            i = n if j < 0 else j + len(m.group())
             continue
         if c == "$" and i + 1 < n and sql[i + 1].isdigit():
             j = i + 1

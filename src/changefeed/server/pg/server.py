@@ -98,13 +98,16 @@ class PgEndpoint:
         task = asyncio.current_task()
         assert task is not None
         self.tasks.add(task)
+        self.config.metrics.connection_opened(self.name)
         try:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
             pass
         except Exception:  # one broken connection must never take the server down
+            self.config.metrics.error(self.name)
             log.exception("pg connection failed")
         finally:
+            self.config.metrics.connection_closed(self.name)
             self.tasks.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
@@ -127,7 +130,12 @@ class PgEndpoint:
             writer.write(p.error_response(exc.code, str(exc), severity="FATAL"))
             return
         session = PgSession(
-            Backend(self.config.db, self.pool, self.registry), reader, writer, user, params, peer
+            Backend(self.config.db, self.pool, self.registry, self.config.metrics),
+            reader,
+            writer,
+            user,
+            params,
+            peer,
         )
         try:
             await session.open()

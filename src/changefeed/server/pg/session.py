@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import logging
 import os
 import re
 import secrets
@@ -33,6 +34,7 @@ from changefeed.connection import Connection, Result
 from changefeed.engine import auth
 from changefeed.engine.auth import ScramSecret
 from changefeed.exceptions import ChangefeedError, LockNotAvailable
+from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server.pg import batch as batches
 from changefeed.server.pg import catalog
 from changefeed.server.pg import normalise as norm_
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from changefeed.pipeline.sinkless import Chunk, CoreChangefeed
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 #: Seconds to wait for a client that stopped reading before its connection is closed.
 WRITE_TIMEOUT = 30.0
@@ -96,6 +99,7 @@ class Backend:
     db: Path
     pool: Executor
     registry: Registry
+    metrics: EndpointMetrics = NULL_ENDPOINT_METRICS
 
 
 class Registry:
@@ -173,6 +177,7 @@ class PgSession:
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
         self.conn = await self.call(Connection, self.endpoint.db, user=self.user)
+        self.conn.session.cancelled = self.cancelled  # a CancelRequest ends a waiting statement too
         # Group commit on the event loop: commits leave their durability ticket on the database,
         # and flush() awaits it before any reply goes out (an acknowledged commit is durable).
         self.conn.db.defer_durable = True
@@ -283,6 +288,7 @@ class PgSession:
             raise ConnectionError(str(exc)) from None
 
     def send_error(self, exc: BaseException) -> None:
+        self.endpoint.metrics.error("pg")
         code, message = self.error_of(exc)
         self.send(p.error_response(code, message))
         if self.conn is not None and self.conn.session.in_transaction:
@@ -303,9 +309,10 @@ class PgSession:
             if "interrupt" in text:
                 return "57014", "canceling statement due to user request"
             if "locked" in text or "busy" in text:
-                return "40001", f"restart transaction: {text}"
-            return "XX000", text
-        return "XX000", f"internal error: {type(exc).__name__}: {exc}"
+                return "40001", "restart transaction: the database is locked by another writer"
+        # a bug, not the client's doing: the details go to the server's log, not to the client
+        _log.error("internal error in session %s", self.session_id, exc_info=exc)
+        return "XX000", "internal error: the statement failed unexpectedly (the server log has the details)"
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> None:
@@ -321,6 +328,8 @@ class PgSession:
                 return
             if skipping and kind not in (b"S",):
                 continue
+            if kind in (b"Q", b"E"):
+                self.endpoint.metrics.request("pg")
             if self.batch is not None:
                 try:
                     if batches.batch_message(self, kind, msg.data):
@@ -747,7 +756,8 @@ class PgSession:
             raise UndefinedStatement(f'prepared statement "{stmt_name}" does not exist')
         oids = prep.param_oids
         params = [
-            t.decode_param(v, oids[i] if i < len(oids) else 0, fmt_of(pf, i) == 1) for i, v in enumerate(raw)
+            t.decode_param(v, oids[i] if i < len(oids) else 0, fmt_of(pf, i) == 1, i)
+            for i, v in enumerate(raw)
         ]
         if portal_name and portal_name in self.portals:
             raise DuplicateCursor(f'portal "{portal_name}" already exists')

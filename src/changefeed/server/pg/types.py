@@ -19,8 +19,9 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine.type_errors import crdb_parse_error
 from changefeed.engine.types import Kind, SqlType
-from changefeed.exceptions import TypeMismatch
+from changefeed.exceptions import InvalidBinaryRepresentation, TypeMismatch
 
 # ------------------------------------------------------------------------------------------ OIDs
 BOOL = 16
@@ -323,7 +324,7 @@ def _parse_ts(s: str) -> dt.datetime:
     if s.endswith(("+00", "-00")) or (len(s) > 3 and s[-3] in "+-" and s[-2:].isdigit()):
         s += ":00"
     if s.endswith(" BC"):
-        raise TypeMismatch(f"timestamp {s!r} before year 1 is not supported")
+        raise TypeMismatch(f'timestamp "{s}" before year 1 is not supported')
     return dt.datetime.fromisoformat(s)
 
 
@@ -347,7 +348,7 @@ def _parse_interval(s: str) -> dt.timedelta:
         part = dt.timedelta(hours=int(clock.group(2)), minutes=int(clock.group(3)), seconds=secs)
         total += sign * part
     elif not _INTERVAL_UNIT.search(text):
-        raise ValueError(f"invalid input syntax for type interval: {s!r}")
+        raise ValueError(f'invalid input syntax for type interval: "{s}"')
     return total
 
 
@@ -448,8 +449,22 @@ def _from_binary(b: bytes, oid: int) -> Any:
     return b.decode()
 
 
-def decode_param(data: bytes | None, oid: int, binary: bool) -> Any:
-    """A bound parameter's Python value: by its declared OID; unspecified text stays a string."""
+#: OID -> (kind as in ``changefeed.engine.types.Kind``, CockroachDB's type name), for the
+#: errors of parameters that do not parse.
+_PARSE_AS = {
+    BOOL: ("bool", "bool"), INT8: ("int", "int"), INT4: ("int", "int4"), INT2: ("int", "int2"),
+    OID: ("int", "oid"), FLOAT8: ("float", "float"), FLOAT4: ("float", "float4"),
+    NUMERIC: ("decimal", "decimal"), BYTEA: ("bytes", "bytes"), UUID: ("uuid", "uuid"),
+    DATE: ("date", "date"), TIMESTAMP: ("timestamp", "timestamp"),
+    TIMESTAMPTZ: ("timestamp", "timestamptz"), TIME: ("time", "time"),
+    INTERVAL: ("interval", "interval"), JSON: ("json", "jsonb"), JSONB: ("json", "jsonb"),
+}  # fmt: skip
+
+
+def decode_param(data: bytes | None, oid: int, binary: bool, index: int = 0) -> Any:
+    """A bound parameter's Python value: by its declared OID; unspecified text stays a string.
+    ``index``: the parameter's position (0-based), for errors (CockroachDB's ``error in argument
+    for $1: could not parse "x" as type int: ...``)."""
     if data is None:
         return None
     try:
@@ -458,10 +473,15 @@ def decode_param(data: bytes | None, oid: int, binary: bool) -> Any:
         text = data.decode()
         fn = _TEXT_IN.get(oid)
         return fn(text) if fn is not None else text
-    except TypeMismatch:
-        raise
-    except (ValueError, struct.error, UnicodeDecodeError, IndexError, orjson.JSONDecodeError) as exc:
-        name = TYPE_NAMES.get(oid, str(oid))
-        raise TypeMismatch(
-            f"invalid {'binary' if binary else 'text'} value for a parameter of type {name}: {exc}"
-        ) from None
+    except (ValueError, TypeMismatch, struct.error, UnicodeDecodeError, IndexError, orjson.JSONDecodeError):
+        where = f"error in argument for ${index + 1}"
+        if binary or oid not in _PARSE_AS:
+            name = TYPE_NAMES.get(oid, str(oid))
+            raise InvalidBinaryRepresentation(
+                f"{where}: incorrect binary data format for type {name}"
+                if binary
+                else f"{where}: invalid input for type {name}"
+            ) from None
+        kind, name = _PARSE_AS[oid]
+        err = crdb_parse_error(kind, name, data.decode("utf-8", "replace"))
+        raise type(err)(f"{where}: {err}") from None

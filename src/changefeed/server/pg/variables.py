@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from changefeed.engine import auth
+from changefeed.sql.functions import version_string
 
 #: The server_version reported to clients (CockroachDB reports a PostgreSQL 13 server).
 SERVER_VERSION = "13.0.0"
@@ -12,7 +13,7 @@ SERVER_VERSION = "13.0.0"
 REPORTED = (
     "server_version", "server_encoding", "client_encoding", "application_name", "DateStyle",
     "IntervalStyle", "TimeZone", "integer_datetimes", "standard_conforming_strings", "is_superuser",
-    "session_authorization",
+    "session_authorization", "crdb_version",
 )  # fmt: skip
 
 
@@ -49,4 +50,5 @@ def defaults(user: str, version: str) -> dict[str, str]:
         "bytea_output": "hex",
         "database": "defaultdb",
         "node_id": "1",
+        "crdb_version": version_string(),
     }

@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 
 from changefeed.server import EndpointConfig
+from changefeed.server.http.wire import HttpServer
 from changefeed.server.registry.api import RegistryApi, error_response
-from changefeed.server.registry.http import HttpServer
 from changefeed.server.registry.store import RegistryStore
 
 
@@ -26,7 +26,9 @@ class RegistryEndpoint:
 
     async def start(self) -> tuple[str, int]:
         self.store = RegistryStore(self.config.db)
-        self._http = HttpServer(RegistryApi(self.store).handle, error_response)
+        self._http = HttpServer(
+            RegistryApi(self.store).handle, error_response, metrics=self.config.metrics, name=self.name
+        )
         return await self._http.start(self.config.host, self.config.port)
 
     async def stop(self) -> None:

@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
+from changefeed.server.http.wire import Request, Response
 from changefeed.server.registry import compat
-from changefeed.server.registry.http import Request, Response
 from changefeed.server.registry.store import (
     COMPATIBILITY_LEVELS,
     DEFAULT_COMPATIBILITY,

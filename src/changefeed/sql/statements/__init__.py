@@ -10,6 +10,8 @@
 ``crdb_feeds``     CockroachDB CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR
 ``crdb_jobs``      CockroachDB changefeed jobs: CREATE CHANGEFEED .. INTO, SHOW (CHANGEFEED) JOB(S),
                    PAUSE/RESUME/CANCEL JOB, ALTER CHANGEFEED, CONFIGURE ZONE (gc.ttlseconds)
+``crdb_introspection``  CockroachDB SHOW JOB [WHEN COMPLETE] id, SHOW JOBS <select>, the
+                   ``crdb_internal.jobs`` table
 ``phoenix``        Apache Phoenix CREATE TABLE forms, ALTER TABLE .. SET, CREATE/DROP CDC, CDC
                    queries (with the CDC_INCLUDE hint), UPSERT .. SELECT
 =================  ==========================================================================
@@ -22,11 +24,25 @@ from __future__ import annotations
 
 from changefeed.engine.database import Database
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import access, crdb_feeds, crdb_jobs, ddl, dml, phoenix, select, ydb_feeds
+from changefeed.sql.statements import (
+    access,
+    crdb_feeds,
+    crdb_introspection,
+    crdb_jobs,
+    ddl,
+    dml,
+    phoenix,
+    select,
+    ydb_feeds,
+)
 
 #: Every statement a session runs, by AST node type.
 STATEMENTS = StatementFamily.merge(
-    "all", [f.FAMILY for f in (ddl, dml, select, access, ydb_feeds, crdb_feeds, crdb_jobs, phoenix)]
+    "all",
+    [
+        f.FAMILY
+        for f in (ddl, dml, select, access, ydb_feeds, crdb_feeds, crdb_jobs, crdb_introspection, phoenix)
+    ],
 )
 
 

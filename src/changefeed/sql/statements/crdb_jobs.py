@@ -18,6 +18,7 @@ import orjson
 from changefeed.engine import privileges
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.txn import Transaction
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import (
     InvalidOption,
     InvalidStatement,
@@ -37,9 +38,11 @@ from changefeed.feeds.crdb_options import (
     CrdbOptions,
     parse_crdb_options,
 )
+from changefeed.feeds.kafka_config import KafkaConfig
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
 from changefeed.feeds.spec import NS_PER_S, FeedSpec, Mode
+from changefeed.feeds.status import job_running_statuses
 from changefeed.feeds.store import insert_feed
 from changefeed.formats.crdb_json import families
 from changefeed.sql import ast
@@ -323,7 +326,9 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
     assert stmt.sink is not None and txn.ts is not None
     uri = session.option_value(stmt.sink, ev)
     if not isinstance(uri, str):
-        raise InvalidOption(f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {uri!r}")
+        raise InvalidOption(
+            f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {sql_text(uri)}"
+        )
     written, uri = uri, external_connections.resolve(txn.conn, uri)
     sink = parse_sink_uri(uri)
     shown = written if external_connections.is_external(written) else sink.redacted
@@ -333,7 +338,12 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
         planned = plan_query(session, txn, stmt, job=True)
         query = planned.query
     opts = job_options(raw, sink, txn.ts, query=query is not None)
-    validate_sink_options(sink, raw)  # sinks: webhook / cloud storage settings
+    config = validate_sink_options(sink, raw)  # sinks: webhook / cloud storage / kafka settings
+    if isinstance(config, KafkaConfig):
+        # CockroachDB dials the sink at CREATE: an unreachable broker is an error here.
+        from changefeed.pipeline.sinks.kafka import dial
+
+        dial(config)
     if query is not None:
         schema = session.db.table_by_id(query.table_id)
         targets = [J.Target(schema.id, schema.short_name, None)]
@@ -439,7 +449,13 @@ def show_jobs(session: Session, txn: Transaction, s: ast.Show | None = None) -> 
         and (admin or j.user_name == session.user)
     ]
     jobs.sort(key=lambda j: (-(j.finished or now), -(j.started or 0)))
-    return _result(list(SHOW_COLUMNS), [show_row(j) for j in jobs])
+    live = _live(session, txn) if jobs else {}
+    return _result(list(SHOW_COLUMNS), [show_row(replace(j, running_status=live.get(j.id))) for j in jobs])
+
+
+def _live(session: Session, txn: Transaction) -> dict[int, str | None]:
+    """job id -> its ``running_status`` now: whether a pipeline holds it and what it does."""
+    return job_running_statuses(txn.conn, session.db.path, session.db.clock.now_ns())
 
 
 SHOW_JOBS_COLUMNS = [
@@ -451,15 +467,15 @@ SHOW_JOBS_COLUMNS = [
 @FAMILY.show("jobs")
 def show_all_jobs(session: Session, txn: Transaction, s: ast.Show | None = None) -> Result:
     """``SHOW JOBS``: CockroachDB's general job listing (here every job is a changefeed)."""
-    rows = []
-    for r in show_jobs(session, txn).rows:
-        d = dict(zip(SHOW_COLUMNS, r, strict=True))
-        done = 1.0 if d["status"] == J.SUCCEEDED else 0.0
-        rows.append(
-            (d["job_id"], J.JOB_TYPE, d["description"], "", d["user_name"], d["status"], d["running_status"],
-             d["created"], d["started"], d["finished"], d["modified"], done, d["error"], None)
-        )  # fmt: skip
-    return _result(list(SHOW_JOBS_COLUMNS), rows)
+    return _result(list(SHOW_JOBS_COLUMNS), [jobs_row(r) for r in show_jobs(session, txn).rows])
+
+
+def jobs_row(changefeed_row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A ``SHOW JOBS`` row from the job's ``SHOW CHANGEFEED JOBS`` row (:func:`show_row`)."""
+    d = dict(zip(SHOW_COLUMNS, changefeed_row, strict=True))
+    done = 1.0 if d["status"] == J.SUCCEEDED else 0.0
+    return (d["job_id"], J.JOB_TYPE, d["description"], "", d["user_name"], d["status"], d["running_status"],
+            d["created"], d["started"], d["finished"], d["modified"], done, d["error"], None)  # fmt: skip
 
 
 @FAMILY.statement(ast.ShowChangefeedJob, write=False)
@@ -468,7 +484,8 @@ def show_job(session: Session, txn: Transaction, stmt: ast.ShowChangefeedJob, ev
     job = J.get_job(txn.conn, job_id)
     if job is None or not (privileges.is_admin(txn.conn, session.user) or job.user_name == session.user):
         return _result(list(SHOW_COLUMNS), [])
-    return _result(list(SHOW_COLUMNS), [show_row(job)])
+    live = _live(session, txn)
+    return _result(list(SHOW_COLUMNS), [show_row(replace(job, running_status=live.get(job.id)))])
 
 
 # ==================================================================================== control

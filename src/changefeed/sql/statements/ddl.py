@@ -215,7 +215,7 @@ def _table_options(session: Session, options: Sequence[ast.Option], ev: Params) 
     for key, expr in options:
         k = key.lower()
         if k not in allowed:
-            raise InvalidOption(f"unknown table option {key!r}")
+            raise InvalidOption(f'unknown table option "{key}"')
         out[k] = session.option_value(expr, ev)
     return out
 

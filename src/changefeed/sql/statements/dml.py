@@ -21,6 +21,7 @@ from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
 from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import OP_INSERT, OP_UPDATE
 from changefeed.engine.txn import Bound, Transaction
+from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import (
     ChangefeedError,
     InvalidStatement,
@@ -355,7 +356,7 @@ def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int |
         return None
     v = evaluator.eval(expr, None)
     if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 630_720_000:
-        raise InvalidStatement(f"TTL must be a number of seconds between 0 and 630720000, not {v!r}")
+        raise InvalidStatement(f"TTL must be a number of seconds between 0 and 630720000, not {sql_text(v)}")
     return v or None
 
 

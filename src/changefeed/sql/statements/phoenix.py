@@ -28,6 +28,7 @@ from changefeed.engine.phoenix_types import resolve_phoenix_type
 from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
+from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import SqlType
 from changefeed.exceptions import (
     CdcAlreadyEnabled,
@@ -99,11 +100,11 @@ def _prop_value(session: Session, p: ast.PhoenixProperty, ev: Params) -> Any:
 
 def _int_prop(name: str, value: Any, lo: int, hi: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise InvalidOption(f"table property {name} must be an integer, not {value!r}")
+        raise InvalidOption(f"table property {name} must be an integer, not {sql_text(value)}")
     try:
         n = int(value)
     except ValueError:
-        raise InvalidOption(f"table property {name} must be an integer, not {value!r}") from None
+        raise InvalidOption(f"table property {name} must be an integer, not {sql_text(value)}") from None
     if n < lo or (hi is not None and n > hi):
         raise InvalidOption(f"table property {name} must be between {lo} and {hi}, not {n}")
     return n
@@ -387,7 +388,7 @@ def _ms(v: Any) -> float:
         return _ms(dt.datetime(v.year, v.month, v.day))
     if isinstance(v, int | float | Decimal) and not isinstance(v, bool):
         return float(v)
-    raise InvalidStatement(f"PHOENIX_ROW_TIMESTAMP() compares with a date or timestamp, not {v!r}")
+    raise InvalidStatement(f"PHOENIX_ROW_TIMESTAMP() compares with a date or timestamp, not {sql_text(v)}")
 
 
 _FLIP = {">=": "<=", ">": "<", "<=": ">=", "<": ">", "=": "="}
@@ -491,7 +492,7 @@ def cdc_query(
     """A SELECT over a CDC object: one row per change in the time range, in change order."""
     session.require(txn, schema, Privilege.SELECT)
     scopes = hinted if hinted is not None else frozenset(cdc.include)
-    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
+    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts, phoenix=True)
     evaluator = Evaluator(session, ev, ctx)
     where = _rewrite(s.where) if s.where is not None else None
 
@@ -511,7 +512,7 @@ def cdc_query(
     if s.limit is not None:
         limit = evaluate(s.limit)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {limit!r}")
+            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {sql_text(limit)}")
     items: list[tuple[str, Any, SqlType | None]] = []
     for it in s.items:
         if isinstance(it.expr, ast.Star):

@@ -11,6 +11,7 @@ from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.privileges import Privilege, check_any_table_privilege
 from changefeed.engine.storage import TableStore, token
 from changefeed.engine.txn import Transaction
+from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import SqlType, resolve_type
 from changefeed.exceptions import InvalidStatement, UndefinedTable, UnsupportedFeature
 from changefeed.sql import ast
@@ -157,6 +158,20 @@ def _log_relation(session: Session, txn: Transaction, base: TableSchema) -> Rela
     return Relation(base.name + LOG_SUFFIX, view.names, view.types, lambda _: view.rows(), [], scan=scan)
 
 
+def statement_relation(session: Session, txn: Transaction, stmt: ast.Statement, ev: Params) -> Relation:
+    """CockroachDB's statement source, ``SELECT .. FROM [SHOW JOBS]``: the rows the bracketed
+    statement returns, run in the same transaction. Only statements that change nothing."""
+    handler = session.statements.handler(stmt)
+    if handler.write:
+        raise UnsupportedFeature(
+            "a statement source (FROM [ ... ]) must be a statement that returns rows and changes nothing"
+        )
+    res = handler.run(session, txn, stmt, ev)
+    types: list[SqlType | None] = list(res.types) if res.types else [None] * len(res.columns)
+    rows = list(res.rows)
+    return Relation("", list(res.columns), types, lambda _: rows)
+
+
 #: Other families' claims on a SELECT whose FROM names something that is not a table (Apache
 #: Phoenix's CDC objects): each returns the result, or None to leave the statement to this family.
 SelectHook = Callable[[Session, Transaction, ast.Select, Params], Result | None]
@@ -174,7 +189,12 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         raise UnsupportedFeature(
             "AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables"
         )
-    rel = Relation("", [], [], lambda _: iter([()])) if s.table is None else relation(session, txn, s.table)
+    if s.source is not None:  # CockroachDB's FROM [SHOW JOBS]
+        rel = statement_relation(session, txn, s.source, ev)
+    elif s.table is None:
+        rel = Relation("", [], [], lambda _: iter([()]))
+    else:
+        rel = relation(session, txn, s.table)
     return select_over(session, txn, s, ev, rel)
 
 
@@ -213,7 +233,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     if s.limit is not None:
         lim = evaluator.eval(s.limit, None)
         if not isinstance(lim, int) or lim < 0:
-            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {lim!r}")
+            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {sql_text(lim)}")
     where = s.where
     scanned: Iterable[tuple[Any, ...]]
     if rel.scan is not None:

@@ -32,7 +32,7 @@ def add_changefeed(
     session.require(txn, schema, Privilege.CHANGEFEED)
     name = session.ident(action.name)
     if any(f.name == name for f in feeds_of_table(txn.conn, schema.id)):
-        raise DuplicateObject(f"changefeed {name!r} already exists on table {schema.name}")
+        raise DuplicateObject(f'changefeed "{name}" already exists on table {schema.name}')
     options = {k: session.option_value(v, ev) for k, v in action.options}
     spec = parse_ydb_options(schema, name, options)
     if not schema.changes:
@@ -56,7 +56,7 @@ def drop_changefeed(
     existing = {f.name: f for f in feeds_of_table(txn.conn, schema.id)}
     feed = existing.get(name)
     if feed is None:
-        raise UndefinedObject(f"changefeed {name!r} does not exist on table {schema.name}")
+        raise UndefinedObject(f'changefeed "{name}" does not exist on table {schema.name}')
     delete_feed(txn.conn, feed.id)
     # The change stream stays while an Apache Phoenix CDC object reads it (issue 11).
     # A CockroachDB table keeps its history (engine/gc.py) unless created WITH (changes = false).

@@ -1,4 +1,5 @@
-"""A small HTTP/1.1 server on asyncio streams, enough for REST clients.
+"""A small HTTP/1.1 server on asyncio streams, enough for REST clients and browsers (the schema
+registry and the node's http endpoint).
 
 Requests: request line, headers, a ``Content-Length`` body (chunked request bodies are refused
 with 411). Responses always carry ``Content-Length``. Connections are kept alive (HTTP/1.1
@@ -14,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -111,9 +114,18 @@ async def _read_request(
 class HttpServer:
     """Serves ``handler`` on (host, port); :meth:`stop` closes the listener and every connection."""
 
-    def __init__(self, handler: Handler, error: Callable[[int, str], Response]) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        error: Callable[[int, str], Response],
+        *,
+        metrics: EndpointMetrics = NULL_ENDPOINT_METRICS,
+        name: str = "http",
+    ) -> None:
         self._handler = handler
         self._error = error
+        self._metrics = metrics
+        self._name = name
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.StreamWriter] = set()
 
@@ -134,18 +146,23 @@ class HttpServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._conns.add(writer)
+        self._metrics.connection_opened(self._name)
         try:
             while True:
                 try:
                     got = await _read_request(reader, writer)
                 except _BadRequest as exc:
+                    self._metrics.error(self._name)
                     writer.write(_encode(self._error(exc.status, str(exc)), keep_alive=False))
                     await writer.drain()
                     return
                 if got is None:
                     return
                 request, keep_alive = got
+                self._metrics.request(self._name)
                 response = await self._handler(request)
+                if response.status >= 400:
+                    self._metrics.error(self._name)
                 writer.write(_encode(response, keep_alive))
                 await writer.drain()
                 if not keep_alive:
@@ -154,6 +171,7 @@ class HttpServer:
             return
         finally:
             self._conns.discard(writer)
+            self._metrics.connection_closed(self._name)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

@@ -1,0 +1,117 @@
+"""``+ - * / %`` over Python values: numbers, and dates, timestamps and intervals as CockroachDB
+(PostgreSQL) and Apache Phoenix define their arithmetic.
+
+CockroachDB: ``date ± int`` is a date (days), ``date - date`` an int (days), ``date|timestamp ±
+interval`` a timestamp, ``timestamp - timestamp`` an interval, intervals add and scale.
+
+Apache Phoenix (``phoenix=True``: CDC queries): a DATE or TIMESTAMP ``± number`` moves it by that
+many days, fractions included (``CURRENT_DATE() - 1.5`` is 36 hours ago, to the millisecond);
+``DATE - DATE`` is the number of days between them as a DECIMAL.
+
+Anything else is CockroachDB's ``unsupported binary operator: <date> * <int>`` (SQLSTATE 42883).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from changefeed.engine.type_errors import value_type
+from changefeed.exceptions import InvalidStatement, UndefinedFunction
+
+_MS_PER_DAY = Decimal(86_400_000)
+_DAY = dt.timedelta(days=1)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float | Decimal) and not isinstance(v, bool)
+
+
+def _dec(v: Any) -> Any:
+    return Decimal(repr(v)) if isinstance(v, float) else Decimal(v) if isinstance(v, int) else v
+
+
+def unsupported(op: str, a: Any, b: Any) -> UndefinedFunction:
+    return UndefinedFunction(f"unsupported binary operator: <{value_type(a)}> {op} <{value_type(b)}>")
+
+
+def arithmetic(op: str, a: Any, b: Any, *, phoenix: bool = False) -> Any:
+    """``a op b`` for non-NULL ``a`` and ``b``."""
+    if _number(a) and _number(b):
+        return _numeric(op, a, b)
+    temporal = (dt.date, dt.timedelta)
+    if isinstance(a, temporal) or isinstance(b, temporal):
+        return _temporal(op, a, b, phoenix)
+    raise unsupported(op, a, b)
+
+
+def _numeric(op: str, a: Any, b: Any) -> Any:
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        a, b = _dec(a), _dec(b)
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op in ("/", "%") and b == 0:
+        raise InvalidStatement("division by zero")
+    if op == "/":
+        return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+    if op == "%":
+        return a % b
+    raise unsupported(op, a, b)
+
+
+def _as_datetime(d: dt.date) -> dt.datetime:
+    return d if isinstance(d, dt.datetime) else dt.datetime(d.year, d.month, d.day)
+
+
+def _plus_days(d: dt.date, days: Any, sign: int, phoenix: bool) -> dt.date:
+    if not phoenix:
+        if isinstance(d, dt.datetime) or not isinstance(days, int):
+            raise unsupported("+" if sign > 0 else "-", d, days)
+        return d + sign * dt.timedelta(days=days)
+    ms = int((_dec(days) * _MS_PER_DAY).to_integral_value())  # Phoenix keeps milliseconds
+    return _as_datetime(d) + sign * dt.timedelta(milliseconds=ms)
+
+
+def _aligned(a: dt.datetime, b: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+    if (a.tzinfo is None) != (b.tzinfo is None):
+        return a.replace(tzinfo=None), b.replace(tzinfo=None)
+    return a, b
+
+
+def _temporal(op: str, a: Any, b: Any, phoenix: bool) -> Any:
+    date_a, date_b = isinstance(a, dt.date), isinstance(b, dt.date)
+    span_a, span_b = isinstance(a, dt.timedelta), isinstance(b, dt.timedelta)
+    if op in ("+", "-") and date_a and _number(b):
+        return _plus_days(a, b, 1 if op == "+" else -1, phoenix)
+    if op == "+" and _number(a) and date_b:
+        return _plus_days(b, a, 1, phoenix)
+    if op == "-" and date_a and date_b:
+        if not isinstance(a, dt.datetime) and not isinstance(b, dt.datetime):
+            days = (a - b).days
+            return Decimal(days) if phoenix else days
+        x, y = _aligned(_as_datetime(a), _as_datetime(b))
+        if phoenix:  # Phoenix: the days between them, as a DECIMAL of millisecond precision
+            return Decimal((x - y) // dt.timedelta(milliseconds=1)) / _MS_PER_DAY
+        return x - y
+    if op in ("+", "-") and date_a and span_b:
+        return _as_datetime(a) + b if op == "+" else _as_datetime(a) - b
+    if op == "+" and span_a and date_b:
+        return _as_datetime(b) + a
+    if op in ("+", "-") and span_a and span_b:
+        return a + b if op == "+" else a - b
+    if op == "*" and ((span_a and _number(b)) or (_number(a) and span_b)):
+        span, factor = (a, b) if span_a else (b, a)
+        return dt.timedelta(microseconds=int(_dec(factor) * (span // dt.timedelta(microseconds=1))))
+    if op == "/" and span_a and _number(b):
+        if b == 0:
+            raise InvalidStatement("division by zero")
+        return dt.timedelta(microseconds=int((a // dt.timedelta(microseconds=1)) / _dec(b)))
+    raise unsupported(op, a, b)
+
+
+__all__ = ["arithmetic", "unsupported"]
