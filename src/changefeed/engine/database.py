@@ -506,3 +506,14 @@ class Database:
     def meta(self, key: str) -> Any:
         r = self.conn.execute("SELECT value FROM _meta WHERE key = ?", (key,)).fetchone()
         return None if r is None else r[0]
+
+    def cluster_id(self) -> str:
+        """This database's cluster id (a UUID, CockroachDB's ``crdb_internal.cluster_id()``),
+        made on first use; call inside a write transaction the first time."""
+        got = self.meta("cluster_id")
+        if got is None:
+            import uuid
+
+            self.conn.execute("INSERT OR IGNORE INTO _meta VALUES ('cluster_id', ?)", (str(uuid.uuid4()),))
+            got = self.meta("cluster_id")
+        return str(got)

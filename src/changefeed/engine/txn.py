@@ -435,9 +435,15 @@ class Transaction:
             cap = self._capture(st)
             if cap.bulk is None and not cap.touched and cap.seq_floor is None:
                 ts = self._require_write()
-                floor = cap.seq_floor = st.last_seq_number(self.conn)
                 cap.direct_ids = ids
-                st.capture_bulk_write(self.conn, (ts.wall, ts.logical, self.txid, self.now_ns), keys, cells)
+                try:
+                    floor = st.capture_bulk_write(
+                        self.conn, (ts.wall, ts.logical, self.txid, self.now_ns), keys, cells
+                    )
+                except BaseException:
+                    cap.direct_ids = None
+                    raise
+                cap.seq_floor = floor
         direct = floor is not None
         if need_old and olds is None and not direct:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
