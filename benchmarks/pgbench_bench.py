@@ -52,6 +52,9 @@ sys.path.insert(0, str(SRC))
 
 import changefeed  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from proctree import cpu_seconds, tree  # noqa: E402
+
 SCRIPTS = ("select-simple", "select-extended", "select-prepared", "upsert", "mix", "txn")
 #: The unprivileged account PostgreSQL runs as (it refuses to run as root).
 PG_USER = "nobody"
@@ -228,13 +231,10 @@ def script_files(tmp: Path, side: str, rows: int) -> dict[str, tuple[list[str], 
 
 
 def server_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) of ``pid`` and of its children it has reaped: PostgreSQL's
-    backends, which exit with their connections, count in the postmaster's once reaped."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system) of ``pid``, its live descendants (the endpoint's worker
+    processes) and the children it has reaped (PostgreSQL's backends, which exit with their
+    connections, count in the postmaster's once reaped)."""
+    return cpu_seconds(tree(pid))
 
 
 def pgbench(
@@ -315,18 +315,29 @@ def load_changefeed(db: Path, rows: int, feed: bool) -> None:
             )
 
 
-def bulk(tmp: Path, transactions: int) -> tuple[float, float, float, float]:
+@dataclass(frozen=True)
+class Bulk:
+    local_rows_s: float
+    local_cpu_us: float
+    #: client -> (rows/s, server CPU us/row, client CPU us/row)
+    wire: dict[str, tuple[float, float, float]]
+
+
+def bulk(tmp: Path, transactions: int) -> Bulk:
     """``executemany`` of 1,000-row transactions: through ``changefeed.connect`` in this process,
-    then with psycopg (pipelined Bind/Execute, as its executemany sends them) through a fresh
-    ``changefeed serve --pg``. Returns (in-process rows/s, its CPU us/row, endpoint rows/s, the
-    server's CPU us/row)."""
+    then through a fresh ``changefeed serve --pg`` with psycopg (pipelined Bind/Describe/Execute,
+    one message flushed per row, as its executemany sends them) and with asyncpg (pipelined
+    Bind/Execute in large writes)."""
+    import asyncio
+
+    import asyncpg
     import psycopg
 
     db = tmp / "bulkdb"
     rows = [[(t * 1000 + j, "value", j) for j in range(1000)] for t in range(transactions)]
     with changefeed.connect(db) as conn:
-        conn.execute("CREATE TABLE b1 (id INT PRIMARY KEY, v TEXT, n INT)")
-        conn.execute("CREATE TABLE b2 (id INT PRIMARY KEY, v TEXT, n INT)")
+        for name in ("b1", "b2", "b3"):
+            conn.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v TEXT, n INT)")
         c0, t0 = time.process_time(), time.perf_counter()
         for batch in rows:
             conn.executemany("INSERT INTO b1 (id, v, n) VALUES ($1, $2, $3)", batch)
@@ -339,22 +350,55 @@ def bulk(tmp: Path, transactions: int) -> tuple[float, float, float, float]:
         stderr=subprocess.DEVNULL,
         env=env,
     )
+    n = transactions * 1000
+    wire: dict[str, tuple[float, float, float]] = {}
     try:
         wait_port(port, proc)
         with psycopg.connect(f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable") as pc:
-            cpu0, t0 = server_cpu_s(proc.pid), time.perf_counter()
+            with pc.transaction(), pc.cursor() as cur:  # warm-up
+                cur.executemany(
+                    "INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", [(-i - 1, "w", 0) for i in range(1000)]
+                )
+            cpu0, t0, c0 = server_cpu_s(proc.pid), time.perf_counter(), time.process_time()
             for batch in rows:
                 with pc.transaction(), pc.cursor() as cur:
                     cur.executemany("INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", batch)
-            wire_s, wire_cpu = time.perf_counter() - t0, server_cpu_s(proc.pid) - cpu0
+            wire["psycopg"] = (
+                n / (time.perf_counter() - t0),
+                (server_cpu_s(proc.pid) - cpu0) * 1e6 / n,
+                (time.process_time() - c0) * 1e6 / n,
+            )
+
+        async def with_asyncpg() -> None:
+            c = await asyncpg.connect(
+                host="127.0.0.1", port=port, user="root", database="defaultdb", ssl=False
+            )
+            try:
+                async with c.transaction():  # warm-up
+                    await c.executemany(
+                        "INSERT INTO b3 (id, v, n) VALUES ($1, $2, $3)",
+                        [(-i - 1, "w", 0) for i in range(1000)],
+                    )
+                cpu0, t0, c0 = server_cpu_s(proc.pid), time.perf_counter(), time.process_time()
+                for batch in rows:
+                    async with c.transaction():
+                        await c.executemany("INSERT INTO b3 (id, v, n) VALUES ($1, $2, $3)", batch)
+                wire["asyncpg"] = (
+                    n / (time.perf_counter() - t0),
+                    (server_cpu_s(proc.pid) - cpu0) * 1e6 / n,
+                    (time.process_time() - c0) * 1e6 / n,
+                )
+            finally:
+                await c.close()
+
+        asyncio.run(with_asyncpg())
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    n = transactions * 1000
-    return n / local_s, local_cpu * 1e6 / n, n / wire_s, wire_cpu * 1e6 / n
+    return Bulk(n / local_s, local_cpu * 1e6 / n, wire)
 
 
 def load_load() -> str:
@@ -499,15 +543,19 @@ def main() -> None:
     if args.bulk > 0 and args.only != "postgres":
         tmp2 = Path(tempfile.mkdtemp(prefix="pgbench_bulk"))
         try:
-            local, local_cpu, wire, wire_cpu = bulk(tmp2, args.bulk)
+            b = bulk(tmp2, args.bulk)
         finally:
             shutil.rmtree(tmp2, ignore_errors=True)
         print()
         print(
-            f"bulk executemany, {args.bulk} transactions of 1,000 rows: changefeed.connect {local:,.0f} rows/s"
-            f" ({local_cpu:.1f} us CPU/row), endpoint (psycopg) {wire:,.0f} rows/s (server {wire_cpu:.1f} us"
-            f" CPU/row): ratio {wire / local:.2f} (target >= 0.7); load {load_load()}"
+            f"bulk executemany, {args.bulk} transactions of 1,000 rows: changefeed.connect "
+            f"{b.local_rows_s:,.0f} rows/s ({b.local_cpu_us:.1f} us CPU/row); load {load_load()}"
         )
+        for client, (rate, server_us, client_us) in b.wire.items():
+            print(
+                f"  through the endpoint with {client}: {rate:,.0f} rows/s (server {server_us:.1f} us CPU/row,"
+                f" client {client_us:.1f} us CPU/row): ratio {rate / b.local_rows_s:.2f} (target >= 0.7)"
+            )
 
 
 if __name__ == "__main__":

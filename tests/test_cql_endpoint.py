@@ -522,3 +522,40 @@ def test_tls_with_certs_dir(tmp_path: Path) -> None:
             assert sock.recv(100)[:1] != b"\x84"  # no CQL answer: a TLS alert or a close
     finally:
         srv.stop()
+
+
+def test_stopping_the_server_mid_query_waits_for_the_query(tmp_path: Path) -> None:
+    """A session cancelled while its SELECT runs on the worker pool (the server stopping) closes
+    its connection only once that SELECT is done: closing SQLite under a running statement
+    crashed the process (a segfault in CI)."""
+    db = tmp_path / "db"
+    conn = changefeed.connect(db, dialect="cql")
+    conn.execute("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    conn.execute("CREATE TABLE ks.big (k int PRIMARY KEY, v text) WITH cdc = {'enabled': true}")
+    for start in range(0, 40_000, 10_000):
+        conn.execute(
+            "BEGIN BATCH "
+            + " ".join(
+                f"INSERT INTO ks.big (k, v) VALUES ({i}, 'v{i}');" for i in range(start, start + 10_000)
+            )
+            + " APPLY BATCH"
+        )
+    conn.close()
+    query = b"SELECT * FROM ks.big_scylla_cdc_log"
+    body = struct.pack(">i", len(query)) + query + struct.pack(">HB", 1, 0)
+    for delay in (0.0, 0.05, 0.2):
+        srv = start_server(db)
+        with socket.create_connection((srv.host, srv.port)) as sock:
+            _startup(sock)
+            sock.sendall(_frame(4, 1, 0x07, body))
+            time.sleep(delay)
+            srv.stop()
+    srv = start_server(db)
+    try:
+        c = cluster(srv)
+        try:
+            assert c.connect().execute("SELECT count(*) FROM ks.big").one()[0] == 40_000
+        finally:
+            c.shutdown()
+    finally:
+        srv.stop()

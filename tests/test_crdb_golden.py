@@ -47,6 +47,12 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 TIMEOUT_S = 20.0
 CLI_ERRORS = 3
 HLC = re.compile(r"\d{10,}\.\d{10}")
+# the enriched envelope's processing time, job id and cluster id (raw or CSV-quoted JSON)
+IDS = (
+    (re.compile(r'("{1,2})ts_ns\1: \d+'), r"\1ts_ns\1: <ns>"),
+    (re.compile(r'("{1,2})job_id\1: \1\d+\1'), r"\1job_id\1: \1<job>\1"),
+    (re.compile(r'("{1,2})cluster_id\1: \1[0-9a-f-]{36}\1'), r"\1cluster_id\1: \1<cluster>\1"),
+)
 
 
 @dataclass
@@ -152,7 +158,9 @@ def csv_line(table: str | None, key: bytes | None, value: bytes) -> str:
 
 
 class Masker:
-    """Replaces HLC timestamps by ``<tsN>`` in order of first appearance; checks their order."""
+    """Replaces HLC timestamps by ``<tsN>`` in order of first appearance (checks their order) and
+    the enriched envelope's ``ts_ns``, ``job_id`` and ``cluster_id`` by ``<ns>``, ``<job>``,
+    ``<cluster>``."""
 
     def __init__(self) -> None:
         self.labels: dict[str, str] = {}
@@ -161,6 +169,8 @@ class Masker:
         def label(m: re.Match[str]) -> str:
             return self.labels.setdefault(m.group(0), f"<ts{len(self.labels) + 1}>")
 
+        for pattern, repl in IDS:
+            line = pattern.sub(repl, line)
         return HLC.sub(label, line)
 
     def check_order(self) -> None:

@@ -100,7 +100,7 @@ def test_cursor_skips_the_scan_and_starts_after_it(conn: Any, clock: FakeClock) 
     assert job.start == ts
     state, created_seq = conn.db.conn.execute("SELECT state, created_seq FROM _feeds").fetchone()
     assert state == "running"  # no initial scan with a cursor
-    assert created_seq == 1  # delivers the change after the cursor only
+    assert created_seq == _seqs(conn, "foo")[-2]  # delivers the change after the cursor only
 
 
 @pytest.mark.parametrize(
@@ -273,13 +273,14 @@ def test_jobs_protect_the_journal_until_cancelled(conn: Any, clock: FakeClock) -
     (fid,) = _feeds(conn)
     for i in range(10, 16):
         conn.execute(f"UPSERT INTO foo VALUES ({i}, 'v')")
-    clock.now += 3600 * NS
-    assert collect_garbage(conn.db).change_rows == 0  # nothing delivered: all protected
-    _set_progress(conn, fid, 2)
+    clock.now += 5 * 3600 * NS  # past CockroachDB's default gc.ttlseconds (14,400 s)
+    # nothing delivered: all protected but the row written before the job (seq 1)
+    assert collect_garbage(conn.db).change_rows == 1
+    _set_progress(conn, fid, 3)
     assert collect_garbage(conn.db).change_rows == 2
-    assert _seqs(conn, "foo") == [3, 4, 5, 6]
+    assert _seqs(conn, "foo") == [4, 5, 6, 7]
     conn.execute(f"PAUSE JOB {job_id}")  # paused jobs keep protecting
-    clock.now += 3600 * NS
+    clock.now += 5 * 3600 * NS
     assert collect_garbage(conn.db).change_rows == 0
     threshold = conn.db.conn.execute("SELECT value FROM _meta WHERE key LIKE 'gc_threshold:%'").fetchone()[0]
     with pytest.raises(GcThresholdError, match="older than the GC threshold"):
@@ -294,6 +295,33 @@ def test_jobs_protect_the_journal_until_cancelled(conn: Any, clock: FakeClock) -
     assert collect_garbage(conn.db).change_rows == 4
 
 
+def test_history_is_kept_for_gc_ttl_without_a_changefeed(conn: Any, clock: FakeClock) -> None:
+    """A CockroachDB table keeps its change history from its creation for gc.ttlseconds
+    (CockroachDB's default 14,400 s when unset), feed or no feed: a cursor before the first
+    changefeed works, until GC passes it."""
+    start = conn.db.last_ts()  # the fixture's insert into foo
+    conn.execute("UPSERT INTO foo VALUES (2, 'y')")
+    clock.now += 3 * 3600 * NS
+    assert collect_garbage(conn.db).change_rows == 0  # younger than 4 hours: kept
+    (job_id,) = conn.execute(
+        f"CREATE CHANGEFEED FOR foo INTO 'topics://' WITH cursor = '{start.crdb()}'"
+    ).rows[0]
+    assert _feeds(conn) and J.load_job(conn.db.conn, job_id).start == start
+    conn.execute(f"CANCEL JOB {job_id}")
+    clock.now += 2 * 3600 * NS
+    assert collect_garbage(conn.db).change_rows == 2  # now older than gc.ttlseconds
+    with pytest.raises(GcThresholdError, match="older than the GC threshold"):
+        conn.execute(f"CREATE CHANGEFEED FOR foo INTO 'topics://' WITH cursor = '{start.crdb()}'")
+    with pytest.raises(GcThresholdError, match="older than the GC threshold"):
+        conn.stream(f"CREATE CHANGEFEED FOR foo WITH cursor = '{start.crdb()}'")
+    # a table created WITH (changes = false) keeps no history until a changefeed exists
+    conn.execute("CREATE TABLE nohist (a INT PRIMARY KEY) WITH (changes = false)")
+    before = conn.db.last_ts()
+    conn.execute("INSERT INTO nohist VALUES (1)")
+    with pytest.raises(GcThresholdError):
+        conn.execute(f"CREATE CHANGEFEED FOR nohist INTO 'topics://' WITH cursor = '{before.crdb()}'")
+
+
 def test_gc_ttlseconds_keeps_recent_rows(conn: Any, clock: FakeClock) -> None:
     conn.execute("ALTER TABLE foo CONFIGURE ZONE USING gc.ttlseconds = 600")
     conn.execute("CREATE CHANGEFEED FOR foo INTO 'topics://' WITH no_initial_scan")
@@ -301,10 +329,10 @@ def test_gc_ttlseconds_keeps_recent_rows(conn: Any, clock: FakeClock) -> None:
     conn.execute("UPSERT INTO foo VALUES (10, 'old')")
     clock.now += 500 * NS
     conn.execute("UPSERT INTO foo VALUES (11, 'new')")
-    _set_progress(conn, fid, 2)  # both delivered
-    clock.now += 200 * NS  # first is 700 s old, second 200 s
-    assert collect_garbage(conn.db, min_age=0).change_rows == 1
-    assert _seqs(conn, "foo") == [2]
+    _set_progress(conn, fid, 3)  # both delivered (seq 1: the fixture's row, before the job)
+    clock.now += 200 * NS  # the first two are 700 s old, the last 200 s
+    assert collect_garbage(conn.db, min_age=0).change_rows == 2
+    assert _seqs(conn, "foo") == [3]
     with pytest.raises(InvalidOption, match=r"GC\.TTLSeconds 0 less than minimum allowed 1"):
         conn.execute("ALTER TABLE foo CONFIGURE ZONE USING gc.ttlseconds = 0")
     with pytest.raises(InvalidOption, match=r'unsupported zone config parameter: "foo\.bar"'):

@@ -366,6 +366,8 @@ def test_real_engine_transaction_nets_writes(tmp_path: Path) -> None:
 @pytest.mark.spark
 def test_spark_face_equals_python(spark: Any, tmp_path: Path) -> None:
     table, batch = every_batch(tmp_path)
+    # the enriched envelope's processing time (ts_ns): one for both faces
+    batch = batch.append_column("pt", pa.array([1_746_045_115_679_811_000] * batch.num_rows, pa.int64()))
     arrow = pa.Table.from_batches([batch])
     df = spark.createDataFrame(arrow)
     for raw in (
@@ -374,6 +376,9 @@ def test_spark_face_equals_python(spark: Any, tmp_path: Path) -> None:
         {"envelope": "row", "updated": None},
         {"envelope": "bare", "updated": None},
         {"envelope": "key_only"},
+        {"envelope": "enriched"},
+        {"envelope": "enriched", "enriched_properties": "source", "updated": None, "mvcc_timestamp": None},
+        {"envelope": "enriched", "enriched_properties": "source,schema", "diff": None, "key_in_value": None},
     ):
         feed = feed_for(table, **raw)
         py = ENC.encode_python(batch, table, feed)

@@ -205,7 +205,7 @@ ERRORS: list[tuple[dict[str, str | None], str]] = [
     ),
     ({"webhook_auth_header": "Basic x"}, "this sink is incompatible with option webhook_auth_header"),
     ({"compression": "gzip"}, "this sink is incompatible with option compression"),
-    ({"format": "parquet"}, "format=parquet is not supported"),
+    ({"format": "parquet"}, "this sink is incompatible with format=parquet"),
 ]
 
 

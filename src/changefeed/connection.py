@@ -84,7 +84,7 @@ class Connection:
         if len(stmts) != 1 or not is_core_changefeed(stmt := stmts[0]):
             raise InvalidStatement(
                 "stream() takes one core changefeed statement: EXPERIMENTAL CHANGEFEED FOR t [WITH ..] "
-                "or CREATE CHANGEFEED FOR t [WITH ..] without INTO"
+                "or CREATE CHANGEFEED FOR t [WITH ..] / CREATE CHANGEFEED [WITH ..] AS SELECT .. without INTO"
             )
         return start_core(self.session, stmt, params or ())
 

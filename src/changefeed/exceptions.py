@@ -60,7 +60,9 @@ class UndefinedColumn(UndefinedObject):
 
 
 class UndefinedFunction(UndefinedObject):
-    """An unknown function, or an operator that does not apply to its operands' types."""
+    """An unknown function, or an operator that does not apply to its operands' types (also
+    CockroachDB's CDC queries: ``function "now" unsupported by CDC``, ``unknown signature:
+    btrim(int)``)."""
 
     code = "42883"
 

@@ -37,9 +37,12 @@ power loss or an operating-system crash, never half-applied.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import mmap
 import os
 import random
 import sqlite3
+import struct
 import threading
 import time
 from concurrent.futures import Executor
@@ -56,6 +59,10 @@ DEFAULT_SYNCHRONOUS = "FULL"
 #: Accepted values (SQLite's ``synchronous`` levels). FULL and EXTRA are durable (group commit);
 #: NORMAL and OFF are passed to SQLite as they are.
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+#: Bytes of one process's slot on a shared durability board (see ``WalSync.share``).
+BOARD_SLOT = 24
+_SLOT = struct.Struct("@QQQ")
+_U64 = struct.Struct("@Q")
 
 
 def use_wal(conn: sqlite3.Connection, *, timeout_s: float = SWITCH_TIMEOUT_S) -> str:
@@ -122,7 +129,8 @@ class WalSync:
     def __init__(self, db_file: str) -> None:
         self.wal = db_file + "-wal"
         self.dir = os.path.dirname(db_file) or "."
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._issued = 0
         self._synced = 0
         self._leading = False
@@ -132,18 +140,62 @@ class WalSync:
         self.syncs = 0
         # wait_async: futures of event-loop waiters, and whether a worker is syncing for them.
         self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        self._draining = False
+        self._work = threading.Condition(self._lock)  # wakes the drainer thread only
+        self._drainer: threading.Thread | None = None
+        # share(): the board where processes serving one database publish their commits' state.
+        self._board: mmap.mmap | None = None
+        self._slot = 0
+        self._slots = 0
+
+    def share(self, board: mmap.mmap, slot: int, slots: int) -> None:
+        """Publish this process's commits in ``slot`` of ``board`` (shared memory of ``slots``
+        slots of :data:`BOARD_SLOT` bytes: tickets issued, tickets synced, a commit in flight), and
+        count the other slots' commits in :meth:`pending`: processes that serve one database
+        together (the PostgreSQL endpoint's workers) then never show a reader another's commit
+        before it is durable."""
+        self._board, self._slot, self._slots = board, slot, slots
+        self._publish(inflight=0)
+
+    def _publish(self, *, inflight: int) -> None:
+        board = self._board
+        if board is not None:
+            _SLOT.pack_into(board, self._slot * BOARD_SLOT, self._issued, self._synced, inflight)
+
+    def announce(self) -> None:
+        """A commit is about to write its frames (called under the write lock, before ``COMMIT``):
+        from here other processes sharing the board treat it as visible and not durable, until
+        :meth:`ticket` (or :meth:`withdraw`, if the commit failed)."""
+        if self._board is not None:
+            with self._cond:
+                self._publish(inflight=1)
+
+    def withdraw(self) -> None:
+        if self._board is not None:
+            with self._cond:
+                self._publish(inflight=0)
 
     def ticket(self) -> int:
         with self._cond:
             self._issued += 1
+            if self._board is not None:
+                self._publish(inflight=0)
             return self._issued
 
     def pending(self) -> int:
         """The last ticket issued if a commit of this process may be visible to readers but not
-        durable yet, else 0."""
+        durable yet; a new ticket if a commit of another process sharing the board may be (a sync
+        of this process makes it durable too); else 0."""
         issued = self._issued
-        return issued if issued > self._synced else 0
+        if issued > self._synced:
+            return issued
+        board = self._board
+        if board is not None:
+            for i in range(self._slots):
+                if i != self._slot:
+                    o_issued, o_synced, o_inflight = _SLOT.unpack_from(board, i * BOARD_SLOT)
+                    if o_inflight or o_issued > o_synced:
+                        return self.ticket()
+        return 0
 
     def barrier(self) -> None:
         """Make everything written to the file so far durable (by this or any process)."""
@@ -173,31 +225,35 @@ class WalSync:
                     self.syncs += 1
                     if error is None:
                         self._synced = max(self._synced, target)
+                        if self._board is not None:
+                            _U64.pack_into(self._board, self._slot * BOARD_SLOT + 8, self._synced)
                     else:
                         self._failed = (target, error)
                     cond.notify_all()
 
     async def wait_async(self, ticket: int, executor: Executor | None = None) -> None:
-        """:meth:`wait` for an event loop: the loop never blocks, and one worker thread syncs for
-        every waiting coroutine (one thread hand-over per group, not per commit)."""
+        """:meth:`wait` for an event loop: the loop never blocks, and one thread of this
+        ``WalSync`` (started at the first wait, then kept) syncs for every waiting coroutine of
+        every loop, and wakes each loop once per group (``executor`` is not used: a pool's
+        hand-over per group cost a second wake-up of the loop for the pool's own future)."""
         if self._synced >= ticket:
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         with self._cond:
             self._futures.append((ticket, loop, fut))
-            start = not self._draining
-            self._draining = True
-        if start:
-            loop.run_in_executor(executor, self._drain)
+            if self._drainer is None:
+                self._drainer = threading.Thread(target=self._drain, name="wal-sync", daemon=True)
+                self._drainer.start()
+            else:
+                self._work.notify()
         await fut
 
     def _drain(self) -> None:
         while True:
             with self._cond:
-                if not self._futures:
-                    self._draining = False
-                    return
+                while not self._futures:
+                    self._work.wait()
                 target = max(t for t, _, _ in self._futures)
             error: BaseException | None = None
             try:
@@ -207,8 +263,12 @@ class WalSync:
             with self._cond:
                 done = [w for w in self._futures if error is not None or w[0] <= self._synced]
                 self._futures = [w for w in self._futures if w not in done]
+            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
             for _, loop, fut in done:
-                loop.call_soon_threadsafe(_settle, fut, error)
+                by_loop.setdefault(loop, []).append(fut)
+            for loop, futs in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # a loop that closed meanwhile
+                    loop.call_soon_threadsafe(_settle_all, futs, error)
 
     def _sync(self) -> None:
         try:
@@ -230,6 +290,11 @@ class WalSync:
             finally:
                 os.close(dfd)
             self._inode = inode
+
+
+def _settle_all(futs: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for fut in futs:
+        _settle(fut, error)
 
 
 def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from changefeed.engine.type_errors import sql_text
-from changefeed.engine.types import SqlType
+from changefeed.engine.types import SqlType, is_ydb_type
 from changefeed.exceptions import InvalidOption, UndefinedColumn
 
 #: Default retention of the Scylla-visible CDC log (ScyllaDB's ``ttl`` option default: 24 h).
@@ -152,6 +152,17 @@ class TableSchema:
     next_column_id: int = 0
 
     # ------------------------------------------------------------------ views of the columns
+    @property
+    def crdb_history(self) -> bool:
+        """A CockroachDB table (``sql`` dialect, no column declared with a YDB spelling): it keeps
+        its change history from its creation for ``gc.ttlseconds`` (engine/gc.py), as CockroachDB
+        keeps MVCC history, unless created ``WITH (changes = false)``."""
+        return (
+            self.dialect == "sql"
+            and self.options.get("changes") is not False
+            and not any(is_ydb_type(c.type) for c in self.columns)
+        )
+
     @property
     def partition_key(self) -> tuple[ColumnSchema, ...]:
         return tuple(c for c in self.columns if c.role is Role.PARTITION)

@@ -9,6 +9,7 @@ neither rows nor journal entries, because the journal is written in the same SQL
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import threading
@@ -125,23 +126,76 @@ def _writable(directory: Path) -> bool:
     return True
 
 
-_gates: dict[str, threading.Lock] = {}
-_gates_lock = threading.Lock()
+#: The file beside a database that writers of several processes lock when the gate is shared.
+GATE_FILE_SUFFIX = "-writers"
 
 
-def write_gate(file: Path) -> threading.Lock:
-    """The lock this process's writers of ``file`` queue on before ``BEGIN IMMEDIATE``.
+class WriteGate:
+    """The lock this process's writers of one database file queue on before ``BEGIN IMMEDIATE``.
 
     SQLite's busy handler lets a writer that finds the file locked sleep 1, 2, 5, 10 .. ms before
     trying again, while a typical transaction holds the lock for a tenth of a millisecond: with a
     few connections writing at once (a server's sessions), most of their time went to those sleeps.
-    Writers of one process wait on this lock instead and start the moment the previous one ends;
-    writers in other processes still meet at SQLite's lock."""
+    Writers of one process wait on a thread lock instead and start the moment the previous one
+    ends. Processes that serve one database together (the PostgreSQL endpoint's workers) also
+    share the gate across processes (:func:`share_write_gate`): after the thread lock, a writer
+    takes an exclusive ``flock`` of ``changefeed.db-writers``, which the kernel hands to the next
+    waiter the moment it is released (and releases itself if its holder dies). A writer of a
+    process that does not share the gate still meets the others at SQLite's lock."""
+
+    def __init__(self, file: str, shared: bool) -> None:
+        self.lock = threading.Lock()
+        self.path = file + GATE_FILE_SUFFIX
+        self.shared = shared
+        self._fd = -1
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self.lock.acquire(blocking, timeout):
+            return False
+        if not self.shared:
+            return True
+        try:
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # One thread of this process waits here at a time (the others wait on the thread
+            # lock, with its timeout); the holder is a transaction of another worker, which ends
+            # when its client commits or goes away, as PostgreSQL's lock waits do.
+            fcntl.flock(self._fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock.release()
+            return False
+        except BaseException:
+            self.lock.release()
+            raise
+        return True
+
+    def release(self) -> None:
+        try:
+            if self.shared and self._fd >= 0:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self.lock.release()
+
+
+_gates: dict[str, WriteGate] = {}
+_gates_lock = threading.Lock()
+_shared_gates = False
+
+
+def share_write_gate(shared: bool) -> None:
+    """Share the write gates this process makes from now on with the other processes that do
+    (see :class:`WriteGate`); the PostgreSQL endpoint's workers call it before opening anything."""
+    global _shared_gates
+    _shared_gates = shared
+
+
+def write_gate(file: Path) -> WriteGate:
+    """The :class:`WriteGate` of this process for the SQLite file ``file``."""
     key = os.path.realpath(file)
     with _gates_lock:
         gate = _gates.get(key)
         if gate is None:
-            gate = _gates[key] = threading.Lock()
+            gate = _gates[key] = WriteGate(key, _shared_gates)
         return gate
 
 
@@ -205,6 +259,9 @@ class Database:
         #: (the PostgreSQL endpoint awaits it on its event loop before it writes a reply).
         self.defer_durable = False
         self.pending_durable = 0
+        #: SQLite's busy timeout on ``conn`` now (a writer that must not wait sets it to 0 and
+        #: leaves it so until a transaction that may wait needs it back).
+        self.busy_timeout_ms = BUSY_TIMEOUT_MS
         self.conn = open_sqlite(self.file, group_commit=True)
         try:
             self._bootstrap()
@@ -294,6 +351,23 @@ class Database:
         self.conn.close()
 
     # ------------------------------------------------------------------ durability
+    def wait_for_locks(self) -> None:
+        """Give ``conn`` back SQLite's busy timeout before a statement that may wait for another
+        process's lock (a short write of a server may have left it at 0)."""
+        if self.busy_timeout_ms != BUSY_TIMEOUT_MS:
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.busy_timeout_ms = BUSY_TIMEOUT_MS
+
+    def commit_intent(self) -> None:
+        """Called under the write lock right before ``COMMIT`` (see ``WalSync.announce``)."""
+        if self.syncer is not None:
+            self.syncer.announce()
+
+    def commit_withdrawn(self) -> None:
+        """The ``COMMIT`` announced by :meth:`commit_intent` failed."""
+        if self.syncer is not None:
+            self.syncer.withdraw()
+
     def commit_ticket(self) -> int:
         """Right after a ``COMMIT`` of this connection returned: the ticket to :meth:`wait_durable`
         on (0 when commits are not made durable here)."""
@@ -317,20 +391,19 @@ class Database:
     # ------------------------------------------------------------------ clock
     def allocate_ts(self) -> tuple[CommitTs, int]:
         """Inside a write transaction: the next commit timestamp and transaction id."""
-        wall, logical, txid = self.conn.execute(
-            "SELECT wall, logical, txid FROM _clock WHERE id = 0"
-        ).fetchone()
-        ts = CommitTs(wall, logical).next(self.clock.now_ns())
-        txid += 1
-        self.conn.execute(
-            "UPDATE _clock SET wall = ?, logical = ?, txid = ? WHERE id = 0", (ts.wall, ts.logical, txid)
-        )
-        return ts, txid
+        # CommitTs.next in one statement (SET expressions read the row as it was).
+        ((wall, logical, txid),) = self.conn.execute(
+            "UPDATE _clock SET logical = CASE WHEN ?1 > wall THEN 0 ELSE logical + 1 END,"
+            " wall = max(wall, ?1), txid = txid + 1 WHERE id = 0 RETURNING wall, logical, txid",
+            (self.clock.now_ns(),),
+        ).fetchall()
+        return CommitTs(wall, logical), txid
 
     def close_timestamp(self) -> tuple[CommitTs, int]:
         """Commit an empty write transaction and return its (CommitTs, txid): every later commit gets
         a larger timestamp, and every commit at or below it is visible to snapshots taken after."""
         with self.lock:
+            self.wait_for_locks()
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 ts, txid = self.allocate_ts()
@@ -435,3 +508,14 @@ class Database:
     def meta(self, key: str) -> Any:
         r = self.conn.execute("SELECT value FROM _meta WHERE key = ?", (key,)).fetchone()
         return None if r is None else r[0]
+
+    def cluster_id(self) -> str:
+        """This database's cluster id (a UUID, CockroachDB's ``crdb_internal.cluster_id()``),
+        made on first use; call inside a write transaction the first time."""
+        got = self.meta("cluster_id")
+        if got is None:
+            import uuid
+
+            self.conn.execute("INSERT OR IGNORE INTO _meta VALUES ('cluster_id', ?)", (str(uuid.uuid4()),))
+            got = self.meta("cluster_id")
+        return str(got)

@@ -6,10 +6,16 @@
   delivered them: a feed's protected position (its protected timestamp) is its durably
   delivered sequence in ``_progress`` (or its creation position before its first delivery).
   Paused CockroachDB jobs keep protecting; canceled, failed and finished feeds do not
-  (:data:`RELEASED_STATES`). Unprotected rows older than the table's ``gc.ttlseconds``
-  (``ALTER TABLE t CONFIGURE ZONE USING gc.ttlseconds = n``), else than the minimum age
-  (``CHANGEFEED_GC_MIN_AGE_S``, default 60 s) when feeds exist, are deleted; a table whose
-  change stream was turned on without a feed keeps rows for ``DEFAULT_CHANGES_RETENTION_NS``.
+  (:data:`RELEASED_STATES`). Unprotected rows older than the table's retention go:
+  - a CockroachDB table (``TableSchema.crdb_history``: SQL dialect, no YDB-declared column; it
+    keeps its change history from its creation, feed or no feed, as CockroachDB keeps MVCC
+    history): its ``gc.ttlseconds`` (``ALTER TABLE t
+    CONFIGURE ZONE USING gc.ttlseconds = n``), else CockroachDB's default, 14,400 s
+    (:data:`DEFAULT_GC_TTL_S`; at least the minimum age below). So a ``cursor`` up to that far
+    back works before any changefeed exists;
+  - a table with YDB changefeeds: its ``gc.ttlseconds``, else the minimum age
+    (``CHANGEFEED_GC_MIN_AGE_S``, default 60 s);
+  - any other table whose change stream is on without a feed: ``DEFAULT_CHANGES_RETENTION_NS``.
 * Each table's GC threshold (the newest commit timestamp whose change rows may be gone) is kept
   in ``_meta``; a changefeed ``cursor`` older than it is refused (:func:`gc_threshold`).
 
@@ -35,6 +41,8 @@ from changefeed.exceptions import InvalidOption
 NS = 1_000_000_000
 DEFAULT_MIN_AGE_S = 60.0
 DEFAULT_CHANGES_RETENTION_NS = 24 * 3600 * NS
+#: CockroachDB's default ``gc.ttlseconds`` (4 hours; zone-configs/variables.md).
+DEFAULT_GC_TTL_S = 14_400
 DELETE_CHUNK = 50_000
 #: Feed states that no longer protect change rows (CockroachDB releases a job's protected
 #: timestamp when it is canceled, fails or finishes).
@@ -134,6 +142,7 @@ def _gc_changes(db: Database, schema: TableSchema, now: int, age: int) -> int:
     total = 0
     while True:
         with db.lock:
+            db.wait_for_locks()
             db.conn.execute("BEGIN IMMEDIATE")
             try:
                 exists = db.conn.execute(
@@ -222,6 +231,7 @@ def _expire_phoenix_ttl(db: Database, schema: TableSchema, now: int) -> int:
 def _expire_phoenix_index(db: Database, schema: TableSchema, now: int) -> None:
     """Time-index rows beyond the max lookback go (Phoenix's CDC index TTL is its max lookback)."""
     with db.lock:
+        db.wait_for_locks()
         db.conn.execute("BEGIN IMMEDIATE")
         try:
             floor = phoenix.history_floor_ns(db.conn, schema, now)
@@ -242,18 +252,22 @@ def _change_floor(conn: sqlite3.Connection, schema: TableSchema, now: int, age: 
     """(highest seq that may go, newest commit time that may go) for one table's change stream:
     nothing a protecting feed has not delivered, nothing younger than the table's GC TTL."""
     feeds = conn.execute(
-        "SELECT f.created_seq, p.seq, f.state FROM _feeds f LEFT JOIN _progress p ON p.feed_id = f.id"
+        "SELECT f.created_seq, p.seq, f.state, f.kind FROM _feeds f LEFT JOIN _progress p ON p.feed_id = f.id"
         " WHERE f.table_id = ?",
         (schema.id,),
     ).fetchall()
     ttl = gc_ttl_ns(schema)
     protecting = [
-        seq if seq is not None else created for created, seq, state in feeds if state not in RELEASED_STATES
+        seq if seq is not None else created
+        for created, seq, state, _kind in feeds
+        if state not in RELEASED_STATES
     ]
+    floor = min(protecting) if protecting else (1 << 62)
+    if schema.crdb_history and not any(kind != "crdb" for *_, kind in feeds):
+        return floor, now - (ttl if ttl is not None else max(DEFAULT_GC_TTL_S * NS, age))
     if feeds:
-        floor = min(protecting) if protecting else (1 << 62)
         return floor, now - (ttl if ttl is not None else age)
-    return (1 << 62), now - (ttl if ttl is not None else DEFAULT_CHANGES_RETENTION_NS)
+    return floor, now - (ttl if ttl is not None else DEFAULT_CHANGES_RETENTION_NS)
 
 
 def _chunked(db: Database, table: str, sql: str, params: Bounds) -> int:
@@ -262,6 +276,7 @@ def _chunked(db: Database, table: str, sql: str, params: Bounds) -> int:
     total = 0
     while True:
         with db.lock:
+            db.wait_for_locks()
             db.conn.execute("BEGIN IMMEDIATE")
             try:
                 exists = db.conn.execute(

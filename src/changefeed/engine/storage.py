@@ -183,6 +183,11 @@ class TableStore:
         self._x_capture: dict[tuple[tuple[int, ...], int], str] = {}
         self.x_sql = self._x_insert_sql()
 
+    @property
+    def row_select(self) -> str:
+        """The select list of a stored row: ``row_cols``, then the marker and the expiry map."""
+        return self._row_select
+
     # ================================================================== DDL
     def create_sql(self) -> list[str]:
         s = self.schema
@@ -552,16 +557,21 @@ class TableStore:
         head: Sequence[Any],
         keys: Sequence[tuple[Any, ...]],
         cells: Mapping[int, Sequence[Any]],
-    ) -> None:
+    ) -> int:
         """Run :meth:`x_capture_sql` over ``keys`` and ``cells`` (column-wise), ``head`` being
-        ``(ts, logical, txid, now_ns)``, in statements of up to 64 rows."""
+        ``(ts, logical, txid, now_ns)``, in statements of up to 64 rows. Returns the last ``seq``
+        handed out before these change rows (their seqs are consecutive: AUTOINCREMENT, one
+        writer), which saves reading ``sqlite_sequence`` first."""
         n = len(keys)
         ids = tuple(cells)
         values = [*zip(*keys, strict=True), *cells.values()]
         width = len(values)
         flat = list(chain.from_iterable(zip(*values, strict=True)))
+        last = 0
         for i, size in statement_chunks(n, width, len(head)):
-            conn.execute(self.x_capture_sql(ids, size), [*head, *flat[i * width : (i + size) * width]])
+            cur = conn.execute(self.x_capture_sql(ids, size), [*head, *flat[i * width : (i + size) * width]])
+            last = int(cur.lastrowid or 0)
+        return last - n
 
     def upsert_from_changes(
         self,

@@ -16,7 +16,6 @@ executor). Each operation updates the table and, in the same SQLite transaction,
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ import orjson
 from changefeed.engine import phoenix, privileges, replicas
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.database import BUSY_TIMEOUT_MS, Database
+from changefeed.engine.database import BUSY_TIMEOUT_MS, Database, WriteGate
 from changefeed.engine.storage import (
     CHANGE_ERASE,
     CHANGE_UPSERT,
@@ -172,7 +171,7 @@ class Transaction:
         #: sets ``phoenix.EV_TTL_DELETE``).
         self.phoenix_event = 0
         self._after_commit: list[Callable[[], None]] = []
-        self._gate: threading.Lock | None = None
+        self._gate: WriteGate | None = None
         if write:
             if not db.writers_wait:
                 if not db.write_gate.acquire(blocking=False):
@@ -184,6 +183,7 @@ class Transaction:
             if write and not db.writers_wait:
                 self._begin_nowait()
             else:
+                db.wait_for_locks()
                 self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except BaseException:
             self._release()
@@ -221,7 +221,12 @@ class Transaction:
                     phoenix.index_changes(
                         self.conn, cap.store.schema, before, self._require_write().wall, self.phoenix_event
                     )
-            self.conn.execute("COMMIT")
+            self.db.commit_intent()
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.db.commit_withdrawn()
+                raise
             ticket = self.db.commit_ticket()
         except BaseException:
             if self.conn.in_transaction:
@@ -262,16 +267,18 @@ class Transaction:
 
     def _begin_nowait(self) -> None:
         """BEGIN IMMEDIATE without SQLite's busy wait: a writer in another process holds the
-        file, so LockNotAvailable (nothing done) instead of sleeping."""
-        self.conn.execute("PRAGMA busy_timeout = 0")
+        file, so LockNotAvailable (nothing done) instead of sleeping. The timeout stays 0 for
+        the transaction (it holds the write lock: nothing in it waits) and after it, until a
+        transaction that may wait sets it back: one statement less per short write."""
+        if self.db.busy_timeout_ms != 0:
+            self.conn.execute("PRAGMA busy_timeout = 0")
+            self.db.busy_timeout_ms = 0
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise LockNotAvailable("another process is writing") from None
             raise
-        finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def _release(self) -> None:
         gate, self._gate = self._gate, None
@@ -438,9 +445,15 @@ class Transaction:
             cap = self._capture(st)
             if cap.bulk is None and not cap.touched and cap.seq_floor is None:
                 ts = self._require_write()
-                floor = cap.seq_floor = st.last_seq_number(self.conn)
                 cap.direct_ids = ids
-                st.capture_bulk_write(self.conn, (ts.wall, ts.logical, self.txid, self.now_ns), keys, cells)
+                try:
+                    floor = st.capture_bulk_write(
+                        self.conn, (ts.wall, ts.logical, self.txid, self.now_ns), keys, cells
+                    )
+                except BaseException:
+                    cap.direct_ids = None
+                    raise
+                cap.seq_floor = floor
         direct = floor is not None
         if need_old and olds is None and not direct:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)

@@ -771,6 +771,15 @@ _CRDB: dict[str, SqlType] = {
 # YDB names that are spelled in CamelCase: used to tell a YDB declaration from a CockroachDB one
 # in the shared ``sql`` dialect (``String`` is YDB bytes, ``STRING`` is CockroachDB text).
 _YDB_SPELLINGS = YDB_SPELLINGS
+_YDB_NAMES = frozenset({t.name for t in _SIMPLE.values()} | {"Decimal"})
+
+
+def is_ydb_type(t: SqlType) -> bool:
+    """Whether ``t`` was declared with a YDB spelling (``Utf8``, ``Int64``, ``Decimal(22,9)``...):
+    how the shared ``sql`` dialect tells a YDB table from a CockroachDB one."""
+    if t.element is not None:
+        return is_ydb_type(t.element)
+    return t.name.split("(", 1)[0] in _YDB_NAMES
 
 
 def resolve_type(

@@ -15,20 +15,17 @@ epoch, a timestamp string, or a negative interval relative to the statement time
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import orjson
 
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.types import parse_interval
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
+from changefeed.feeds.crdb_time import format_go_duration, parse_crdb_timestamp, parse_go_duration
 from changefeed.feeds.go_errors import json_error
 
 NS_PER_S = 1_000_000_000
@@ -41,6 +38,7 @@ OPT_CURSOR = "cursor"
 OPT_DIFF = "diff"
 OPT_ENCODE_JSON_VALUE_NULL_AS_OBJECT = "encode_json_value_null_as_object"
 OPT_END_TIME = "end_time"
+OPT_ENRICHED_PROPERTIES = "enriched_properties"
 OPT_ENVELOPE = "envelope"
 OPT_EXACTLY_ONCE = "exactly_once"  # ours (issue 19): Kafka transactions; CockroachDB has no such option
 OPT_EXECUTION_LOCALITY = "execution_locality"
@@ -60,6 +58,9 @@ OPT_MIN_CHECKPOINT_FREQUENCY = "min_checkpoint_frequency"
 OPT_MVCC_TIMESTAMP = "mvcc_timestamp"
 OPT_NO_INITIAL_SCAN = "no_initial_scan"
 OPT_ON_ERROR = "on_error"
+#: This product's extension: ``ordering = 'total'`` delivers a multi-table job's changes in one
+#: commit order with transaction boundaries (CockroachDB orders per key only).
+OPT_ORDERING = "ordering"
 OPT_PARTITION_ALG = "partition_alg"
 OPT_PROTECT_DATA_FROM_GC_ON_PAUSE = "protect_data_from_gc_on_pause"
 OPT_PUBSUB_SINK_CONFIG = "pubsub_sink_config"
@@ -90,6 +91,7 @@ OPTION_KINDS: dict[str, Kind] = {
     OPT_CURSOR: Kind.VALUE,
     OPT_DIFF: Kind.FLAG,
     OPT_ENCODE_JSON_VALUE_NULL_AS_OBJECT: Kind.FLAG,
+    OPT_ENRICHED_PROPERTIES: Kind.VALUE,
     OPT_END_TIME: Kind.VALUE,
     OPT_ENVELOPE: Kind.VALUE,
     OPT_EXACTLY_ONCE: Kind.FLAG,
@@ -110,6 +112,7 @@ OPTION_KINDS: dict[str, Kind] = {
     OPT_MVCC_TIMESTAMP: Kind.FLAG,
     OPT_NO_INITIAL_SCAN: Kind.FLAG,
     OPT_ON_ERROR: Kind.VALUE,
+    OPT_ORDERING: Kind.VALUE,
     OPT_PARTITION_ALG: Kind.VALUE,
     OPT_PROTECT_DATA_FROM_GC_ON_PAUSE: Kind.FLAG,
     OPT_PUBSUB_SINK_CONFIG: Kind.VALUE,
@@ -139,7 +142,23 @@ ENVELOPE_ROW = "row"
 ENVELOPE_DEPRECATED_ROW = "deprecated_row"  # alias of row
 ENVELOPE_BARE = "bare"
 ENVELOPE_KEY_ONLY = "key_only"
-ENVELOPES = (ENVELOPE_WRAPPED, ENVELOPE_ROW, ENVELOPE_DEPRECATED_ROW, ENVELOPE_BARE, ENVELOPE_KEY_ONLY)
+ENVELOPE_ENRICHED = "enriched"
+ENVELOPES = (
+    ENVELOPE_WRAPPED,
+    ENVELOPE_ROW,
+    ENVELOPE_DEPRECATED_ROW,
+    ENVELOPE_BARE,
+    ENVELOPE_KEY_ONLY,
+    ENVELOPE_ENRICHED,
+)
+
+ENRICHED_SOURCE = "source"
+ENRICHED_SCHEMA = "schema"
+ENRICHED_PROPERTIES = (ENRICHED_SOURCE, ENRICHED_SCHEMA)
+
+ORDERING_KEY = "key"
+ORDERING_TOTAL = "total"
+ORDERINGS = (ORDERING_KEY, ORDERING_TOTAL)
 
 INITIAL_SCAN_YES = "yes"
 INITIAL_SCAN_NO = "no"
@@ -220,6 +239,19 @@ WEBHOOK_SCHEME = "webhook-https"
 SINKS_WITH_COMPRESSION = (WEBHOOK_SCHEME, *CLOUD_STORAGE_SCHEMES)
 # Sinks that take every envelope (kafka, pubsub, the embedded topics, core changefeeds).
 ENVELOPE_LIMITED_SINKS = (WEBHOOK_SCHEME, *CLOUD_STORAGE_SCHEMES)
+#: CockroachDB's name of each sink kind (``changefeed_sink`` of the enriched envelope's source,
+#: ``envelope=enriched is incompatible with <kind> sink``); None is a sinkless changefeed.
+SINK_KINDS: dict[str | None, str] = {
+    None: "sinkless buffer",
+    "kafka": "kafka",
+    "topics": "kafka",
+    "webhook-https": "webhook",
+    "gcpubsub": "pubsub",
+    "null": "null",
+    **{scheme: "cloudstorage" for scheme in CLOUD_STORAGE_SCHEMES},
+}
+#: The sink kinds CockroachDB allows ``envelope=enriched`` on.
+ENRICHED_SINKS = ("kafka", "pubsub", "webhook", "sinkless buffer", "null")
 
 # Options that cannot be combined with initial_scan='only' (checked in this order).
 _NOT_WITH_SCAN_ONLY = (OPT_END_TIME, OPT_RESOLVED, OPT_DIFF, OPT_MVCC_TIMESTAMP, OPT_UPDATED)
@@ -232,157 +264,6 @@ def _valid_values(values: tuple[str, ...]) -> str:
         return f"{quoted[0]} and {quoted[1]}"
     # The double space before "and" is in CockroachDB's source.
     return ", ".join(quoted[:-1]) + ",  and " + quoted[-1]
-
-
-# ---------------------------------------------------------------------------- Go durations
-_GO_UNITS_NS = {
-    "ns": 1,
-    "us": 1_000,
-    "µs": 1_000,  # U+00B5 micro sign
-    "μs": 1_000,  # U+03BC Greek mu
-    "ms": 1_000_000,
-    "s": NS_PER_S,
-    "m": 60 * NS_PER_S,
-    "h": 3600 * NS_PER_S,
-}
-_GO_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)([^0-9.]*)")
-
-
-def parse_go_duration(text: str) -> int:
-    """Go's ``time.ParseDuration`` in nanoseconds, with Go's error texts."""
-    orig = text
-    quoted = '"' + orig.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    s = text
-    neg = False
-    if s[:1] in ("-", "+"):
-        neg = s[0] == "-"
-        s = s[1:]
-    if s == "0":
-        return 0
-    if s == "":
-        raise InvalidOption(f"time: invalid duration {quoted}")
-    total = Decimal(0)
-    while s:
-        m = _GO_PART.match(s)
-        assert m is not None
-        number, unit = m.group(1), m.group(2)
-        if number in ("", "."):
-            raise InvalidOption(f"time: invalid duration {quoted}")
-        if unit == "":
-            raise InvalidOption(f"time: missing unit in duration {quoted}")
-        mult = _GO_UNITS_NS.get(unit)
-        if mult is None:
-            raise InvalidOption(f'time: unknown unit "{unit}" in duration {quoted}')
-        total += Decimal(number) * mult
-        s = s[m.end() :]
-    ns = int(total)
-    if ns > (1 << 63) - 1:
-        raise InvalidOption(f"time: invalid duration {quoted}")
-    return -ns if neg else ns
-
-
-def format_go_duration(ns: int) -> str:
-    """Go's ``Duration.String()``: ``10s``, ``1m30s``, ``500ms``, ``0s``."""
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    if ns < NS_PER_S:
-        for unit, mult in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if ns >= mult:
-                return sign + _trim(Decimal(ns) / mult) + unit
-    h, rest = divmod(ns, 3600 * NS_PER_S)
-    m, rest = divmod(rest, 60 * NS_PER_S)
-    out = sign
-    if h:
-        out += f"{h}h"
-    if h or m:
-        out += f"{m}m"
-    return out + _trim(Decimal(rest) / NS_PER_S) + "s"
-
-
-def _trim(d: Decimal) -> str:
-    s = format(d, "f")
-    return s.rstrip("0").rstrip(".") if "." in s else s
-
-
-# ---------------------------------------------------------------------------- timestamps
-_HLC_DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]*)?$")
-
-
-def parse_crdb_timestamp(text: str, statement_time: CommitTs | None) -> CommitTs:
-    """A timestamp as CockroachDB's ``AS OF SYSTEM TIME`` reads it (cursor, end_time).
-
-    Accepted: ``<wall ns>.<logical>`` (``1536242855577149065.0000000000``), nanoseconds
-    (``1655402400000000000``), a timestamp (``2026-11-22 20:00:00``, ``2026-11-22T20:00:00Z``,
-    with a zone or UTC), or a negative interval relative to ``statement_time`` (``'-3 days'``).
-    """
-    s = text.strip()
-    if _HLC_DECIMAL.match(s):
-        return _decimal_to_hlc(s)
-    try:
-        iv = parse_interval(s)
-    except ValueError:
-        iv = None
-    if iv is not None:
-        if iv == dt.timedelta(0):
-            raise InvalidOption(f"interval value '{text}' too small, absolute value must be >= 1µs")
-        if statement_time is None:
-            raise InvalidOption(f"timestamp '{text}' is relative and needs the statement time")
-        return CommitTs(statement_time.wall + _td_ns(iv), 0)
-    ts = _parse_timestamp_ns(s)
-    if ts is not None:
-        return CommitTs(ts, 0)
-    raise InvalidOption("AS OF SYSTEM TIME: value is neither timestamp, decimal, nor interval")
-
-
-def _td_ns(td: dt.timedelta) -> int:
-    return (td.days * 86_400 + td.seconds) * NS_PER_S + td.microseconds * 1_000
-
-
-def _decimal_to_hlc(s: str) -> CommitTs:
-    """CockroachDB's ``hlc.DecimalToHLC``: integer part wall ns, 10 fractional digits logical."""
-    try:
-        d = Decimal(s)
-    except InvalidOperation:
-        raise InvalidOption(f'could not parse "{s}" as a timestamp') from None
-    if d < 0:
-        raise InvalidOption(f"timestamp {s} must be non-negative")
-    wall = int(d)
-    frac = (d - wall) * 10**10
-    if frac != int(frac):
-        raise InvalidOption(
-            f"logical part of {s} has too many digits: the logical counter is 10 decimal digits"
-        )
-    logical = int(frac)
-    if logical > 0x7FFFFFFF:
-        raise InvalidOption(f"logical part of {s} is out of range")
-    return CommitTs(wall, logical)
-
-
-_TS = re.compile(
-    r"^(?P<date>\d{4}-\d{2}-\d{2})(?:[T ](?P<time>\d{2}:\d{2}(?::\d{2})?)(?:\.(?P<frac>\d{1,9}))?)?"
-    r"\s*(?P<zone>Z|z|UTC|[+-]\d{2}(?::?\d{2})?)?$"
-)
-
-
-def _parse_timestamp_ns(s: str) -> int | None:
-    m = _TS.match(s)
-    if not m:
-        return None
-    try:
-        base = dt.datetime.fromisoformat(f"{m.group('date')}T{m.group('time') or '00:00:00'}")
-    except ValueError:
-        return None
-    zone = m.group("zone")
-    offset = dt.timedelta(0)
-    if zone and zone not in ("Z", "z", "UTC"):
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        offset = sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or "0"))
-    utc = base.replace(tzinfo=dt.UTC) - offset
-    frac = (m.group("frac") or "").ljust(9, "0")
-    return int(utc.timestamp()) * NS_PER_S + int(frac or "0")
 
 
 # ---------------------------------------------------------------------------- the options
@@ -436,6 +317,14 @@ class CrdbOptions:
     lagging_ranges_polling_interval_ns: int | None = None
     encode_json_value_null_as_object: bool = False
     ignore_disable_changefeed_replication: bool = False
+    enriched_properties: tuple[str, ...] = ()  # envelope=enriched: "source", "schema"
+    ordering: str = ORDERING_KEY
+    #: the sink kind (``SINK_KINDS``): what the enriched envelope's source calls the sink
+    sink_kind: str = "sinkless buffer"
+    #: set by the statement, for the enriched envelope's source: the job id (0 sinkless) and
+    #: the database's cluster id
+    job_id: int = 0
+    cluster_id: str = ""
     raw: tuple[tuple[str, str | None], ...] = ()
     notices: tuple[str, ...] = ()
 
@@ -455,6 +344,18 @@ class CrdbOptions:
     @property
     def initial_scan_only(self) -> bool:
         return self.initial_scan == INITIAL_SCAN_ONLY
+
+    @property
+    def enriched(self) -> bool:
+        return self.envelope == ENVELOPE_ENRICHED
+
+    @property
+    def enriched_source(self) -> bool:
+        return ENRICHED_SOURCE in self.enriched_properties
+
+    @property
+    def enriched_schema(self) -> bool:
+        return ENRICHED_SCHEMA in self.enriched_properties
 
     @property
     def row_envelope(self) -> bool:
@@ -499,6 +400,7 @@ class CrdbOptions:
         kw = {k: v for k, v in d.items() if k in known}
         kw["raw"] = tuple((str(p[0]), None if p[1] is None else str(p[1])) for p in d.get("raw", ()))
         kw["notices"] = tuple(d.get("notices", ()))
+        kw["enriched_properties"] = tuple(d.get("enriched_properties", ()))
         return CrdbOptions(**kw)
 
 
@@ -541,8 +443,12 @@ def parse_crdb_options(
     *,
     sink_scheme: str | None,
     statement_time: CommitTs | None = None,
+    query: bool = False,
 ) -> CrdbOptions:
     """Validate a CockroachDB changefeed's ``WITH`` clause.
+
+    ``query``: the changefeed is a CDC query (``AS SELECT``): its envelope defaults to ``bare``,
+    ``enriched`` is refused, and sinks force no ``key_in_value``/``topic_in_value`` on it.
 
     ``raw`` maps option names to their string values (None for a flag without a value).
     ``sink_scheme`` is the ``INTO`` URI's scheme (``kafka``, ``webhook-https``, ``nodelocal``,
@@ -574,13 +480,55 @@ def parse_crdb_options(
     fmt = _enum(OPT_FORMAT, val(OPT_FORMAT), FORMATS, short=True) if OPT_FORMAT in opts else DEFAULT_FORMAT
     if fmt == FORMAT_EXPERIMENTAL_AVRO:
         fmt = FORMAT_AVRO
-    if fmt == FORMAT_PARQUET:
-        raise UnsupportedFeature("format=parquet is not supported by this implementation")
     kw["format"] = fmt
-    envelope = DEFAULT_ENVELOPE
+    envelope = ENVELOPE_BARE if query else DEFAULT_ENVELOPE
     if OPT_ENVELOPE in opts:
         envelope = _enum(OPT_ENVELOPE, val(OPT_ENVELOPE), ENVELOPES, short=True)
     kw["envelope"] = envelope
+    scheme = sink_scheme.lower() if sink_scheme is not None else None
+    sink_kind = SINK_KINDS.get(scheme, scheme or "sinkless buffer")
+    kw["sink_kind"] = sink_kind
+    if OPT_ENRICHED_PROPERTIES in opts:
+        props: list[str] = []
+        for part in val(OPT_ENRICHED_PROPERTIES).split(","):
+            p = part.strip()
+            if p == "":
+                continue
+            if p not in ENRICHED_PROPERTIES:
+                raise InvalidOption(
+                    f"unknown {OPT_ENRICHED_PROPERTIES}: {p}, valid values are: {', '.join(ENRICHED_PROPERTIES)}"
+                )
+            if p not in props:
+                props.append(p)
+        kw["enriched_properties"] = tuple(props)
+    if envelope == ENVELOPE_ENRICHED:
+        if fmt not in (FORMAT_JSON, FORMAT_AVRO):
+            raise InvalidOption("envelope=enriched is only usable with format=json/avro")
+        if query:
+            raise InvalidOption("envelope=enriched is incompatible with SELECT statement")
+    elif kw.get("enriched_properties"):
+        raise InvalidOption("enriched_properties is only usable with envelope=enriched")
+    # CockroachDB allows these; this product does not build them yet (docs/cdc-queries.md)
+    if query and fmt == FORMAT_AVRO:
+        raise UnsupportedFeature("CDC queries with format=avro are not supported by this implementation yet")
+    if envelope == ENVELOPE_ENRICHED and fmt == FORMAT_AVRO:
+        raise UnsupportedFeature(
+            "envelope=enriched with format=avro is not supported by this implementation yet"
+        )
+    if OPT_ORDERING in opts:
+        kw["ordering"] = _enum(OPT_ORDERING, val(OPT_ORDERING), ORDERINGS)
+        if kw["ordering"] == ORDERING_TOTAL:
+            if sink_scheme is None:
+                raise InvalidOption(
+                    "ordering = 'total' needs a changefeed job (CREATE CHANGEFEED .. INTO): a sinkless "
+                    "changefeed emits every change in commit order already"
+                )
+            if fmt != FORMAT_JSON:
+                raise InvalidOption("ordering = 'total' is only usable with format=json")
+            if OPT_SPLIT_COLUMN_FAMILIES in opts:
+                raise InvalidOption("ordering = 'total' is incompatible with split_column_families")
+    if fmt == FORMAT_PARQUET and OPT_TOPIC_IN_VALUE in opts:
+        raise InvalidOption("cannot specify both format=parquet and topic_in_value")
     for flag in (
         OPT_UPDATED,
         OPT_MVCC_TIMESTAMP,
@@ -702,18 +650,18 @@ def parse_crdb_options(
         for flag in (OPT_KEY_IN_VALUE, OPT_TOPIC_IN_VALUE):
             if flag in opts:
                 raise InvalidOption(f"{flag} is not supported with format=avro")
-        if envelope != ENVELOPE_WRAPPED:
+        if envelope not in (ENVELOPE_WRAPPED, ENVELOPE_ENRICHED):
             for flag in (OPT_UPDATED, OPT_MVCC_TIMESTAMP, OPT_DIFF):
                 if flag in opts and envelope != ENVELOPE_KEY_ONLY:
                     raise InvalidOption(f"{flag} is only usable with envelope=wrapped")
         if OPT_CONFLUENT_SCHEMA_REGISTRY not in opts:
             raise InvalidOption("WITH option confluent_schema_registry is required for format=avro")
     else:
-        if envelope not in (ENVELOPE_WRAPPED, ENVELOPE_BARE):
+        if envelope not in (ENVELOPE_WRAPPED, ENVELOPE_BARE, ENVELOPE_ENRICHED):
             for flag in (OPT_KEY_IN_VALUE, OPT_TOPIC_IN_VALUE):
                 if flag in opts:
                     raise InvalidOption(f"{flag} is only usable with envelope=wrapped")
-        if OPT_DIFF in opts and envelope != ENVELOPE_WRAPPED:
+        if OPT_DIFF in opts and envelope not in (ENVELOPE_WRAPPED, ENVELOPE_ENRICHED) and not query:
             raise InvalidOption("diff is only usable with envelope=wrapped")
     if OPT_KEY_COLUMN in opts and OPT_UNORDERED not in opts:
         raise InvalidOption(
@@ -729,7 +677,6 @@ def parse_crdb_options(
         )
 
     # --- sink compatibility
-    scheme = sink_scheme.lower() if sink_scheme is not None else None
     if scheme == "webhook-http":
         raise InvalidOption("this sink requires webhook-https")
     for name, sinks in SINK_SPECIFIC_OPTIONS.items():
@@ -743,13 +690,19 @@ def parse_crdb_options(
         ENVELOPE_KEY_ONLY,
     ):
         raise InvalidOption(f"this sink is incompatible with envelope={envelope}")
+    if envelope == ENVELOPE_ENRICHED and sink_kind not in ENRICHED_SINKS:
+        if scheme in CLOUD_STORAGE_SCHEMES:
+            raise InvalidOption(f"this sink is incompatible with envelope={envelope}")
+        raise InvalidOption(f"envelope=enriched is incompatible with {sink_kind} sink")
+    if fmt == FORMAT_PARQUET and scheme not in CLOUD_STORAGE_SCHEMES:
+        raise InvalidOption(f"this sink is incompatible with format={fmt}")
     if scheme == WEBHOOK_SCHEME:
         if fmt not in (FORMAT_JSON, FORMAT_CSV):
             raise InvalidOption(f"this sink is incompatible with format={fmt}")
         # The webhook sink puts the key and the topic in every message (not in CDC queries).
-        if fmt == FORMAT_JSON:
+        if fmt == FORMAT_JSON and not query:
             kw["key_in_value"] = kw["topic_in_value"] = True
-    elif scheme in CLOUD_STORAGE_SCHEMES and fmt == FORMAT_JSON:
+    elif scheme in CLOUD_STORAGE_SCHEMES and fmt == FORMAT_JSON and not query:
         kw["key_in_value"] = True
     if scheme is None and OPT_SPLIT_COLUMN_FAMILIES in opts and resolved:
         pass  # core changefeeds emit resolved rows with no topic, so families do not matter

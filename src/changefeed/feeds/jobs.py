@@ -37,7 +37,7 @@ import orjson
 
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.type_errors import sql_text
-from changefeed.exceptions import InvalidOption, JobNotFound, JobStateError
+from changefeed.exceptions import GcThresholdError, InvalidOption, JobNotFound, JobStateError
 from changefeed.feeds.store import bump_feeds_version
 
 # --------------------------------------------------------------------------- statuses
@@ -110,6 +110,15 @@ class Job:
     scan_only: bool = False
     on_error: str = "fail"
     sink: str = field(default="", compare=False)  # unredacted URI (kept in options["__sink"])
+
+
+def gc_threshold_error(cursor: CommitTs, threshold: CommitTs) -> GcThresholdError:
+    """CockroachDB's refusal of a ``cursor`` older than a watched table's GC threshold."""
+    return GcThresholdError(
+        f"could not create changefeed: cursor {cursor.crdb()} is older than the GC threshold "
+        f"{threshold.crdb()}: batch timestamp {hlc_string(cursor)} must be after replica GC "
+        f"threshold {hlc_string(threshold)} (hint: use a more recent cursor)"
+    )
 
 
 def ensure_table(conn: sqlite3.Connection) -> None:

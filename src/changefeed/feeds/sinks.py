@@ -55,6 +55,8 @@ class SinkSpec:
                 single_name=self.params.get(kafka_config.PARAM_TOPIC_NAME, ""),
                 full_table_name=full_table_name,
             )
+        if self.params.get("topic_name"):
+            return self.topic_prefix + self.params["topic_name"]
         return self.topic_prefix + table + (f".{family}" if family else "")
 
     @property
@@ -140,7 +142,8 @@ def _unknown(kind: str, params: Mapping[str, str], allowed: tuple[str, ...]) -> 
 
 
 # ------------------------------------------------------------------------------------- topics
-TOPICS_PARAMS = ("topic_prefix",)
+#: ``topic_name``: every target into that one topic (after ``topic_prefix``), as with Kafka.
+TOPICS_PARAMS = ("topic_prefix", "topic_name")
 
 
 @register_sink("topics")
@@ -467,11 +470,14 @@ def validate_sink_options(
             csv=fmt == "csv",
             **parse_webhook_sink_config(options.get("webhook_sink_config")),
         )
-    if fmt not in ("json", "csv"):
+    if fmt not in ("json", "csv", "parquet"):
         raise InvalidOption(f"this sink is incompatible with format={fmt}")
     parts = urlsplit(sink.uri)
-    ext = ".csv" if fmt == "csv" else ".ndjson"
-    ext += {"gzip": ".gz", "zstd": ".zst"}.get(compression or "", "")
+    if fmt == "parquet":
+        ext = ".parquet"  # compression is the parquet file's own (its column chunks)
+    else:
+        ext = ".csv" if fmt == "csv" else ".ndjson"
+        ext += {"gzip": ".gz", "zstd": ".zst"}.get(compression or "", "")
     provider = {k: v for k, v in sink.params.items() if k not in CLOUD_STORAGE_PARAMS}
     nodelocal = sink.scheme in ("nodelocal", "experimental-nodelocal")
     base = parts.path.strip("/") if nodelocal else parts._replace(query="").geturl()

@@ -17,6 +17,7 @@ from changefeed.engine.clock import CommitTs
 from changefeed.engine.type_errors import iso_duration, sql_text
 from changefeed.engine.types import Kind, parse_interval
 from changefeed.exceptions import InvalidOption
+from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.crdb_options import CrdbOptions
 
 NS_PER_S = 1_000_000_000
@@ -89,21 +90,28 @@ class FeedSpec:
     #: kind "crdb": the column family whose messages the feed emits (``FAMILY`` targets and
     #: ``split_column_families``: topic ``table.family``), None for whole rows
     family: str | None = None
+    #: kind "crdb": a CDC query (``CREATE CHANGEFEED .. AS SELECT``): its predicate and projection
+    query: CdcQuery | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["mode"] = self.mode.value
         d["crdb"] = None if self.crdb is None else self.crdb.to_json()
+        d["query"] = None if self.query is None else self.query.to_json()
+        if self.query is None:
+            del d["query"]  # specs without a query keep their stored form
         return d
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> FeedSpec:
         crdb = d.get("crdb")
+        query = d.get("query")
         return FeedSpec(
             **{
                 **d,
                 "mode": Mode(d["mode"]),
                 "crdb": None if crdb is None else CrdbOptions.from_json(crdb),
+                "query": None if query is None else CdcQuery.from_json(query),
             }
         )
 

@@ -115,6 +115,7 @@ def get_encoder(name: str) -> Encoder:
         "changefeed.formats.crdb_avro",  # CockroachDB Avro
         "changefeed.formats.crdb_json",  # CockroachDB changefeeds
         "changefeed.formats.crdb_csv",  # CockroachDB CSV (sinks)
+        "changefeed.formats.crdb_parquet",  # CockroachDB parquet (cloud storage)
     ):
         importlib.import_module(module)
 

@@ -143,13 +143,24 @@ class CrdbCsvEncoder(Encoder):
     name = "crdb-csv"
 
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
+        return self._encode(batch, table, feed, evaluated=False)
+
+    def _encode(
+        self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec, *, evaluated: bool
+    ) -> list[Record]:
+        """A CDC query's rows are its projection (its predicate applied first, here or, on
+        Spark, as column expressions before this runs: ``evaluated``)."""
+        from changefeed.formats.cdc_eval import evaluate_batch, output_columns
+
+        if feed.query is not None and not evaluated:
+            batch = evaluate_batch(feed.query, batch, table, diff=False)
         n = batch.num_rows
         if n == 0:
             return []
         ops = batch.column("op").to_pylist()
         if CHANGE_ERASE in ops:
             raise InvalidOption(DELETED_ROW_ERROR)
-        cols = _columns(table)
+        cols = list(output_columns(feed.query)) if feed.query is not None else _columns(table)
         texts = [
             [csv_field(export_text(v, c.type)) for v in _arrow_values(batch.column(c.db), c.type)]
             for c in cols
@@ -161,7 +172,15 @@ class CrdbCsvEncoder(Encoder):
     def encode_spark(self, df: DataFrame, table: TableSchema, feed: FeedSpec) -> DataFrame:
         import pyarrow as pa
 
-        encode = self.encode_python
+        from changefeed.formats.cdc_eval import apply_spark
+
+        evaluated = feed.query is not None
+        if feed.query is not None:
+            df = apply_spark(feed.query, df, table, diff=False)
+
+        def encode(b: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
+            return self._encode(b, table, feed, evaluated=evaluated)
+
         schema = pa.schema(
             [
                 pa.field("partition", pa.int32()),

@@ -21,6 +21,7 @@ decimals ``<wall ns>.<logical, 10 digits>``. A resolved message is compact:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,8 @@ from changefeed.feeds.crdb_options import (
 )
 from changefeed.formats import crdb_values as V
 from changefeed.formats.base import Encoder, Record, records_table, register
+from changefeed.formats.cdc_eval import apply_spark, evaluate_batch, output_columns
+from changefeed.formats.crdb_enriched import ArrowBuild, Enriched, SparkBuild
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -85,6 +88,11 @@ class Layout:
     virtual_nulls: tuple[str, ...]  # virtual columns shown as null (virtual_columns='null')
     opts: CrdbOptions
     topic: str
+    #: a CDC query's projection: ``columns`` are its outputs, evaluated already (a delete's
+    #: non-key columns read NULL in them), and ``before`` (``diff``) is the whole previous row
+    projected: bool = False
+    before: tuple[ColumnSchema, ...] = ()
+    diff: bool = False
 
     @staticmethod
     def of(table: TableSchema, feed: FeedSpec, family: str | None = None) -> Layout:
@@ -99,12 +107,27 @@ class Layout:
 
         virtual = tuple(c.name for c in table.columns if c.virtual and mine(c))
         topic = topic_of(table, opts)
+        stored = tuple(sorted((c for c in table.stored if mine(c)), key=lambda c: _sort_key(c.name)))
+        q = feed.query
+        if q is not None:
+            return Layout(
+                key=table.key,
+                columns=tuple(sorted(output_columns(q), key=lambda c: _sort_key(c.name))),
+                virtual_nulls=(),
+                opts=opts,
+                topic=topic,
+                projected=True,
+                before=tuple(sorted(table.stored, key=lambda c: _sort_key(c.name))),
+                diff=opts.diff or q.uses_prev,
+            )
         return Layout(
             key=table.key,
-            columns=tuple(sorted((c for c in table.stored if mine(c)), key=lambda c: _sort_key(c.name))),
+            columns=stored,
             virtual_nulls=virtual if opts.virtual_columns == VIRTUAL_COLUMNS_NULL else (),
             opts=opts,
             topic=topic if family is None else f"{topic}.{family}",
+            before=stored,
+            diff=opts.diff,
         )
 
     def members(self) -> list[Member]:
@@ -113,6 +136,18 @@ class Layout:
         out += [(n, None) for n in self.virtual_nulls]
         out.sort(key=lambda m: _sort_key(m[0]))
         return [Member(n, V.json_string(n) + ": ", c) for n, c in out]
+
+    def before_members(self) -> list[Member]:
+        """The members of ``before`` (``diff``): the previous row's columns (with a CDC query too:
+        CockroachDB puts the whole row there, not the projection)."""
+        if not self.projected:
+            return self.members()
+        return [Member(c.name, V.json_string(c.name) + ": ", c) for c in self.before]
+
+    def blanks_deletes(self, c: ColumnSchema) -> bool:
+        """Whether a delete shows ``c`` as null (``bare``): a non-key column, unless a query
+        computed it (a query sees a delete's non-key columns as NULL itself)."""
+        return not c.is_key and not self.projected
 
     def meta_fields(self) -> list[str]:
         """Metadata member names in output order (inside ``__crdb__`` outside ``wrapped``)."""
@@ -142,7 +177,9 @@ class CrdbJsonEncoder(Encoder):
     def encode_batch(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> pa.Table:
         """The records of ``batch`` (the rows ``feed`` delivers: its column family's, see
         :func:`family_rows`) as Arrow columns: :class:`~changefeed.formats.base.ColumnarEncoder`."""
-        keys, values = self.encode_arrow(batch, table, feed)
+        if feed.query is not None:
+            batch = evaluate_batch(feed.query, batch, table, diff=options_of(feed).diff)
+        keys, values = self.encode_arrow(batch, table, feed, evaluated=True)
         return records_table(keys, values, batch.column("ts"), feed.partitions)
 
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
@@ -153,14 +190,23 @@ class CrdbJsonEncoder(Encoder):
         return list(zip(*cols, strict=True))
 
     def encode_arrow(
-        self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec, family: str | None = None
+        self,
+        batch: pa.RecordBatch,
+        table: TableSchema,
+        feed: FeedSpec,
+        family: str | None = None,
+        *,
+        evaluated: bool = False,
     ) -> tuple[pa.Array, pa.Array]:
         """Message keys and values as two Arrow binary arrays, computed column-wise with Arrow
         string kernels: each column rendered once, then the messages joined. With ``family``,
-        the messages of that column family (filter the rows first with :func:`family_rows`)."""
+        the messages of that column family (filter the rows first with :func:`family_rows`).
+        A CDC query is applied here unless ``evaluated`` says the batch already went through it."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        if feed.query is not None and not evaluated:
+            batch = evaluate_batch(feed.query, batch, table, diff=options_of(feed).diff)
         n = batch.num_rows
         if n == 0:
             return pa.array([], pa.binary()), pa.array([], pa.binary())
@@ -196,29 +242,63 @@ class CrdbJsonEncoder(Encoder):
                 else:
                     meta.append((name, join('"', stamps, '"', "")))
 
-            def obj(cols: dict[int, Any], blank: Any = None) -> Any:
+            def obj(cols: dict[int, Any], blank: Any = None, of: list[Member] = members) -> Any:
                 parts: list[Any] = []
-                for m in members:
+                for m in of:
                     c = m.column
                     text: Any = V.NULL if c is None else cols[c.id]
-                    if blank is not None and c is not None and not c.is_key:
+                    if blank is not None and c is not None and lay.blanks_deletes(c):
                         text = pc.if_else(blank, V.NULL, text)
                     parts.append(join(m.prefix, text, ""))
                 return join("{", _joined(parts, ", "), "}", "") if parts else "{}"
 
-            if opts.envelope == ENVELOPE_WRAPPED:
+            if opts.enriched:
+                had = pc.and_(batch.column("ox"), pc.not_equal(op, CHANGE_SNAPSHOT))
+                prior = lay.before_members()
+                old_texts = (
+                    {
+                        m.column.id: V.arrow_values(
+                            batch.column(m.column.db if m.column.is_key else f"o{m.column.id}"), m.column.type
+                        )
+                        for m in prior
+                        if m.column is not None
+                    }
+                    if opts.diff
+                    else {}
+                )
+                env = Enriched.of(table, opts)
+                key_obj, keys = env.key(ArrowBuild(), key_texts)
+                wall = pc.cast(batch.column("ts"), pa.string())
+                processed = (
+                    pc.cast(batch.column("pt"), pa.string())
+                    if "pt" in batch.schema.names
+                    else pa.scalar(str(time.time_ns()), pa.string())
+                )
+                value = env.value(
+                    ArrowBuild(),
+                    key_obj=key_obj,
+                    after=obj(texts),
+                    before=obj(old_texts, of=prior) if opts.diff else "null",
+                    erased=erased,
+                    had=had,
+                    hlc=join('"', stamps, '"', ""),
+                    wall=wall,
+                    processed=processed,
+                )
+            elif opts.envelope == ENVELOPE_WRAPPED:
                 pieces: list[Any] = ['{"after": ', pc.if_else(erased, "null", obj(texts))]
-                if opts.diff:
+                if lay.diff:
                     had = pc.and_(batch.column("ox"), pc.not_equal(op, CHANGE_SNAPSHOT))
+                    prior = lay.before_members()
                     old = {
                         m.column.id: V.arrow_values(
                             batch.column(m.column.db if m.column.is_key else f"o{m.column.id}"),
                             m.column.type,
                         )
-                        for m in members
+                        for m in prior
                         if m.column is not None
                     }
-                    pieces += [', "before": ', pc.if_else(had, obj(old), "null")]
+                    pieces += [', "before": ', pc.if_else(had, obj(old, of=prior), "null")]
                 for name, col in meta:
                     pieces += [f', "{name}": ', col]
                 value = join(*pieces, "}", "")
@@ -228,7 +308,7 @@ class CrdbJsonEncoder(Encoder):
                 for m in members:
                     c = m.column
                     text = V.NULL if c is None else texts[c.id]
-                    if bare and c is not None and not c.is_key:
+                    if bare and c is not None and lay.blanks_deletes(c):
                         text = pc.if_else(erased, V.NULL, text)
                     parts.append(join(m.prefix, text, ""))
                 if meta:
@@ -244,6 +324,8 @@ class CrdbJsonEncoder(Encoder):
     def encode_spark(self, df: DataFrame, table: TableSchema, feed: FeedSpec) -> DataFrame:
         from changefeed.formats.ydb_json import session_tz, spark_output
 
+        if feed.query is not None:
+            df = apply_spark(feed.query, df, table, diff=options_of(feed).diff)
         tz = session_tz(df)
         memo = (repr(table), repr(feed), tz, tuple(df.columns))  # (specs hold dicts: not hashable)
         built = self._columns.get(memo)
@@ -266,6 +348,9 @@ class CrdbJsonEncoder(Encoder):
         opts = lay.opts
         floats = [c for c in table.stored if c.type.kind is Kind.FLOAT]
         float_names = [c.db for c in floats] + [f"o{c.id}" for c in floats if not c.is_key]
+        if feed.query is not None:
+            float_names = [f"o{c.id}" for c in floats if not c.is_key and lay.diff]
+            float_names += [c.db for c in output_columns(feed.query) if c.type.kind is Kind.FLOAT]
         float_names = [n for n in float_names if n in columns]
 
         def value_of(name: str, c: ColumnSchema) -> Column:
@@ -298,7 +383,7 @@ class CrdbJsonEncoder(Encoder):
 
         def obj(old: bool = False, only_key: Column | None = None) -> list[Column]:
             parts: list[Column] = []
-            for i, m in enumerate(members):
+            for i, m in enumerate(lay.before_members() if old else members):
                 c = m.column
                 parts.append(F.lit(("{" if i == 0 else ", ") + m.prefix))
                 if c is None:
@@ -306,7 +391,7 @@ class CrdbJsonEncoder(Encoder):
                     continue
                 name = f"o{c.id}" if old and not c.is_key else c.db
                 text = value_of(name, c)
-                if only_key is not None and not c.is_key:
+                if only_key is not None and lay.blanks_deletes(c):
                     text = F.when(only_key, F.lit(V.NULL)).otherwise(text)
                 parts.append(text)
             if not parts:
@@ -314,10 +399,29 @@ class CrdbJsonEncoder(Encoder):
             return [*parts, F.lit("}")]
 
         value: Column
+        if opts.enriched:
+            env = Enriched.of(table, opts)
+            build = SparkBuild()
+            key_obj, key = env.key(build, [value_of(c.db, c) for c in lay.key])
+            wall = F.col("ts").cast("string")
+            value = env.value(
+                build,
+                key_obj=key_obj,
+                after=F.concat(*obj()),
+                before=F.concat(*obj(old=True)) if opts.diff else "null",
+                erased=erased,
+                had=F.col("ox") & (op != CHANGE_SNAPSHOT),
+                hlc=stamp,
+                wall=wall,
+                processed=(
+                    F.col("pt") if "pt" in columns else F.unix_micros(F.current_timestamp()) * F.lit(1000)
+                ).cast("string"),
+            )
+            return float_names, key, value
         if opts.envelope == ENVELOPE_WRAPPED:
             after = F.when(erased, F.lit("null")).otherwise(F.concat(*obj()))
             pieces = [F.lit('{"after": '), after]
-            if opts.diff:
+            if lay.diff:
                 had = F.col("ox") & (op != CHANGE_SNAPSHOT)
                 before = F.when(had, F.concat(*obj(old=True))).otherwise(F.lit("null"))
                 pieces += [F.lit(', "before": '), before]

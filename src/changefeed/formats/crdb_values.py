@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from changefeed.engine.types import Kind, SqlType
+from changefeed.feeds.cdc_plan import is_canonical_json
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -186,6 +187,8 @@ def storage_text(v: Any, t: SqlType) -> str:
     if k is Kind.INTERVAL:
         return interval_text(int(v))
     if k is Kind.JSON:
+        if is_canonical_json(t):
+            return str(v)  # a CDC query's JSON, printed the CockroachDB way already
         return json_document(orjson.loads(v) if isinstance(v, str) else v)
     if k is Kind.ARRAY:
         assert t.element is not None
@@ -600,7 +603,7 @@ def spark_value(c: Column, t: SqlType, session_tz: str = "UTC", float_text: Colu
     elif k is Kind.INTERVAL:
         out = _spark_interval(c)
     elif k is Kind.JSON:
-        out = _spark_json(c)
+        out = c if is_canonical_json(t) else _spark_json(c)
     elif k is Kind.ARRAY:
         assert t.element is not None
         el = t.element

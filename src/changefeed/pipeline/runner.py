@@ -15,6 +15,8 @@ It keeps every active feed delivering with as little as each needs:
   batches, then ends. Initial scans run on Spark too. The Spark session is made only when
   something needs it (``run --until-idle`` on a small backlog starts none); a node warms it in
   the background at start so a large backlog or a new feed's initial scan does not wait for it.
+* **``ordering = 'total'`` jobs** (``pipeline/total_order.py``) are delivered each round by
+  :func:`total_order.deliver_all` on the driver, not as feeds: their changes merge across tables.
 * **Woken by commits, not by a timer per feed.** Between rounds the runner waits on the
   database's commit signal (a commit in this process, e.g. through the node's pg endpoint,
   wakes it at once) or :data:`POLL_S` (commits of other processes: one read of the commit
@@ -52,7 +54,7 @@ from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.status import feed_label, job_label, set_running_status
 from changefeed.feeds.store import all_feeds, feeds_version
 from changefeed.observe import NULL_PIPELINE_METRICS, PipelineMetrics
-from changefeed.pipeline import crdb_jobs
+from changefeed.pipeline import crdb_jobs, total_order
 from changefeed.pipeline.delivery import offset_log
 from changefeed.pipeline.delivery.progress import ACTIVE_STATES, checkpoint_dir
 from changefeed.pipeline.replication.runner import ReplicationRunner
@@ -218,6 +220,7 @@ class Runner:
         self.blocked: set[int] = set()
         #: this database's asynchronous replications (it is their destination), made when it has one
         self.replicating: ReplicationRunner | None = None
+        self.total_orders = False  # some job has ordering = 'total'
 
     # -- Spark, only when needed -------------------------------------------------------------
     def spark(self) -> SparkSession:
@@ -266,11 +269,16 @@ class Runner:
         store = TopicStore(self.db)
         for fr in feeds:
             store.ensure_topic(fr.spec.topic, fr.spec.partitions, fr.spec.retention_ns)
+        total = {fid for j in self.jobs.values() if total_order.is_total(j) for fid in j.feed_ids}
+        self.total_orders = bool(total)
         live = {
             fr.spec.id: fr
             for fr in feeds
-            if fr.state == "scanning"
-            or (fr.state in ACTIVE_STATES and crdb_jobs.streams(self.jobs.get(fr.spec.id)))
+            if fr.spec.id not in total  # ordering = 'total': delivered by total_order.deliver_all
+            and (
+                fr.state == "scanning"
+                or (fr.state in ACTIVE_STATES and crdb_jobs.streams(self.jobs.get(fr.spec.id)))
+            )
         }
         for fid in [i for i in self.works if i not in live]:
             w = self.works.pop(fid)
@@ -507,6 +515,16 @@ class Runner:
         transaction committed since the last round (else only feeds due to close a timestamp,
         scanning or planned and not delivered are looked at)."""
         busy = False
+        if self.total_orders and (changed or until_idle) and not stop.is_set():
+            try:
+                busy = total_order.deliver_all(self.db) > 0
+            except DatabaseError:
+                raise
+            except ChangefeedError as exc:
+                if until_idle:
+                    self.errors.append(exc)
+                else:
+                    log.warning("ordering = 'total' delivery failed, retrying next round: %s", exc)
         now = time.monotonic()
         wall = time.time_ns()
         # initial scans first: a job's resolved timestamps are job-wide, and must not reach the

@@ -45,6 +45,7 @@ from changefeed.engine.changes import read_changes
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import DB_FILE, open_sqlite
 from changefeed.exceptions import ChangefeedFailed, UndefinedTable
+from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.crdb_options import (
     FORMAT_AVRO,
     FORMAT_CSV,
@@ -107,6 +108,8 @@ class CorePlan:
     #: per table, the column families whose messages it emits (one message per family, topic
     #: ``table.family``), or () for whole rows
     families: tuple[tuple[str, ...], ...] = field(default=())
+    #: a CDC query (``CREATE CHANGEFEED AS SELECT``) over the one target table
+    query: CdcQuery | None = None
 
     def families_of(self, index: int) -> tuple[str, ...]:
         return self.families[index] if self.families else ()
@@ -127,6 +130,7 @@ class CorePlan:
             created_wall=self.start.wall,
             created_logical=self.start.logical,
             crdb=self.options,
+            query=self.query,
         )
 
 

@@ -479,6 +479,10 @@ class CreateChangefeed:
     options: tuple[Option, ...] = ()
     core: bool = False
     pos: Pos = field(default=Pos(), compare=False)
+    #: a CDC query (``CREATE CHANGEFEED .. AS SELECT ..``): the SELECT clause as written, and
+    #: where it starts (parsed by ``changefeed.sql.cdc_parse``); ``targets`` is then empty
+    query: str | None = None
+    query_pos: Pos = field(default=Pos(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -540,6 +544,25 @@ class JobControl:
 
     action: str
     job_id: Expr
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateExternalConnection:
+    """``CREATE EXTERNAL CONNECTION [IF NOT EXISTS] name AS 'uri'``."""
+
+    name: str
+    uri: Expr
+    if_not_exists: bool = False
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DropExternalConnection:
+    """``DROP EXTERNAL CONNECTION [IF EXISTS] name``."""
+
+    name: str
+    if_exists: bool = False
     pos: Pos = field(default=Pos(), compare=False)
 
 
@@ -747,6 +770,8 @@ Statement = (
     | ShowChangefeedJob
     | ShowJobsOf
     | AlterChangefeed
+    | CreateExternalConnection
+    | DropExternalConnection
     # Apache Phoenix (issue 11)
     | PhoenixCreateTable
     | CreateCdc

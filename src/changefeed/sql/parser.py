@@ -943,6 +943,19 @@ class _Builder(Transformer[Token, Any]):
         return ast.CreateChangefeed(c[0], cl.get("sink"), cl.get("options", ()), pos=_pos(meta))
 
     @v_args(meta=True)
+    def create_changefeed_query(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = _clauses(c)
+        tok = c[-1]
+        return ast.CreateChangefeed(
+            (),
+            cl.get("sink"),
+            cl.get("options", ()),
+            pos=_pos(meta),
+            query=str(tok).rstrip(),
+            query_pos=ast.Pos(tok.line or 0, tok.column or 0),
+        )
+
+    @v_args(meta=True)
     def experimental_changefeed(self, meta: Any, c: list[Any]) -> ast.Statement:
         return ast.CreateChangefeed(c[0], None, _clauses(c).get("options", ()), core=True, pos=_pos(meta))
 
@@ -1142,6 +1155,28 @@ class _Builder(Transformer[Token, Any]):
         return ast.Show(what, _first(c, ast.QName), pos=_pos(meta))
 
     # ---- CockroachDB changefeed jobs and zone configurations (jobs) ----------------------------
+    def string_label(self, c: list[Token]) -> ast.Ident:
+        return ast.Ident(_unquote_single(str(c[0])), quoted=True)
+
+    @v_args(meta=True)
+    def create_external_connection(self, meta: Any, c: list[Any]) -> ast.Statement:
+        label = _first(c, ast.Ident)
+        return ast.CreateExternalConnection(
+            label.name if label.quoted else label.name.lower(),
+            c[-1],
+            _clauses(c).get("if_not_exists", False),
+            pos=_pos(meta),
+        )
+
+    @v_args(meta=True)
+    def drop_external_connection(self, meta: Any, c: list[Any]) -> ast.Statement:
+        label = _first(c, ast.Ident)
+        return ast.DropExternalConnection(
+            label.name if label.quoted else label.name.lower(),
+            _clauses(c).get("if_exists", False),
+            pos=_pos(meta),
+        )
+
     @v_args(meta=True)
     def pause_job(self, meta: Any, c: list[Any]) -> ast.Statement:
         return ast.JobControl("pause", c[0], pos=_pos(meta))

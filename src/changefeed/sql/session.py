@@ -298,6 +298,8 @@ class Session:
 
     def table_name(self, q: ast.QName) -> str:
         parts = [self.ident(p) for p in q.parts]
+        if self.dialect == "sql" and len(parts) >= 2 and parts[-2] == "public":
+            del parts[-2]  # CockroachDB's public schema: public.t is t, db.public.t is db.t
         if len(parts) == 1 and self.keyspace is not None:
             return f"{self.keyspace}.{parts[0]}"
         return ".".join(parts)

@@ -64,7 +64,20 @@ def open_delivery(db: Path, feed: FeedSpec, table: TableSchema | None = None) ->
         from changefeed.pipeline.sinks.cloudstorage import open_cloud_storage
 
         version = table.version if table is not None else 1
-        return open_cloud_storage(db, config, schema_version=version, family=feed.family)
+        layout = None
+        if config.extension == ".parquet":
+            from changefeed.formats.crdb_parquet import ParquetLayout
+
+            if table is None:
+                from changefeed.engine.database import Database
+
+                database = Database(db, create=False)
+                try:
+                    table = database.table_by_id(feed.table_id)
+                finally:
+                    database.close()
+            layout = ParquetLayout.of(table, feed)
+        return open_cloud_storage(db, config, schema_version=version, family=feed.family, parquet=layout)
     return TopicStore(db)
 
 

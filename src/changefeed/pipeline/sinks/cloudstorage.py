@@ -16,8 +16,10 @@ characters) of the file's first message, in UTC; the partition directory is ``YY
 (daily), ``YYYY-MM-DD/HH/`` (hourly) or nothing (flat) of the same timestamp. ``<session>`` is
 16 hex digits derived from the delivering writer (feed, checkpoint epoch, scan or stream), node
 is 1, ``<sink>`` the topic partition, ``<file id>`` grows with the micro-batch id and the file's
-index within it; ``<ext>`` is ``.ndjson``/``.csv`` plus ``.gz``/``.zst`` with ``compression``.
-A file holds one message per line and is cut once it passes ``file_size`` bytes.
+index within it; ``<ext>`` is ``.ndjson``/``.csv`` plus ``.gz``/``.zst`` with ``compression``,
+or ``.parquet`` (``format = parquet``: the compression is the file's own). A file holds one
+message per line (a parquet file one row per message, :func:`changefeed.formats.crdb_parquet.
+parquet_file`) and is cut once its messages pass ``file_size`` bytes.
 
 Durability: each file is written under a temporary dot-name in its directory, flushed and
 fsynced, then renamed into place, so a crash never leaves a partial file under a data-file name.
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from changefeed.engine.clock import CommitTs
+    from changefeed.formats.crdb_parquet import ParquetLayout
 
 EXTERN_DIR = "extern"
 NODE_ID = 1
@@ -96,10 +99,17 @@ def file_topic(topic: str, family: str | None = None) -> str:
 class CloudStorageWriter(SinkWriter):
     """Writes through a file-system backend (local directory or Hadoop)."""
 
-    def __init__(self, config: CloudStorageConfig, schema_version: int, family: str | None = None) -> None:
+    def __init__(
+        self,
+        config: CloudStorageConfig,
+        schema_version: int,
+        family: str | None = None,
+        parquet: ParquetLayout | None = None,
+    ) -> None:
         self.config = config
         self.schema_version = schema_version
         self.family = family
+        self.parquet = parquet  # format = parquet: the files' columns
 
     # ------------------------------------------------------------------ backend
     def write_file(self, rel: str, data: bytes) -> None:
@@ -131,6 +141,9 @@ class CloudStorageWriter(SinkWriter):
         n = records.num_rows
         if n == 0:
             return
+        if self.parquet is not None:
+            self._append_parquet(topic, partition, writer, batch_id, records)
+            return
         # every message + "\n", as one Arrow buffer; files are byte ranges of it
         lines = pc.binary_join_element_wise(
             records.column("value").combine_chunks().cast(pa.large_binary()),
@@ -148,6 +161,24 @@ class CloudStorageWriter(SinkWriter):
             self._flush(body, int(ts[start]), writer, partition, batch_id, index, topic)
             start, index = end, index + 1
 
+    def _append_parquet(
+        self, topic: str, partition: int, writer: str, batch_id: int, records: pa.Table
+    ) -> None:
+        """``format = parquet``: one file per ``file_size`` bytes of messages."""
+        from changefeed.formats.crdb_parquet import parquet_file
+
+        assert self.parquet is not None
+        values = records.column("value").to_pylist()
+        ts = records.column("ts").to_pylist()
+        start, index, size = 0, 0, 0
+        for i, v in enumerate(values):
+            size += len(v)
+            if size >= self.config.file_size or i == len(values) - 1:
+                body = parquet_file(values[start : i + 1], self.parquet, self.config.compression)
+                file_id = (batch_id << 12) | min(index, 0xFFF)
+                self.write_file(self.file_name(int(ts[start]), writer, partition, file_id, topic), body)
+                start, index, size = i + 1, index + 1, 0
+
     def _flush(
         self, body: bytes, wall: int, writer: str, partition: int, batch_id: int, index: int, topic: str
     ) -> None:
@@ -163,9 +194,14 @@ class LocalWriter(CloudStorageWriter):
     """``nodelocal://1/PATH``: files under ``DIR/extern/PATH``."""
 
     def __init__(
-        self, root: Path, config: CloudStorageConfig, schema_version: int, family: str | None = None
+        self,
+        root: Path,
+        config: CloudStorageConfig,
+        schema_version: int,
+        family: str | None = None,
+        parquet: ParquetLayout | None = None,
     ) -> None:
-        super().__init__(config, schema_version, family)
+        super().__init__(config, schema_version, family, parquet)
         self.root = str(root)
 
     def write_file(self, rel: str, data: bytes) -> None:
@@ -177,8 +213,14 @@ class HadoopWriter(CloudStorageWriter):
 
     driver_only = True
 
-    def __init__(self, config: CloudStorageConfig, schema_version: int, family: str | None = None) -> None:
-        super().__init__(config, schema_version, family)
+    def __init__(
+        self,
+        config: CloudStorageConfig,
+        schema_version: int,
+        family: str | None = None,
+        parquet: ParquetLayout | None = None,
+    ) -> None:
+        super().__init__(config, schema_version, family, parquet)
         base = config.base
         scheme = config.scheme
         self.base = (
@@ -226,8 +268,14 @@ class HadoopWriter(CloudStorageWriter):
 
 
 def open_cloud_storage(
-    db: Path, config: CloudStorageConfig, schema_version: int = 1, family: str | None = None
+    db: Path,
+    config: CloudStorageConfig,
+    schema_version: int = 1,
+    family: str | None = None,
+    parquet: ParquetLayout | None = None,
 ) -> CloudStorageWriter:
     if config.nodelocal:
-        return LocalWriter(Path(db).absolute() / EXTERN_DIR / config.base, config, schema_version, family)
-    return HadoopWriter(config, schema_version, family)
+        return LocalWriter(
+            Path(db).absolute() / EXTERN_DIR / config.base, config, schema_version, family, parquet
+        )
+    return HadoopWriter(config, schema_version, family, parquet)

@@ -167,27 +167,103 @@ class CqlSession:
         self.conn: Connection | None = None
         self.events: set[str] = set()
         self.loop = asyncio.get_running_loop()
+        self.inflight: set[asyncio.Future[Any]] = set()
         self.lz4 = compression == "lz4"
+        #: Answers waiting for the commits they acknowledge or may show to be durable, in order:
+        #: (durability ticket, stream, frame); see :meth:`send`.
+        self.held: list[tuple[int, int, bytes]] = []
+        self.releasing: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
         self.conn = await self.call(Connection, self.shared.db, user=self.user, dialect="cql")
         system.NODES[self.conn.session] = self.shared.node
+        # Group commit on the event loop (docs/durability.md): commits leave their durability
+        # ticket on the database, and send() holds every answer until what it acknowledges or
+        # may show is durable, so short writes run on the loop without blocking it for a sync.
+        self.conn.db.defer_durable = True
 
     async def close(self) -> None:
+        await self.settle()
+        task = self.releasing
+        if task is not None:  # answers of commits already made: out once durable
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(task), WRITE_TIMEOUT)
         conn, self.conn = self.conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 await self.call(conn.close)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await self.loop.run_in_executor(self.shared.pool, lambda: fn(*args, **kwargs))
+        """Run ``fn`` on the worker pool. A cancelled caller (the peer went away, the server
+        stops) stops waiting, but the work goes on in its thread: :meth:`close` waits for it
+        before closing the connection it uses (closing SQLite under a running statement
+        crashes the process)."""
+        future = self.loop.run_in_executor(self.shared.pool, lambda: fn(*args, **kwargs))
+        self.inflight.add(future)
+        future.add_done_callback(self.inflight.discard)
+        return await future
+
+    async def settle(self) -> None:
+        """Wait until no call of this session is running on the worker pool."""
+        while self.inflight:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(asyncio.wait(set(self.inflight)))
 
     def send(self, stream: int, opcode: int, body: bytes) -> None:
+        """Write an answer; held (with the ones after it) while a commit it acknowledges, or one
+        of this server it may show, is not durable yet. The session goes on reading and running
+        the client's next requests meanwhile, so a client with many requests in flight (a
+        driver's pool) gets one sync for many commits, and one sync worker thread serves every
+        waiting session (``WalSync.wait_async``)."""
         if self.lz4 and body:
-            self.writer.write(w.frame(self.version, stream, opcode, lz4_compress(body), w.FLAG_COMPRESSION))
+            frame = w.frame(self.version, stream, opcode, lz4_compress(body), w.FLAG_COMPRESSION)
+        else:
+            frame = w.frame(self.version, stream, opcode, body)
+        ticket = self._durability_ticket()
+        if not ticket and not self.held:
+            self.writer.write(frame)
             return
-        self.writer.write(w.frame(self.version, stream, opcode, body))
+        self.held.append((ticket, stream, frame))
+        if self.releasing is None:
+            self.releasing = self.loop.create_task(self._release_held())
+
+    def _durability_ticket(self) -> int:
+        conn = self.conn
+        if conn is None or conn.db.syncer is None:
+            return 0
+        db = conn.db
+        assert db.syncer is not None
+        ticket, db.pending_durable = db.pending_durable, 0
+        return ticket or db.syncer.pending()
+
+    async def _release_held(self) -> None:
+        """Write the held answers once their commits are durable. If a sync fails, the client
+        never sees them acknowledged: each held request gets a server error and the connection
+        is closed (as the PostgreSQL endpoint does)."""
+        try:
+            while self.held:
+                n = len(self.held)
+                ticket = max(t for t, _, _ in self.held[:n])
+                conn = self.conn
+                if ticket and conn is not None and conn.db.syncer is not None:
+                    try:
+                        await conn.db.syncer.wait_async(ticket, self.shared.pool)
+                    except ChangefeedError as exc:
+                        failed, self.held = self.held, []
+                        for _, stream, _ in failed:
+                            if stream >= 0:
+                                self.writer.write(
+                                    w.frame(
+                                        self.version, stream, w.ERROR, w.error_body(w.SERVER_ERROR, str(exc))
+                                    )
+                                )
+                        self.writer.close()
+                        return
+                ready, self.held = self.held[:n], self.held[n:]
+                self.writer.write(b"".join(f for _, _, f in ready))
+        finally:
+            self.releasing = None
 
     async def drain(self) -> None:
         """Wait (bounded) for a client that reads slower than we write; one that stopped reading

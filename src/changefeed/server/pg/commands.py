@@ -5,6 +5,7 @@ goes to the engine's parser. Also the splitting of a simple-query string into st
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lark import Lark, Token, Transformer
@@ -134,27 +135,40 @@ def parse_command(sql: str) -> Command | None:
         return None
 
 
+#: Where a statement's text may need a closer look: quotes, dollar quotes, comments, ``;``.
+_SPECIAL = re.compile(r"['\";$]|--|/\*")
+
+
 def split_statements(sql: str) -> list[str]:
-    """Split a simple-query string at top-level ``;`` (not inside quotes, dollar quotes, comments)."""
+    """Split a simple-query string at top-level ``;`` (not inside quotes, dollar quotes, comments).
+    Jumps from one character that matters to the next (a regular expression search), so a
+    statement costs a few steps however long it is."""
     out: list[str] = []
     start = i = 0
     n = len(sql)
+    search = _SPECIAL.search
     while i < n:
+        m = search(sql, i)
+        if m is None:
+            break
+        i = m.start()
         c = sql[i]
         if c in "'\"":
             j = i + 1
-            while j < n:
-                if sql[j] == c:
-                    if j + 1 < n and sql[j + 1] == c:
-                        j += 2
-                        continue
+            while True:
+                j = sql.find(c, j)
+                if j < 0:
+                    j = n
                     break
-                j += 1
+                if j + 1 < n and sql[j + 1] == c:
+                    j += 2
+                    continue
+                break
             i = j + 1
-        elif c == "-" and sql.startswith("--", i):
+        elif c == "-":
             j = sql.find("\n", i)
             i = n if j < 0 else j + 1
-        elif c == "/" and sql.startswith("/*", i):
+        elif c == "/":
             j = sql.find("*/", i + 2)
             i = n if j < 0 else j + 2
         elif c == "$":
@@ -167,11 +181,9 @@ def split_statements(sql: str) -> list[str]:
                 i = n if k < 0 else k + len(tag)
             else:
                 i += 1
-        elif c == ";":
+        else:  # ;
             out.append(sql[start:i])
             start = i = i + 1
-        else:
-            i += 1
     out.append(sql[start:])
     return [s for s in (p.strip() for p in out) if s and not _only_comments(s)]
 

@@ -28,6 +28,7 @@ import decimal
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,18 @@ _TOKENS = re.compile(
     | (?P<num>(?<![\w$.])\d+(?:\.\d*)?(?:[eE][+-]?\d+)?(?![\w.]))
     | (?P<par>\$\d+|\?)
     | (?P<word>[A-Za-z_][\w$]*)
+    | (?P<semi>;)
+    """,
+    re.S | re.X,
+)
+#: The same without words, for texts without string constants: words only matter to decide
+#: whether a string is a value, and most statements then take one step per constant.
+_TOKENS_NO_STRINGS = re.compile(
+    r"""
+      (?P<qid>"(?:[^"]|"")*")
+    | (?P<com>--[^\n]*|/\*.*?\*/)
+    | (?P<num>(?<![\w$.])\d+(?:\.\d*)?(?:[eE][+-]?\d+)?(?![\w.]))
+    | (?P<par>\$\d+|\?)
     | (?P<semi>;)
     """,
     re.S | re.X,
@@ -80,7 +93,8 @@ def normalise(sql: str) -> Normalised | None:
     values: list[Any] = []
     last = 0
     prev_word = ""
-    for m in _TOKENS.finditer(sql):
+    tokens = _TOKENS if "'" in sql else _TOKENS_NO_STRINGS
+    for m in tokens.finditer(sql):
         kind = m.lastgroup
         if kind == "par":
             return None
@@ -128,36 +142,55 @@ _lock = threading.Lock()
 _fields: dict[type, tuple[str, ...]] = {}
 
 
-def _bind_node(node: Any, values: tuple[Any, ...]) -> Any:
+Binder = Callable[[tuple[Any, ...]], Any]
+
+
+def _binder(node: Any) -> Binder | None:
+    """A function rebuilding ``node`` with its parameters replaced by literals of the given
+    values, sharing every subtree without parameters; None when ``node`` has none."""
     if isinstance(node, ast.Param):
-        return ast.Literal(values[node.index])
-    if isinstance(node, tuple):
-        return tuple(_bind_node(x, values) for x in node)
-    if isinstance(node, list):
-        return [_bind_node(x, values) for x in node]
+        index = node.index
+        return lambda values: ast.Literal(values[index])
+    if isinstance(node, tuple | list):
+        parts = [_binder(x) for x in node]
+        if not any(parts):
+            return None
+        items = list(zip(node, parts, strict=True))
+        if isinstance(node, tuple):
+            return lambda values: tuple(x if b is None else b(values) for x, b in items)
+        return lambda values: [x if b is None else b(values) for x, b in items]
+    if node is None or isinstance(node, str | int | float | bool) or not dataclasses.is_dataclass(node):
+        return None
     cls = type(node)
     names = _fields.get(cls)
     if names is None:
-        if not dataclasses.is_dataclass(node):
-            return node
         names = _fields[cls] = tuple(f.name for f in dataclasses.fields(node))
-    changed = {}
-    for name in names:
-        v = getattr(node, name)
-        if v is None or isinstance(v, str | int | float | bool):
-            continue
-        b = _bind_node(v, values)
-        if b is not v:
-            changed[name] = b
-    return dataclasses.replace(node, **changed) if changed else node
+    changed = [(name, b) for name in names if (b := _binder(getattr(node, name))) is not None]
+    if not changed:
+        return None
+    instance: Any = node  # a dataclass instance (checked above)
+    return lambda values: dataclasses.replace(instance, **{name: b(values) for name, b in changed})
 
 
-def bind(stmts: list[ast.Statement], values: tuple[Any, ...]) -> list[ast.Statement]:
+@dataclass(frozen=True)
+class Template:
+    """A checked template: its statements and, per statement, its binder (None: no parameter)."""
+
+    stmts: list[ast.Statement]
+    binders: list[Binder | None]
+
+
+def bind(stmts: list[ast.Statement] | Template, values: tuple[Any, ...]) -> list[ast.Statement]:
     """The template's statements with ``$n`` replaced by the literal of the n-th constant."""
-    return [_bind_node(s, values) for s in stmts]
+    tmpl = stmts if isinstance(stmts, Template) else _make(stmts)
+    return [s if b is None else b(values) for s, b in zip(tmpl.stmts, tmpl.binders, strict=True)]
 
 
-def template(norm: Normalised, original: list[ast.Statement]) -> list[ast.Statement] | None:
+def _make(stmts: list[ast.Statement]) -> Template:
+    return Template(stmts, [_binder(s) for s in stmts])
+
+
+def template(norm: Normalised, original: list[ast.Statement]) -> Template | None:
     """The checked template of ``norm`` (see the module docstring), given the parse of the
     original text; None when this normalised text cannot stand for it. Remembered per process."""
     with _lock:
@@ -168,8 +201,10 @@ def template(norm: Normalised, original: list[ast.Statement]) -> list[ast.Statem
     result: object = _NOT
     try:
         stmts = parse(norm.key, "sql")
-        if len(stmts) == 1 and bind(stmts, norm.values) == original:
-            result = stmts
+        if len(stmts) == 1:
+            made = _make(stmts)
+            if bind(made, norm.values) == original:
+                result = made
     except (ChangefeedError, ValueError, TypeError, LookupError):
         pass
     with _lock:
@@ -179,7 +214,7 @@ def template(norm: Normalised, original: list[ast.Statement]) -> list[ast.Statem
     return None if result is _NOT else result  # type: ignore[return-value]
 
 
-def cached(norm: Normalised) -> list[ast.Statement] | bool | None:
+def cached(norm: Normalised) -> Template | bool | None:
     """The template of ``norm`` if one was made; False if the text is known not normalisable;
     None if it was never seen."""
     with _lock:

@@ -3,6 +3,7 @@ the batch of pipelined Executes waiting to run together (see ``batch.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import itertools
 import uuid
@@ -11,7 +12,9 @@ from typing import Any
 
 from changefeed.connection import Result
 from changefeed.server.pg.commands import Command
+from changefeed.server.pg.normalise import Template
 from changefeed.sql import ast
+from changefeed.sql.statements.point import PointRead
 
 
 @dataclass
@@ -22,6 +25,13 @@ class Prepared:
     command: Command | None = None
     param_oids: list[int] = field(default_factory=list)
     inline: bool = False  # short: run on the event loop (see inline.py)
+    #: A compiled point read of the statement (``sql.statements.point``), once planned.
+    point: PointRead | None = None
+    planned: bool = False
+    #: A statement of the simple protocol taken from a normalised template: ``stmts`` is the
+    #: template (``$n`` for the constants) and ``values`` the constants, bound when needed.
+    template: Template | None = None
+    values: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -31,9 +41,25 @@ class Batch:
     replies go out in the order of the messages."""
 
     prepared: Prepared
-    rows: list[list[Any]] = field(default_factory=list)
+    #: Each Execute's parameters; None for a row taken raw by ``batch.scan_run`` (in ``raw``).
+    rows: list[list[Any] | None] = field(default_factory=list)
     replies: list[bytes] = field(default_factory=list)
     pending: list[bytes] = field(default_factory=list)
+    #: Raw parameters of the rows taken by ``scan_run``, row after row (``nparams`` each),
+    #: decoded when the rows go to the engine.
+    raw: list[bytes | None] = field(default_factory=list)
+    #: The first Bind's parameter format codes (None: no fast path), its bytes up to the
+    #: parameter count, parameter count and result format codes: the shape ``scan_run`` takes.
+    formats: tuple[int, ...] | None = None
+    bind_head: bytes = b""
+    nparams: int = 0
+    result_formats: tuple[int, ...] = ()
+    last_described: bool = False
+    #: Rows handed to the engine so far, raw rows decoded so far, parts started, the part in flight.
+    executed: int = 0
+    raw_used: int = 0
+    chunks: int = 0
+    inflight: asyncio.Future[int] | None = None
 
 
 @dataclass
@@ -44,6 +70,9 @@ class Portal:
     result: Result | None = None
     pos: int = 0
     described: bool = False
+    #: The Bind that made it, up to its parameter count (portal, statement, parameter formats).
+    bind_head: bytes = b""
+    param_formats: tuple[int, ...] = ()
 
 
 _query_ids = itertools.count(1)

@@ -171,6 +171,11 @@ class MessageStream:
 
     async def read(self) -> tuple[bytes, Reader]:
         """The next message, reading from the socket as needed."""
+        n = self._length()
+        if n:  # already here (the common case in a pipeline): one length check, one slice each
+            buf, pos = self.buf, self.pos
+            self.pos = pos + n
+            return buf[pos : pos + 1], Reader(buf[pos + 5 : pos + n])
         while not self._length():
             have = len(self.buf) - self.pos
             if have < 5:

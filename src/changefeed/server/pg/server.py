@@ -1,7 +1,9 @@
 """The PostgreSQL endpoint: accepts connections, runs the startup phase (SSL, protocol version,
 authentication), and hands each connection to a :class:`~changefeed.server.pg.session.PgSession`.
 
-Threads: the protocol runs on the shared asyncio loop; every engine call runs in one bounded
+Processes: see :mod:`changefeed.server.pg.cluster` (by default one worker process per core serves
+the connections; the listening process hands them over). Threads: in each process the protocol
+runs on its asyncio loop; every engine call runs in one bounded
 thread pool (``POOL_SIZE`` threads), so idle connections cost a socket and a SQLite handle, not a
 thread.
 """
@@ -12,15 +14,20 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import socket
 import ssl
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from changefeed.engine.auth import ROOT
+from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import EndpointConfig
+from changefeed.server.pg import cluster
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg.scram import MECHANISM, ScramError, ScramExchange
-from changefeed.server.pg.session import Backend, PgSession, Registry
+from changefeed.server.pg.session import Backend, PgSession
+from changefeed.server.pg.sessions import Registry
 
 log = logging.getLogger(__name__)
 
@@ -57,29 +64,76 @@ def load_tls(certs_dir: Path | None) -> ssl.SSLContext | None:
 
 
 class PgEndpoint:
-    """``changefeed serve --pg``: the PostgreSQL wire protocol over one database directory."""
+    """``changefeed serve --pg``: the PostgreSQL wire protocol over one database directory.
+
+    With :data:`~changefeed.server.pg.cluster.WORKERS_ENV` above 1 (by default, one worker per
+    core) this process only listens and hands connections to worker processes
+    (:mod:`changefeed.server.pg.cluster`); otherwise it serves them itself."""
 
     name = "pg"
 
     def __init__(self, config: EndpointConfig) -> None:
         self.config = config
-        self.tls = load_tls(config.certs_dir)
-        self.pool = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="pg")
-        self.registry = Registry()
-        self.server: asyncio.Server | None = None
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.workers = cluster.worker_count()
         self.trust_root_on_loopback = True
+        self.server: PgServer | None = None
+        self.listener: asyncio.Server | None = None
+        self.dispatcher: cluster.Dispatcher | None = None
 
     async def start(self) -> tuple[str, int]:
-        self.server = await asyncio.start_server(
-            self._accept, self.config.host, self.config.port, limit=p.MAX_MESSAGE + 16
+        if self.workers > 1:
+            self.dispatcher = cluster.Dispatcher(
+                self.config.db,
+                self.config.certs_dir,
+                self.workers,
+                trust_root_on_loopback=self.trust_root_on_loopback,
+                metrics=self.config.metrics,
+            )
+            return await self.dispatcher.start(self.config.host, self.config.port)
+        self.server = PgServer(self.config.db, self.config.certs_dir, metrics=self.config.metrics)
+        self.server.trust_root_on_loopback = self.trust_root_on_loopback
+        self.listener = await asyncio.start_server(
+            self.server.handle, self.config.host, self.config.port, limit=p.MAX_MESSAGE + 16
         )
-        host, port = self.server.sockets[0].getsockname()[:2]
+        host, port = self.listener.sockets[0].getsockname()[:2]
         return str(host), int(port)
 
     async def stop(self) -> None:
+        if self.dispatcher is not None:
+            await self.dispatcher.stop()
+        if self.listener is not None:
+            self.listener.close()
         if self.server is not None:
-            self.server.close()
+            await self.server.stop()
+        if self.listener is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.listener.wait_closed(), 2)
+
+
+class PgServer:
+    """Serves accepted connections on this process's event loop: startup, authentication and a
+    :class:`PgSession` each. Used by :class:`PgEndpoint` in one process and by each worker."""
+
+    def __init__(
+        self,
+        db: Path,
+        certs_dir: Path | None,
+        registry: Registry | None = None,
+        metrics: EndpointMetrics = NULL_ENDPOINT_METRICS,
+    ) -> None:
+        self.db = db
+        #: Where connections, statements and errors are counted (a worker's are tallied and
+        #: handed to the listening process, see ``cluster.Tally``).
+        self.metrics = metrics
+        self.tls = load_tls(certs_dir)
+        self.pool = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="pg")
+        self.registry = registry or Registry()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.trust_root_on_loopback = True
+        #: Called when a connection ends (a worker tells its dispatcher, for load balancing).
+        self.on_closed: Callable[[], None] | None = None
+
+    async def stop(self) -> None:
         for session in list(self.registry.sessions.values()):
             session.terminate()
         if self.tasks:
@@ -88,30 +142,41 @@ class PgEndpoint:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=2)
-        if self.server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 2)
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.registry.close()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def adopt(self, sock: socket.socket) -> None:
+        """Serve a connection accepted elsewhere (handed over by the dispatcher)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=p.MAX_MESSAGE + 16, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, self.handle, loop=loop)
+        try:
+            await loop.connect_accepted_socket(lambda: protocol, sock)
+        except OSError:
+            sock.close()
+            if self.on_closed is not None:
+                self.on_closed()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self.tasks.add(task)
-        self.config.metrics.connection_opened(self.name)
+        self.metrics.connection_opened("pg")
         try:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
             pass
         except Exception:  # one broken connection must never take the server down
-            self.config.metrics.error(self.name)
+            self.metrics.error("pg")
             log.exception("pg connection failed")
         finally:
-            self.config.metrics.connection_closed(self.name)
+            self.metrics.connection_closed("pg")
             self.tasks.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1)
+            if self.on_closed is not None:
+                self.on_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -130,12 +195,7 @@ class PgEndpoint:
             writer.write(p.error_response(exc.code, str(exc), severity="FATAL"))
             return
         session = PgSession(
-            Backend(self.config.db, self.pool, self.registry, self.config.metrics),
-            reader,
-            writer,
-            user,
-            params,
-            peer,
+            Backend(self.db, self.pool, self.registry, self.metrics), reader, writer, user, params, peer
         )
         try:
             await session.open()
@@ -205,7 +265,7 @@ class PgEndpoint:
         loop = asyncio.get_running_loop()
         if user == ROOT and self.trust_root_on_loopback and _is_loopback(peer):
             return
-        secret = await loop.run_in_executor(self.pool, self.registry.secret_of, self.config.db, user)
+        secret = await loop.run_in_executor(self.pool, self.registry.secret_of, self.db, user)
         exchange = ScramExchange.for_secret(secret, user)
         failed = AuthFailed("28P01", f'password authentication failed for user "{user}"')
         writer.write(p.auth_sasl([MECHANISM]))

@@ -16,11 +16,8 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import os
 import re
-import secrets
 import sqlite3
-import struct
 import threading
 import uuid
 from collections import OrderedDict
@@ -31,8 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from changefeed.connection import Connection, Result
-from changefeed.engine import auth
-from changefeed.engine.auth import ScramSecret
 from changefeed.exceptions import ChangefeedError, LockNotAvailable
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server.pg import batch as batches
@@ -55,7 +50,9 @@ from changefeed.server.pg.errors import (
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
 from changefeed.server.pg.portals import Batch, Portal, Prepared, Running, new_query_id
+from changefeed.server.pg.sessions import QUERY_COLUMNS, Registry
 from changefeed.server.pg.values import (
+    Encoder,
     column_oids,
     data_rows,
     encoders,
@@ -67,6 +64,7 @@ from changefeed.server.pg.values import (
 from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
+from changefeed.sql.statements.point import PointRead, plan_point
 
 if TYPE_CHECKING:
     from changefeed.pipeline.sinkless import Chunk, CoreChangefeed
@@ -78,18 +76,14 @@ _log = logging.getLogger(__name__)
 WRITE_TIMEOUT = 30.0
 
 
-def new_backend_key() -> tuple[int, int]:
-    """A (process id, secret) pair for BackendKeyData."""
-    pid = struct.unpack("!i", os.urandom(4))[0] & 0x7FFFFFFF
-    return pid, secrets.randbits(32)
-
-
 #: Bytes of DataRows buffered before waiting for the client to take them.
 FLUSH_BYTES = 256 * 1024
 #: Rows encoded at a time; results larger than this are encoded on the pool, chunk by chunk.
 ENCODE_CHUNK = 2000
 #: Parsed query texts kept per connection.
 PARSE_CACHE = 256
+#: Result shapes (column types and formats -> encoders, RowDescription) kept per connection.
+SHAPES = 64
 
 
 @dataclass(frozen=True)
@@ -100,42 +94,6 @@ class Backend:
     pool: Executor
     registry: Registry
     metrics: EndpointMetrics = NULL_ENDPOINT_METRICS
-
-
-class Registry:
-    """Every open session of one endpoint: for CancelRequest, CANCEL QUERY and SHOW QUERIES."""
-
-    def __init__(self) -> None:
-        self.sessions: dict[int, PgSession] = {}
-        self._auth_conn: Connection | None = None
-        self._auth_lock = threading.Lock()
-
-    def cancel_by_key(self, pid: int, key: int) -> None:
-        s = self.sessions.get(pid)
-        if s is not None and s.secret == key:
-            s.cancel()
-
-    def cancel_by_query_id(self, query_id: str) -> bool:
-        for s in list(self.sessions.values()):
-            if s.running is not None and s.running.query_id == query_id:
-                s.cancel()
-                return True
-        return False
-
-    def secret_of(self, db: Path, user: str) -> ScramSecret | None:
-        with self._auth_lock:
-            if self._auth_conn is None:
-                self._auth_conn = Connection(db, user=auth.ROOT)
-            c = self._auth_conn.db.conn
-            if not auth.user_exists(c, user):
-                return None
-            return auth.scram_secret(c, user)
-
-    def close(self) -> None:
-        with self._auth_lock:
-            if self._auth_conn is not None:
-                self._auth_conn.close()
-                self._auth_conn = None
 
 
 class PgSession:
@@ -156,18 +114,22 @@ class PgSession:
         self.peer = peer
         self.startup = params
         self.vars = defaults(user, SERVER_VERSION)
-        self.pid, self.secret = new_backend_key()
+        self.pid, self.secret = endpoint.registry.new_key()
         self.conn: Connection | None = None
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self.cache: OrderedDict[str, Prepared] = OrderedDict()
-        #: Whether statements of a normalised text run on the loop (see ``from_template``).
-        self.template_inline: dict[str, bool] = {}
+        #: Per normalised text: whether its statements run on the loop, and its point-read plan
+        #: (see ``from_template``).
+        self.template_plans: dict[str, tuple[bool, PointRead | None]] = {}
+        #: Result shapes (see :meth:`shape`).
+        self.shapes: dict[tuple[Any, ...], tuple[list[int], list[Encoder], list[int], bytes]] = {}
         self.running: Running | None = None
         self.cancelled = threading.Event()
         self.closing = False
         self.session_id = uuid.uuid4().hex
         self.loop = asyncio.get_running_loop()
+        self.inflight: set[asyncio.Future[Any]] = set()
         self.out: list[bytes] = []  # messages not yet handed to the transport
         #: Executes of one single-row INSERT/UPSERT in an explicit transaction, not run yet: they
         #: run as one bulk write (see :meth:`flush_batch`).
@@ -201,6 +163,8 @@ class PgSession:
     async def close(self) -> None:
         self.endpoint.registry.sessions.pop(self.pid, None)
         self.cancel()
+        await batches.settle(self)
+        await self.settle()
         conn, self.conn = self.conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
@@ -230,7 +194,20 @@ class PgSession:
                 conn.db.conn.interrupt()
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await self.loop.run_in_executor(self.endpoint.pool, lambda: fn(*args, **kwargs))
+        """Run ``fn`` on the worker pool. A cancelled caller (the peer went away, the server
+        stops) stops waiting, but the work goes on in its thread: :meth:`close` waits for it
+        before closing the connection it uses (closing SQLite under a running statement
+        crashes the process)."""
+        future = self.loop.run_in_executor(self.endpoint.pool, lambda: fn(*args, **kwargs))
+        self.inflight.add(future)
+        future.add_done_callback(self.inflight.discard)
+        return await future
+
+    async def settle(self) -> None:
+        """Wait until no call of this session is running on the worker pool."""
+        while self.inflight:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(asyncio.wait(set(self.inflight)))
 
     @property
     def txn_status(self) -> bytes:
@@ -334,6 +311,7 @@ class PgSession:
                 try:
                     if batches.batch_message(self, kind, msg.data):
                         batches.take_pipelined(self)
+                        batches.start_chunk(self)
                         if len(self.batch.rows) >= batches.BATCH_ROWS:
                             await batches.flush_batch(self)
                         continue
@@ -432,13 +410,34 @@ class PgSession:
         if norm is None:
             return None
         tmpl = norm_.cached(norm)
-        if not tmpl or tmpl is True:
+        if not isinstance(tmpl, norm_.Template):
             return None
-        inline = self.template_inline.get(norm.key)
-        if inline is None:
+        known = self.template_plans.get(norm.key)
+        if known is None:
             assert self.conn is not None
-            inline = self.template_inline[norm.key] = runs_inline(self.conn.session, tmpl)
-        return Prepared(sql, "engine", stmts=norm_.bind(tmpl, norm.values), inline=inline)
+            # Whether it is short depends on the tables' keys: a session's first statement may
+            # come before anything of it read the catalog (the template is process-wide).
+            self.conn.db.refresh_catalog()
+            inline = runs_inline(self.conn.session, tmpl.stmts)
+            if self.conn.session.in_transaction:
+                point = None  # planned outside a transaction, next time
+            else:
+                point = plan_point(self.conn.session, tmpl.stmts[0]) if inline else None
+                self.template_plans[norm.key] = (inline, point)
+            known = (inline, point)
+        inline, point = known
+        if point is not None:  # bound only if the plan leaves it to the general path
+            return Prepared(
+                sql,
+                "engine",
+                stmts=tmpl.stmts,
+                inline=inline,
+                point=point,
+                planned=True,
+                template=tmpl,
+                values=norm.values,
+            )
+        return Prepared(sql, "engine", stmts=norm_.bind(tmpl, norm.values), inline=inline, planned=True)
 
     # ------------------------------------------------------------------ simple query
     async def simple_query(self, sql: str) -> None:
@@ -477,21 +476,48 @@ class PgSession:
         try:
             if prep.kind == "command":
                 assert prep.command is not None
-                return self.run_command(prep.command)
+                spanning = await self.run_cluster_command(prep.command)
+                return spanning if spanning is not None else self.run_command(prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
+            stmts = prep.stmts
             if prep.inline:
+                if not prep.planned and not session.in_transaction:
+                    prep.planned = True
+                    if len(stmts) == 1 and isinstance(stmts[0], ast.Select):
+                        prep.point = plan_point(session, stmts[0])
+                if prep.point is not None and not session.in_transaction:
+                    got = prep.point.run(session, prep.values if prep.template is not None else params)
+                    if got is not None:
+                        return got
+                    self.forget_plan(prep)  # stale (the catalog moved) or not for these values
+                if prep.template is not None:
+                    stmts, params = norm_.bind(prep.template, prep.values), []
                 db = self.conn.db
                 db.writers_wait = False
                 try:
-                    return self._run_engine(prep.stmts, params)
+                    return self._run_engine(stmts, params)
                 except LockNotAvailable:
                     pass  # another session is writing: wait for it on the pool
                 finally:
                     db.writers_wait = True
-            return await self.call(self._run_engine, prep.stmts, params)
+            return await self.call(self._run_engine, stmts, params)
         finally:
             self.running = None
+
+    def forget_plan(self, prep: Prepared) -> None:
+        """A point-read plan that declined: planned again at the next run if the catalog moved
+        (a plan that declines only these values stays)."""
+        point = prep.point
+        if point is None or self.conn is None:
+            return
+        db = self.conn.db
+        db.refresh_catalog()
+        if db.catalog_version != point.version:
+            prep.point, prep.planned = None, False
+            for key, (_, p_) in list(self.template_plans.items()):
+                if p_ is point:
+                    del self.template_plans[key]
 
     def _run_engine(self, stmts: list[ast.Statement], params: Sequence[Any]) -> Result:
         assert self.conn is not None
@@ -500,6 +526,26 @@ class PgSession:
             res = self.conn.session.execute(stmt, params)
             res.status = normalise_tag(res, stmt)
         return res
+
+    def shape(self, res: Result, formats: list[int]) -> tuple[list[int], list[Encoder], list[int], bytes]:
+        """A result's column OIDs, encoders, format codes and RowDescription: kept per columns,
+        types and formats when every column's type is known (a statement run again and again
+        has the same shape), else worked out from the rows."""
+        types = res.types
+        key = None
+        if len(types) == len(res.columns) and None not in types:
+            key = (tuple(res.columns), tuple(types), tuple(formats))
+            hit = self.shapes.get(key)
+            if hit is not None:
+                return hit
+        oids = column_oids(types, res.rows, len(res.columns))
+        encs, fmts = encoders(oids, formats)
+        made = (oids, encs, fmts, p.row_description(list(zip(res.columns, oids, fmts, strict=True))))
+        if key is not None:
+            if len(self.shapes) >= SHAPES:
+                self.shapes.pop(next(iter(self.shapes)))
+            self.shapes[key] = made
+        return made
 
     async def send_result(
         self,
@@ -512,10 +558,9 @@ class PgSession:
         portal: Portal | None = None,
     ) -> None:
         if res.columns:
-            oids = column_oids(res.types, res.rows, len(res.columns))
-            encs, fmts = encoders(oids, formats)
+            oids, encs, fmts, description = self.shape(res, formats)
             if describe:
-                self.send(p.row_description(list(zip(res.columns, oids, fmts, strict=True))))
+                self.send(description)
             start = portal.pos if portal is not None else 0
             end = len(res.rows) if limit <= 0 else min(len(res.rows), start + limit)
             rows = res.rows
@@ -577,13 +622,10 @@ class PgSession:
             return Result(
                 columns=["name", "setting", "description"], rows=rows, types=[None] * 3, status="SHOW"
             )
-        if cmd.kind == "show_queries":
-            return self.show_queries()
-        if cmd.kind == "cancel":
-            assert cmd.value is not None
-            if not self.endpoint.registry.cancel_by_query_id(cmd.value):
-                raise UndefinedQuery(f"query ID {cmd.value} not found")
-            return Result(status="CANCEL QUERIES 1")
+        if cmd.kind == "show_queries":  # the rows come from run_cluster_command; this shape describes it
+            return Result(
+                columns=list(QUERY_COLUMNS), rows=[], types=[None] * len(QUERY_COLUMNS), status="SELECT 0"
+            )
         if cmd.kind == "discard":
             self.prepared.clear()
             self.portals.clear()
@@ -596,41 +638,18 @@ class PgSession:
             return Result(status="DEALLOCATE")
         return Result(status=cmd.name or "SET")
 
-    def show_queries(self) -> Result:
-        rows = []
-        for s in list(self.endpoint.registry.sessions.values()):
-            r = s.running
-            if r is None:
-                continue
-            peer = s.peer
-            addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else ""
-            rows.append(
-                (
-                    r.query_id,
-                    1,
-                    s.session_id,
-                    s.user,
-                    r.start,
-                    r.sql,
-                    addr,
-                    s.vars.get("application_name", ""),
-                    False,
-                    r.phase,
-                )
-            )
-        cols = [
-            "query_id",
-            "node_id",
-            "session_id",
-            "user_name",
-            "start",
-            "query",
-            "client_address",
-            "application_name",
-            "distributed",
-            "phase",
-        ]
-        return Result(columns=cols, rows=rows, types=[None] * len(cols), status=f"SELECT {len(rows)}")
+    async def run_cluster_command(self, cmd: Command) -> Result | None:
+        """SHOW QUERIES and CANCEL QUERY, which span every process of the endpoint; None for
+        other commands."""
+        registry = self.endpoint.registry
+        if cmd.kind == "show_queries":
+            return await registry.queries()
+        if cmd.kind == "cancel":
+            assert cmd.value is not None
+            if not await registry.cancel_by_query_id(cmd.value):
+                raise UndefinedQuery(f"query ID {cmd.value} not found")
+            return Result(status="CANCEL QUERIES 1")
+        return None
 
     # ------------------------------------------------------------------ core changefeeds
     async def run_stream(
@@ -762,6 +781,8 @@ class PgSession:
         if portal_name and portal_name in self.portals:
             raise DuplicateCursor(f'portal "{portal_name}" already exists')
         portal = self.portals[portal_name] = Portal(prep, params, list(rf))
+        portal.param_formats = pf
+        portal.bind_head = body[: body.index(0, body.index(0) + 1) + 3 + 2 * len(pf)]
         return portal
 
     async def on_describe(self, msg: p.Reader) -> None:
@@ -810,9 +831,7 @@ class PgSession:
             portal.result = await self.execute(prep, portal.params)
         described = portal.result
         if described is not None and described.columns:
-            oids = column_oids(described.types, described.rows, len(described.columns))
-            _, fmts = encoders(oids, portal.formats)
-            self.send(p.row_description(list(zip(described.columns, oids, fmts, strict=True))))
+            self.send(self.shape(described, portal.formats)[3])
         else:
             self.send(p.NO_DATA)
         portal.described = True
@@ -868,8 +887,18 @@ class PgSession:
             raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
         if portal.result is None and batches.batchable(self, prep) and name == "" and limit == 0:
-            self.batch = Batch(prep, [portal.params], [b""])
+            self.batch = Batch(
+                prep,
+                [portal.params],
+                [b""],
+                formats=portal.param_formats,
+                bind_head=portal.bind_head,
+                nparams=len(portal.params),
+                result_formats=tuple(portal.formats),
+                last_described=portal.described,
+            )
             batches.take_pipelined(self)
+            batches.start_chunk(self)
             if len(self.batch.rows) >= batches.BATCH_ROWS:
                 await batches.flush_batch(self)
             return

@@ -12,9 +12,11 @@ off, and records where each stream stands at the start point. The rows then stre
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, TypeGuard
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.gc import gc_threshold
 from changefeed.engine.privileges import check_changefeed_privileges
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import GcThresholdError, InvalidStatement, UnsupportedFeature
@@ -24,6 +26,7 @@ from changefeed.feeds.crdb_options import (
     CrdbOptions,
     parse_crdb_options,
 )
+from changefeed.feeds.jobs import gc_threshold_error
 from changefeed.formats.crdb_json import families
 from changefeed.pipeline.sinkless import CoreChangefeed, CorePlan
 from changefeed.sql import ast
@@ -31,6 +34,7 @@ from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
 from changefeed.sql.statements.common import enable_changes
+from changefeed.sql.statements.crdb_query import plan_query
 
 FAMILY = StatementFamily("crdb_feeds")
 
@@ -158,15 +162,25 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
 
     def run(txn: Transaction) -> Result:
         assert txn.ts is not None
-        tables, chosen = _targets(session, txn, stmt)
+        query = None
+        if stmt.query is not None:  # CREATE CHANGEFEED [WITH ..] AS SELECT ..
+            planned = plan_query(session, txn, stmt, job=False)
+            query = planned.query
+            tables, chosen = [planned.table], list[str | None]([None])
+        else:
+            tables, chosen = _targets(session, txn, stmt)
         check_privileges(session, txn, tables)
-        opts = parse_crdb_options(raw, sink_scheme=None, statement_time=txn.ts)
+        opts = parse_crdb_options(raw, sink_scheme=None, statement_time=txn.ts, query=query is not None)
+        opts = replace(opts, cluster_id=session.db.cluster_id())
         fams = tuple(_families(t, f, opts) for t, f in zip(tables, chosen, strict=True))
         if any(fams) and opts.format != FORMAT_JSON:
             raise UnsupportedFeature("column families are supported with format=json only")
         start = opts.cursor or txn.ts
         ready: list[TableSchema] = []
         for t in tables:
+            threshold = gc_threshold(txn.conn, t) if t.changes else None
+            if opts.cursor is not None and threshold is not None and opts.cursor < threshold:
+                raise gc_threshold_error(opts.cursor, threshold)
             if not t.changes:
                 if opts.cursor is not None and opts.cursor < txn.ts:
                     raise GcThresholdError(
@@ -195,6 +209,7 @@ def prepare_core(session: Session, stmt: ast.CreateChangefeed, params: Sequence[
                 start_seqs=tuple(seqs),
                 notices=tuple(_notices(ready, opts)),
                 families=fams,
+                query=query,
             )
         )
         return Result(status="EXPERIMENTAL CHANGEFEED")

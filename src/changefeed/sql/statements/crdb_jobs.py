@@ -20,16 +20,24 @@ from changefeed.engine.clock import CommitTs
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import (
-    GcThresholdError,
     InvalidOption,
     InvalidStatement,
     JobNotFound,
     JobStateError,
+    PermissionDenied,
     UndefinedTable,
     UnsupportedFeature,
 )
+from changefeed.feeds import external_connections
 from changefeed.feeds import jobs as J
-from changefeed.feeds.crdb_options import FORMAT_JSON, OPTION_KINDS, CrdbOptions, parse_crdb_options
+from changefeed.feeds.cdc_plan import CdcQuery
+from changefeed.feeds.crdb_options import (
+    FORMAT_JSON,
+    OPTION_KINDS,
+    ORDERING_TOTAL,
+    CrdbOptions,
+    parse_crdb_options,
+)
 from changefeed.feeds.kafka_config import KafkaConfig
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.sinks import SinkSpec, parse_sink_uri, validate_sink_options
@@ -41,7 +49,9 @@ from changefeed.sql import ast
 from changefeed.sql.evaluator import Params
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements import crdb_query
 from changefeed.sql.statements.common import enable_changes
+from changefeed.sql.statements.crdb_query import plan_query
 from changefeed.topics import TopicStore
 
 FAMILY = StatementFamily("crdb_jobs")
@@ -60,6 +70,7 @@ FORMAT_ENCODERS = {
     "avro": "crdb-avro",
     "experimental_avro": "crdb-avro",
     "csv": "crdb-csv",
+    "parquet": "crdb-parquet",
 }
 
 
@@ -138,8 +149,21 @@ def family_targets(schema: TableSchema, family: str | None, opts: CrdbOptions) -
     return [J.Target(schema.id, schema.short_name, f) for f in chosen]
 
 
-def description(targets: Sequence[str], sink: SinkSpec, options: Mapping[str, str | None]) -> str:
-    return f"CREATE CHANGEFEED FOR {', '.join(targets)} INTO '{sink.redacted}'" + J.render_options(options)
+def description(targets: Sequence[str], sink: str, options: Mapping[str, str | None]) -> str:
+    """``sink``: the URI as shown (secrets redacted, or the ``external://`` name)."""
+    return f"CREATE CHANGEFEED FOR {', '.join(targets)} INTO '{sink}'" + J.render_options(options)
+
+
+def query_description(sink: str, options: Mapping[str, str | None]) -> str:
+    """A CDC query job's description, before its ``AS SELECT``."""
+    return f"CREATE CHANGEFEED INTO '{sink}'" + J.render_options(options)
+
+
+def total_order_topic(sink: SinkSpec, job_id: int) -> str:
+    """The one topic of an ``ordering = 'total'`` job: the sink URI's ``topic_name`` (after its
+    ``topic_prefix``), else ``<topic_prefix>changefeed_<job id>``."""
+    name = sink.params.get("topic_name") or f"changefeed_{job_id}"
+    return sink.topic_prefix + name
 
 
 # ==================================================================================== options
@@ -186,12 +210,21 @@ class JobOptions:
 
 
 def job_options(
-    raw: Mapping[str, str | None], sink: SinkSpec, statement_time: CommitTs, *, check_times: bool = True
+    raw: Mapping[str, str | None],
+    sink: SinkSpec,
+    statement_time: CommitTs,
+    *,
+    check_times: bool = True,
+    query: bool = False,
 ) -> JobOptions:
-    """Parse a job's options; ``check_times``: check cursor/end_time against ``statement_time``."""
+    """Parse a job's options; ``check_times``: check cursor/end_time against ``statement_time``;
+    ``query``: a CDC query's job (``envelope`` defaults to ``bare``)."""
     return JobOptions(
         parse_crdb_options(
-            dict(raw), sink_scheme=sink.scheme, statement_time=statement_time if check_times else None
+            dict(raw),
+            sink_scheme=sink.scheme,
+            statement_time=statement_time if check_times else None,
+            query=query,
         )
     )
 
@@ -226,6 +259,7 @@ def _make_feed(
     *,
     initial_scan: bool,
     cursor: CommitTs | None,
+    query: CdcQuery | None = None,
 ) -> FeedSpec:
     """Create (in ``txn``) the ``crdb`` feed of one target; returns its spec."""
     assert txn.ts is not None
@@ -235,11 +269,7 @@ def _make_feed(
         if not schema.changes:
             threshold = txn.ts  # no history kept for this table before now
         if threshold is not None and cursor < threshold:
-            raise GcThresholdError(
-                f"could not create changefeed: cursor {cursor.crdb()} is older than the GC threshold "
-                f"{threshold.crdb()}: batch timestamp {J.hlc_string(cursor)} must be after replica GC "
-                f"threshold {J.hlc_string(threshold)} (hint: use a more recent cursor)"
-            )
+            raise J.gc_threshold_error(cursor, threshold)
     if not schema.changes:
         schema = enable_changes(session, txn, schema, True)
         if threshold is None:  # no history before now
@@ -248,13 +278,21 @@ def _make_feed(
             set_gc_threshold(txn.conn, schema, txn.ts)
     seq = _start_seq(txn, schema, cursor)
     start = cursor or txn.ts
+    total = opts.crdb.ordering == ORDERING_TOTAL
+    if total and target.family is not None:
+        raise InvalidOption("ordering = 'total' is incompatible with column family targets")
     spec = FeedSpec(
         id=0,
         table_id=schema.id,
         name=f"job {job_id}" + (f" {target.family}" if target.family else ""),
         kind="crdb",
-        topic=sink.topic_for(target.name, target.family, full_table_name=_full_name(target.name, opts)),
-        partitions=schema.partitions,
+        # ordering = 'total': every feed of the job delivers into the job's one topic, one partition
+        topic=(
+            total_order_topic(sink, job_id)
+            if total
+            else sink.topic_for(target.name, target.family, full_table_name=_full_name(target.name, opts))
+        ),
+        partitions=1 if total else schema.partitions,
         format=opts.encoder,
         mode=opts.mode,
         resolved_ns=opts.resolved_ns,
@@ -263,8 +301,9 @@ def _make_feed(
         created_wall=start.wall,
         created_logical=start.logical,
         created_tx=txn.txid,
-        crdb=opts.crdb,
+        crdb=replace(opts.crdb, job_id=job_id, cluster_id=session.db.cluster_id()),
         family=target.family,
+        query=query,
     )
     spec = insert_feed(txn.conn, spec, "scanning" if initial_scan else "running")
     TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
@@ -290,16 +329,26 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
         raise InvalidOption(
             f"the sink of CREATE CHANGEFEED .. INTO must be a string URI, got {sql_text(uri)}"
         )
+    written, uri = uri, external_connections.resolve(txn.conn, uri)
     sink = parse_sink_uri(uri)
+    shown = written if external_connections.is_external(written) else sink.redacted
     raw = raw_options(session, stmt.options, ev)
-    opts = job_options(raw, sink, txn.ts)
+    query = None
+    if stmt.query is not None:  # CREATE CHANGEFEED INTO .. AS SELECT ..
+        planned = plan_query(session, txn, stmt, job=True)
+        query = planned.query
+    opts = job_options(raw, sink, txn.ts, query=query is not None)
     config = validate_sink_options(sink, raw)  # sinks: webhook / cloud storage / kafka settings
     if isinstance(config, KafkaConfig):
         # CockroachDB dials the sink at CREATE: an unreachable broker is an error here.
         from changefeed.pipeline.sinks.kafka import dial
 
         dial(config)
-    targets = _resolve_targets(session, txn, stmt.targets, opts.crdb)
+    if query is not None:
+        schema = session.db.table_by_id(query.table_id)
+        targets = [J.Target(schema.id, schema.short_name, None)]
+    else:
+        targets = _resolve_targets(session, txn, stmt.targets, opts.crdb)
     privileges.check_changefeed_privileges(
         txn.conn, session.user, [session.db.table_by_id(t.table_id) for t in targets]
     )
@@ -315,13 +364,18 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
             opts,
             initial_scan=opts.scan_mode in ("yes", "only"),
             cursor=opts.cursor,
+            query=query,
         )
         for t in targets
     ]
     now = txn.ts.wall
     job = J.Job(
         id=job_id,
-        description=description([_target_text(t, session) for t in stmt.targets], sink, raw),
+        description=(
+            description([_target_text(t, session) for t in stmt.targets], shown, raw)
+            if stmt.query is None
+            else query_description(shown, raw) + crdb_query.description(stmt)
+        ),
         user_name=session.user,
         status=J.RUNNING,
         running_status=None,
@@ -331,7 +385,7 @@ def create_job(session: Session, txn: Transaction, stmt: ast.CreateChangefeed, e
         modified=now,
         high_water=None,
         error=None,
-        sink_uri=sink.redacted,
+        sink_uri=shown,
         full_table_names=tuple(dict.fromkeys(f"defaultdb.public.{t.name}" for t in targets)),
         topics=tuple(dict.fromkeys(s.topic for s in specs)),
         format=opts.format,
@@ -450,6 +504,39 @@ def job_control(session: Session, txn: Transaction, stmt: ast.JobControl, ev: Pa
     return Result(status=f"{stmt.action.upper()} JOB")
 
 
+# ==================================================================================== external connections
+@FAMILY.statement(ast.CreateExternalConnection)
+def create_external_connection(
+    session: Session, txn: Transaction, stmt: ast.CreateExternalConnection, ev: Params
+) -> Result:
+    """``CREATE EXTERNAL CONNECTION name AS 'uri'``: admins (CockroachDB's EXTERNALCONNECTION
+    privilege); the URI must be a sink URI this build knows."""
+    if not privileges.is_admin(txn.conn, session.user):
+        raise PermissionDenied(f"user {session.user} does not have EXTERNALCONNECTION system privilege")
+    uri = session.option_value(stmt.uri, ev)
+    if not isinstance(uri, str):
+        raise InvalidOption(f"the URI of CREATE EXTERNAL CONNECTION must be a string, got {uri!r}")
+    if external_connections.is_external(uri):
+        raise InvalidOption("external connection cannot have scheme external")
+    parse_sink_uri(uri)  # validated as CockroachDB validates a connection's URI at creation
+    external_connections.create(
+        txn.conn, stmt.name, uri, session.user, session.db.clock.now_ns(), if_not_exists=stmt.if_not_exists
+    )
+    return Result(status="CREATE EXTERNAL CONNECTION")
+
+
+@FAMILY.statement(ast.DropExternalConnection)
+def drop_external_connection(
+    session: Session, txn: Transaction, stmt: ast.DropExternalConnection, ev: Params
+) -> Result:
+    if not privileges.is_admin(txn.conn, session.user):
+        raise PermissionDenied(
+            f"user {session.user} does not have DROP privilege on external connection {stmt.name}"
+        )
+    external_connections.drop(txn.conn, stmt.name, if_exists=stmt.if_exists)
+    return Result(status="DROP EXTERNAL CONNECTION")
+
+
 # ==================================================================================== ALTER
 @FAMILY.statement(ast.AlterChangefeed)
 def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev: Params) -> Result:
@@ -503,13 +590,20 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
         else:
             drops.extend(cmd.targets)
     old_sink = parse_sink_uri(job.sink)
+    sink_uri = external_connections.resolve(txn.conn, sink_uri)
     sink = parse_sink_uri(sink_uri)
     if sink.scheme != old_sink.scheme:
         raise InvalidOption(
             f'New sink type "{sink.scheme}" does not match original sink type "{old_sink.scheme}". Altering the '
             "sink type of a changefeed is disallowed, consider creating a new changefeed instead."
         )
-    opts = job_options(options, sink, job.start, check_times=False)
+    first = txn.conn.execute("SELECT spec FROM _feeds WHERE id = ?", (job.feed_ids[0],)).fetchone()
+    queried = first is not None and FeedSpec.from_json(orjson.loads(first[0])).query is not None
+    if queried and (adds or drops):
+        raise InvalidStatement(
+            "cannot modify targets when using CDC query changefeed; consider recreating changefeed"
+        )
+    opts = job_options(options, sink, job.start, check_times=False, query=queried)
     validate_sink_options(sink, options)  # sinks: webhook / cloud storage settings
     targets = list(job.targets)
     feed_ids = list(job.feed_ids)
@@ -552,7 +646,7 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
             format=opts.encoder,
             resolved_ns=opts.resolved_ns,
             mode=opts.mode,
-            crdb=opts.crdb,
+            crdb=replace(opts.crdb, job_id=job.id, cluster_id=session.db.cluster_id()),
         )
         _save_spec(txn, spec)
         TopicStore(session.db.path).ensure_topic(spec.topic, spec.partitions, spec.retention_ns)
@@ -565,7 +659,11 @@ def alter_job(session: Session, txn: Transaction, stmt: ast.AlterChangefeed, ev:
     now = session.db.clock.now_ns()
     new = replace(
         job,
-        description=description(list(dict.fromkeys(texts[t.table_id] for t in targets)), sink, options),
+        description=(
+            query_description(sink.redacted, options) + " AS " + " ".join(specs[0].query.text.split())
+            if queried and specs and specs[0].query is not None
+            else description(list(dict.fromkeys(texts[t.table_id] for t in targets)), sink.redacted, options)
+        ),
         options=options,
         sink=sink_uri,
         sink_uri=sink.redacted,

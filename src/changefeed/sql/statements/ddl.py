@@ -16,7 +16,7 @@ from changefeed.engine.phoenix_types import resolve_phoenix_type
 from changefeed.engine.privileges import CREATEDB, DEFAULT_PRIVILEGES_TABLE, Privilege, check_role_option
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
-from changefeed.engine.types import Kind, SqlType, resolve_type
+from changefeed.engine.types import Kind, SqlType, is_ydb_type, resolve_type
 from changefeed.exceptions import (
     ChangefeedError,
     DuplicateObject,
@@ -151,7 +151,14 @@ def create_table(session: Session, txn: Transaction, s: ast.CreateTable, ev: Par
         raise InvalidStatement("static columns are only allowed in tables with clustering columns")
     opts = _table_options(session, s.options, ev)
     cdc = CdcOptions.parse(opts.pop("cdc")) if "cdc" in opts else CdcOptions()
-    changes = bool(opts.pop("changes", False))
+    # CockroachDB tables (not YDB-declared ones) keep their change history from creation
+    # (gc.ttlseconds, engine/gc.py; TableSchema.crdb_history),
+    # so a changefeed's cursor may reach back before the first changefeed; WITH (changes = false)
+    # opts out (the writes then capture nothing until a changefeed exists).
+    crdb = session.dialect == "sql" and not any(is_ydb_type(c.type) for c in columns)
+    changes = bool(opts.pop("changes", crdb))
+    if not changes and crdb:
+        opts["changes"] = False  # the table opted out of history: dropping its last feed ends it
     partitions = int(
         opts.get("uniform_partitions") or opts.get("auto_partitioning_min_partitions_count") or 1
     )
@@ -171,6 +178,10 @@ def create_table(session: Session, txn: Transaction, s: ast.CreateTable, ev: Par
     for stmt in TableStore(schema).create_sql():
         txn.conn.execute(stmt)
     session.db.save_table(schema)
+    if changes and txn.ts is not None:
+        from changefeed.engine.gc import set_gc_threshold
+
+        set_gc_threshold(txn.conn, schema, txn.ts)  # no history before the table: a cursor starts here
     initial_grants(session, txn, schema)
     return Result(status="CREATE TABLE")
 

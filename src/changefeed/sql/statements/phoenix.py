@@ -776,6 +776,7 @@ def select_cdc(session: Session, txn: Transaction, s: ast.Select, ev: Params) ->
 
 
 select.SELECT_HOOKS.append(select_cdc)
+select.SELECT_CLAIMS.append(lambda session, s: s.table is not None and find_cdc(session, s.table) is not None)
 
 
 # ===================================================================================== stream tables

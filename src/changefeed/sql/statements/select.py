@@ -184,6 +184,9 @@ def statement_relation(session: Session, txn: Transaction, stmt: ast.Statement, 
 #: Phoenix's CDC objects): each returns the result, or None to leave the statement to this family.
 SelectHook = Callable[[Session, Transaction, ast.Select, Params], Result | None]
 SELECT_HOOKS: list[SelectHook] = []
+#: What each hook claims, without running it (``point.plan_point`` plans only what none claims).
+SelectClaim = Callable[[Session, ast.Select], bool]
+SELECT_CLAIMS: list[SelectClaim] = []
 
 
 @FAMILY.statement(ast.Select, write=False)

@@ -59,7 +59,13 @@ def drop_changefeed(
         raise UndefinedObject(f'changefeed "{name}" does not exist on table {schema.name}')
     delete_feed(txn.conn, feed.id)
     # The change stream stays while an Apache Phoenix CDC object reads it (issue 11).
-    if len(existing) == 1 and not schema.options.get("changes") and cdc_of(schema) is None:
+    # A CockroachDB table keeps its history (engine/gc.py) unless created WITH (changes = false).
+    if (
+        len(existing) == 1
+        and not schema.crdb_history
+        and not schema.options.get("changes")
+        and cdc_of(schema) is None
+    ):
         txn.conn.execute(f"DROP TABLE IF EXISTS x{schema.id}")
         schema = enable_changes(session, txn, schema, False)
     _drop_topics(session, txn, [feed.topic])

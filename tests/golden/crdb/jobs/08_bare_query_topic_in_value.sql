@@ -1,0 +1,11 @@
+-- cockroachdb-changefeed-message-envelopes, bare, In CDC queries, with topic_in_value:
+-- {"__crdb__": {"topic": "vehicles"}, "city": "los angeles", "type": "skateboard"}
+CREATE DATABASE movr;
+CREATE TABLE movr.vehicles (id UUID NOT NULL, city STRING NOT NULL, type STRING, owner_id UUID, creation_time TIMESTAMP, status STRING, current_location STRING, ext JSONB, PRIMARY KEY (city, id));
+INSERT INTO movr.vehicles (id, city, type, status) VALUES ('aaaaaaaa-aaaa-4800-8000-00000000000a', 'los angeles', 'skateboard', 'in_use');
+CREATE EXTERNAL CONNECTION kafka AS 'topics://';
+-- job
+CREATE CHANGEFEED INTO 'external://kafka' WITH topic_in_value AS SELECT city, type FROM movr.vehicles;
+-- expect
+topic,key,value
+vehicles,"[""los angeles"", ""aaaaaaaa-aaaa-4800-8000-00000000000a""]","{""__crdb__"": {""topic"": ""vehicles""}, ""city"": ""los angeles"", ""type"": ""skateboard""}"
