@@ -66,7 +66,6 @@ from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
     from changefeed.pipeline.sources.journal import JournalStreamReader
 
@@ -138,22 +137,6 @@ TERMINAL_SINK = "kafka sink "
 BATCHES_PER_ROUND = 20
 
 ScanProgress = Callable[[FeedSpec, int, int], None]
-
-
-def stop_between_batches(q: StreamingQuery, timeout_s: float = 60.0) -> None:
-    """Stop a query while no trigger is executing (stop() mid-batch can crash Spark's interrupt)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if not q.isActive or not q.status.get("isTriggerActive", False):
-                break
-        except Exception:
-            break
-        time.sleep(0.02)
-    try:
-        q.stop()
-    except Exception as exc:
-        log.warning("stopping %s: %s", q.name, exc)
 
 
 class NeedsSpark(Exception):
@@ -409,7 +392,7 @@ class Runner:
         while q.isActive and not self._stop.is_set():
             q.awaitTermination(1)
         if q.isActive:  # stopping: after the micro-batch in flight (its batch is replayed later)
-            stop_between_batches(q)
+            job.stop_between_batches(q)
             return
         job.await_query(q, w.spec, ctx.checkpoint)
         # the query's reader advanced past the driver's; plan from the checkpoint again

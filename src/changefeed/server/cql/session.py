@@ -52,6 +52,7 @@ from changefeed.server.cql.statements import (
 )
 from changefeed.server.cql.types import CqlType, decoder, rows_encoder
 from changefeed.server.pg.inline import runs_inline
+from changefeed.server.pool_calls import PoolCalls
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 from changefeed.sql.result import Result
@@ -167,7 +168,7 @@ class CqlSession:
         self.conn: Connection | None = None
         self.events: set[str] = set()
         self.loop = asyncio.get_running_loop()
-        self.inflight: set[asyncio.Future[Any]] = set()
+        self.calls = PoolCalls(self.loop, self.shared.pool)
         self.lz4 = compression == "lz4"
         #: Answers waiting for the commits they acknowledge or may show to be durable, in order:
         #: (durability ticket, stream, frame); see :meth:`send`.
@@ -195,20 +196,12 @@ class CqlSession:
                 await self.call(conn.close)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` on the worker pool. A cancelled caller (the peer went away, the server
-        stops) stops waiting, but the work goes on in its thread: :meth:`close` waits for it
-        before closing the connection it uses (closing SQLite under a running statement
-        crashes the process)."""
-        future = self.loop.run_in_executor(self.shared.pool, lambda: fn(*args, **kwargs))
-        self.inflight.add(future)
-        future.add_done_callback(self.inflight.discard)
-        return await future
+        """Run ``fn`` on the worker pool (:class:`PoolCalls`: :meth:`close` waits for it)."""
+        return await self.calls.run(fn, *args, **kwargs)
 
     async def settle(self) -> None:
         """Wait until no call of this session is running on the worker pool."""
-        while self.inflight:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(asyncio.wait(set(self.inflight)))
+        await self.calls.settle()
 
     def send(self, stream: int, opcode: int, body: bytes) -> None:
         """Write an answer; held (with the ones after it) while a commit it acknowledges, or one

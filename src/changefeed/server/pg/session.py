@@ -62,6 +62,7 @@ from changefeed.server.pg.values import (
     normalise_tag,
 )
 from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
+from changefeed.server.pool_calls import PoolCalls
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 from changefeed.sql.statements.point import PointRead, plan_point
@@ -129,7 +130,7 @@ class PgSession:
         self.closing = False
         self.session_id = uuid.uuid4().hex
         self.loop = asyncio.get_running_loop()
-        self.inflight: set[asyncio.Future[Any]] = set()
+        self.calls = PoolCalls(self.loop, self.endpoint.pool)
         self.out: list[bytes] = []  # messages not yet handed to the transport
         #: Executes of one single-row INSERT/UPSERT in an explicit transaction, not run yet: they
         #: run as one bulk write (see :meth:`flush_batch`).
@@ -194,20 +195,12 @@ class PgSession:
                 conn.db.conn.interrupt()
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` on the worker pool. A cancelled caller (the peer went away, the server
-        stops) stops waiting, but the work goes on in its thread: :meth:`close` waits for it
-        before closing the connection it uses (closing SQLite under a running statement
-        crashes the process)."""
-        future = self.loop.run_in_executor(self.endpoint.pool, lambda: fn(*args, **kwargs))
-        self.inflight.add(future)
-        future.add_done_callback(self.inflight.discard)
-        return await future
+        """Run ``fn`` on the worker pool (:class:`PoolCalls`: :meth:`close` waits for it)."""
+        return await self.calls.run(fn, *args, **kwargs)
 
     async def settle(self) -> None:
         """Wait until no call of this session is running on the worker pool."""
-        while self.inflight:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(asyncio.wait(set(self.inflight)))
+        await self.calls.settle()
 
     @property
     def txn_status(self) -> bytes:
