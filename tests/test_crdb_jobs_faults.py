@@ -114,6 +114,7 @@ def test_pause_resume_and_kill_9_are_exactly_once(tmp_path: Path, kills: int) ->
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)  # the runner and its JVM: kill -9
                 proc.wait()
+        bg.stop()  # the kills are over: no need to wait out the workload's duration
         stats = bg.join(timeout=600)
     finally:
         log.close()

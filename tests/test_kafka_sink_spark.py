@@ -225,6 +225,7 @@ def test_kill_9_and_broker_restarts(
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)  # the runner and its JVM: kill -9
                 proc.wait()
+        bg.stop()  # the kills are over: no need to wait out the workload's duration
         stats = bg.join(timeout=600)
         assert sum(s.committed for s in stats) > 100
         _until_idle(db, spark)  # the restart after the last kill, in this process's Spark session

@@ -11,6 +11,7 @@ import datetime as dt
 import itertools
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,8 @@ def test_phoenix_date_arithmetic_and_cdc_poll(tmp_path: Path) -> None:
         conn.execute("UPSERT INTO T (K, V1) VALUES (1, 2)")
         day = conn.execute("SELECT K FROM C WHERE PHOENIX_ROW_TIMESTAMP() >= CURRENT_DATE() - 1")
         assert day.rows == [(1,)]
-        # a hundredth of a second ago: the change is older than that by now
+        # 8.64 ms ago (1e-7 of a day): the change is older than that once 50 ms have passed
+        time.sleep(0.05)
         assert (
             conn.execute("SELECT K FROM C WHERE PHOENIX_ROW_TIMESTAMP() >= CURRENT_DATE() - 0.0000001").rows
             == []

@@ -19,9 +19,11 @@ at once, each with its own connection and seed.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import random
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -205,6 +207,12 @@ def _sql_statement(rng: random.Random, table: str, keys: int) -> tuple[str, list
     return f"DELETE FROM {table} WHERE b >= ? AND b <= ?", [lo, lo + 10]
 
 
+def _over(deadline: float | None, stop_file: str | None) -> bool:
+    if deadline is not None and time.monotonic() >= deadline:
+        return True
+    return stop_file is not None and os.path.exists(stop_file)
+
+
 def run_sql(
     db: str | os.PathLike[str],
     *,
@@ -218,8 +226,10 @@ def run_sql(
     snapshots: bool = False,
     history: History | None = None,
     sleep: float = 0.0,
+    stop_file: str | None = None,
 ) -> WorkloadStats:
-    """Run ``txns`` random transactions (or until ``duration`` seconds have passed).
+    """Run ``txns`` random transactions (or until ``duration`` seconds have passed, or
+    ``stop_file`` exists).
 
     ``snapshots`` (single writer only) fills ``history`` with the table state after each commit."""
     rng = random.Random(seed)
@@ -230,7 +240,7 @@ def run_sql(
             history.initial = table_state(conn, table)
             history.initial_txid = current_txid(conn)
         i = 0
-        while (txns is None or i < txns) and (deadline is None or time.monotonic() < deadline):
+        while (txns is None or i < txns) and not _over(deadline, stop_file):
             i += 1
             multi = rng.random() < multi_rate
             n = rng.randint(2, 5) if multi else 1
@@ -346,8 +356,10 @@ def run_cql(
     pks: int = 5,
     cks: int = 8,
     batch_rate: float = 0.2,
+    stop_file: str | None = None,
 ) -> WorkloadStats:
-    """Run ``ops`` random CQL statements or ``BEGIN UNLOGGED BATCH`` batches."""
+    """Run ``ops`` random CQL statements or ``BEGIN UNLOGGED BATCH`` batches (until ``duration``
+    seconds have passed or ``stop_file`` exists, with ``ops=None``)."""
     from changefeed.exceptions import ChangefeedError
 
     rng = random.Random(seed)
@@ -355,7 +367,7 @@ def run_cql(
     deadline = None if duration is None else time.monotonic() + duration
     with changefeed.connect(db, dialect="cql") as conn:
         i = 0
-        while (ops is None or i < ops) and (deadline is None or time.monotonic() < deadline):
+        while (ops is None or i < ops) and not _over(deadline, stop_file):
             i += 1
             if rng.random() < batch_rate:
                 body = []
@@ -411,14 +423,27 @@ class Background:
         self, db: str | os.PathLike[str], *, dialect: str = "sql", seeds: list[int], **kw: Any
     ) -> None:
         ctx = mp.get_context("spawn")
+        fd, self._stop_file = tempfile.mkstemp(prefix="workload-stop-")
+        os.close(fd)
+        os.unlink(self._stop_file)  # its existence is the signal
+        kw = {**kw, "stop_file": self._stop_file}
         self._pool = ctx.Pool(len(seeds))
         self._result = self._pool.map_async(_worker, [(dialect, str(db), s, kw) for s in seeds])
+
+    def stop(self) -> None:
+        """Ask the writers to end after their current transaction (before ``duration``)."""
+        with open(self._stop_file, "w"):
+            pass
 
     def ready(self) -> bool:
         return self._result.ready()
 
     def join(self, timeout: float | None = None) -> list[WorkloadStats]:
-        res: list[WorkloadStats] = self._result.get(timeout)
-        self._pool.close()
-        self._pool.join()
+        try:
+            res: list[WorkloadStats] = self._result.get(timeout)
+            self._pool.close()
+            self._pool.join()
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(self._stop_file)
         return res

@@ -22,8 +22,8 @@ SELECT /*+ CDC_INCLUDE(CHANGE, PRE, POST) */ * FROM C ORDER BY PHOENIX_ROW_TIMES
 +-------------------------+---+----------------------------------------------------------------------------------------------------------------------------------------------------------+
 | PHOENIX_ROW_TIMESTAMP() | K |                                                                         CDC JSON                                                                         |
 +-------------------------+---+----------------------------------------------------------------------------------------------------------------------------------------------------------+
-| 2024-05-28 09:55:30.523 | 1 | {"change_image":{"B.VB":10000,"V1":100,"V2":1000},"post_image":{"V1":100,"V2":1000,"B.VB":10000},"event_type":"upsert","pre_image":{}}                   |
-| 2024-05-28 09:55:30.523 | 2 | {"change_image":{"V1":200,"V2":2000},"post_image":{"V2":2000,"V1":200},"event_type":"upsert","pre_image":{}}                                             |
+| 2024-05-28 09:55:30.623 | 1 | {"change_image":{"B.VB":10000,"V1":100,"V2":1000},"post_image":{"V1":100,"V2":1000,"B.VB":10000},"event_type":"upsert","pre_image":{}}                   |
+| 2024-05-28 09:55:30.623 | 2 | {"change_image":{"V1":200,"V2":2000},"post_image":{"V2":2000,"V1":200},"event_type":"upsert","pre_image":{}}                                             |
 | 2024-05-28 09:55:30.923 | 3 | {"change_image":{"B.VB":null,"V1":300,"V2":null},"post_image":{"V1":300,"V2":null,"B.VB":null},"event_type":"upsert","pre_image":{}}                     |
 | 2024-05-28 09:55:31.023 | 1 | {"change_image":{"V1":101},"post_image":{"V1":101,"V2":1000,"B.VB":10000},"event_type":"upsert","pre_image":{"B.VB":10000,"V1":100,"V2":1000}}           |
 | 2024-05-28 09:55:31.123 | 1 | {"event_type":"delete","pre_image":{"B.VB":10000,"V1":101,"V2":1000}}                                                                                    |
@@ -42,8 +42,8 @@ SELECT * FROM C;
 +-------------------------+---+-------------------------+
 | PHOENIX_ROW_TIMESTAMP() | K |         CDC JSON        |
 +-------------------------+---+-------------------------+
-| 2024-05-28 09:55:30.523 | 1 | {"event_type":"upsert"} |
-| 2024-05-28 09:55:30.523 | 2 | {"event_type":"upsert"} |
+| 2024-05-28 09:55:30.623 | 1 | {"event_type":"upsert"} |
+| 2024-05-28 09:55:30.623 | 2 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:30.923 | 3 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.023 | 1 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.123 | 1 | {"event_type":"delete"} |
@@ -82,7 +82,7 @@ SELECT PHOENIX_ROW_TIMESTAMP(), k, "CDC JSON" FROM C ORDER BY k ASC;
 +-------------------------+---+-------------------------+
 | PHOENIX_ROW_TIMESTAMP() | K |         CDC JSON        |
 +-------------------------+---+-------------------------+
-| 2024-05-28 09:55:30.523 | 1 | {"event_type":"upsert"} |
+| 2024-05-28 09:55:30.623 | 1 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.023 | 1 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.123 | 1 | {"event_type":"delete"} |
 | 2024-05-28 09:55:31.323 | 1 | {"event_type":"upsert"} |
@@ -91,7 +91,7 @@ SELECT PHOENIX_ROW_TIMESTAMP(), k, "CDC JSON" FROM C ORDER BY k ASC;
 | 2024-05-28 09:55:31.723 | 1 | {"event_type":"delete"} |
 | 2024-05-28 09:55:31.823 | 1 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.923 | 1 | {"event_type":"delete"} |
-| 2024-05-28 09:55:30.523 | 2 | {"event_type":"upsert"} |
+| 2024-05-28 09:55:30.623 | 2 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.523 | 2 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:30.923 | 3 | {"event_type":"upsert"} |
 +-------------------------+---+-------------------------+
@@ -103,9 +103,9 @@ SELECT PHOENIX_ROW_TIMESTAMP(), k, "CDC JSON" FROM C ORDER BY k DESC;
 | PHOENIX_ROW_TIMESTAMP() | K |         CDC JSON        |
 +-------------------------+---+-------------------------+
 | 2024-05-28 09:55:30.923 | 3 | {"event_type":"upsert"} |
-| 2024-05-28 09:55:30.523 | 2 | {"event_type":"upsert"} |
+| 2024-05-28 09:55:30.623 | 2 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.523 | 2 | {"event_type":"upsert"} |
-| 2024-05-28 09:55:30.523 | 1 | {"event_type":"upsert"} |
+| 2024-05-28 09:55:30.623 | 1 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.023 | 1 | {"event_type":"upsert"} |
 | 2024-05-28 09:55:31.123 | 1 | {"event_type":"delete"} |
 | 2024-05-28 09:55:31.323 | 1 | {"event_type":"upsert"} |
