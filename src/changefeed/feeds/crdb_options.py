@@ -24,7 +24,7 @@ import orjson
 
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
-from changefeed.exceptions import InvalidOption, UnsupportedFeature
+from changefeed.exceptions import InvalidOption
 from changefeed.feeds.crdb_time import format_go_duration, parse_crdb_timestamp, parse_go_duration
 from changefeed.feeds.go_errors import json_error
 
@@ -455,7 +455,7 @@ def parse_crdb_options(
     ``topics``...), or None for a core changefeed. ``statement_time`` (the statement's commit
     timestamp) resolves relative timestamps and checks that ``cursor`` is not in the future
     and ``end_time`` not before the statement; without it those checks are left to the caller.
-    Raises :class:`InvalidOption` (or :class:`UnsupportedFeature`) with CockroachDB's text.
+    Raises :class:`InvalidOption` with CockroachDB's text.
     """
     opts: dict[str, str | None] = {}
     for name, value in raw.items():
@@ -508,13 +508,6 @@ def parse_crdb_options(
             raise InvalidOption("envelope=enriched is incompatible with SELECT statement")
     elif kw.get("enriched_properties"):
         raise InvalidOption("enriched_properties is only usable with envelope=enriched")
-    # CockroachDB allows these; this product does not build them yet (docs/cdc-queries.md)
-    if query and fmt == FORMAT_AVRO:
-        raise UnsupportedFeature("CDC queries with format=avro are not supported by this implementation yet")
-    if envelope == ENVELOPE_ENRICHED and fmt == FORMAT_AVRO:
-        raise UnsupportedFeature(
-            "envelope=enriched with format=avro is not supported by this implementation yet"
-        )
     if OPT_ORDERING in opts:
         kw["ordering"] = _enum(OPT_ORDERING, val(OPT_ORDERING), ORDERINGS)
         if kw["ordering"] == ORDERING_TOTAL:

@@ -9,7 +9,10 @@ What CockroachDB's ``avro.go`` publishes, rebuilt from a :class:`TableSchema`:
   field members ``type, name, default, __crdb__``;
 * names: :func:`avro_name` escapes everything outside ``[A-Za-z0-9_]`` (and a leading digit) as
   ``_uXXXX_``; the row record is named after the table, with ``avro_schema_prefix`` as its
-  namespace; the key record after prefix + table; the envelope after prefix + table + ``_envelope``.
+  namespace; the key record after prefix + table; the envelope after prefix + table + ``_envelope``;
+* a CDC query's row record holds its outputs (fields without ``__crdb__``, as CockroachDB's
+  projection keeps no SQL definition); the enriched envelope adds the ``source`` record (named
+  ``source``, namespace the prefix), ``ts_ns`` and ``op``.
 
 Type mapping (inside the union): BOOL ``boolean``; INT2/4/8 ``long``; FLOAT4/8 ``double``; STRING,
 UUID, INET, INTERVAL (ISO 8601), JSONB, ENUM ``string``; BYTES ``bytes``; DATE ``int``/``date``;
@@ -40,7 +43,8 @@ ENVELOPE_WRAPPED = "wrapped"
 ENVELOPE_BARE = "bare"
 ENVELOPE_KEY_ONLY = "key_only"
 ENVELOPE_ROW = "row"
-AVRO_ENVELOPES = (ENVELOPE_WRAPPED, ENVELOPE_BARE, ENVELOPE_KEY_ONLY)
+ENVELOPE_ENRICHED = "enriched"
+AVRO_ENVELOPES = (ENVELOPE_WRAPPED, ENVELOPE_BARE, ENVELOPE_KEY_ONLY, ENVELOPE_ENRICHED)
 
 #: Confluent wire format: magic byte, then the 4-byte big-endian schema id.
 MAGIC = b"\x00"
@@ -57,6 +61,12 @@ class AvroOptions:
     prefix: str = ""  # avro_schema_prefix
     registry: str = ""  # confluent_schema_registry
     virtual_null: bool = False  # virtual_columns='null': virtual computed columns as null fields
+    #: envelope=enriched: the ``source`` record (enriched_properties=source) and what it says
+    #: of the changefeed (its sink kind, job id and the database's cluster id)
+    enriched_source: bool = False
+    sink_kind: str = ""
+    job_id: int = 0
+    cluster_id: str = ""
 
     def __post_init__(self) -> None:
         if self.envelope == ENVELOPE_ROW:
@@ -78,6 +88,10 @@ class AvroOptions:
             prefix=crdb.avro_schema_prefix,
             registry=crdb.confluent_schema_registry or "",
             virtual_null=crdb.virtual_columns.lower() == "null",
+            enriched_source=crdb.enriched and crdb.enriched_source,
+            sink_kind=crdb.sink_kind if crdb.enriched else "",
+            job_id=crdb.job_id if crdb.enriched else 0,
+            cluster_id=crdb.cluster_id if crdb.enriched else "",
         )
 
 
@@ -178,11 +192,16 @@ def _record(name: str, fields: list[dict[str, Any]], namespace: str) -> dict[str
     return rec
 
 
-def _column_fields(cols: tuple[ColumnSchema, ...]) -> list[dict[str, Any]]:
-    return [
-        {"type": field_type(c), "name": avro_name(c.name), "default": None, "__crdb__": column_definition(c)}
-        for c in cols
-    ]
+def _column_fields(cols: tuple[ColumnSchema, ...], *, sql: bool = True) -> list[dict[str, Any]]:
+    """The fields of ``cols``; ``sql=False`` leaves ``__crdb__`` out (a CDC query's projection:
+    CockroachDB keeps no SQL definition for a computed output, and omits the empty member)."""
+    out = []
+    for c in cols:
+        f: dict[str, Any] = {"type": field_type(c), "name": avro_name(c.name), "default": None}
+        if sql:
+            f["__crdb__"] = column_definition(c)
+        out.append(f)
+    return out
 
 
 def table_name(table: TableSchema) -> str:
@@ -195,10 +214,21 @@ def row_columns(table: TableSchema, opts: AvroOptions) -> tuple[ColumnSchema, ..
     return tuple(c for c in table.columns if not c.virtual or opts.virtual_null)
 
 
-def row_schema(table: TableSchema, opts: AvroOptions, *, suffix: str = "") -> dict[str, Any]:
-    return _record(
-        avro_name(table_name(table)) + suffix, _column_fields(row_columns(table, opts)), opts.prefix
+def row_schema(
+    table: TableSchema,
+    opts: AvroOptions,
+    *,
+    suffix: str = "",
+    projection: tuple[ColumnSchema, ...] | None = None,
+) -> dict[str, Any]:
+    """The row record, named after the table (``suffix`` appended, e.g. ``_before``); with
+    ``projection`` (a CDC query's outputs) the record holds those instead of the table's columns."""
+    fields = (
+        _column_fields(row_columns(table, opts))
+        if projection is None
+        else _column_fields(projection, sql=False)
     )
+    return _record(avro_name(table_name(table)) + suffix, fields, opts.prefix)
 
 
 def key_schema(table: TableSchema, opts: AvroOptions) -> dict[str, Any]:
@@ -209,22 +239,76 @@ def _nullable(name: str, t: Any) -> dict[str, Any]:
     return {"type": ["null", t], "name": name, "default": None}
 
 
-def value_schema(table: TableSchema, opts: AvroOptions) -> dict[str, Any] | None:
-    """The envelope record of the value, or None for ``key_only`` (values are empty)."""
+# ---------------------------------------------------------------------------- enriched: source
+SOURCE_RECORD = "source"
+#: The ``source`` record's fields (enriched_properties=source): name and Avro type, each inside
+#: ``["null", T]``. CockroachDB builds the list from a Go map, so its order changes from one run
+#: to the next; here it is alphabetical (as the JSON encoder's Kafka Connect schema).
+SOURCE_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("changefeed_sink", "string"),
+    ("cluster_id", "string"),
+    ("cluster_name", "string"),
+    ("database_name", "string"),
+    ("db_version", "string"),
+    ("job_id", "string"),
+    ("mvcc_timestamp", "string"),  # mvcc_timestamp option, else null
+    ("node_id", "string"),
+    ("node_name", "string"),
+    ("origin", "string"),
+    ("primary_keys", {"type": "array", "items": "string"}),
+    ("schema_name", "string"),
+    ("source_node_locality", "string"),
+    ("table_name", "string"),
+    ("ts_hlc", "string"),  # updated option, else null
+    ("ts_ns", "long"),  # updated option, else null
+)
+
+
+def source_schema(opts: AvroOptions) -> dict[str, Any]:
+    return _record(SOURCE_RECORD, [_nullable(n, t) for n, t in SOURCE_FIELDS], opts.prefix)
+
+
+# ---------------------------------------------------------------------------- the value envelope
+def value_schema(
+    table: TableSchema,
+    opts: AvroOptions,
+    projection: tuple[ColumnSchema, ...] | None = None,
+    *,
+    diff: bool | None = None,
+) -> dict[str, Any] | None:
+    """The envelope record of the value, or None for ``key_only`` (values are empty).
+
+    Fields in CockroachDB's order: ``before`` (diff; the whole previous row, also with a CDC
+    query), ``after`` (wrapped, enriched), ``updated``, ``mvcc_timestamp`` (wrapped, bare),
+    ``record`` (bare), ``source`` (enriched with enriched_properties=source), ``ts_ns``, ``op``
+    (enriched). ``projection`` is a CDC query's outputs (the row record then holds them);
+    ``diff`` overrides ``opts.diff`` (a query reading ``cdc_prev`` turns it on)."""
     if opts.envelope == ENVELOPE_KEY_ONLY:
         return None
-    after = row_schema(table, opts)
+    with_before = opts.diff if diff is None else diff
+    row = row_schema(table, opts, projection=projection)
     fields: list[dict[str, Any]] = []
-    if opts.envelope == ENVELOPE_BARE:
-        fields.append(_nullable("record", after))
-    else:
-        if opts.diff:
+    if opts.envelope in (ENVELOPE_WRAPPED, ENVELOPE_ENRICHED):
+        if with_before:
             fields.append(_nullable("before", row_schema(table, opts, suffix="_before")))
-        fields.append(_nullable("after", after))
-    if opts.updated:
-        fields.append(_nullable("updated", "string"))
-    if opts.mvcc_timestamp:
-        fields.append(_nullable("mvcc_timestamp", "string"))
+        fields.append(_nullable("after", row))
+    if opts.envelope in (ENVELOPE_WRAPPED, ENVELOPE_BARE):
+        if opts.updated:
+            fields.append(_nullable("updated", "string"))
+        if opts.mvcc_timestamp:
+            fields.append(_nullable("mvcc_timestamp", "string"))
+    if opts.envelope == ENVELOPE_BARE:
+        fields.append(_nullable("record", row))
+    if opts.envelope == ENVELOPE_ENRICHED:
+        if opts.enriched_source:
+            if row["name"] == SOURCE_RECORD:
+                raise UnsupportedFeature(
+                    f"table {table_name(table)}: its Avro record name collides with the enriched "
+                    "envelope's source record; rename the table or leave out enriched_properties=source"
+                )
+            fields.append(_nullable("source", source_schema(opts)))
+        fields.append(_nullable("ts_ns", "long"))
+        fields.append(_nullable("op", "string"))
     return _record(avro_name(opts.prefix + table_name(table)) + "_envelope", fields, opts.prefix)
 
 
@@ -249,10 +333,12 @@ def check_table(table: TableSchema, opts: AvroOptions | None = None) -> None:
 __all__ = [
     "AVRO_ENVELOPES",
     "ENVELOPE_BARE",
+    "ENVELOPE_ENRICHED",
     "ENVELOPE_KEY_ONLY",
     "ENVELOPE_ROW",
     "ENVELOPE_WRAPPED",
     "MAGIC",
+    "SOURCE_FIELDS",
     "AvroOptions",
     "avro_name",
     "check_table",
@@ -263,6 +349,7 @@ __all__ = [
     "resolved_schema",
     "row_schema",
     "schema_json",
+    "source_schema",
     "subjects",
     "value_schema",
 ]

@@ -8,7 +8,14 @@ Each message key and value is ``0x00`` + the 4-byte big-endian schema id + the A
   null when the row did not exist before or for initial-scan rows), ``updated`` and
   ``mvcc_timestamp`` (CockroachDB's HLC decimal ``<wall ns>.<logical, 10 digits>``) when asked;
 * ``bare``: ``{"record": row}``; a delete carries only the key columns;
-* ``key_only``: the value is empty.
+* ``key_only``: the value is empty;
+* ``enriched``: ``before`` (diff), ``after``, ``source`` (enriched_properties=source: the
+  changefeed, database and table, the commit time with ``updated``, the MVCC time with
+  ``mvcc_timestamp``), ``ts_ns`` (processing time) and ``op`` (``c``/``u``/``d``).
+
+With a CDC query (``feed.query``) the row record is the projection (evaluated first by
+:mod:`changefeed.formats.cdc_eval`: Arrow on the Python face, Spark column expressions on the
+Spark face), named after the table, without ``__crdb__``; ``before`` stays the whole previous row.
 
 Schema ids come from a :class:`~changefeed.formats.schema_registry.SchemaResolver` injected into
 the encoder (a caching registry client by default), asked once per schema on the driver, under the
@@ -30,6 +37,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,9 +47,12 @@ import orjson
 from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE
 from changefeed.engine.types import Kind, SqlType
+from changefeed.exceptions import UnsupportedFeature
+from changefeed.feeds.cdc_plan import COL, FN, PREV, PREVROW, CdcQuery, PExpr, is_canonical_json
 from changefeed.formats import avro_schema as S
-from changefeed.formats.avro_columns import Mask, RowWriter, binary_from
+from changefeed.formats.avro_columns import VALUE_BRANCH, Mask, RowWriter, binary_from
 from changefeed.formats.base import Encoder, Record, partition_of, register
+from changefeed.formats.cdc_eval import apply_spark, evaluate_batch, output_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -176,6 +187,63 @@ class AvroPlan:
     key_id: int
     value_schema: dict[str, Any] | None
     value_id: int
+    #: the row record's columns (``after``/``record``): the table's, or a CDC query's outputs
+    #: (evaluated into the batch already, see :mod:`changefeed.formats.cdc_eval`)
+    row_cols: tuple[ColumnSchema, ...] = ()
+    projected: bool = False
+    #: ``before`` is written (diff; a query reading ``cdc_prev`` too), from the whole old row
+    diff: bool = False
+    #: envelope=enriched with enriched_properties=source: the source record's fixed fields
+    source: EnrichedSource | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnrichedSource:
+    """The enriched envelope's ``source`` record: its Avro binary before, between and after
+    the per-event fields (``mvcc_timestamp``; ``ts_hlc`` and ``ts_ns``), in field order."""
+
+    head: bytes  # branch of the record, changefeed_sink .. job_id
+    middle: bytes  # node_id .. table_name
+    mvcc: bool
+    updated: bool
+
+    @staticmethod
+    def of(table: TableSchema, opts: S.AvroOptions) -> EnrichedSource:
+        from changefeed.formats.crdb_enriched import (
+            NODE_ID,
+            NODE_NAME,
+            ORIGIN,
+            SCHEMA_NAME,
+            database_of,
+            db_version,
+        )
+
+        def text(v: str) -> bytes:
+            return _text(v)
+
+        keys = [c.name.encode() for c in table.key]
+        primary_keys = _SOME + zigzag(len(keys)) + b"".join(zigzag(len(k)) + k for k in keys) + b"\x00"
+        head = _SOME + b"".join(
+            text(v)
+            for v in (
+                opts.sink_kind,  # changefeed_sink
+                opts.cluster_id,  # cluster_id
+                "",  # cluster_name
+                database_of(table),  # database_name
+                db_version(),  # db_version
+                str(opts.job_id),  # job_id
+            )
+        )
+        middle = (
+            text(NODE_ID)
+            + text(NODE_NAME)
+            + text(ORIGIN)
+            + primary_keys
+            + text(SCHEMA_NAME)
+            + text("")  # source_node_locality
+            + text(table.short_name)  # table_name
+        )
+        return EnrichedSource(head, middle, opts.mvcc_timestamp, opts.updated)
 
 
 def frame(schema_id: int) -> bytes:
@@ -299,7 +367,7 @@ def write_field(
         arr = arr.combine_chunks()
     k, union = c.type.kind, S.field_type(c)
     t = arr.type
-    if k in _STRING_KINDS and (
+    if (k in _STRING_KINDS or is_canonical_json(c.type)) and (
         pa.types.is_string(t)
         or pa.types.is_large_string(t)
         or pa.types.is_binary(t)
@@ -342,7 +410,9 @@ def _hlc_text(batch: pa.RecordBatch) -> pa.Array:
 
 
 def encode_columns(batch: pa.RecordBatch, plan: AvroPlan) -> tuple[pa.Array, pa.Array]:
-    """Encode a batch of change rows column-wise: the framed (key, value) binary columns."""
+    """Encode a batch of change rows column-wise: the framed (key, value) binary columns.
+
+    With a CDC query the batch holds its outputs already (``evaluate_batch``/``apply_spark``)."""
     import numpy as np
 
     n = batch.num_rows
@@ -363,28 +433,61 @@ def encode_columns(batch: pa.RecordBatch, plan: AvroPlan) -> tuple[pa.Array, pa.
     ops = np.asarray(batch.column("op").to_numpy(zero_copy_only=False))
     erased = ops == CHANGE_ERASE
     live: Mask | None = ~erased if erased.any() else None
-    cols = S.row_columns(table, opts)
+    cols = plan.row_cols
     vw = RowWriter(n)
     vw.constant(frame(plan.value_id))
-    if opts.envelope == S.ENVELOPE_BARE:
-        vw.constant(_SOME)  # the record is always there; a delete carries only the key columns
-        for c in cols:
-            write_field(vw, column(c), c, None, None if c.is_key else live)
-    else:
-        if opts.diff:
-            ox = np.asarray(batch.column("ox").fill_null(False).to_numpy(zero_copy_only=False))
-            before = ox & (ops != CHANGE_SNAPSHOT)
-            vw.branch(before)
-            for c in cols:
-                write_field(vw, column(c, old=True), c, before)
+    had: Mask | None = None
+    if plan.diff or opts.envelope == S.ENVELOPE_ENRICHED:
+        ox = np.asarray(batch.column("ox").fill_null(False).to_numpy(zero_copy_only=False))
+        had = ox & (ops != CHANGE_SNAPSHOT)  # a previous row: an update (or the deleted row)
+    hlc = _hlc_text(batch) if opts.updated or opts.mvcc_timestamp else None
+    if opts.envelope in (S.ENVELOPE_WRAPPED, S.ENVELOPE_ENRICHED):
+        if plan.diff:
+            vw.branch(had)
+            for c in S.row_columns(table, opts):
+                write_field(vw, column(c, old=True), c, had)
         vw.branch(live)
         for c in cols:
             write_field(vw, column(c), c, live)
-    if opts.updated or opts.mvcc_timestamp:
-        hlc = _hlc_text(batch)
+    if opts.envelope in (S.ENVELOPE_WRAPPED, S.ENVELOPE_BARE) and hlc is not None:
         for _ in range(int(opts.updated) + int(opts.mvcc_timestamp)):
             vw.union_binary(hlc)
+    if opts.envelope == S.ENVELOPE_BARE:
+        # the record is always there; a delete carries only the key columns (a query's outputs
+        # are computed over that row already: its non-key columns read NULL)
+        vw.constant(_SOME)
+        for c in cols:
+            write_field(vw, column(c), c, None, None if c.is_key or plan.projected else live)
+    if opts.envelope == S.ENVELOPE_ENRICHED:
+        assert had is not None
+        src = plan.source
+        if src is not None:
+            vw.constant(src.head)
+            if src.mvcc and hlc is not None:
+                vw.union_binary(hlc)
+            else:
+                vw.constant(_NULL)
+            vw.constant(src.middle)
+            if src.updated and hlc is not None:
+                vw.union_binary(hlc)
+                vw.union_long(np.asarray(batch.column("ts").to_numpy(), np.int64), None)
+            else:
+                vw.constant(_NULL + _NULL)
+        vw.union_long(_processed_ns(batch), None)  # ts_ns
+        op = np.full((n, 3), VALUE_BRANCH, np.uint8)  # ["null", string]: branch, length 1, letter
+        op[:, 2] = np.where(erased, ord("d"), np.where(had, ord("u"), ord("c")))
+        vw.segment(op, None)
     return keys, vw.finish()
+
+
+def _processed_ns(batch: pa.RecordBatch) -> Any:
+    """``ts_ns`` of the enriched envelope: when the changefeed processed the events (the batch's
+    ``pt`` column where the caller put one, as the Spark face does; else now)."""
+    import numpy as np
+
+    if "pt" in batch.schema.names:
+        return np.asarray(batch.column("pt").to_numpy(), np.int64)
+    return np.full(batch.num_rows, time.time_ns(), np.int64)
 
 
 def encode_arrays(
@@ -404,10 +507,11 @@ def input_columns(plan: AvroPlan) -> list[str]:
     table, opts = plan.table, plan.opts
     names = ["ts", "lg", "op", "ox"] + [c.db for c in table.key]
     if plan.value_schema is not None:
-        cols = S.row_columns(table, opts)
-        names += [c.db for c in cols if not c.is_key and not c.virtual]
-        if opts.diff and opts.envelope == S.ENVELOPE_WRAPPED:
-            names += [f"o{c.id}" for c in cols if not c.is_key and not c.virtual]
+        names += [c.db for c in plan.row_cols if not c.is_key and not c.virtual and c.db not in names]
+        if plan.diff:
+            names += [f"o{c.id}" for c in S.row_columns(table, opts) if not c.is_key and not c.virtual]
+        if opts.envelope == S.ENVELOPE_ENRICHED:
+            names.append("pt")
     return names
 
 
@@ -435,6 +539,36 @@ OUTPUT_DDL = "partition int, key binary, value binary, ts long"
 KV_DDL = "key binary, value binary, ts long"
 
 
+# ============================================================================ CDC queries
+
+
+def query_columns(q: CdcQuery) -> tuple[ColumnSchema, ...]:
+    """A CDC query's outputs as the row record's columns; CockroachDB's errors for the outputs
+    Avro cannot carry (raised when the changefeed starts, before any message)."""
+    cols = output_columns(q)
+    for out, c in zip(q.columns, cols, strict=True):
+        if out.expr.op == PREVROW:  # cdc_prev selected whole: a tuple (a RECORD) in CockroachDB
+            raise UnsupportedFeature(f"column {c.name}: type RECORD not yet supported with avro")
+        if c.type.kind is Kind.DECIMAL and not _keeps_decimal_type(out.expr):
+            raise UnsupportedFeature(
+                f"column {c.name}: decimal with no precision not yet supported with avro"
+            )
+        S.field_type(c)
+    return cols
+
+
+def _keeps_decimal_type(e: PExpr) -> bool:
+    """Whether CockroachDB types a DECIMAL output with its precision: a column (or a column of
+    ``cdc_prev``) keeps its column's type, a cast its target; every other DECIMAL expression
+    (arithmetic, ``round``, ``abs``, ``crdb_internal_mvcc_timestamp``...) is a plain DECIMAL
+    there, which Avro refuses (here such results carry a precision for Spark's decimals)."""
+    return e.op in (COL, PREV) or (e.op == FN and e.value == "cast")
+
+
+def _crdb_diff(feed: FeedSpec) -> bool:
+    return feed.crdb is not None and feed.crdb.diff
+
+
 # ============================================================================ the encoder
 
 
@@ -456,11 +590,22 @@ class CrdbAvroEncoder(Encoder):
         return client_for(opts.registry)
 
     def plan(self, table: TableSchema, feed: FeedSpec, opts: S.AvroOptions | None = None) -> AvroPlan:
-        """Schemas and registry ids for a table version (registered on first use)."""
+        """Schemas and registry ids for a table version (registered on first use); with a CDC
+        query (``feed.query``), for its projection."""
         opts = opts or S.AvroOptions.from_feed(feed)
-        S.check_table(table, opts)
+        q = feed.query
+        if q is None:
+            S.check_table(table, opts)
+            row_cols = S.row_columns(table, opts)
+            diff = opts.diff
+        else:
+            row_cols = query_columns(q)
+            diff = opts.diff or q.uses_prev
+        diff = diff and opts.envelope in (S.ENVELOPE_WRAPPED, S.ENVELOPE_ENRICHED)
+        if diff:
+            S.check_table(table, opts)  # before: the whole previous row
         key = S.key_schema(table, opts)
-        value = S.value_schema(table, opts)
+        value = S.value_schema(table, opts, None if q is None else row_cols, diff=diff)
         # the schemas alone do not say which storage columns hold the values (a column dropped
         # and added again under its old name has a new id), so the table's version is in the key
         cache_key = (
@@ -480,7 +625,24 @@ class CrdbAvroEncoder(Encoder):
         resolver = self.resolver(opts)
         key_id = resolver.register(key_subject, S.schema_json(key))
         value_id = resolver.register(value_subject, S.schema_json(value)) if value is not None else 0
-        plan = AvroPlan(table, opts, feed.partitions, key, key_id, value, value_id)
+        source = (
+            EnrichedSource.of(table, opts)
+            if opts.envelope == S.ENVELOPE_ENRICHED and opts.enriched_source
+            else None
+        )
+        plan = AvroPlan(
+            table,
+            opts,
+            feed.partitions,
+            key,
+            key_id,
+            value,
+            value_id,
+            row_cols=row_cols,
+            projected=q is not None,
+            diff=diff,
+            source=source,
+        )
         self._plans[cache_key] = plan
         return plan
 
@@ -489,6 +651,12 @@ class CrdbAvroEncoder(Encoder):
         plan = self.plan(table, feed)
 
         from pyspark.sql import functions as F
+
+        if feed.query is not None:  # predicate and projection as Spark column expressions
+            df = apply_spark(feed.query, df, table, diff=_crdb_diff(feed))
+        if plan.opts.envelope == S.ENVELOPE_ENRICHED and "pt" not in df.columns:
+            # ts_ns: the micro-batch's processing time, one value for all its rows
+            df = df.withColumn("pt", F.unix_micros(F.current_timestamp()) * F.lit(1000))
 
         def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for b in batches:
@@ -502,7 +670,10 @@ class CrdbAvroEncoder(Encoder):
 
     # ------------------------------------------------------------------ Python
     def encode_python(self, batch: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
-        p, k, v, t = encode_arrays(batch, self.plan(table, feed))
+        plan = self.plan(table, feed)
+        if feed.query is not None:
+            batch = evaluate_batch(feed.query, batch, table, diff=_crdb_diff(feed))
+        p, k, v, t = encode_arrays(batch, plan)
         return list(zip(p, k, v, t, strict=True))
 
     # ------------------------------------------------------------------ resolved
