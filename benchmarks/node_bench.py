@@ -23,7 +23,8 @@
   (``CHANGEFEED_DRIVER_ENCODE_ROWS=0``, ``CHANGEFEED_DRIVER_SCAN_ROWS=0``: every batch and scan
   a Spark job, what ``run`` did before the driver path). Targets <= 12 s and <= 15 CPU-s.
 * ``metrics``: ``GET /metrics`` of a node with ``--feeds`` feeds: median and max of 20 scrapes.
-  Target <= 50 ms.
+  Target <= 50 ms. Also the status read per feed (``feeds.status.statuses``, what ``changefeed
+  feeds`` and ``SHOW CHANGEFEED JOBS`` read). Target <= 5 ms.
 
 Each prints its figures, the target, the load average and the core count.
 """
@@ -312,6 +313,17 @@ def metrics(feeds: int) -> dict[str, Any]:
             conn.execute(f"CREATE TABLE t{i} (k Uint64, a Utf8, PRIMARY KEY (k))")
             conn.execute(f"ALTER TABLE t{i} ADD CHANGEFEED f WITH (FORMAT = 'JSON', MODE = 'UPDATES')")
             conn.execute(f"UPSERT INTO t{i} (k, a) VALUES (1, 'x')")
+    from changefeed.engine.database import DB_FILE, open_sqlite
+    from changefeed.feeds.status import statuses
+
+    conn = open_sqlite(db / DB_FILE, readonly=True)
+    try:  # what `changefeed feeds`, SHOW CHANGEFEED JOBS and /metrics read (issue 21: <= 5 ms a feed)
+        statuses(conn, db, time.time_ns())
+        t0 = time.perf_counter()
+        got = statuses(conn, db, time.time_ns())
+        status_ms = (time.perf_counter() - t0) * 1000 / max(1, len(got))
+    finally:
+        conn.close()
     node = NodeProcess(db, tmp / "node.log")
     node.start()
     try:
@@ -327,6 +339,7 @@ def metrics(feeds: int) -> dict[str, Any]:
             "feeds": feeds,
             "median_ms": round(statistics.median(times) * 1000, 1),
             "max_ms": round(max(times) * 1000, 1),
+            "status_ms_per_feed": round(status_ms, 3),
         }
     finally:
         node.stop()

@@ -7,6 +7,7 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from changefeed.server import EndpointConfig
 from changefeed.server.cql import create
@@ -32,11 +33,14 @@ class RunningServer:
         self.loop.close()
 
 
-def start_server(db: Path, certs_dir: Path | None = None) -> RunningServer:
+def start_server(db: Path, certs_dir: Path | None = None, metrics: Any = None) -> RunningServer:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="cql-test-loop", daemon=True)
     thread.start()
-    endpoint = create(EndpointConfig(db=db, certs_dir=certs_dir))
+    config = EndpointConfig(db=db, certs_dir=certs_dir)
+    if metrics is not None:
+        config = EndpointConfig(db=db, certs_dir=certs_dir, metrics=metrics)
+    endpoint = create(config)
     host, port = asyncio.run_coroutine_threadsafe(endpoint.start(), loop).result(30)
     return RunningServer(host, port, db, loop, endpoint, thread)
 

@@ -559,3 +559,29 @@ def test_stopping_the_server_mid_query_waits_for_the_query(tmp_path: Path) -> No
             c.shutdown()
     finally:
         srv.stop()
+
+
+def test_connections_requests_and_errors_reach_the_node_metrics(tmp_path: Path) -> None:
+    """The endpoint's own counters, as a node's /metrics shows them (endpoint="cql")."""
+    from changefeed.observe import Metrics
+
+    metrics = Metrics()
+    srv = start_server(tmp_path / "db", metrics=metrics)
+    try:
+        c = cluster(srv)
+        try:
+            s = c.connect()
+            s.execute("SELECT key FROM system.local")
+            with pytest.raises(InvalidRequest):
+                s.execute("SELECT * FROM nope.nothing")
+            figures = metrics.endpoints["cql"]
+            assert figures.connections >= 1 and figures.connections_total >= 1
+            assert figures.requests >= 2 and figures.errors >= 1
+        finally:
+            c.shutdown()
+        deadline = time.monotonic() + 10
+        while metrics.endpoints["cql"].connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert metrics.endpoints["cql"].connections == 0
+    finally:
+        srv.stop()

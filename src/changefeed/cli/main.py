@@ -22,7 +22,9 @@ def cli() -> None:
     """Change data capture for tables: a transactional store whose committed changes land in a
     ScyllaDB-shaped CDC journal; a Spark pipeline that delivers YDB, Debezium and CockroachDB
     changefeeds exactly once into an embedded topic log; CockroachDB core changefeeds streamed to
-    the client; Apache Phoenix CDC queries; and PostgreSQL, Kafka and schema-registry endpoints."""
+    the client; Apache Phoenix CDC queries; YDB asynchronous replication between databases; and
+    PostgreSQL, Kafka, schema-registry, CQL and HTTP (metrics, console) endpoints, served alone
+    (serve) or by a node that also runs every changefeed (start)."""
 
 
 @cli.command("sql")

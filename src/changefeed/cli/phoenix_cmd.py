@@ -85,7 +85,13 @@ def _time(text: str | None, option: str) -> int | None:
 
 
 @click.command("cdc-poll")
-@click.option("--db", "db_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--db",
+    "db_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Database directory.",
+)
 @click.argument("cdc")
 @click.option(
     "--from", "start", help="Start time: epoch ms or a TO_DATE string (GMT); default: the CDC's creation."

@@ -97,8 +97,9 @@ class _Progress:
     help="Journal rows per micro-batch at most (admission control; default 500000).",
 )
 def run(db: Path, until_idle: bool, max_rows: int | None) -> None:
-    """Run the pipeline for every changefeed of the database, exactly once into its topic or
-    sink: initial scans, then each feed's changes in micro-batches (small ones on the driver,
+    """Run the pipeline for every changefeed of the database (exactly once into the embedded
+    topics and into kafka:// with exactly_once; at least once into other sinks, as CockroachDB),
+    and apply the asynchronous replications whose destination it is: initial scans, then each feed's changes in micro-batches (small ones on the driver,
     large backlogs and schema-change backfills on Spark, whose session starts only when needed).
     Without --until-idle it runs until Ctrl-C or SIGTERM, then stops between micro-batches and
     exits 0. One pipeline per database: a node (changefeed start) already runs one."""

@@ -71,7 +71,7 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
 @click.option(
     "--certs-dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="TLS certificates in CockroachDB's layout (ca.crt, node.crt, node.key).",
+    help="TLS certificates in CockroachDB's layout (ca.crt, node.crt, node.key) for the pg and CQL endpoints.",
 )
 def serve_cmd(
     db: Path,

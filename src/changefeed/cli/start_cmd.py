@@ -74,7 +74,7 @@ def _command() -> click.Command:
         click.Option(
             ["--certs-dir"],
             type=click.Path(file_okay=False, exists=True, path_type=Path),
-            help="TLS certificates in CockroachDB's layout (ca.crt, node.crt, node.key).",
+            help="TLS certificates in CockroachDB's layout (ca.crt, node.crt, node.key) for the pg and CQL endpoints.",
         )
     )
     return click.Command("start", callback=_start, params=params, help=_start.__doc__)

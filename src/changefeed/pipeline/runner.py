@@ -12,7 +12,7 @@ It keeps every active feed delivering with as little as each needs:
 * **Spark for what needs it.** A batch of more than ``CHANGEFEED_DRIVER_ENCODE_ROWS`` rows, or
   one holding a schema change, is left planned and the feed's Spark query runs ``availableNow``
   on its checkpoint: it delivers that batch (same offsets) and the rest of the backlog in large
-  batches, then ends. Initial scans run on Spark too. The Spark session is made only when
+  batches, then ends. Initial scans larger than ``CHANGEFEED_DRIVER_SCAN_ROWS`` run on Spark too. The Spark session is made only when
   something needs it (``run --until-idle`` on a small backlog starts none); a node warms it in
   the background at start so a large backlog or a new feed's initial scan does not wait for it.
 * **``ordering = 'total'`` jobs** (``pipeline/total_order.py``) are delivered each round by

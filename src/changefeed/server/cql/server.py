@@ -33,7 +33,7 @@ from changefeed.engine.privileges import check_login
 from changefeed.exceptions import ChangefeedError
 from changefeed.server import EndpointConfig
 from changefeed.server.cql import wire as w
-from changefeed.server.cql.session import CqlSession, Shared, lz4_decompress
+from changefeed.server.cql.session import ENDPOINT, CqlSession, Shared, lz4_decompress
 from changefeed.server.cql.statements import SchemaChange
 from changefeed.server.cql.system import Node, user_tables
 
@@ -97,7 +97,7 @@ class CqlEndpoint:
         )
         host, port = self.server.sockets[0].getsockname()[:2]
         self.node = Node(str(host), int(port))
-        self.shared = Shared(self.config.db, self.pool, self.node, self.broadcast)
+        self.shared = Shared(self.config.db, self.pool, self.node, self.broadcast, self.config.metrics)
         self._schema = await loop.run_in_executor(self.pool, self._schema_snapshot)
         self._watcher = asyncio.ensure_future(self._watch_schema())
         return str(host), int(port)
@@ -155,6 +155,7 @@ class CqlEndpoint:
         assert task is not None
         self.tasks.add(task)
         peer = writer.get_extra_info("peername")
+        self.config.metrics.connection_opened(ENDPOINT)
         try:
             await self._serve(reader, writer, peer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError, w.CloseConnection):
@@ -164,6 +165,7 @@ class CqlEndpoint:
         except Exception:  # one broken connection never takes the server down
             log.exception("cql connection from %s failed", peer)
         finally:
+            self.config.metrics.connection_closed(ENDPOINT)
             self.tasks.discard(task)
             writer.close()
             with contextlib.suppress(Exception):

@@ -38,6 +38,7 @@ from changefeed.exceptions import (
     SyntaxError_,
     TypeMismatch,
 )
+from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server.cql import system
 from changefeed.server.cql import wire as w
 from changefeed.server.cql.statements import (
@@ -97,14 +98,24 @@ class Paged:
     ahead: dict[tuple[int, int, bool], asyncio.Future[bytes]] = field(default_factory=dict)
 
 
+#: This endpoint's name in the node's metrics (``changefeed_endpoint_*{endpoint="cql"}``).
+ENDPOINT = "cql"
+
+
 class Shared:
     """What all connections of one endpoint share: the database, the pool, prepared statements,
     kept results, the node's address, and the schema-event broadcaster."""
 
     def __init__(
-        self, db: Path, pool: Executor, node: system.Node, broadcast: Callable[[SchemaChange], None]
+        self,
+        db: Path,
+        pool: Executor,
+        node: system.Node,
+        broadcast: Callable[[SchemaChange], None],
+        metrics: EndpointMetrics = NULL_ENDPOINT_METRICS,
     ) -> None:
         self.db = db
+        self.metrics = metrics
         self.pool = pool
         self.node = node
         self.broadcast = broadcast
@@ -307,8 +318,10 @@ class CqlSession:
                     if not self.lz4:
                         raise w.ProtocolError("compression was not negotiated")
                     body = lz4_decompress(body)
+                self.shared.metrics.request(ENDPOINT)
                 await self.handle(stream, opcode, w.Reader(body), bool(flags & w.FLAG_CUSTOM_PAYLOAD))
             except w.ProtocolError as exc:
+                self.shared.metrics.error(ENDPOINT)
                 self.send(stream, w.ERROR, w.error_body(w.PROTOCOL_ERROR, str(exc)))
                 await self.writer.drain()
                 raise w.CloseConnection from None
@@ -321,6 +334,7 @@ class CqlSession:
                 TypeError,
                 OverflowError,
             ) as exc:
+                self.shared.metrics.error(ENDPOINT)
                 code, message, extra = error_of(exc)
                 self.send(stream, w.ERROR, w.error_body(code, message, extra))
             await self.drain()

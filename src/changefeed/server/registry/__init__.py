@@ -1,7 +1,7 @@
 """A Confluent-compatible schema registry: ``changefeed serve --db DIR --registry HOST:PORT``.
 
 Schemas live in ``DIR/schema_registry.sqlite`` (see :mod:`.store`); the REST API is
-:mod:`.api` over the small HTTP/1.1 server of :mod:`.http`, on the shared ``serve`` event loop.
+:mod:`.api` over the small HTTP/1.1 server of :mod:`changefeed.server.http.wire`, on the shared ``serve`` event loop.
 """
 
 from __future__ import annotations
