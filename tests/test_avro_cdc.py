@@ -520,12 +520,27 @@ def test_spark_face_equals_python_face(spark: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_query_and_enriched_jobs_on_spark(tmp_path: Path, spark: Any, registry: str) -> None:
-    """A CDC-query job and an enriched job into the embedded topics, on Spark: Confluent's
-    deserializer reads every record."""
+def test_query_and_enriched_jobs_on_spark(
+    tmp_path: Path, spark: Any, registry: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CDC-query job and an enriched job into the embedded topics, encoded on Spark (the
+    runner's driver shortcut for small batches and scans turned off): Confluent's deserializer
+    reads every record."""
     from changefeed.pipeline.runner import run_until_idle
+    from changefeed.pipeline.snapshot import scan
+    from changefeed.pipeline.stream import query as job
     from changefeed.testing.validators import read_topic
 
+    monkeypatch.setattr(job, "DRIVER_ENCODE_ROWS", 0)
+    monkeypatch.setattr(scan, "DRIVER_SCAN_ROWS", 0)
+    spark_calls: list[str] = []
+    encode_spark = CrdbAvroEncoder.encode_spark
+
+    def counted(self: CrdbAvroEncoder, df: Any, table: TableSchema, feed: FeedSpec) -> Any:
+        spark_calls.append(feed.topic)
+        return encode_spark(self, df, table, feed)
+
+    monkeypatch.setattr(CrdbAvroEncoder, "encode_spark", counted)
     db = tmp_path / "db"
     conn = changefeed.connect(db)
     try:
@@ -545,6 +560,7 @@ def test_query_and_enriched_jobs_on_spark(tmp_path: Path, spark: Any, registry: 
     finally:
         conn.close()
     run_until_idle(db, spark=spark, gc=False)
+    assert {"q_jt", "e_jt"} <= set(spark_calls)
     q = sorted(
         (
             confluent_decode(registry, "q_jt", k, v)
