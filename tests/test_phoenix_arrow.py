@@ -135,7 +135,7 @@ def test_adbc_read_equals_the_sqlite3_read(tmp_path: Path, immutable: bool, monk
             opts = ps._Options({"path": str(db), "cdc": "C", "include": ",".join(scopes)})
             for bucket in range(2):
                 arrow, plain = _tables(opts, ps.RangePartition(bucket, 0, 1 << 62))
-                assert arrow.num_rows > 100
+                assert arrow.num_rows > 50  # (buckets follow the data table's salt since Phoenix 5.3 streams)
                 assert arrow.equals(plain)
                 checked += arrow.num_rows
                 if "POST" in scopes:

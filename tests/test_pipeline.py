@@ -250,12 +250,16 @@ def test_resolved_in_every_partition(spark: Any, tmp_path: Path) -> None:
     last_data_ts = max(s[1] for s in journal_ts(db))
     for p, vals in recs.items():
         assert vals and "resolved" in vals[-1], p
-        res = vals[-1]["resolved"]
-        for v in vals[:-1]:
-            if "resolved" not in v:
-                assert v["ts"][0] <= res[0]
+        # YDB's barrier guarantee: every change below a barrier comes before it (a change after
+        # the barrier's whole interval began may come before it too: barriers round down)
+        for i, bar in enumerate(vals):
+            if "resolved" in bar:
+                assert all(v["ts"][0] >= bar["resolved"][0] for v in vals[i + 1 :] if "resolved" not in v)
     assert check_exactly_once(db) == 50
-    assert last_data_ts // 1_000_000 <= recs[0][-1]["resolved"][0]
+    # a barrier falls on a whole interval (YDB's [step, 0]): the last one is the last whole second
+    # closed, at most one interval before the newest change
+    barrier = recs[0][-1]["resolved"][0]
+    assert barrier % 1000 == 0 and last_data_ts // 1_000_000 - 1000 < barrier
     # the resolved record is emitted once per close, not repeated
     run_until_idle(db, spark=spark, gc=False)
     recs2 = topic_records(db)

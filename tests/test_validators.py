@@ -181,10 +181,13 @@ def test_catches_resolved_fingerprint_mismatch(built: Path) -> None:
     # Drop the last record of a key (and do not ask for completeness): only the replay at the
     # resolved timestamps that follow it can notice.
     events, rows, table, spec = _events(built)
+    # (YDB barriers fall on whole intervals: the newest records may follow the last barrier, so the
+    # record dropped is the last of its key among those a later barrier covers)
+    covered = max(e.ts for e in events if e.kind == "resolved")
     last: dict[object, int] = {}
     for i in _data(events):
         last[events[i].key] = i
-    i = max(last.values())
+    i = max(j for j in last.values() if events[j].ts <= covered)
     mutated = events[:i] + events[i + 1 :]
     rep = v.validate_events(mutated, rows, table, spec, complete=False)  # type: ignore[arg-type]
     assert rep.counts["resolved"] >= 1, str(rep)
