@@ -16,7 +16,7 @@ executor). Each operation updates the table and, in the same SQLite transaction,
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,13 @@ class _Touch:
 _Bulk = tuple[bool, Sequence[tuple[Any, ...]], Mapping[int, Sequence[Any]], dict[tuple[Any, ...], Row]]
 
 
+def erased_mask(st: TableStore, static: bool) -> frozenset[int]:
+    """The columns a delete writes (every value column of the row, to nothing): a key deleted
+    then written again in one transaction has all of them in its change's written set, so an
+    ``UPDATES`` record of it clears the columns the later write left out, as the table did."""
+    return frozenset(c.id for c in st.value_cols if (c.role is Role.STATIC) == static)
+
+
 @dataclass(slots=True)
 class _Capture:
     """The keys one transaction touched in one table, with their first (old) images."""
@@ -85,10 +92,11 @@ class _Capture:
         if self.direct_ids is not None:
             self._take_back(conn, self.direct_ids)
         if self.bulk is not None:
-            _, keys, cells, olds = self.bulk
+            erased, keys, cells, olds = self.bulk
             self.bulk = None
+            mask = erased_mask(self.store, False) if erased else frozenset(cells)
             for key in keys:
-                self.touched[(False, key)] = _Touch(False, key, olds.get(key), set(cells))
+                self.touched[(False, key)] = _Touch(False, key, olds.get(key), set(mask))
         return self.touched
 
     def _take_back(self, conn: sqlite3.Connection, mask: tuple[int, ...]) -> None:
@@ -322,7 +330,7 @@ class Transaction:
         return cap
 
     def _touch(
-        self, st: TableStore, static: bool, key: tuple[Any, ...], old: Row | None, cells: Sequence[int]
+        self, st: TableStore, static: bool, key: tuple[Any, ...], old: Row | None, cells: Iterable[int]
     ) -> None:
         touched = self._capture(st).per_key(self.conn)
         t = touched.get((static, key))
@@ -658,8 +666,9 @@ class Transaction:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
         olds = olds or {}
         if schema.changes and not self._capture(st).add_bulk((True, keys, {}, olds)):
+            erased = erased_mask(st, False)
             for key in keys:
-                self._touch(st, False, key, olds.get(key), ())
+                self._touch(st, False, key, olds.get(key), erased)
         params = [[t, *k] for t, k in zip(toks, keys, strict=True)] if st.cql else keys
         self.conn.executemany(st.delete_row_sql(), params)
         if cdc.enabled:
@@ -703,8 +712,9 @@ class Transaction:
         where = " AND ".join(conds) or "1"
         removed = list(st.scan_rows(self.conn, self.now_ns, pk, where, params))
         if schema.changes:
+            erased = erased_mask(st, False)
             for row in removed:
-                self._touch(st, False, tuple(row[c.id] for c in st.key_cols), row, ())
+                self._touch(st, False, tuple(row[c.id] for c in st.key_cols), row, erased)
         cur = self.conn.execute(
             f"DELETE FROM {st.t} WHERE {st.pk_where} AND {where}", [*st.pk_params(pk), *params]
         )
@@ -729,10 +739,11 @@ class Transaction:
         self._require_table_write(schema)
         st = self.store(schema)
         if schema.changes:
+            erased = erased_mask(st, False)
             for row in st.scan_rows(self.conn, self.now_ns, pk):
-                self._touch(st, False, tuple(row[c.id] for c in st.key_cols), row, ())
+                self._touch(st, False, tuple(row[c.id] for c in st.key_cols), row, erased)
             for srow in st.scan_statics(self.conn, self.now_ns, pk):
-                self._touch(st, True, pk, srow, ())
+                self._touch(st, True, pk, srow, erased_mask(st, True))
         n = self.conn.execute(f"DELETE FROM {st.t} WHERE {st.pk_where}", st.pk_params(pk)).rowcount
         if st.static_cols:
             n += self.conn.execute(f"DELETE FROM {st.s} WHERE {st.pk_where}", st.pk_params(pk)).rowcount
