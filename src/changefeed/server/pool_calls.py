@@ -10,6 +10,7 @@ statement crashes the process).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -22,17 +23,20 @@ class PoolCalls:
     def __init__(self, loop: asyncio.AbstractEventLoop, pool: Executor) -> None:
         self.loop = loop
         self.pool = pool
-        self.inflight: set[asyncio.Future[Any]] = set()
+        #: The pool's futures of calls not finished yet. Not the loop's wrappers: a wrapper is
+        #: done (cancelled) as soon as its awaiting task is cancelled, while the call still runs.
+        self.inflight: set[concurrent.futures.Future[Any]] = set()
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the pool, tracked until it returns."""
-        future = self.loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
-        self.inflight.add(future)
-        future.add_done_callback(self.inflight.discard)
-        return await future
+        call: concurrent.futures.Future[T] = self.pool.submit(lambda: fn(*args, **kwargs))
+        self.inflight.add(call)
+        call.add_done_callback(self.inflight.discard)
+        return await asyncio.wrap_future(call, loop=self.loop)
 
     async def settle(self) -> None:
         """Return once no call made through :meth:`run` is still running (even if cancelled)."""
         while self.inflight:
+            waiting = [asyncio.wrap_future(f, loop=self.loop) for f in list(self.inflight)]
             with contextlib.suppress(BaseException):
-                await asyncio.shield(asyncio.wait(set(self.inflight)))
+                await asyncio.shield(asyncio.wait(waiting))
