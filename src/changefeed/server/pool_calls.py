@@ -27,12 +27,17 @@ class PoolCalls:
         #: done (cancelled) as soon as its awaiting task is cancelled, while the call still runs.
         self.inflight: set[concurrent.futures.Future[Any]] = set()
 
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` on the pool, tracked until it returns."""
+    def start(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Start ``fn(*args, **kwargs)`` on the pool, tracked until it returns; the loop's future
+        of its result."""
         call: concurrent.futures.Future[T] = self.pool.submit(lambda: fn(*args, **kwargs))
         self.inflight.add(call)
         call.add_done_callback(self.inflight.discard)
-        return await asyncio.wrap_future(call, loop=self.loop)
+        return asyncio.wrap_future(call, loop=self.loop)
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the pool, tracked until it returns."""
+        return await self.start(fn, *args, **kwargs)
 
     async def settle(self) -> None:
         """Return once no call made through :meth:`run` is still running (even if cancelled)."""

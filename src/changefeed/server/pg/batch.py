@@ -244,7 +244,7 @@ def start_chunk(session: PgSession) -> None:
     stmt = batch.prepared.stmts[0]
     running = session.running = Running(new_query_id(), batch.prepared.sql, dt.datetime.now(dt.UTC))
     session.cancelled.clear()
-    fut = session.loop.run_in_executor(session.endpoint.pool, engine.execute_many, stmt, rows)
+    fut = session.calls.start(engine.execute_many, stmt, rows)  # close() waits for it
 
     def done(_: object) -> None:
         if session.running is running:
