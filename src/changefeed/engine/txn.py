@@ -817,6 +817,7 @@ class Transaction:
             if had:
                 cols[f"o{i}"] = olds_i
             if erased:
+                consts[f"u{i}"] = 1  # a delete writes every column (``erased_mask``)
                 continue
             if i in cells:
                 cols[c.db] = cells[i]
