@@ -20,7 +20,7 @@ Implementations register themselves in :data:`REGISTRY` by format name.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -38,6 +38,36 @@ if TYPE_CHECKING:
 
 #: (partition, key, value, ts) as produced by ``encode_python``.
 Record = tuple[int, bytes | None, bytes, int]
+
+#: The columns of the DataFrame every ``encode_spark`` returns.
+OUTPUT_DDL = "partition int, key binary, value binary, ts long"
+
+
+def map_records(df: DataFrame, encode_batch: Callable[[pa.RecordBatch], list[Record]]) -> DataFrame:
+    """An ``encode_spark`` made of a Python face that turns one Arrow batch of change rows into
+    records: ``encode_batch`` on the executors (``mapInArrow``), its records as Arrow batches."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        schema = pa.schema(
+            [("partition", pa.int32()), ("key", pa.binary()), ("value", pa.binary()), ("ts", pa.int64())]
+        )
+        for b in batches:
+            recs = encode_batch(b)
+            if recs:
+                p, k, v, t = zip(*recs, strict=True)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(p, pa.int32()),
+                        pa.array(k, pa.binary()),
+                        pa.array(v, pa.binary()),
+                        pa.array(t, pa.int64()),
+                    ],
+                    schema=schema,
+                )
+
+    return df.mapInArrow(run, OUTPUT_DDL)
 
 
 def partition_of(key: bytes, partitions: int) -> int:

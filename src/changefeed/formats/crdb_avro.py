@@ -535,7 +535,6 @@ def encode_kv(batch: pa.RecordBatch, plan: AvroPlan) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([keys, values, batch.column("ts")], names=["key", "value", "ts"])
 
 
-OUTPUT_DDL = "partition int, key binary, value binary, ts long"
 KV_DDL = "key binary, value binary, ts long"
 
 

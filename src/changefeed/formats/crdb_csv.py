@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,7 @@ import orjson
 from changefeed.engine.storage import CHANGE_ERASE
 from changefeed.engine.types import Kind
 from changefeed.exceptions import InvalidOption
-from changefeed.formats.base import Encoder, Record, partition_of, register
+from changefeed.formats.base import Encoder, Record, map_records, partition_of, register
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -170,42 +169,13 @@ class CrdbCsvEncoder(Encoder):
         return [(part, b"", ",".join(col[i] for col in texts).encode(), int(ts[i])) for i in range(n)]
 
     def encode_spark(self, df: DataFrame, table: TableSchema, feed: FeedSpec) -> DataFrame:
-        import pyarrow as pa
-
         from changefeed.formats.cdc_eval import apply_spark
 
         evaluated = feed.query is not None
         if feed.query is not None:
             df = apply_spark(feed.query, df, table, diff=False)
 
-        def encode(b: pa.RecordBatch, table: TableSchema, feed: FeedSpec) -> list[Record]:
-            return self._encode(b, table, feed, evaluated=evaluated)
-
-        schema = pa.schema(
-            [
-                pa.field("partition", pa.int32()),
-                pa.field("key", pa.binary()),
-                pa.field("value", pa.binary()),
-                pa.field("ts", pa.int64()),
-            ]
-        )
-
-        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for b in batches:
-                recs = encode(b, table, feed)
-                if recs:
-                    p, k, v, t = zip(*recs, strict=True)
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            pa.array(p, pa.int32()),
-                            pa.array(k, pa.binary()),
-                            pa.array(v, pa.binary()),
-                            pa.array(t, pa.int64()),
-                        ],
-                        schema=schema,
-                    )
-
-        return df.mapInArrow(run, "partition int, key binary, value binary, ts long")
+        return map_records(df, lambda b: self._encode(b, table, feed, evaluated=evaluated))
 
     def resolved(self, ts: CommitTs, tx: int, feed: FeedSpec) -> bytes:
         raise InvalidOption(RESOLVED_ERROR)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -46,7 +46,7 @@ from changefeed.engine.types import Kind, SqlType
 from changefeed.feeds.cdc_plan import is_canonical_json
 from changefeed.feeds.crdb_options import ENVELOPE_ROW
 from changefeed.formats import crdb_values as V
-from changefeed.formats.base import Encoder, Record, partition_of, register
+from changefeed.formats.base import Encoder, Record, map_records, partition_of, register
 from changefeed.formats.cdc_eval import apply_spark, evaluate_batch, output_columns
 from changefeed.formats.crdb_json import CrdbJsonEncoder, options_of
 
@@ -320,37 +320,11 @@ class CrdbParquetEncoder(Encoder):
         ]
 
     def encode_spark(self, df: DataFrame, table: TableSchema, feed: FeedSpec) -> DataFrame:
-        import pyarrow as pa
-
         evaluated = feed.query is not None
         if feed.query is not None:
             df = apply_spark(feed.query, df, table, diff=True)
         encode = self._encode
-        schema = pa.schema(
-            [
-                pa.field("partition", pa.int32()),
-                pa.field("key", pa.binary()),
-                pa.field("value", pa.binary()),
-                pa.field("ts", pa.int64()),
-            ]
-        )
-
-        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for b in batches:
-                recs = encode(b, table, feed, evaluated=evaluated)
-                if recs:
-                    p, k, v, t = zip(*recs, strict=True)
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            pa.array(p, pa.int32()),
-                            pa.array(k, pa.binary()),
-                            pa.array(v, pa.binary()),
-                            pa.array(t, pa.int64()),
-                        ],
-                        schema=schema,
-                    )
-
-        return df.mapInArrow(run, "partition int, key binary, value binary, ts long")
+        return map_records(df, lambda b: encode(b, table, feed, evaluated=evaluated))
 
     def resolved(self, ts: CommitTs, tx: int, feed: FeedSpec) -> bytes:
         """The ``.RESOLVED`` file's content: CockroachDB's JSON resolved message, as with JSON."""
