@@ -564,6 +564,12 @@ class Runner:
                 self._failed(w, exc)
         return busy
 
+    def _lock_free(self, fid: int) -> bool:
+        """Whether the lock of a feed another process delivered is free now."""
+        fd = runners.try_feed_lock(self.db, fid)
+        runners.release(fd)
+        return fd is not None
+
     def _replicate(self) -> None:
         """One tick of this database's asynchronous replications (it is their destination): their
         apply queries, and their local sources' feeds. Spark starts only once there is one."""
@@ -614,8 +620,9 @@ class Runner:
                 self._replicate()
                 last_replication = now
             if self.blocked and now - last_blocked >= BLOCKED_RETRY_S:
-                self.reload()
                 last_blocked = now
+                if any(self._lock_free(fid) for fid in self.blocked):
+                    self.reload()  # only then: a reload reads every feed and ensures its topic
             if moved or now - last_advance >= ADVANCE_S or (until_idle and not busy):
                 crdb_jobs.advance(self.db, running_feeds=self.works.keys())
                 last_advance = now
