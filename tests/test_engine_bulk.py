@@ -16,7 +16,8 @@ import pytest
 
 import changefeed
 from changefeed import exceptions as exc
-from changefeed.engine.storage import MAX_ROWS_PER_STATEMENT, insert_columns
+from changefeed.engine import txn
+from changefeed.engine.storage import MAX_ROWS_PER_STATEMENT, TableStore, insert_columns
 
 CDC_OPTIONS = [
     "{'enabled': true}",
@@ -375,3 +376,52 @@ def test_random_cql_transactions_bulk_equals_row_by_row(tmp_path: Path, seed: in
             c.close()
         out.append(_change_rows(db, "ks.t") if len(setup) > 2 and setup[2][0] == "sql" else [])
     assert out[0] == out[2] and out[1] == out[3]
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_chunked_bulk_writes_match_one_statement(
+    tmp_path: Path, overlap: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk write sent in chunks (the PostgreSQL endpoint's pipelined batches run 256 rows at
+    a time) writes each chunk's change rows at once while the chunks' keys are disjoint; a chunk
+    that rewrites a key turns them back into per-key changes. Either way the change rows, their
+    ``seq`` numbers and the table equal those of the Python capture, row by row."""
+    params = [(k, None if k % 4 == 0 else f"v{k}", k * 7) for k in range(40)]
+    chunks = [params[:10], params[10:25], params[25:]]
+    if overlap:
+        chunks.append([(k, f"again{k}", -k) for k in (3, 12, 30)])
+
+    def run(path: Path, how: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[Any]]:
+        conn = changefeed.connect(path)
+        conn.execute("CREATE TABLE t (k Int64, a Utf8, b Int64, PRIMARY KEY (k))")
+        conn.execute("UPSERT INTO t (k, a, b) VALUES (3, 'three', 3), (27, NULL, 5)")
+        conn.execute("ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES')")
+        with conn.transaction():
+            for chunk in chunks:
+                if how == "single":
+                    for p in chunk:
+                        conn.execute("UPSERT INTO t (k, a, b) VALUES (?, ?, ?)", p)
+                else:
+                    conn.executemany("UPSERT INTO t (k, a, b) VALUES (?, ?, ?)", chunk)
+        rows = conn.execute("SELECT k, a, b FROM t ORDER BY k").rows
+        conn.close()
+        raw = sqlite3.connect(path / "changefeed.db")
+        seqs = raw.execute("SELECT seq FROM sqlite_sequence ORDER BY name").fetchall()
+        raw.close()
+        return _change_rows(path, "t"), seqs, rows
+
+    calls: list[int] = []
+    capture = TableStore.capture_bulk_write
+
+    def counted(self: TableStore, *args: Any) -> int:
+        calls.append(len(args[2]))
+        return capture(self, *args)
+
+    monkeypatch.setattr(TableStore, "capture_bulk_write", counted)
+    fast = run(tmp_path / "fast", "bulk")
+    assert calls[-3:] == [10, 15, 15]  # every chunk of fresh keys went at once
+    single = run(tmp_path / "single", "single")
+    monkeypatch.setattr(txn, "CAPTURE_IN_SQLITE", False)
+    slow = run(tmp_path / "slow", "bulk")
+    assert fast == slow == single
+    assert len(fast[0]) == 40  # one change per key and transaction

@@ -361,6 +361,7 @@ class Database:
     def commit_intent(self) -> None:
         """Called under the write lock right before ``COMMIT`` (see ``WalSync.announce``)."""
         if self.syncer is not None:
+            self.syncer.reserve()
             self.syncer.announce()
 
     def commit_withdrawn(self) -> None:

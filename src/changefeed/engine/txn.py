@@ -87,6 +87,16 @@ class _Capture:
     #: table has taken those rows back as per-key touches.
     seq_floor: int | None = None
     direct_ids: tuple[int, ...] | None = None
+    #: The keys whose change rows went to ``x<id>`` at once (after ``seq_floor``).
+    direct_keys: set[tuple[Any, ...]] = field(default_factory=set)
+
+    def direct_more(self, ids: tuple[int, ...], keys: Sequence[tuple[Any, ...]]) -> bool:
+        """Whether a bulk write of ``ids`` to ``keys`` may write its change rows at once: the
+        table's first statement in the transaction, or one more after statements that all did,
+        writing the same columns, none of them to one of ``keys``."""
+        if self.seq_floor is None:
+            return True
+        return self.direct_ids == ids and self.direct_keys.isdisjoint(keys)
 
     def per_key(self, conn: sqlite3.Connection) -> dict[tuple[bool, tuple[Any, ...]], _Touch]:
         if self.direct_ids is not None:
@@ -105,6 +115,7 @@ class _Capture:
         then written at commit, one per key, as for any other transaction."""
         st = self.store
         self.direct_ids = None
+        self.direct_keys.clear()
         kcols = [c.db for c in st.key_cols]
         vals = st.value_cols
         nk = len(kcols)
@@ -450,9 +461,12 @@ class Transaction:
             # The table's first statement in the transaction, with nothing else needing the old
             # rows: SQLite reads them and writes the change rows before the write itself, which
             # then takes the keys and cells from those change rows (bound once).
+            # A later bulk write of the same columns to keys none of the earlier ones wrote (the
+            # chunks of one pipelined batch) goes the same way: its change rows follow theirs.
             cap = self._capture(st)
-            if cap.bulk is None and not cap.touched and cap.seq_floor is None:
+            if cap.bulk is None and not cap.touched and cap.direct_more(ids, keys):
                 ts = self._require_write()
+                first = cap.seq_floor is None
                 cap.direct_ids = ids
                 try:
                     floor = st.capture_bulk_write(
@@ -461,7 +475,9 @@ class Transaction:
                 except BaseException:
                     cap.direct_ids = None
                     raise
-                cap.seq_floor = floor
+                if first:
+                    cap.seq_floor = floor
+                cap.direct_keys.update(keys)
         direct = floor is not None
         if need_old and olds is None and not direct:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
