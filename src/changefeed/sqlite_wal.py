@@ -65,9 +65,9 @@ BOARD_SLOT = 24
 #: ``WAL_RESERVE_LOW`` bytes are left past the last frame, ``WAL_RESERVE_CHUNK`` more are written.
 WAL_RESERVE_CHUNK = 4 << 20
 WAL_RESERVE_LOW = 1 << 20
-#: The WAL index's header (the ``-shm`` file, wal.c ``WalIndexHdr``): version, page size, frames.
-_SHM_HDR = struct.Struct("=I10xHI")
-_SHM_VERSION = 3007000
+#: The WAL file's header (wal.c): magic, format version, page size, checkpoint sequence, salts.
+_WAL_HDR = struct.Struct(">IIII8s")
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
 _WAL_HEADER = 32
 _FRAME_HEADER = 24
 _ZEROS = bytes(1 << 20)
@@ -138,7 +138,6 @@ class WalSync:
 
     def __init__(self, db_file: str) -> None:
         self.wal = db_file + "-wal"
-        self.shm = db_file + "-shm"
         self.dir = os.path.dirname(db_file) or "."
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -152,6 +151,7 @@ class WalSync:
         # wait_async: futures of event-loop waiters, and whether a worker is syncing for them.
         self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._work = threading.Condition(self._lock)  # wakes the drainer thread only
+        self._wanted = 0  # the highest ticket start() asked the drainer to sync
         self._drainer: threading.Thread | None = None
         # share(): the board where processes serving one database publish their commits' state.
         self._board: mmap.mmap | None = None
@@ -198,42 +198,35 @@ class WalSync:
         same as the stale frames SQLite itself leaves past the end after restarting its WAL).
         Only bytes past the file's current end are written, under the write lock: nothing else
         writes the WAL then (frames of an uncommitted transaction spilled early lie below the
-        end, and checkpoints only read it). The zeros become durable with the next sync."""
+        end, and checkpoints only read it). The zeros become durable with the next sync.
+
+        How far SQLite has written is read from the WAL itself: the frame ``WAL_RESERVE_LOW``
+        bytes before the end carries the header's salts once written in this generation of the
+        WAL (zeros and frames left from before a restart do not). The ``-shm`` index is not
+        read: SQLite holds its locks as POSIX record locks on that file, which closing any
+        descriptor of it in this process would drop."""
         try:
-            size = os.stat(self.wal).st_size
+            fd = os.open(self.wal, os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
             return
-        used = self._wal_used()
-        if used is None or size - used >= WAL_RESERVE_LOW:
-            return
         try:
-            fd = os.open(self.wal, os.O_WRONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        try:
-            end = os.fstat(fd).st_size
-            for off in range(end, end + WAL_RESERVE_CHUNK, len(_ZEROS)):
+            size = os.fstat(fd).st_size
+            head = os.pread(fd, _WAL_HEADER, 0)
+            if len(head) < _WAL_HEADER:
+                return
+            magic, _, page, _, salts = _WAL_HDR.unpack_from(head)
+            if magic not in _WAL_MAGIC or not 512 <= page <= 65536:
+                return
+            frame = page + _FRAME_HEADER
+            probe = size - WAL_RESERVE_LOW
+            if probe >= _WAL_HEADER:
+                at = _WAL_HEADER + (probe - _WAL_HEADER) // frame * frame
+                if os.pread(fd, _FRAME_HEADER, at)[8:16] != salts:
+                    return  # SQLite has not written that far yet
+            for off in range(size, size + WAL_RESERVE_CHUNK, len(_ZEROS)):
                 os.pwrite(fd, _ZEROS, off)
         finally:
-            os.close(fd)
-
-    def _wal_used(self) -> int | None:
-        """Bytes of the WAL up to its last committed frame, from the WAL index; None if unknown."""
-        try:
-            fd = os.open(self.shm, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        try:
-            head = os.pread(fd, _SHM_HDR.size, 0)
-        finally:
-            os.close(fd)
-        if len(head) < _SHM_HDR.size:
-            return None
-        version, page, frames = _SHM_HDR.unpack(head)
-        if version != _SHM_VERSION or page == 0:
-            return None
-        page = 65536 if page == 1 else page
-        return _WAL_HEADER + frames * (page + _FRAME_HEADER)
+            os.close(fd)  # no lock of SQLite's is on the -wal file itself
 
     def ticket(self) -> int:
         with self._cond:
@@ -303,25 +296,41 @@ class WalSync:
         fut: asyncio.Future[None] = loop.create_future()
         with self._cond:
             self._futures.append((ticket, loop, fut))
-            if self._drainer is None:
-                self._drainer = threading.Thread(target=self._drain, name="wal-sync", daemon=True)
-                self._drainer.start()
-            else:
-                self._work.notify()
+            self._wake_drainer()
         await fut
+
+    def start(self, ticket: int) -> None:
+        """Have the sync thread begin making ``ticket`` durable now, without waiting for it: a
+        commit deferred by an event loop starts its sync at once, while the loop goes on with
+        the rest of the client's messages (its reply still waits in :meth:`wait_async`)."""
+        if self._synced >= ticket:
+            return
+        with self._cond:
+            if ticket > self._wanted:
+                self._wanted = ticket
+                self._wake_drainer()
+
+    def _wake_drainer(self) -> None:
+        if self._drainer is None:
+            self._drainer = threading.Thread(target=self._drain, name="wal-sync", daemon=True)
+            self._drainer.start()
+        else:
+            self._work.notify()
 
     def _drain(self) -> None:
         while True:
             with self._cond:
-                while not self._futures:
+                while not self._futures and self._wanted <= self._synced:
                     self._work.wait()
-                target = max(t for t, _, _ in self._futures)
+                target = max([self._wanted, *(t for t, _, _ in self._futures)])
             error: BaseException | None = None
             try:
                 self.wait(target)
             except BaseException as exc:  # handed to the waiters
                 error = exc
             with self._cond:
+                if error is not None:
+                    self._wanted = 0  # its waiters get the error; nothing to retry for start()
                 done = [w for w in self._futures if error is not None or w[0] <= self._synced]
                 self._futures = [w for w in self._futures if w not in done]
             by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}

@@ -381,6 +381,7 @@ class Database:
         if ticket and self.syncer is not None:
             if self.defer_durable:
                 self.pending_durable = max(self.pending_durable, ticket)
+                self.syncer.start(ticket)
             else:
                 self.syncer.wait(ticket)
 
@@ -392,13 +393,20 @@ class Database:
     # ------------------------------------------------------------------ clock
     def allocate_ts(self) -> tuple[CommitTs, int]:
         """Inside a write transaction: the next commit timestamp and transaction id."""
+        ts, txid, _ = self.begin_write()
+        return ts, txid
+
+    def begin_write(self) -> tuple[CommitTs, int, int]:
+        """Inside a write transaction: the next commit timestamp, transaction id and the
+        catalog version, in one statement (what :meth:`refresh_catalog` reads first)."""
         # CommitTs.next in one statement (SET expressions read the row as it was).
-        ((wall, logical, txid),) = self.conn.execute(
+        ((wall, logical, txid, version),) = self.conn.execute(
             "UPDATE _clock SET logical = CASE WHEN ?1 > wall THEN 0 ELSE logical + 1 END,"
-            " wall = max(wall, ?1), txid = txid + 1 WHERE id = 0 RETURNING wall, logical, txid",
+            " wall = max(wall, ?1), txid = txid + 1 WHERE id = 0 RETURNING wall, logical, txid,"
+            " (SELECT value FROM _meta WHERE key = 'catalog_version')",
             (self.clock.now_ns(),),
         ).fetchall()
-        return CommitTs(wall, logical), txid
+        return CommitTs(wall, logical), txid, version
 
     def close_timestamp(self) -> tuple[CommitTs, int]:
         """Commit an empty write transaction and return its (CommitTs, txid): every later commit gets
@@ -422,9 +430,11 @@ class Database:
         return CommitTs(wall, logical)
 
     # ------------------------------------------------------------------ catalog
-    def refresh_catalog(self) -> None:
-        """Reload the catalog if another connection changed it (cheap when it did not)."""
-        version = self.conn.execute("SELECT value FROM _meta WHERE key = 'catalog_version'").fetchone()[0]
+    def refresh_catalog(self, version: int | None = None) -> None:
+        """Reload the catalog if another connection changed it (cheap when it did not);
+        ``version``: the catalog version already read in this transaction."""
+        if version is None:
+            version = self.conn.execute("SELECT value FROM _meta WHERE key = 'catalog_version'").fetchone()[0]
         if version == self._catalog_version:
             return
         tables: dict[int, TableSchema] = {}

@@ -209,9 +209,11 @@ class Transaction:
             raise
         self.active = True
         try:
-            db.refresh_catalog()
             if write:
-                self.ts, self.txid = db.allocate_ts()
+                self.ts, self.txid, version = db.begin_write()
+                db.refresh_catalog(version)
+            else:
+                db.refresh_catalog()
         except BaseException:
             self.conn.execute("ROLLBACK")
             self.active = False

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from changefeed.connection import Result
@@ -160,7 +161,7 @@ def scan_run(session: PgSession) -> bool:
     batch.rows.extend([None] * taken)
     batch.replies.extend([p.BIND_COMPLETE + p.NO_DATA if described else p.BIND_COMPLETE] * taken)
     # The unnamed portal is the last group's, as if each Bind had been run.
-    last = decode_rows(flat[len(flat) - nparams :], nparams, batch.prepared.param_oids, batch.formats)[0]
+    last = list(decode_rows(flat[len(flat) - nparams :], nparams, batch.prepared.param_oids, batch.formats)[0])
     portal = session.portals[""] = Portal(batch.prepared, last, list(batch.result_formats))
     portal.described = bool(described)
     return True
@@ -168,17 +169,17 @@ def scan_run(session: PgSession) -> bool:
 
 def decode_rows(
     flat: list[bytes | None], width: int, oids: list[int], formats: tuple[int, ...]
-) -> list[list[Any]]:
+) -> list[Sequence[Any]]:
     """Bound parameter values of many rows, given row after row in ``flat`` (``width`` each),
     column by column (as ``types.decode_param`` decodes each: integers and text in one pass per
     column, other types value by value)."""
     if not width:
-        return [[] for _ in range(len(flat))] if flat else []
+        return [() for _ in range(len(flat))] if flat else []
     cols = [
         _decode_column(flat[i::width], oids[i] if i < len(oids) else 0, fmt_of(list(formats), i) == 1)
         for i in range(width)
     ]
-    return [list(r) for r in zip(*cols, strict=True)]
+    return list(zip(*cols, strict=True))  # rows as tuples: the engine reads them by position
 
 
 def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]:
@@ -208,7 +209,7 @@ _DESCRIBE_UNNAMED = b"D\x00\x00\x00\x06P\x00"
 _EXECUTE_UNNAMED = b"E\x00\x00\x00\x09\x00\x00\x00\x00\x00"
 
 
-def take_rows(batch: Batch, hi: int) -> list[list[Any]]:
+def take_rows(batch: Batch, hi: int) -> list[Sequence[Any]]:
     """The parameters of rows ``batch.executed`` up to ``hi``, decoded (rows taken raw by
     :func:`scan_run` column by column); they count as executed from here."""
     lo = batch.executed
@@ -282,7 +283,7 @@ async def flush_batch(session: PgSession) -> None:
         rows = take_rows(batch, len(batch.rows))
         if len(rows) == 1 and not batch.chunks:
             # Nothing was pipelined behind it: run as any statement (inline if short).
-            await session.execute(prep, rows[0])
+            await session.execute(prep, list(rows[0]))
         elif rows:
             session.cancelled.clear()
             session.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
