@@ -65,6 +65,8 @@ BOARD_SLOT = 24
 #: ``WAL_RESERVE_LOW`` bytes are left past the last frame, ``WAL_RESERVE_CHUNK`` more are written.
 WAL_RESERVE_CHUNK = 4 << 20
 WAL_RESERVE_LOW = 1 << 20
+#: Commits between two looks at how far SQLite wrote into the reserve (a look is two reads).
+RESERVE_PROBE_EVERY = 16
 #: The WAL file's header (wal.c): magic, format version, page size, checkpoint sequence, salts.
 _WAL_HDR = struct.Struct(">IIII8s")
 _WAL_MAGIC = (0x377F0682, 0x377F0683)
@@ -138,6 +140,13 @@ class WalSync:
 
     def __init__(self, db_file: str) -> None:
         self.wal = db_file + "-wal"
+        # reserve(): its descriptor of the -wal file (used under the write lock only), the file
+        # it is open on, the size last seen, and calls since the last look at the frames.
+        self._reserve_lock = threading.Lock()
+        self._reserve_fd = -1
+        self._reserve_inode: tuple[int, int] | None = None
+        self._reserve_size = -1
+        self._reserve_calls = 0
         self.dir = os.path.dirname(db_file) or "."
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -198,35 +207,68 @@ class WalSync:
         same as the stale frames SQLite itself leaves past the end after restarting its WAL).
         Only bytes past the file's current end are written, under the write lock: nothing else
         writes the WAL then (frames of an uncommitted transaction spilled early lie below the
-        end, and checkpoints only read it). The zeros become durable with the next sync.
+        end, and checkpoints only read it). The zeros are synced at once (a sync of any
+        descriptor of the file also makes the frames already written durable, which is harmless).
 
         How far SQLite has written is read from the WAL itself: the frame ``WAL_RESERVE_LOW``
         bytes before the end carries the header's salts once written in this generation of the
-        WAL (zeros and frames left from before a restart do not). The ``-shm`` index is not
-        read: SQLite holds its locks as POSIX record locks on that file, which closing any
-        descriptor of it in this process would drop."""
+        WAL (zeros and frames left from before a restart do not), looked at when the file has
+        grown or every :data:`RESERVE_PROBE_EVERY` calls (a commit writes a few frames, the
+        reserve holds hundreds). The ``-shm`` index is not read: SQLite holds its locks as POSIX
+        record locks on that file, which closing any descriptor of it in this process would
+        drop. A -wal file deleted (the last connection closed) and made again is a new inode:
+        the descriptor kept here is then reopened on it."""
+        with self._reserve_lock:  # against release_reserve of another thread
+            self._reserve()
+
+    def _reserve(self) -> None:
         try:
-            fd = os.open(self.wal, os.O_RDWR | os.O_CLOEXEC)
+            st = os.stat(self.wal)
         except FileNotFoundError:
             return
-        try:
-            size = os.fstat(fd).st_size
-            head = os.pread(fd, _WAL_HEADER, 0)
-            if len(head) < _WAL_HEADER:
+        inode, size = (st.st_dev, st.st_ino), st.st_size
+        self._reserve_calls += 1
+        if inode == self._reserve_inode and size == self._reserve_size and self._reserve_calls % RESERVE_PROBE_EVERY:
+            return  # the file did not grow: look at how far SQLite wrote every few commits only
+        if inode != self._reserve_inode:
+            if self._reserve_fd >= 0:
+                os.close(self._reserve_fd)  # no lock of SQLite's is on the -wal file itself
+                self._reserve_fd = -1
+            try:
+                self._reserve_fd = os.open(self.wal, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
                 return
-            magic, _, page, _, salts = _WAL_HDR.unpack_from(head)
-            if magic not in _WAL_MAGIC or not 512 <= page <= 65536:
-                return
-            frame = page + _FRAME_HEADER
-            probe = size - WAL_RESERVE_LOW
-            if probe >= _WAL_HEADER:
-                at = _WAL_HEADER + (probe - _WAL_HEADER) // frame * frame
-                if os.pread(fd, _FRAME_HEADER, at)[8:16] != salts:
-                    return  # SQLite has not written that far yet
-            for off in range(size, size + WAL_RESERVE_CHUNK, len(_ZEROS)):
-                os.pwrite(fd, _ZEROS, off)
-        finally:
-            os.close(fd)  # no lock of SQLite's is on the -wal file itself
+            self._reserve_inode = inode
+        fd = self._reserve_fd
+        self._reserve_size = size
+        head = os.pread(fd, _WAL_HEADER, 0)
+        if len(head) < _WAL_HEADER:
+            return
+        magic, _, page, _, salts = _WAL_HDR.unpack_from(head)
+        if magic not in _WAL_MAGIC or not 512 <= page <= 65536:
+            return
+        frame = page + _FRAME_HEADER
+        probe = size - WAL_RESERVE_LOW
+        if probe >= _WAL_HEADER:
+            at = _WAL_HEADER + (probe - _WAL_HEADER) // frame * frame
+            if os.pread(fd, _FRAME_HEADER, at)[8:16] != salts:
+                return  # SQLite has not written that far yet
+        size = os.fstat(fd).st_size  # the inode checked above: the same file
+        for off in range(size, size + WAL_RESERVE_CHUNK, len(_ZEROS)):
+            os.pwrite(fd, _ZEROS, off)
+        # Written back now, once: the file system allocates the blocks (and records the new
+        # size) in this sync, not in the commits' syncs that overwrite them.
+        os.fdatasync(fd)
+        self._reserve_size = size + WAL_RESERVE_CHUNK
+
+    def release_reserve(self) -> None:
+        """Close :meth:`reserve`'s descriptor (a database of this file was closed; the next
+        commit opens it again): it would otherwise keep a deleted -wal file's space."""
+        with self._reserve_lock:
+            fd, self._reserve_fd = self._reserve_fd, -1
+            self._reserve_inode = None
+        if fd >= 0:
+            os.close(fd)
 
     def ticket(self) -> int:
         with self._cond:

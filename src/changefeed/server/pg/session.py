@@ -249,7 +249,13 @@ class PgSession:
             if not ticket:
                 return
         try:
-            await db.syncer.wait_async(ticket, self.endpoint.pool)
+            if len(self.endpoint.registry.sessions) == 1:
+                # The only session of this process: nobody else's statement waits on the loop, so
+                # it syncs here, without handing over to the sync thread and back (two thread
+                # switches per commit, which cost more than the sync itself on one client).
+                db.syncer.wait(ticket)
+            else:
+                await db.syncer.wait_async(ticket, self.endpoint.pool)
         except ChangefeedError as exc:
             self.out.clear()
             self.pending = 0
@@ -488,6 +494,9 @@ class PgSession:
                     stmts, params = norm_.bind(prep.template, prep.values), []
                 db = self.conn.db
                 db.writers_wait = False
+                # Start a commit's sync at once on the sync thread, unless this session is the
+                # process's only one (it then syncs on the loop before replying, see durable).
+                db.sync_early = len(self.endpoint.registry.sessions) > 1
                 try:
                     return self._run_engine(stmts, params)
                 except LockNotAvailable:
