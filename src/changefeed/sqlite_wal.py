@@ -228,7 +228,11 @@ class WalSync:
             return
         inode, size = (st.st_dev, st.st_ino), st.st_size
         self._reserve_calls += 1
-        if inode == self._reserve_inode and size == self._reserve_size and self._reserve_calls % RESERVE_PROBE_EVERY:
+        if (
+            inode == self._reserve_inode
+            and size == self._reserve_size
+            and self._reserve_calls % RESERVE_PROBE_EVERY
+        ):
             return  # the file did not grow: look at how far SQLite wrote every few commits only
         if inode != self._reserve_inode:
             if self._reserve_fd >= 0:

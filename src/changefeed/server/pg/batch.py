@@ -161,7 +161,9 @@ def scan_run(session: PgSession) -> bool:
     batch.rows.extend([None] * taken)
     batch.replies.extend([p.BIND_COMPLETE + p.NO_DATA if described else p.BIND_COMPLETE] * taken)
     # The unnamed portal is the last group's, as if each Bind had been run.
-    last = list(decode_rows(flat[len(flat) - nparams :], nparams, batch.prepared.param_oids, batch.formats)[0])
+    last = list(
+        decode_rows(flat[len(flat) - nparams :], nparams, batch.prepared.param_oids, batch.formats)[0]
+    )
     portal = session.portals[""] = Portal(batch.prepared, last, list(batch.result_formats))
     portal.described = bool(described)
     return True
