@@ -61,10 +61,12 @@ DEFAULT_SYNCHRONOUS = "FULL"
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 #: Bytes of one process's slot on a shared durability board (see ``WalSync.share``).
 BOARD_SLOT = 24
-#: Written zeros kept ahead of the WAL's last frame (see ``WalSync.reserve``): when less than
-#: ``WAL_RESERVE_LOW`` bytes are left past the last frame, ``WAL_RESERVE_CHUNK`` more are written.
+#: Written zeros kept ahead of the WAL's last frame (see ``WalSync.reserve``): when less than a
+#: quarter of a chunk is left past the last frame, a chunk more is written; a chunk is the
+#: file's size, at least ``WAL_RESERVE_MIN`` and at most ``WAL_RESERVE_CHUNK`` (a database that
+#: commits a few times does not get megabytes of zeros).
 WAL_RESERVE_CHUNK = 4 << 20
-WAL_RESERVE_LOW = 1 << 20
+WAL_RESERVE_MIN = 64 << 10
 #: Commits between two looks at how far SQLite wrote into the reserve (a look is two reads).
 RESERVE_PROBE_EVERY = 16
 #: The WAL file's header (wal.c): magic, format version, page size, checkpoint sequence, salts.
@@ -210,8 +212,8 @@ class WalSync:
         end, and checkpoints only read it). The zeros are synced at once (a sync of any
         descriptor of the file also makes the frames already written durable, which is harmless).
 
-        How far SQLite has written is read from the WAL itself: the frame ``WAL_RESERVE_LOW``
-        bytes before the end carries the header's salts once written in this generation of the
+        How far SQLite has written is read from the WAL itself: the frame a quarter of a chunk
+        before the end carries the header's salts once written in this generation of the
         WAL (zeros and frames left from before a restart do not), looked at when the file has
         grown or every :data:`RESERVE_PROBE_EVERY` calls (a commit writes a few frames, the
         reserve holds hundreds). The ``-shm`` index is not read: SQLite holds its locks as POSIX
@@ -252,18 +254,19 @@ class WalSync:
         if magic not in _WAL_MAGIC or not 512 <= page <= 65536:
             return
         frame = page + _FRAME_HEADER
-        probe = size - WAL_RESERVE_LOW
+        chunk = min(WAL_RESERVE_CHUNK, max(WAL_RESERVE_MIN, size))
+        probe = size - chunk // 4
         if probe >= _WAL_HEADER:
             at = _WAL_HEADER + (probe - _WAL_HEADER) // frame * frame
             if os.pread(fd, _FRAME_HEADER, at)[8:16] != salts:
                 return  # SQLite has not written that far yet
         size = os.fstat(fd).st_size  # the inode checked above: the same file
-        for off in range(size, size + WAL_RESERVE_CHUNK, len(_ZEROS)):
-            os.pwrite(fd, _ZEROS, off)
+        for off in range(size, size + chunk, len(_ZEROS)):
+            os.pwrite(fd, _ZEROS[: min(len(_ZEROS), size + chunk - off)], off)
         # Written back now, once: the file system allocates the blocks (and records the new
         # size) in this sync, not in the commits' syncs that overwrite them.
         os.fdatasync(fd)
-        self._reserve_size = size + WAL_RESERVE_CHUNK
+        self._reserve_size = size + chunk
 
     def release_reserve(self) -> None:
         """Close :meth:`reserve`'s descriptor (a database of this file was closed; the next
