@@ -10,6 +10,7 @@ does not belong to it (Sync, Flush, another statement) or at :data:`BATCH_ROWS` 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import struct
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 BATCH_ROWS = 4096
 #: Rows gathered before a part of the batch starts on the pool while the rest arrives.
 CHUNK_ROWS = 256
+#: Seconds a batch whose client has sent nothing more yet leaves the socket unread (see linger).
+LINGER_S = 0.0003
 
 
 def batchable(session: PgSession, prep: Prepared) -> bool:
@@ -189,12 +192,14 @@ def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]
         if oid in _INTS:
             if not binary:
                 return [None if v is None else int(v) for v in col]
-            if oid == t.INT8 and None not in col:
+            code, size = _INT_CODES[oid]
+            if None not in col:
                 joined = b"".join(col)  # type: ignore[arg-type]
-                if len(joined) == 8 * len(col):
-                    return list(struct.unpack(f"!{len(col)}q", joined))
-            signed = oid != t.OID
-            return [None if v is None else int.from_bytes(v, "big", signed=signed) for v in col]
+                if len(joined) == size * len(col):  # every value of the type's width: one unpack
+                    return list(struct.unpack(f"!{len(col)}{code}", joined))
+            if all(v is None or len(v) == size for v in col):  # else decode_param names the bad one
+                signed = oid != t.OID
+                return [None if v is None else int.from_bytes(v, "big", signed=signed) for v in col]
         if oid in _STRS:  # text in either format is its UTF-8 bytes
             return [None if v is None else v.decode() for v in col]
     except (ValueError, UnicodeDecodeError):
@@ -203,6 +208,8 @@ def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]
 
 
 _INTS = frozenset({t.INT8, t.INT4, t.INT2, t.OID})
+#: The binary width of each integer type, and its ``struct`` code.
+_INT_CODES = {t.INT8: ("q", 8), t.INT4: ("i", 4), t.INT2: ("h", 2), t.OID: ("I", 4)}
 _STRS = frozenset({0, t.TEXT, t.VARCHAR, t.UNKNOWN})
 _I = struct.Struct("!i")
 _H = struct.Struct("!h")
@@ -256,6 +263,24 @@ def start_chunk(session: PgSession) -> None:
     fut.add_done_callback(done)
     batch.inflight = fut
     batch.chunks += 1
+
+
+async def linger(session: PgSession) -> None:
+    """With a batch open and no whole message left in the buffer, leave the socket unread for
+    :data:`LINGER_S`: a client that flushes every row (psycopg's ``executemany`` in pipeline
+    mode sends each Bind/Describe/Execute in a segment of its own) then has its next rows read
+    together and taken by one :func:`scan_run`, instead of waking the loop, reading and
+    dispatching once per row. Nothing is owed to the client meanwhile: its replies wait for the
+    batch's end anyway (Sync, Flush or another statement, whose arrival is at most this late)."""
+    if session.batch is None or session.messages.has_message():
+        return
+    transport = session.writer.transport
+    transport.pause_reading()
+    try:
+        await asyncio.sleep(LINGER_S)
+    finally:
+        if not transport.is_closing():
+            transport.resume_reading()
 
 
 async def settle(session: PgSession) -> None:

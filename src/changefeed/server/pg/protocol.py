@@ -149,6 +149,10 @@ class MessageStream:
             raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {MAX_MESSAGE} bytes")
         return length + 1 if len(buf) - pos >= length + 1 else 0
 
+    def has_message(self) -> bool:
+        """Whether the next message has arrived whole."""
+        return bool(self._length())
+
     def peek(self) -> tuple[bytes, bytes] | None:
         """The next message, (type byte, body), if it has arrived whole; it stays next."""
         n = self._length()

@@ -313,6 +313,8 @@ class PgSession:
                         batches.start_chunk(self)
                         if len(self.batch.rows) >= batches.BATCH_ROWS:
                             await batches.flush_batch(self)
+                        else:
+                            await batches.linger(self)
                         continue
                     await batches.flush_batch(self)
                 except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
