@@ -64,8 +64,8 @@ BOARD_SLOT = 24
 #: Written zeros kept ahead of the WAL's last frame (see ``WalSync.reserve``): when less than a
 #: quarter of a chunk is left past the last frame, a chunk more is written; a chunk is the
 #: file's size, at least ``WAL_RESERVE_MIN`` and at most ``WAL_RESERVE_CHUNK`` (a database that
-#: commits a few times does not get megabytes of zeros).
-WAL_RESERVE_CHUNK = 4 << 20
+#: commits a few times does not get a megabyte of zeros).
+WAL_RESERVE_CHUNK = 1 << 20
 WAL_RESERVE_MIN = 64 << 10
 #: Commits between two looks at how far SQLite wrote into the reserve (a look is two reads).
 RESERVE_PROBE_EVERY = 16
@@ -209,8 +209,7 @@ class WalSync:
         same as the stale frames SQLite itself leaves past the end after restarting its WAL).
         Only bytes past the file's current end are written, under the write lock: nothing else
         writes the WAL then (frames of an uncommitted transaction spilled early lie below the
-        end, and checkpoints only read it). The zeros are synced at once (a sync of any
-        descriptor of the file also makes the frames already written durable, which is harmless).
+        end, and checkpoints only read it). The zeros become durable with the next group sync.
 
         How far SQLite has written is read from the WAL itself: the frame a quarter of a chunk
         before the end carries the header's salts once written in this generation of the
@@ -263,9 +262,8 @@ class WalSync:
         size = os.fstat(fd).st_size  # the inode checked above: the same file
         for off in range(size, size + chunk, len(_ZEROS)):
             os.pwrite(fd, _ZEROS[: min(len(_ZEROS), size + chunk - off)], off)
-        # Written back now, once: the file system allocates the blocks (and records the new
-        # size) in this sync, not in the commits' syncs that overwrite them.
-        os.fdatasync(fd)
+        # Not synced here, under the write lock (a stall of every writer): the next group sync
+        # writes the zeros back with the commits' frames, once, and later syncs overwrite them.
         self._reserve_size = size + chunk
 
     def release_reserve(self) -> None:
