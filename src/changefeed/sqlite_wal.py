@@ -162,7 +162,6 @@ class WalSync:
         # wait_async: futures of event-loop waiters, and whether a worker is syncing for them.
         self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._work = threading.Condition(self._lock)  # wakes the drainer thread only
-        self._wanted = 0  # the highest ticket start() asked the drainer to sync
         self._drainer: threading.Thread | None = None
         # share(): the board where processes serving one database publish their commits' state.
         self._board: mmap.mmap | None = None
@@ -346,17 +345,6 @@ class WalSync:
             self._wake_drainer()
         await fut
 
-    def start(self, ticket: int) -> None:
-        """Have the sync thread begin making ``ticket`` durable now, without waiting for it: a
-        commit deferred by an event loop starts its sync at once, while the loop goes on with
-        the rest of the client's messages (its reply still waits in :meth:`wait_async`)."""
-        if self._synced >= ticket:
-            return
-        with self._cond:
-            if ticket > self._wanted:
-                self._wanted = ticket
-                self._wake_drainer()
-
     def _wake_drainer(self) -> None:
         if self._drainer is None:
             self._drainer = threading.Thread(target=self._drain, name="wal-sync", daemon=True)
@@ -367,17 +355,15 @@ class WalSync:
     def _drain(self) -> None:
         while True:
             with self._cond:
-                while not self._futures and self._wanted <= self._synced:
+                while not self._futures:
                     self._work.wait()
-                target = max([self._wanted, *(t for t, _, _ in self._futures)])
+                target = max(t for t, _, _ in self._futures)
             error: BaseException | None = None
             try:
                 self.wait(target)
             except BaseException as exc:  # handed to the waiters
                 error = exc
             with self._cond:
-                if error is not None:
-                    self._wanted = 0  # its waiters get the error; nothing to retry for start()
                 done = [w for w in self._futures if error is not None or w[0] <= self._synced]
                 self._futures = [w for w in self._futures if w not in done]
             by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}

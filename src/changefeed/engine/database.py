@@ -259,8 +259,6 @@ class Database:
         #: (the PostgreSQL endpoint awaits it on its event loop before it writes a reply).
         self.defer_durable = False
         self.pending_durable = 0
-        #: With ``defer_durable``: have the sync thread start syncing a deferred commit at once.
-        self.sync_early = True
         #: SQLite's busy timeout on ``conn`` now (a writer that must not wait sets it to 0 and
         #: leaves it so until a transaction that may wait needs it back).
         self.busy_timeout_ms = BUSY_TIMEOUT_MS
@@ -385,8 +383,6 @@ class Database:
         if ticket and self.syncer is not None:
             if self.defer_durable:
                 self.pending_durable = max(self.pending_durable, ticket)
-                if self.sync_early:
-                    self.syncer.start(ticket)
             else:
                 self.syncer.wait(ticket)
 

@@ -496,9 +496,6 @@ class PgSession:
                     stmts, params = norm_.bind(prep.template, prep.values), []
                 db = self.conn.db
                 db.writers_wait = False
-                # Start a commit's sync at once on the sync thread, unless this session is the
-                # process's only one (it then syncs on the loop before replying, see durable).
-                db.sync_early = len(self.endpoint.registry.sessions) > 1
                 try:
                     return self._run_engine(stmts, params)
                 except LockNotAvailable:
