@@ -80,7 +80,7 @@ def test_store_reads_columns_with_and_without_offset_gaps(tmp_path: Path) -> Non
 
     st.append("t", 0, "w", 1, rows([b"a", b"b", b"c"], -1_500_000))  # ts before 1970: floor to ms
     cols = st.read_columns(info, 0, 0, 100, ts_unit_ns=1_000_000)
-    assert (cols.earliest, cols.next_offset, cols.offsets) == (0, 3, range(0, 3))
+    assert (cols.earliest, cols.next_offset, list(cols.offsets)) == (0, 3, [0, 1, 2])
     assert (list(cols.values), list(cols.keys), list(cols.timestamps)) == (
         [b"a", b"b", b"c"],
         [None] * 3,
@@ -102,42 +102,42 @@ def test_store_reads_columns_with_and_without_offset_gaps(tmp_path: Path) -> Non
     )
     cols = st.read_columns(info, 0, 4, 2)
     assert (list(cols.offsets), list(cols.values)) == ([4, 6], [b"e", b"g"])
-    assert st.read_columns(info, 0, 7, 10).values == ()
+    assert list(st.read_columns(info, 0, 7, 10).values) == []
 
 
-def test_fetch_cache_read_ahead_fresh_watermarks_and_retention(tmp_path: Path) -> None:
+def test_fetch_returns_stored_batches_whole_from_the_one_holding_the_offset(tmp_path: Path) -> None:
     now = [10**12]
     st = TopicStore(tmp_path, clock=lambda: now[0])
     info = st.ensure_topic("t", 1, retention_ns=1_000)
-    table = pa.table({"key": [b"k%d" % i for i in range(1000)], "value": [b"v" * 90] * 1000})
-    st.append("t", 0, "w", 1, table.append_column("ts", pa.array([time.time_ns()] * 1000)))
+    for b in range(10):  # ten appends: ten stored batches of 100 records (~10.5 KB each)
+        keys = [b"k%d" % i for i in range(100 * b, 100 * b + 100)]
+        ts = [1_700_000_000_000_000_123 + i for i in range(100)]  # ns: finer than a batch's ms
+        st.append("t", 0, "w", b, pa.table({"key": keys, "value": [b"v" * 90] * 100, "ts": ts}))
     broker = Broker(tmp_path)
     try:
-        first = broker.fetch_partition(info, 0, 0, 10_000)
-        assert first.error == E.NONE and first.records is not None and first.more_at is not None
-        (batch,) = parse_batches(first.records)
-        # Cut where the records' sizes (value, key and ~12 framing bytes) first reach max bytes,
-        # though the first read, sized by a default average, held only 40 records.
-        assert first.more_at == 96 and 9_000 < len(first.records) <= 10_200
-        assert batch.keys == [b"k%d" % i for i in range(96)]
-        # The next window was read ahead: a fetch there is served from the cache, byte for byte.
-        ahead = broker._cache.get((info.id, 0, first.more_at, 10_000))
-        assert ahead is not None
-        second = broker.fetch_partition(info, 0, first.more_at, 10_000)
-        assert second.records == ahead.records
-        # Appends move the high watermark of a cached window too.
+        first = broker.fetch_partition(info, 0, 0, 25_000)
+        # whole batches while they fit: two
+        assert (first.error, first.high_watermark, first.log_start, first.more_at) == (E.NONE, 1000, 0, 200)
+        a, b = parse_batches(first.records or b"")
+        assert a.keys == [b"k%d" % i for i in range(100)] and b.keys[0] == b"k100"
+        # the offset inside a batch: that batch whole, from its base offset (clients skip ahead)
+        mid = broker.fetch_partition(info, 0, 150, 1)  # the first batch always, past max bytes
+        assert mid.more_at == 200 and struct.unpack_from(">q", mid.records or b"")[0] == 100
+        (c,) = parse_batches(mid.records or b"")
+        assert c.keys == [b"k%d" % i for i in range(100, 200)]
+        assert broker.fetch_partition(info, 0, 999, 10**6).more_at is None
+        assert broker.fetch_partition(info, 0, 1000, 10**6).records == b""
+        # the log's own readers see the ns timestamps, not the batches' ms ones
+        assert [r.ts for r in st.read("t", 0, 150, 2)] == [1_700_000_000_000_000_173, 1_700_000_000_000_000_174]
+        assert st.offset_for_time("t", 0, 1_700_000_000_000_000_200) == (77, 1_700_000_000_000_000_200)
+        # retention deletes whole batches; the log start moves to the next one
         now[0] = 2 * 10**12
-        st.append("t", 0, "w", 2, table.append_column("ts", pa.array([time.time_ns()] * 1000)))
-        again = broker.fetch_partition(info, 0, 0, 10_000)
-        assert (again.records, again.high_watermark, first.high_watermark) == (first.records, 2000, 1000)
-        # Retention removed the cached window: out of range, as without a cache.
+        st.append("t", 0, "w", 10, pa.table({"key": [b"x"], "value": [b"y"], "ts": [5]}))
         assert st.apply_retention(10**12 + 2_000) == 1000
         gone = broker.fetch_partition(info, 0, 0, 10_000)
-        assert (gone.error, gone.log_start, gone.high_watermark) == (E.OFFSET_OUT_OF_RANGE, 1000, 2000)
-        tail = broker.fetch_partition(info, 0, 1990, 10_000)  # the end is not cached
-        assert tail.more_at is None and broker._cache.get((info.id, 0, 1990, 10_000)) is None
-        (batch,) = parse_batches(tail.records or b"")
-        assert batch.keys == [b"k%d" % i for i in range(990, 1000)]
+        assert (gone.error, gone.log_start, gone.high_watermark) == (E.OFFSET_OUT_OF_RANGE, 1000, 1001)
+        (last,) = parse_batches(broker.fetch_partition(info, 0, 1000, 10_000).records or b"")
+        assert (last.keys, last.values) == ([b"x"], [b"y"])
     finally:
         broker.close()
 
@@ -185,9 +185,9 @@ def _record(td: int, od: int, key: bytes | None, value: bytes | None, headers: b
 @pytest.fixture(params=["column-wise", "record by record"])
 def parse_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test through both parsers: numpy over all records, and the small-batch loop."""
-    from changefeed.server.kafka import records
+    from changefeed.topics import batch
 
-    monkeypatch.setattr(records, "_FEW", 0 if request.param == "column-wise" else 1 << 30)
+    monkeypatch.setattr(batch, "_FEW", 0 if request.param == "column-wise" else 1 << 30)
     return str(request.param)
 
 

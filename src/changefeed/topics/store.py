@@ -25,7 +25,6 @@ appear in a path, only the catalog's integer id does (ids are never reused, even
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import sqlite3
@@ -43,6 +42,7 @@ import pyarrow as pa
 
 from changefeed.exceptions import CorruptFile, DatabaseError, TopicError
 from changefeed.sqlite_wal import WalSync, durability, use_wal, wal_sync
+from changefeed.topics.batch import BatchRecords, MalformedBatch, decode_batch, encode_batch, patch_batch
 
 __all__ = [
     "DEFAULT_RETENTION_NS",
@@ -95,7 +95,26 @@ CREATE TABLE IF NOT EXISTS group_offsets (
 ) WITHOUT ROWID;
 """
 
-_PARTITION_SCHEMA = """
+#: Records are stored as Kafka record batches (magic 2, :mod:`changefeed.topics.batch`): ``data``
+#: is the batch exactly as a Fetch returns it (base offset set, CRC-32C valid). ``max_ts`` is the
+#: largest record timestamp in ns; ``ts_ns`` is NULL when every record's ns timestamp is its
+#: batch's ms timestamp times 10**6, else the records' ns timestamps (int64, little-endian).
+_BATCHES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batches (
+    base_offset INTEGER PRIMARY KEY,
+    last_offset INTEGER NOT NULL,
+    max_ts INTEGER NOT NULL,
+    write_time INTEGER NOT NULL,
+    ts_ns BLOB,
+    data BLOB NOT NULL
+)
+"""
+
+#: ``records`` is the row-per-record format files written before batches were stored; it is read
+#: (its records precede every batch of the file) and retained, never written any more.
+_PARTITION_SCHEMA = (
+    _BATCHES_SCHEMA
+    + """;
 CREATE TABLE IF NOT EXISTS records (
     offset INTEGER PRIMARY KEY,
     key BLOB,
@@ -107,6 +126,7 @@ CREATE TABLE IF NOT EXISTS writers (writer TEXT PRIMARY KEY, batch INTEGER NOT N
 CREATE TABLE IF NOT EXISTS state (id INTEGER PRIMARY KEY CHECK (id = 0), next_offset INTEGER NOT NULL);
 INSERT OR IGNORE INTO state (id, next_offset) VALUES (0, 0);
 """
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +330,8 @@ def _open(path: str, app_id: int, schema: str) -> sqlite3.Connection:
                 conn.execute("COMMIT")
             if found != app_id:
                 raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
+            if app_id == _PARTITION_APP_ID:
+                _add_batches_table(conn)
             use_wal(conn)
             conn.execute(f"PRAGMA synchronous={durability().pragma}")
             conn.execute("PRAGMA cache_size=-16000")
@@ -317,6 +339,21 @@ def _open(path: str, app_id: int, schema: str) -> sqlite3.Connection:
             conn.close()
             raise
         return conn
+
+
+def _add_batches_table(conn: sqlite3.Connection) -> None:
+    """A partition file written before batches were stored gets their table (its records stay
+    where they are and are read from there)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'batches'").fetchone():
+        return
+    use_wal(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(_BATCHES_SCHEMA)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _connection(path: str, app_id: int, schema: str) -> _Conn:
@@ -393,80 +430,170 @@ def _column_pylist(records: pa.Table | pa.RecordBatch, name: str, binary: bool) 
     return col.to_pylist()  # type: ignore[no-any-return]
 
 
-#: Rows per INSERT statement: multi-row VALUES cut the per-row cost of executemany by ~40%.
-_ROWS_PER_INSERT = 50
+#: Appends that are not Kafka batches already are stored as batches of at most this many record
+#: bytes or records (the first record of a batch always fits, however large).
+BATCH_BYTES = 256 << 10
+BATCH_RECORDS = 8192
+_MS = 1_000_000
+_END = (1 << 63) - 1
 
 
-def _insert_rows(
-    conn: sqlite3.Connection,
-    start: int,
-    keys: list[Any],
-    values: list[Any],
-    tss: list[Any],
-    now: int,
-    ts_unit_ns: int = 1,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """One batch to store: its bytes with base offset 0 (set when the offset is known)."""
+
+    count: int
+    max_ts: int  #: ns
+    ts_ns: bytes | None
+    data: bytes
+
+
+def _encode(keys: Sequence[bytes | None], values: Sequence[bytes], tss_ns: Sequence[int]) -> list[_Chunk]:
+    """Records as Kafka batches (ms timestamps; the ns ones kept beside when they are finer)."""
     n = len(values)
-    flat = list(chain.from_iterable(zip(range(start, start + n), keys, values, tss, strict=True)))
-    ts_sql = "?" if ts_unit_ns == 1 else f"? * {int(ts_unit_ns)}"
-    row_sql = f"(?, ?, ?, {ts_sql}, {int(now)})"
-    head = "INSERT INTO records (offset, key, value, ts, write_time) VALUES "
-    full = (n // _ROWS_PER_INSERT) * _ROWS_PER_INSERT
-    if full:
-        width = 4 * _ROWS_PER_INSERT
-        conn.executemany(
-            head + ", ".join([row_sql] * _ROWS_PER_INSERT),
-            (flat[i : i + width] for i in range(0, 4 * full, width)),
+    if n == 0:
+        return []
+    ts = np.asarray(tss_ns, dtype=np.int64)
+    ms = ts // _MS
+    sizes = np.fromiter(map(len, values), dtype=np.int64, count=n) + 16
+    sizes += np.fromiter((0 if k is None else len(k) for k in keys), dtype=np.int64, count=n)
+    ends = np.cumsum(sizes)
+    out: list[_Chunk] = []
+    i = 0
+    while i < n:
+        # the records within BATCH_BYTES of this chunk's start (at least one), at most BATCH_RECORDS
+        before = int(ends[i - 1]) if i else 0
+        j = int(np.searchsorted(ends, before + BATCH_BYTES, side="right"))
+        j = min(max(j, i + 1), i + BATCH_RECORDS, n)
+        t = ts[i:j]
+        exact = bool((t % _MS == 0).all())
+        data = encode_batch(0, range(j - i), keys[i:j], values[i:j], ms[i:j].tolist())
+        out.append(_Chunk(j - i, int(t.max()), None if exact else t.astype("<i8").tobytes(), data))
+        i = j
+    return out
+
+
+def _insert_chunks(conn: sqlite3.Connection, start: int, chunks: Sequence[_Chunk], now: int) -> None:
+    """Store ``chunks`` from offset ``start`` on."""
+    at = start
+    for c in chunks:
+        conn.execute(
+            "INSERT INTO batches (base_offset, last_offset, max_ts, write_time, ts_ns, data) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (at, at + c.count - 1, c.max_ts, now, c.ts_ns, patch_batch(c.data, at)),
         )
-    if full < n:
-        conn.execute(head + ", ".join([row_sql] * (n - full)), flat[4 * full :])
+        at += c.count
 
 
-#: Rows per statement of :func:`_insert_slices`: 256, or a shorter tail padded to a power of two
-#: with null rows that the WHERE drops, so a handful of statements are prepared once each.
-_SLICE_ROWS = 256
+@dataclass(frozen=True, slots=True)
+class StoredBatches:
+    """What :meth:`TopicStore.read_batches` read."""
+
+    earliest: int  #: the partition's earliest available offset
+    next_offset: int  #: the high watermark
+    data: list[bytes]  #: whole stored batches, the first holding the offset asked for
+    end: int  #: the offset after the last record of ``data``
+    rows: bool  #: the offset asked for is in old-format rows: read them with read_columns
 
 
-@functools.cache
-def _slice_sql(rows: int) -> str:
-    return (
-        "INSERT INTO records (offset, key, value, ts, write_time) SELECT ?1 + column1, "
-        "CASE WHEN column3 < 0 THEN NULL ELSE substr(?2, column2, column3) END, "
-        "substr(?2, column4, column5), column6 * ?3, ?4 FROM (VALUES "
-        + ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
-        + ") WHERE column1 IS NOT NULL"
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """Records read column-wise (:func:`_scan`)."""
+
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes]
+    timestamps: list[int]  #: ns
+    write_times: list[int]
+
+
+@contextlib.contextmanager
+def _read_txn(c: _Conn) -> Iterator[sqlite3.Connection]:
+    """One read transaction on ``c`` (a consistent snapshot across statements)."""
+    with c.lock:
+        c.conn.execute("BEGIN")
+        try:
+            yield c.conn
+        finally:
+            c.conn.execute("COMMIT")
+
+
+def _earliest(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(earliest available offset, next offset) of a partition file."""
+    rows, batches, nxt = conn.execute(
+        "SELECT (SELECT min(offset) FROM records), (SELECT min(base_offset) FROM batches), next_offset "
+        "FROM state WHERE id = 0"
+    ).fetchone()
+    first = rows if rows is not None else batches
+    return (int(nxt) if first is None else int(first)), int(nxt)
+
+
+def _decode_stored(data: bytes, base: int, last: int, ts_ns: bytes | None, path: str) -> BatchRecords:
+    try:
+        rec = decode_batch(data)
+    except MalformedBatch as exc:
+        raise CorruptFile(f"corrupt topic file {path}: batch at offset {base}: {exc}") from None
+    h = rec.header
+    if (
+        h.base_offset != base
+        or h.count != last - base + 1
+        or (ts_ns is not None and len(ts_ns) != 8 * h.count)
+    ):
+        raise CorruptFile(f"corrupt topic file {path}: batch at offset {base} does not match its row")
+    return rec
+
+
+def _ns_timestamps(rec: BatchRecords, ts_ns: bytes | None) -> Int64s:
+    if ts_ns is None:
+        return rec.timestamps_ms * _MS
+    return np.frombuffer(ts_ns, dtype="<i8").astype(np.int64)
+
+
+def _scan(conn: sqlite3.Connection, path: str, start: int, end: int, limit: int) -> _Rows:
+    """Up to ``limit`` records with ``start <= offset < end``, ascending: first those of the old
+    row format (which precede every batch), then those of the stored batches."""
+    out = _Rows([], [], [], [], [])
+    if limit <= 0 or start >= end:
+        return out
+    rows = conn.execute(
+        "SELECT offset, key, value, ts, write_time FROM records WHERE offset >= ? AND offset < ? "
+        "ORDER BY offset LIMIT ?",
+        (start, end, limit),
+    ).fetchall()
+    for o, k, v, t, w in rows:
+        out.offsets.append(o)
+        out.keys.append(k)
+        out.values.append(v)
+        out.timestamps.append(t)
+        out.write_times.append(w)
+    left = limit - len(rows)
+    if left <= 0:
+        return out
+    lo = out.offsets[-1] + 1 if rows else start
+    first = conn.execute("SELECT max(base_offset) FROM batches WHERE base_offset <= ?", (lo,)).fetchone()[0]
+    cur = conn.execute(
+        "SELECT base_offset, last_offset, write_time, ts_ns, data FROM batches "
+        "WHERE base_offset >= ? AND base_offset < ? ORDER BY base_offset",
+        (lo if first is None else first, end),
     )
-
-
-def _insert_slices(
-    conn: sqlite3.Connection, start: int, recs: RecordSlices, now: int, ts_unit_ns: int
-) -> None:
-    """INSERT .. SELECT the records as substr() of their buffer: per record only six integers
-    cross into SQLite (no bytes object, no adaptation of one), and SQLite copies the key and
-    value straight from the buffer. Each chunk binds only the part of the buffer it covers."""
-    n = len(recs)
-    ks, kl, vs, vl = recs.key_starts, recs.key_lengths, recs.value_starts, recs.value_lengths
-    view = memoryview(recs.data)
-    for i in range(0, n, _SLICE_ROWS):
-        j = min(n, i + _SLICE_ROWS)
-        lo = int(min(ks[i:j].min(), vs[i:j].min()))
-        hi = int(max((ks[i:j] + np.maximum(kl[i:j], 0)).max(), (vs[i:j] + vl[i:j]).max()))
-        # substr() counts from 1
-        rows = np.stack(
-            [
-                np.arange(i, j, dtype=np.int64),
-                ks[i:j] + (1 - lo),
-                kl[i:j],
-                vs[i:j] + (1 - lo),
-                vl[i:j],
-                recs.timestamps[i:j],
-            ],
-            axis=1,
-        )
-        params: list[Any] = [start, view[lo:hi], int(ts_unit_ns), int(now), *rows.ravel().tolist()]
-        size = 1 << (j - i - 1).bit_length()  # j - i rounded up to a power of two
-        params.extend([None] * (6 * (size - (j - i))))
-        conn.execute(_slice_sql(size), params)
+    try:
+        for base, last, wt, tsb, blob in cur:
+            if last < lo:
+                continue
+            rec = _decode_stored(blob, base, last, tsb, path)
+            a = max(lo - base, 0)
+            b = min(last + 1, end, base + a + left) - base
+            out.offsets.extend(range(base + a, base + b))
+            out.keys.extend(rec.keys[a:b])
+            out.values.extend(rec.values(b"")[a:b])  # type: ignore[arg-type]
+            out.timestamps.extend(_ns_timestamps(rec, tsb)[a:b].tolist())
+            out.write_times.extend([wt] * (b - a))
+            left -= b - a
+            if left <= 0:
+                break
+    finally:
+        cur.close()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -668,29 +795,16 @@ class TopicStore:
         tss: list[int],
         ts_unit_ns: int = 1,
     ) -> tuple[int, int]:
-        """:meth:`append` from Python lists (the Kafka endpoint's produce path); returns
-        (first offset written, number written). Timestamps are in units of ``ts_unit_ns``
-        nanoseconds (multiplied in SQLite: the caller keeps them within int64 ns)."""
-        c, path = self._partition(info, partition)
+        """:meth:`append` from Python lists; returns (first offset written, number written).
+        Timestamps are in units of ``ts_unit_ns`` nanoseconds (the caller keeps them within
+        int64 ns)."""
         n = len(values)
         if n and (None in values or None in tss):
             raise TopicError(f"topic {info.name!r}: record value and ts must not be null")
-        now = self._clock()
-        self._source_barrier()
-        with _guard(path), _write_txn(c) as conn:
-            start = conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0]
-            row = conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
-            if row is not None and row[0] >= batch_id:
-                return int(start), 0
-            if n:
-                _insert_rows(conn, start, keys, values, tss, now, ts_unit_ns)
-                conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
-            conn.execute(
-                "INSERT INTO writers (writer, batch) VALUES (?, ?) "
-                "ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch",
-                (writer, batch_id),
-            )
-        return int(start), n
+        if ts_unit_ns != 1:
+            tss = [t * ts_unit_ns for t in tss]
+        res = self._append(info, partition, writer, batch_id, n, lambda: _encode(keys, values, tss))
+        return res.start, res.written
 
     def append_slices(
         self,
@@ -703,12 +817,12 @@ class TopicStore:
         *,
         expect_after: int | None = None,
     ) -> Appended:
-        """:meth:`append_lists` of records sliced from one buffer (the Kafka endpoint's produce
-        path), in one transaction that also reads the writer's committed batch and the
-        partition's earliest offset. Nothing is written if the writer already committed
-        ``batch_id`` or a later one, nor, when ``expect_after`` is given, if the writer's
-        committed batch is another one than ``expect_after`` (an idempotent producer's sequence
-        gap); :attr:`Appended.committed` tells the two apart."""
+        """:meth:`append_lists` of records sliced from one buffer, in one transaction that also
+        reads the writer's committed batch and the partition's earliest offset. Nothing is
+        written if the writer already committed ``batch_id`` or a later one, nor, when
+        ``expect_after`` is given, if the writer's committed batch is another one than
+        ``expect_after`` (an idempotent producer's sequence gap); :attr:`Appended.committed`
+        tells the two apart."""
         n = len(records)
         if n and (
             int(records.value_lengths.min()) < 0
@@ -719,6 +833,67 @@ class TopicStore:
             or int((records.value_starts + records.value_lengths).max()) > len(records.data)
         ):
             raise TopicError(f"topic {info.name!r}: record slices outside their buffer or null values")
+        tss = (records.timestamps * ts_unit_ns).tolist()
+        return self._append(
+            info,
+            partition,
+            writer,
+            batch_id,
+            n,
+            lambda: _encode(records.keys, records.values, tss),
+            expect_after=expect_after,
+        )
+
+    def append_batch(
+        self,
+        info: TopicInfo,
+        partition: int,
+        writer: str,
+        batch_id: int,
+        batch: bytes,
+        *,
+        expect_after: int | None = None,
+    ) -> Appended:
+        """:meth:`append_slices` of one Kafka record batch (magic 2, uncompressed or gzip), kept
+        as it is: only its base offset is set. Its records' offset deltas must be 0..count-1,
+        every record timestamped and its max timestamp theirs (the Kafka endpoint re-encodes a
+        batch that is not so)."""
+        try:
+            rec = decode_batch(batch)
+        except MalformedBatch as exc:
+            raise TopicError(f"topic {info.name!r}: {exc}") from None
+        h = rec.header
+        n = h.count
+        ts = rec.timestamps_ms
+        if (
+            n < 1
+            or h.size != len(batch)
+            or h.last_offset_delta != n - 1
+            or not bool((rec.offset_deltas == np.arange(n, dtype=np.int64)).all())
+            or int(ts.min()) < 0
+            or int(ts.max()) != h.max_ts
+        ):
+            raise TopicError(
+                f"topic {info.name!r}: a batch kept as it is needs offset deltas 0..n-1, "
+                "timestamps and its max timestamp"
+            )
+        chunk = _Chunk(n, h.max_ts * _MS, None, batch)
+        return self._append(info, partition, writer, batch_id, n, lambda: [chunk], expect_after=expect_after)
+
+    def _append(
+        self,
+        info: TopicInfo,
+        partition: int,
+        writer: str,
+        batch_id: int,
+        n: int,
+        encode: Callable[[], list[_Chunk]],
+        *,
+        expect_after: int | None = None,
+    ) -> Appended:
+        """Store the ``n`` records ``encode`` makes (encoded before the file is locked) and the
+        writer's batch id in one durable transaction."""
+        chunks = encode()
         c, path = self._partition(info, partition)
         now = self._clock()
         self._source_barrier()
@@ -731,15 +906,14 @@ class TopicStore:
             else:
                 written = n
                 if n:
-                    _insert_slices(conn, start, records, now, ts_unit_ns)
+                    _insert_chunks(conn, start, chunks, now)
                     conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
                 conn.execute(
                     "INSERT INTO writers (writer, batch) VALUES (?, ?) "
                     "ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch",
                     (writer, batch_id),
                 )
-            first = conn.execute("SELECT min(offset) FROM records").fetchone()[0]
-        earliest = start + written if first is None else int(first)
+            earliest = _earliest(conn)[0]
         return Appended(start, written, earliest, committed)
 
     def committed_batch(self, topic: str, partition: int, writer: str) -> int | None:
@@ -758,13 +932,12 @@ class TopicStore:
         retention are simply skipped."""
         self._check_offset(offset)
         c, path = self._partition(self.topic(topic), partition)
-        with _guard(path), c.lock:
-            rows = c.conn.execute(
-                "SELECT offset, key, value, ts, write_time FROM records WHERE offset >= ? "
-                "ORDER BY offset LIMIT ?",
-                (offset, max(0, max_records)),
-            ).fetchall()
-        return [Record(topic, partition, o, k, v, ts, wt) for o, k, v, ts, wt in rows]
+        with _guard(path), _read_txn(c) as conn:
+            r = _scan(conn, path, offset, _END, max(0, max_records))
+        return [
+            Record(topic, partition, *row)
+            for row in zip(r.offsets, r.keys, r.values, r.timestamps, r.write_times, strict=True)
+        ]
 
     def read_arrow(
         self, topic: str, partition: int, start_offset: int, end_offset: int | None = None
@@ -773,16 +946,12 @@ class TopicStore:
         table of :data:`RECORD_SCHEMA`."""
         self._check_offset(start_offset)
         c, path = self._partition(self.topic(topic), partition)
-        end = (1 << 63) - 1 if end_offset is None else end_offset
-        with _guard(path), c.lock:
-            rows = c.conn.execute(
-                "SELECT offset, key, value, ts, write_time FROM records WHERE offset >= ? AND offset < ? "
-                "ORDER BY offset",
-                (start_offset, end),
-            ).fetchall()
-        if not rows:
+        end = _END if end_offset is None else end_offset
+        with _guard(path), _read_txn(c) as conn:
+            r = _scan(conn, path, start_offset, end, _END)
+        if not r.offsets:
             return RECORD_SCHEMA.empty_table()
-        cols = list(zip(*rows, strict=True))
+        cols = (r.offsets, r.keys, r.values, r.timestamps, r.write_times)
         return pa.Table.from_arrays(
             [pa.array(col, type=field.type) for col, field in zip(cols, RECORD_SCHEMA, strict=True)],
             schema=RECORD_SCHEMA,
@@ -795,46 +964,75 @@ class TopicStore:
     ) -> RecordColumns:
         """Up to ``max_records`` records with offset >= ``offset`` of one partition, column-wise,
         with the partition's earliest and next offset, in one read transaction. Timestamps are
-        floor-divided by ``ts_unit_ns`` in SQLite. Offsets are consecutive unless retention left a
-        gap; a consecutive range is read without its offset column."""
+        floor-divided by ``ts_unit_ns``. Offsets are consecutive unless retention left a gap."""
         c, path = self._partition(info, partition)
-        unit = int(ts_unit_ns)
-        ts = "ts" if unit == 1 else f"(CASE WHEN ts >= 0 THEN ts / {unit} ELSE (ts + 1) / {unit} - 1 END)"
-        with _guard(path), c.lock:
-            c.conn.execute("BEGIN")
+        with _guard(path), _read_txn(c) as conn:
+            earliest, nxt = _earliest(conn)
+            r = _scan(conn, path, max(offset, earliest), nxt, max(0, max_records))
+        tss = r.timestamps
+        if ts_unit_ns != 1 and tss:
+            tss = (np.asarray(tss, dtype=np.int64) // ts_unit_ns).tolist()
+        return RecordColumns(earliest, nxt, r.offsets, r.keys, r.values, tss)
+
+    def read_batches(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> StoredBatches:
+        """The stored batches from the one holding ``offset`` on, as many whole batches as fit
+        in ``max_bytes`` (the first always), with the partition's watermarks, in one read
+        transaction: what a Kafka Fetch returns. Where ``offset`` falls in records of the old
+        row format, :attr:`StoredBatches.rows` is set and no batch is read (see
+        :meth:`read_columns`)."""
+        c, path = self._partition(info, partition)
+        data: list[bytes] = []
+        with _guard(path), _read_txn(c) as conn:
+            earliest, nxt = _earliest(conn)
+            if not earliest <= offset < nxt or max_bytes <= 0:
+                return StoredBatches(earliest, nxt, data, offset, False)
+            if conn.execute("SELECT 1 FROM records WHERE offset >= ? LIMIT 1", (offset,)).fetchone():
+                return StoredBatches(earliest, nxt, data, offset, True)
+            first = conn.execute("SELECT max(base_offset) FROM batches WHERE base_offset <= ?", (offset,))
+            start = first.fetchone()[0]
+            cur = conn.execute(
+                "SELECT last_offset, data FROM batches WHERE base_offset >= ? ORDER BY base_offset",
+                (offset if start is None else start,),
+            )
+            end = offset
+            total = 0
             try:
-                first, nxt = c.conn.execute(
-                    "SELECT (SELECT min(offset) FROM records), next_offset FROM state WHERE id = 0"
-                ).fetchone()
-                earliest = nxt if first is None else int(first)
-                start = max(offset, earliest)
-                end = min(nxt, start + max(0, max_records))
-                rows = c.conn.execute(
-                    f"SELECT key, value, {ts} FROM records WHERE offset >= ? AND offset < ? ORDER BY offset",
-                    (start, end),
-                ).fetchall()
-                offsets: Sequence[int]
-                if len(rows) == max(0, end - start):  # no gap: offsets start .. end - 1
-                    offsets = range(start, end)
-                    keys, values, tss = zip(*rows, strict=True) if rows else ((), (), ())
-                else:
-                    rows = c.conn.execute(
-                        f"SELECT offset, key, value, {ts} FROM records WHERE offset >= ? ORDER BY offset LIMIT ?",
-                        (start, max(0, max_records)),
-                    ).fetchall()
-                    offsets, keys, values, tss = zip(*rows, strict=True) if rows else ((), (), (), ())
+                while rows := cur.fetchmany(8):
+                    for last, blob in rows:
+                        if last < offset:
+                            continue
+                        if data and total + len(blob) > max_bytes:
+                            return StoredBatches(earliest, nxt, data, end, False)
+                        data.append(blob)
+                        total += len(blob)
+                        end = last + 1
+                    if total >= max_bytes:
+                        break
             finally:
-                c.conn.execute("COMMIT")
-        return RecordColumns(earliest, int(nxt), offsets, keys, values, tss)
+                cur.close()
+        return StoredBatches(earliest, nxt, data, end, False)
 
     def offset_for_time(self, topic: str, partition: int, ts_ns: int) -> tuple[int, int] | None:
         """(offset, ts) of the first record with ts >= ``ts_ns``, or None."""
         c, path = self._partition(self.topic(topic), partition)
-        with _guard(path), c.lock:
-            row = c.conn.execute(
+        with _guard(path), _read_txn(c) as conn:
+            row = conn.execute(
                 "SELECT offset, ts FROM records WHERE ts >= ? ORDER BY offset LIMIT 1", (ts_ns,)
             ).fetchone()
-        return None if row is None else (int(row[0]), int(row[1]))
+            if row is not None:  # old-format records precede every batch
+                return int(row[0]), int(row[1])
+            row = conn.execute(
+                "SELECT base_offset, last_offset, ts_ns, data FROM batches WHERE max_ts >= ? "
+                "ORDER BY base_offset LIMIT 1",
+                (ts_ns,),
+            ).fetchone()
+        if row is None:
+            return None
+        base, last, tsb, blob = row
+        rec = _decode_stored(blob, base, last, tsb, path)
+        tss = _ns_timestamps(rec, tsb)
+        i = int(np.argmax(tss >= ts_ns))
+        return base + i, int(tss[i])
 
     def partition_offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(earliest available offset, next offset) of one partition."""
@@ -848,10 +1046,7 @@ class TopicStore:
     @staticmethod
     def _offsets(c: _Conn, path: str) -> tuple[int, int]:
         with _guard(path), c.lock:
-            first, nxt = c.conn.execute(
-                "SELECT (SELECT min(offset) FROM records), next_offset FROM state WHERE id = 0"
-            ).fetchone()
-        return (nxt if first is None else int(first)), int(nxt)
+            return _earliest(c.conn)
 
     def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """partition -> (earliest available offset, next offset)."""
@@ -953,4 +1148,9 @@ class TopicStore:
                 c, path = self._partition(info, p)
                 with _guard(path), _write_txn(c) as conn:
                     deleted += conn.execute("DELETE FROM records WHERE write_time < ?", (cutoff,)).rowcount
+                    for base, last in conn.execute(
+                        "DELETE FROM batches WHERE write_time < ? RETURNING base_offset, last_offset",
+                        (cutoff,),
+                    ).fetchall():
+                        deleted += last - base + 1
         return deleted
