@@ -260,6 +260,55 @@ def test_java_console_producer_and_consumer(target: Target) -> None:
     assert out[20:] == [f"k{i % 17}|value {i}" for i in range(100, 110)]
 
 
+def test_fetch_from_inside_a_batch_with_headers_and_tombstones(target: Target) -> None:
+    """Records produced as one batch, read from an offset inside it by the three clients: a
+    fetch returns the whole batch (ours sends it as stored, as Kafka sends its log), the clients
+    skip its leading records; headers and null values come back as produced."""
+    topic = target.topic("midbatch", 1)
+    p = ck.Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 200, "batch.num.messages": 1000})
+    for i in range(50):
+        value = None if i % 10 == 7 else f"v{i}".encode()
+        p.produce(topic, value, f"k{i}".encode(), headers=[("h", f"{i}".encode())] if i % 2 else None)
+    assert p.flush(30) == 0
+    want = [(f"k{i}".encode(), None if i % 10 == 7 else f"v{i}".encode()) for i in range(20, 50)]
+    c = consumer(target, **{"isolation.level": "read_committed"})
+    c.assign([ck.TopicPartition(topic, 0, 20)])
+    got = drain(c, 30)
+    c.close()
+    assert [m.offset() for m in got] == list(range(20, 50))
+    assert [(m.key(), m.value()) for m in got] == want
+    assert [m.headers() for m in got[:2]] == [None, [("h", b"21")]]
+    kc = kp.KafkaConsumer(bootstrap_servers=target.bootstrap, enable_auto_commit=False)
+    tp = kp.TopicPartition(topic, 0)
+    kc.assign([tp])
+    kc.seek(tp, 33)
+    seen: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 17 and time.monotonic() < deadline:
+        for recs in kc.poll(500).values():
+            seen.extend(recs)
+    kc.close()
+    assert [(r.offset, r.key, r.value) for r in seen] == [(20 + i, k, v) for i, (k, v) in enumerate(want)][13:]
+    out = target.tool(
+        "consumer.ConsoleConsumer",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--offset",
+        "45",
+        "--max-messages",
+        "5",
+        "--timeout-ms",
+        "30000",
+        "--formatter-property",
+        "print.key=true",
+        "--formatter-property",
+        "key.separator=|",
+    ).stdout.splitlines()
+    assert out == [f"k{i}|{'null' if i % 10 == 7 else f'v{i}'}" for i in range(45, 50)]
+
+
 # -- offsets by time ---------------------------------------------------------------------------
 
 

@@ -281,3 +281,104 @@ def test_append_slices_checks_the_writer_in_its_transaction_and_chunks_rows(tmp_
         with pytest.raises(TopicError, match="outside their buffer"):
             st.append_slices(info, 0, "w", 10, bad)
     assert st.offsets("t") == {0: (0, 4 + n)}
+
+
+# -- partition files of the row format (written before the log stored batches) ----------------
+
+_ROW_FORMAT = (
+    "CREATE TABLE records (offset INTEGER PRIMARY KEY, key BLOB, value BLOB NOT NULL, "
+    "ts INTEGER NOT NULL, write_time INTEGER NOT NULL)",
+    "CREATE TABLE writers (writer TEXT PRIMARY KEY, batch INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE state (id INTEGER PRIMARY KEY CHECK (id = 0), next_offset INTEGER NOT NULL)",
+)
+
+
+def _row_format_partition(tmp_path: Path, n: int) -> tuple[TopicStore, object]:
+    """A topic whose partition file is in the row format, holding ``n`` records."""
+    import sqlite3
+
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    path = st.root / str(info.id) / "0.sqlite"
+    st.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    for ddl in _ROW_FORMAT:
+        conn.execute(ddl)
+    conn.executemany(
+        "INSERT INTO records VALUES (?, ?, ?, ?, ?)",
+        [(i, None if i % 9 == 0 else b"k%d" % i, b"v%d" % i, 1_700_000_000_000_000_001 + i, 10**12) for i in range(n)],
+    )
+    conn.execute("INSERT INTO writers VALUES ('w', 1)")
+    conn.execute("INSERT INTO state VALUES (0, ?)", (n,))
+    conn.execute("PRAGMA application_id=1128682576")  # "CFTP"
+    conn.close()
+    return TopicStore(tmp_path), info
+
+
+def test_a_row_format_partition_is_read_and_appended_to_in_batches(tmp_path: Path) -> None:
+    st, info = _row_format_partition(tmp_path, 100)
+    assert st.offsets("t") == {0: (0, 100)}
+    assert [(r.offset, r.key, r.value, r.ts) for r in st.read("t", 0, 98, 10)] == [
+        (98, b"k98", b"v98", 1_700_000_000_000_000_099),
+        (99, None, b"v99", 1_700_000_000_000_000_100),
+    ]
+    assert st.committed_batch("t", 0, "w") == 1
+    three = pa.table({"key": [b"a", b"b", b"c"], "value": [b"1", b"2", b"3"], "ts": [7_000_000] * 3})
+    assert st.append("t", 0, "w", 1, three) == 0  # a retry of a batch the old file committed
+    assert st.append("t", 0, "w", 2, three) == 3
+    assert [r.offset for r in st.read("t", 0, 97, 10)] == [97, 98, 99, 100, 101, 102]
+    table = st.read_arrow("t", 0, 0)
+    assert table.num_rows == 103 and table.column("value").to_pylist()[99:] == [b"v99", b"1", b"2", b"3"]
+    assert st.offset_for_time("t", 0, 1_700_000_000_000_000_051) == (50, 1_700_000_000_000_000_051)
+    assert st.offset_for_time("t", 0, 1) == (0, 1_700_000_000_000_000_001)
+    broker = Broker(tmp_path)
+    try:
+        # rows are encoded at fetch time, the batches after them as stored
+        (old, *_rest) = parse_batches(broker.fetch_partition(info, 0, 90, 10**6).records or b"")  # type: ignore[arg-type]
+        assert old.keys[:10] == [b"k%d" % i if i % 9 else None for i in range(90, 100)]
+        new = broker.fetch_partition(info, 0, 101, 10**6)  # type: ignore[arg-type]
+        assert struct.unpack_from(">q", new.records or b"")[0] == 100
+        (batch,) = parse_batches(new.records or b"")
+        assert (batch.keys, batch.values) == ([b"a", b"b", b"c"], [b"1", b"2", b"3"])
+    finally:
+        broker.close()
+    # retention reaches both formats
+    assert TopicStore(tmp_path, clock=lambda: 10**13).apply_retention(10**13) == 0
+    st.ensure_topic("t", 1, retention_ns=1)
+    assert TopicStore(tmp_path, clock=lambda: 9 * 10**18).apply_retention() == 103
+    assert st.offsets("t") == {0: (103, 103)}
+
+
+def test_a_produced_batch_is_stored_as_framed_and_fetched_byte_for_byte(tmp_path: Path) -> None:
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    header = _zz(1) + _zz(1) + b"h" + _zz(2) + b"hv"
+    framed = _produced_batch([_record(0, 0, b"a", b"1", header), _record(3, 1, None, None), _record(9, 2, b"c", b"")])
+    wrong = bytearray(_produced_batch([_record(0, 0, b"x", b"9"), _record(0, 5, b"y", b"8")]))  # deltas 0, 5
+    struct.pack_into(">q", wrong, 43, 8)  # another producer id
+    struct.pack_into(">I", wrong, 17, crc32c.crc32c(bytes(wrong[21:])))
+    broker = Broker(tmp_path)
+    try:
+        assert broker.append_batches(info, 0, parse_batches(framed)).error == E.NONE
+        assert broker.append_batches(info, 0, parse_batches(bytes(wrong))).error == E.NONE
+        got = broker.fetch_partition(info, 0, 1, 10**6).records or b""
+        # the producer's batch itself (its max timestamp made its records', the CRC redone)
+        first = len(framed)
+        assert got[8:12] == framed[8:12] and got[61:first] == framed[61:first]
+        assert got[:8] == struct.pack(">q", 0) and struct.unpack_from(">q", got, 35)[0] == 1_700_000_000_009
+        a, b = parse_batches(got)
+        assert (a.keys, a.values) == ([b"a", None, b"c"], [b"1", None, b""])
+        # offsets the log must assign: re-encoded from base offset 3, offsets consecutive
+        assert struct.unpack_from(">qi", got, first)[0] == 3 and b.offset_deltas.tolist() == [0, 1]
+        assert [(r.offset, r.key, r.value) for r in st.read("t", 0, 0)] == [
+            (0, b"a", b"1"),
+            (1, None, b""),  # the log's own readers see a tombstone as an empty value
+            (2, b"c", b""),
+            (3, b"x", b"9"),
+            (4, b"y", b"8"),
+        ]
+    finally:
+        broker.close()

@@ -42,7 +42,18 @@ import pyarrow as pa
 
 from changefeed.exceptions import CorruptFile, DatabaseError, TopicError
 from changefeed.sqlite_wal import WalSync, durability, use_wal, wal_sync
-from changefeed.topics.batch import BatchRecords, MalformedBatch, decode_batch, encode_batch, patch_batch
+from changefeed.topics.batch import MalformedBatch, decode_batch
+from changefeed.topics.segments import (
+    NS_PER_MS,
+    Chunk,
+    StoredBatches,
+    decode_stored,
+    encode_chunks,
+    insert_chunks,
+    ns_timestamps,
+    scan,
+    watermarks,
+)
 
 __all__ = [
     "DEFAULT_RETENTION_NS",
@@ -75,7 +86,7 @@ RECORD_SCHEMA = pa.schema(
 # PRAGMA application_id values that mark a file as ours ("CFTC" / "CFTP").
 _CATALOG_APP_ID = 0x43465443
 _PARTITION_APP_ID = 0x43465450
-_BUSY_TIMEOUT_MS = 60_000
+_BUSY_TIMEOUTNS_PER_MS = 60_000
 
 _CATALOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS topics (
@@ -300,10 +311,10 @@ def _guard(path: str) -> Iterator[None]:
 def _open(path: str, app_id: int, schema: str) -> sqlite3.Connection:
     with _guard(path):
         conn = sqlite3.connect(
-            path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            path, timeout=_BUSY_TIMEOUTNS_PER_MS / 1000, isolation_level=None, check_same_thread=False
         )
         try:
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUTNS_PER_MS}")
             found = conn.execute("PRAGMA application_id").fetchone()[0]
             if found == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
                 # Tables but no id: a foreign file, unless another process created it just now.
@@ -430,81 +441,7 @@ def _column_pylist(records: pa.Table | pa.RecordBatch, name: str, binary: bool) 
     return col.to_pylist()  # type: ignore[no-any-return]
 
 
-#: Appends that are not Kafka batches already are stored as batches of at most this many record
-#: bytes or records (the first record of a batch always fits, however large).
-BATCH_BYTES = 256 << 10
-BATCH_RECORDS = 8192
-_MS = 1_000_000
 _END = (1 << 63) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Chunk:
-    """One batch to store: its bytes with base offset 0 (set when the offset is known)."""
-
-    count: int
-    max_ts: int  #: ns
-    ts_ns: bytes | None
-    data: bytes
-
-
-def _encode(keys: Sequence[bytes | None], values: Sequence[bytes], tss_ns: Sequence[int]) -> list[_Chunk]:
-    """Records as Kafka batches (ms timestamps; the ns ones kept beside when they are finer)."""
-    n = len(values)
-    if n == 0:
-        return []
-    ts = np.asarray(tss_ns, dtype=np.int64)
-    ms = ts // _MS
-    sizes = np.fromiter(map(len, values), dtype=np.int64, count=n) + 16
-    sizes += np.fromiter((0 if k is None else len(k) for k in keys), dtype=np.int64, count=n)
-    ends = np.cumsum(sizes)
-    out: list[_Chunk] = []
-    i = 0
-    while i < n:
-        # the records within BATCH_BYTES of this chunk's start (at least one), at most BATCH_RECORDS
-        before = int(ends[i - 1]) if i else 0
-        j = int(np.searchsorted(ends, before + BATCH_BYTES, side="right"))
-        j = min(max(j, i + 1), i + BATCH_RECORDS, n)
-        t = ts[i:j]
-        exact = bool((t % _MS == 0).all())
-        data = encode_batch(0, range(j - i), keys[i:j], values[i:j], ms[i:j].tolist())
-        out.append(_Chunk(j - i, int(t.max()), None if exact else t.astype("<i8").tobytes(), data))
-        i = j
-    return out
-
-
-def _insert_chunks(conn: sqlite3.Connection, start: int, chunks: Sequence[_Chunk], now: int) -> None:
-    """Store ``chunks`` from offset ``start`` on."""
-    at = start
-    for c in chunks:
-        conn.execute(
-            "INSERT INTO batches (base_offset, last_offset, max_ts, write_time, ts_ns, data) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (at, at + c.count - 1, c.max_ts, now, c.ts_ns, patch_batch(c.data, at)),
-        )
-        at += c.count
-
-
-@dataclass(frozen=True, slots=True)
-class StoredBatches:
-    """What :meth:`TopicStore.read_batches` read."""
-
-    earliest: int  #: the partition's earliest available offset
-    next_offset: int  #: the high watermark
-    data: list[bytes]  #: whole stored batches, the first holding the offset asked for
-    end: int  #: the offset after the last record of ``data``
-    rows: bool  #: the offset asked for is in old-format rows: read them with read_columns
-
-
-@dataclass(frozen=True, slots=True)
-class _Rows:
-    """Records read column-wise (:func:`_scan`)."""
-
-    offsets: list[int]
-    keys: list[bytes | None]
-    values: list[bytes]
-    timestamps: list[int]  #: ns
-    write_times: list[int]
 
 
 @contextlib.contextmanager
@@ -516,84 +453,6 @@ def _read_txn(c: _Conn) -> Iterator[sqlite3.Connection]:
             yield c.conn
         finally:
             c.conn.execute("COMMIT")
-
-
-def _earliest(conn: sqlite3.Connection) -> tuple[int, int]:
-    """(earliest available offset, next offset) of a partition file."""
-    rows, batches, nxt = conn.execute(
-        "SELECT (SELECT min(offset) FROM records), (SELECT min(base_offset) FROM batches), next_offset "
-        "FROM state WHERE id = 0"
-    ).fetchone()
-    first = rows if rows is not None else batches
-    return (int(nxt) if first is None else int(first)), int(nxt)
-
-
-def _decode_stored(data: bytes, base: int, last: int, ts_ns: bytes | None, path: str) -> BatchRecords:
-    try:
-        rec = decode_batch(data)
-    except MalformedBatch as exc:
-        raise CorruptFile(f"corrupt topic file {path}: batch at offset {base}: {exc}") from None
-    h = rec.header
-    if (
-        h.base_offset != base
-        or h.count != last - base + 1
-        or (ts_ns is not None and len(ts_ns) != 8 * h.count)
-    ):
-        raise CorruptFile(f"corrupt topic file {path}: batch at offset {base} does not match its row")
-    return rec
-
-
-def _ns_timestamps(rec: BatchRecords, ts_ns: bytes | None) -> Int64s:
-    if ts_ns is None:
-        return rec.timestamps_ms * _MS
-    return np.frombuffer(ts_ns, dtype="<i8").astype(np.int64)
-
-
-def _scan(conn: sqlite3.Connection, path: str, start: int, end: int, limit: int) -> _Rows:
-    """Up to ``limit`` records with ``start <= offset < end``, ascending: first those of the old
-    row format (which precede every batch), then those of the stored batches."""
-    out = _Rows([], [], [], [], [])
-    if limit <= 0 or start >= end:
-        return out
-    rows = conn.execute(
-        "SELECT offset, key, value, ts, write_time FROM records WHERE offset >= ? AND offset < ? "
-        "ORDER BY offset LIMIT ?",
-        (start, end, limit),
-    ).fetchall()
-    for o, k, v, t, w in rows:
-        out.offsets.append(o)
-        out.keys.append(k)
-        out.values.append(v)
-        out.timestamps.append(t)
-        out.write_times.append(w)
-    left = limit - len(rows)
-    if left <= 0:
-        return out
-    lo = out.offsets[-1] + 1 if rows else start
-    first = conn.execute("SELECT max(base_offset) FROM batches WHERE base_offset <= ?", (lo,)).fetchone()[0]
-    cur = conn.execute(
-        "SELECT base_offset, last_offset, write_time, ts_ns, data FROM batches "
-        "WHERE base_offset >= ? AND base_offset < ? ORDER BY base_offset",
-        (lo if first is None else first, end),
-    )
-    try:
-        for base, last, wt, tsb, blob in cur:
-            if last < lo:
-                continue
-            rec = _decode_stored(blob, base, last, tsb, path)
-            a = max(lo - base, 0)
-            b = min(last + 1, end, base + a + left) - base
-            out.offsets.extend(range(base + a, base + b))
-            out.keys.extend(rec.keys[a:b])
-            out.values.extend(rec.values(b"")[a:b])  # type: ignore[arg-type]
-            out.timestamps.extend(_ns_timestamps(rec, tsb)[a:b].tolist())
-            out.write_times.extend([wt] * (b - a))
-            left -= b - a
-            if left <= 0:
-                break
-    finally:
-        cur.close()
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -803,7 +662,7 @@ class TopicStore:
             raise TopicError(f"topic {info.name!r}: record value and ts must not be null")
         if ts_unit_ns != 1:
             tss = [t * ts_unit_ns for t in tss]
-        res = self._append(info, partition, writer, batch_id, n, lambda: _encode(keys, values, tss))
+        res = self._append(info, partition, writer, batch_id, n, lambda: encode_chunks(keys, values, tss))
         return res.start, res.written
 
     def append_slices(
@@ -840,7 +699,7 @@ class TopicStore:
             writer,
             batch_id,
             n,
-            lambda: _encode(records.keys, records.values, tss),
+            lambda: encode_chunks(records.keys, records.values, tss),
             expect_after=expect_after,
         )
 
@@ -877,7 +736,7 @@ class TopicStore:
                 f"topic {info.name!r}: a batch kept as it is needs offset deltas 0..n-1, "
                 "timestamps and its max timestamp"
             )
-        chunk = _Chunk(n, h.max_ts * _MS, None, batch)
+        chunk = Chunk(n, h.max_ts * NS_PER_MS, None, batch)
         return self._append(info, partition, writer, batch_id, n, lambda: [chunk], expect_after=expect_after)
 
     def _append(
@@ -887,7 +746,7 @@ class TopicStore:
         writer: str,
         batch_id: int,
         n: int,
-        encode: Callable[[], list[_Chunk]],
+        encode: Callable[[], list[Chunk]],
         *,
         expect_after: int | None = None,
     ) -> Appended:
@@ -906,14 +765,14 @@ class TopicStore:
             else:
                 written = n
                 if n:
-                    _insert_chunks(conn, start, chunks, now)
+                    insert_chunks(conn, start, chunks, now)
                     conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
                 conn.execute(
                     "INSERT INTO writers (writer, batch) VALUES (?, ?) "
                     "ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch",
                     (writer, batch_id),
                 )
-            earliest = _earliest(conn)[0]
+            earliest = watermarks(conn)[0]
         return Appended(start, written, earliest, committed)
 
     def committed_batch(self, topic: str, partition: int, writer: str) -> int | None:
@@ -933,7 +792,7 @@ class TopicStore:
         self._check_offset(offset)
         c, path = self._partition(self.topic(topic), partition)
         with _guard(path), _read_txn(c) as conn:
-            r = _scan(conn, path, offset, _END, max(0, max_records))
+            r = scan(conn, path, offset, _END, max(0, max_records))
         return [
             Record(topic, partition, *row)
             for row in zip(r.offsets, r.keys, r.values, r.timestamps, r.write_times, strict=True)
@@ -948,7 +807,7 @@ class TopicStore:
         c, path = self._partition(self.topic(topic), partition)
         end = _END if end_offset is None else end_offset
         with _guard(path), _read_txn(c) as conn:
-            r = _scan(conn, path, start_offset, end, _END)
+            r = scan(conn, path, start_offset, end, _END)
         if not r.offsets:
             return RECORD_SCHEMA.empty_table()
         cols = (r.offsets, r.keys, r.values, r.timestamps, r.write_times)
@@ -967,8 +826,8 @@ class TopicStore:
         floor-divided by ``ts_unit_ns``. Offsets are consecutive unless retention left a gap."""
         c, path = self._partition(info, partition)
         with _guard(path), _read_txn(c) as conn:
-            earliest, nxt = _earliest(conn)
-            r = _scan(conn, path, max(offset, earliest), nxt, max(0, max_records))
+            earliest, nxt = watermarks(conn)
+            r = scan(conn, path, max(offset, earliest), nxt, max(0, max_records))
         tss = r.timestamps
         if ts_unit_ns != 1 and tss:
             tss = (np.asarray(tss, dtype=np.int64) // ts_unit_ns).tolist()
@@ -983,7 +842,7 @@ class TopicStore:
         c, path = self._partition(info, partition)
         data: list[bytes] = []
         with _guard(path), _read_txn(c) as conn:
-            earliest, nxt = _earliest(conn)
+            earliest, nxt = watermarks(conn)
             if not earliest <= offset < nxt or max_bytes <= 0:
                 return StoredBatches(earliest, nxt, data, offset, False)
             if conn.execute("SELECT 1 FROM records WHERE offset >= ? LIMIT 1", (offset,)).fetchone():
@@ -1029,8 +888,8 @@ class TopicStore:
         if row is None:
             return None
         base, last, tsb, blob = row
-        rec = _decode_stored(blob, base, last, tsb, path)
-        tss = _ns_timestamps(rec, tsb)
+        rec = decode_stored(blob, base, last, tsb, path)
+        tss = ns_timestamps(rec, tsb)
         i = int(np.argmax(tss >= ts_ns))
         return base + i, int(tss[i])
 
@@ -1046,7 +905,7 @@ class TopicStore:
     @staticmethod
     def _offsets(c: _Conn, path: str) -> tuple[int, int]:
         with _guard(path), c.lock:
-            return _earliest(c.conn)
+            return watermarks(c.conn)
 
     def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """partition -> (earliest available offset, next offset)."""
