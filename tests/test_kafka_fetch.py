@@ -118,7 +118,7 @@ def test_fetch_returns_stored_batches_whole_from_the_one_holding_the_offset(tmp_
         first = broker.fetch_partition(info, 0, 0, 25_000)
         # whole batches while they fit: two
         assert (first.error, first.high_watermark, first.log_start, first.more_at) == (E.NONE, 1000, 0, 200)
-        a, b = parse_batches(first.records or b"")
+        a, b = parse_batches(first.data)
         assert a.keys == [b"k%d" % i for i in range(100)] and b.keys[0] == b"k100"
         # the offset inside a batch: that batch whole, from its base offset (clients skip ahead)
         mid = broker.fetch_partition(info, 0, 150, 1)  # the first batch always, past max bytes
@@ -128,7 +128,10 @@ def test_fetch_returns_stored_batches_whole_from_the_one_holding_the_offset(tmp_
         assert broker.fetch_partition(info, 0, 999, 10**6).more_at is None
         assert broker.fetch_partition(info, 0, 1000, 10**6).records == b""
         # the log's own readers see the ns timestamps, not the batches' ms ones
-        assert [r.ts for r in st.read("t", 0, 150, 2)] == [1_700_000_000_000_000_173, 1_700_000_000_000_000_174]
+        assert [r.ts for r in st.read("t", 0, 150, 2)] == [
+            1_700_000_000_000_000_173,
+            1_700_000_000_000_000_174,
+        ]
         assert st.offset_for_time("t", 0, 1_700_000_000_000_000_200) == (77, 1_700_000_000_000_000_200)
         # retention deletes whole batches; the log start moves to the next one
         now[0] = 2 * 10**12
@@ -309,7 +312,10 @@ def _row_format_partition(tmp_path: Path, n: int) -> tuple[TopicStore, object]:
         conn.execute(ddl)
     conn.executemany(
         "INSERT INTO records VALUES (?, ?, ?, ?, ?)",
-        [(i, None if i % 9 == 0 else b"k%d" % i, b"v%d" % i, 1_700_000_000_000_000_001 + i, 10**12) for i in range(n)],
+        [
+            (i, None if i % 9 == 0 else b"k%d" % i, b"v%d" % i, 1_700_000_000_000_000_001 + i, 10**12)
+            for i in range(n)
+        ],
     )
     conn.execute("INSERT INTO writers VALUES ('w', 1)")
     conn.execute("INSERT INTO state VALUES (0, ?)", (n,))
@@ -356,7 +362,9 @@ def test_a_produced_batch_is_stored_as_framed_and_fetched_byte_for_byte(tmp_path
     st = TopicStore(tmp_path)
     info = st.ensure_topic("t", 1, 0)
     header = _zz(1) + _zz(1) + b"h" + _zz(2) + b"hv"
-    framed = _produced_batch([_record(0, 0, b"a", b"1", header), _record(3, 1, None, None), _record(9, 2, b"c", b"")])
+    framed = _produced_batch(
+        [_record(0, 0, b"a", b"1", header), _record(3, 1, None, None), _record(9, 2, b"c", b"")]
+    )
     wrong = bytearray(_produced_batch([_record(0, 0, b"x", b"9"), _record(0, 5, b"y", b"8")]))  # deltas 0, 5
     struct.pack_into(">q", wrong, 43, 8)  # another producer id
     struct.pack_into(">I", wrong, 17, crc32c.crc32c(bytes(wrong[21:])))
@@ -364,7 +372,7 @@ def test_a_produced_batch_is_stored_as_framed_and_fetched_byte_for_byte(tmp_path
     try:
         assert broker.append_batches(info, 0, parse_batches(framed)).error == E.NONE
         assert broker.append_batches(info, 0, parse_batches(bytes(wrong))).error == E.NONE
-        got = broker.fetch_partition(info, 0, 1, 10**6).records or b""
+        got = broker.fetch_partition(info, 0, 1, 10**6).data
         # the producer's batch itself (its max timestamp made its records', the CRC redone)
         first = len(framed)
         assert got[8:12] == framed[8:12] and got[61:first] == framed[61:first]

@@ -55,8 +55,18 @@ class FetchResult:
     error: int
     high_watermark: int
     log_start: int
-    records: bytes | None
+    records: bytes | None  #: the first stored batch (or all records, encoded), None on error
     more_at: int | None = None  #: the offset after the records when more were left unread
+    more: tuple[bytes, ...] = ()  #: the stored batches after the first, sent as they are
+
+    @property
+    def size(self) -> int:
+        return len(self.records or b"") + sum(map(len, self.more))
+
+    @property
+    def data(self) -> bytes:
+        """The record batches joined."""
+        return b"".join([self.records or b"", *self.more])
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,10 +238,10 @@ class Broker:
             return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
         if got.rows:
             return self._fetch_rows(info, partition, offset, max_bytes)
-        if max_bytes <= 0:
+        if max_bytes <= 0 or not got.data:
             return FetchResult(E.NONE, nxt, earliest, b"")
-        data = got.data[0] if len(got.data) == 1 else b"".join(got.data)
-        return FetchResult(E.NONE, nxt, earliest, data, got.end if got.end < nxt else None)
+        more_at = got.end if got.end < nxt else None
+        return FetchResult(E.NONE, nxt, earliest, got.data[0], more_at, tuple(got.data[1:]))
 
     def _fetch_rows(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> FetchResult:
         """:meth:`fetch_partition` of records in the row format of files written before the log
