@@ -288,7 +288,9 @@ def test_fetch_from_inside_a_batch_with_headers_and_tombstones(target: Target) -
         for recs in kc.poll(500).values():
             seen.extend(recs)
     kc.close()
-    assert [(r.offset, r.key, r.value) for r in seen] == [(20 + i, k, v) for i, (k, v) in enumerate(want)][13:]
+    assert [(r.offset, r.key, r.value) for r in seen] == [(20 + i, k, v) for i, (k, v) in enumerate(want)][
+        13:
+    ]
     out = target.tool(
         "consumer.ConsoleConsumer",
         "--topic",
