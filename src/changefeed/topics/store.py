@@ -3,7 +3,11 @@
 Layout, all under ``DB/topics/`` (the rest of the database directory belongs to the engine)::
 
     DB/topics/catalog.sqlite             topics (name -> id, partitions, retention) + group offsets
-    DB/topics/<topic id>/<p>.sqlite      one file per partition: records, writers, state
+    DB/topics/<topic id>/<p>.sqlite      one file per partition: batches, writers, state
+                                         (and records: rows of files written before batches)
+
+Records are stored as Kafka record batches (``changefeed.topics.segments``): what a Kafka Fetch
+returns is the stored bytes.
 
 One SQLite file per partition lets several processes (Spark executor tasks) append to different
 partitions of a topic truly in parallel. Files run in WAL mode with a busy timeout, so concurrent
