@@ -1,6 +1,8 @@
-"""The Kafka endpoint's fast fetch path, without a client: the column-wise record batch encoder
-against a plain reference encoder, the store's column read (consecutive and gapped offsets), and
-the broker's encoded-batch cache (fresh watermarks, retention, read-ahead)."""
+"""The Kafka endpoint's fetch and produce paths, without a client: the record batch encoder
+against a plain reference encoder; the topic log's stored batches (a fetch returns them whole,
+from the one holding the offset, up to max bytes; retention; ns timestamps); a produced batch
+kept as its producer framed it; partition files of the old row format read and appended to;
+a damaged stored batch."""
 
 from __future__ import annotations
 
@@ -390,3 +392,20 @@ def test_a_produced_batch_is_stored_as_framed_and_fetched_byte_for_byte(tmp_path
         ]
     finally:
         broker.close()
+
+
+def test_a_damaged_stored_batch_is_a_corrupt_file_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    from changefeed.exceptions import CorruptFile
+
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    st.append("t", 0, "w", 1, pa.table({"key": [b"a"], "value": [b"1"], "ts": [5]}))
+    path = st.root / str(info.id) / "0.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    (data,) = conn.execute("SELECT data FROM batches").fetchone()
+    conn.execute("UPDATE batches SET data = ?", (data[:-1] + b"\xff",))
+    conn.close()
+    with pytest.raises(CorruptFile, match=r"0\.sqlite: batch at offset 0: record batch CRC-32C mismatch"):
+        st.read("t", 0, 0)
