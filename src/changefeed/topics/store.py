@@ -28,13 +28,10 @@ appear in a path, only the catalog's integer id does (ids are never reused, even
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -44,9 +41,23 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from changefeed.exceptions import CorruptFile, DatabaseError, TopicError
-from changefeed.sqlite_wal import WalSync, durability, use_wal, wal_sync
+from changefeed.exceptions import DatabaseError, TopicError
+from changefeed.sqlite_wal import durability, wal_sync
 from changefeed.topics.batch import MalformedBatch, decode_batch
+from changefeed.topics.files import (
+    CATALOG_APP_ID,
+    CATALOG_SCHEMA,
+    PARTITION_APP_ID,
+    PARTITION_SCHEMA,
+    Conn,
+    cached,
+    connection,
+    forget,
+    guard,
+    read_txn,
+    sync_dir,
+    write_txn,
+)
 from changefeed.topics.segments import (
     NS_PER_MS,
     Chunk,
@@ -85,62 +96,6 @@ RECORD_SCHEMA = pa.schema(
         pa.field("ts", pa.int64(), nullable=False),
         pa.field("write_time", pa.int64(), nullable=False),
     ]
-)
-
-# PRAGMA application_id values that mark a file as ours ("CFTC" / "CFTP").
-_CATALOG_APP_ID = 0x43465443
-_PARTITION_APP_ID = 0x43465450
-_BUSY_TIMEOUTNS_PER_MS = 60_000
-
-_CATALOG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS topics (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    name TEXT NOT NULL UNIQUE,
-    partitions INTEGER NOT NULL,
-    retention_ns INTEGER NOT NULL,
-    created_ns INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS group_offsets (
-    grp TEXT NOT NULL,
-    topic_id INTEGER NOT NULL,
-    partition INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
-    updated_ns INTEGER NOT NULL,
-    PRIMARY KEY (grp, topic_id, partition)
-) WITHOUT ROWID;
-"""
-
-#: Records are stored as Kafka record batches (magic 2, :mod:`changefeed.topics.batch`): ``data``
-#: is the batch exactly as a Fetch returns it (base offset set, CRC-32C valid). ``max_ts`` is the
-#: largest record timestamp in ns; ``ts_ns`` is NULL when every record's ns timestamp is its
-#: batch's ms timestamp times 10**6, else the records' ns timestamps (int64, little-endian).
-_BATCHES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS batches (
-    base_offset INTEGER PRIMARY KEY,
-    last_offset INTEGER NOT NULL,
-    max_ts INTEGER NOT NULL,
-    write_time INTEGER NOT NULL,
-    ts_ns BLOB,
-    data BLOB NOT NULL
-)
-"""
-
-#: ``records`` is the row-per-record format files written before batches were stored; it is read
-#: (its records precede every batch of the file) and retained, never written any more.
-_PARTITION_SCHEMA = (
-    _BATCHES_SCHEMA
-    + """;
-CREATE TABLE IF NOT EXISTS records (
-    offset INTEGER PRIMARY KEY,
-    key BLOB,
-    value BLOB NOT NULL,
-    ts INTEGER NOT NULL,
-    write_time INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS writers (writer TEXT PRIMARY KEY, batch INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS state (id INTEGER PRIMARY KEY CHECK (id = 0), next_offset INTEGER NOT NULL);
-INSERT OR IGNORE INTO state (id, next_offset) VALUES (0, 0);
-"""
 )
 
 
@@ -256,176 +211,9 @@ class TopicLog(Protocol):
     def apply_retention(self, now_ns: int | None = None) -> int: ...
 
 
-# ---------------------------------------------------------------------------------------------
-# Connections: one per (process, file), opened lazily, never carried across fork().
-
-
 #: The engine's file in the database directory (``changefeed.engine.database.DB_FILE``; the two
 #: packages are one layer and do not import each other: tests/test_crash_durability.py checks they agree).
 ENGINE_FILE = "changefeed.db"
-
-
-class _Conn:
-    __slots__ = ("conn", "lock", "pid", "syncer")
-
-    def __init__(self, conn: sqlite3.Connection, syncer: WalSync | None) -> None:
-        self.conn = conn
-        self.lock = threading.RLock()
-        self.pid = os.getpid()
-        #: Group commit of this file, None when commits are not made durable (NORMAL, OFF).
-        self.syncer = syncer
-
-
-_conns: dict[str, _Conn] = {}
-_conns_lock = threading.Lock()
-# Connections inherited through fork() are never closed in the child: closing could checkpoint
-# and delete the parent's WAL. They are only kept referenced here.
-_inherited: list[_Conn] = []
-
-
-def _after_fork_in_child() -> None:
-    global _conns_lock
-    _conns_lock = threading.Lock()
-    _inherited.extend(_conns.values())
-    _conns.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _is_corruption(exc: sqlite3.Error) -> bool:
-    name = getattr(exc, "sqlite_errorname", "")
-    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or type(exc) is sqlite3.DatabaseError:
-        return True
-    msg = str(exc)
-    return "no such table" in msg or "no such column" in msg or "malformed" in msg
-
-
-@contextlib.contextmanager
-def _guard(path: str) -> Iterator[None]:
-    """Turn sqlite3 errors into our own: corruption -> CorruptFile naming the file, else TopicError."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        if _is_corruption(exc):
-            raise CorruptFile(f"corrupt topic file {path}: {exc}") from exc
-        raise TopicError(f"topic file {path}: {exc}") from exc
-
-
-def _open(path: str, app_id: int, schema: str) -> sqlite3.Connection:
-    with _guard(path):
-        conn = sqlite3.connect(
-            path, timeout=_BUSY_TIMEOUTNS_PER_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUTNS_PER_MS}")
-            found = conn.execute("PRAGMA application_id").fetchone()[0]
-            if found == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                # Tables but no id: a foreign file, unless another process created it just now.
-                found = conn.execute("PRAGMA application_id").fetchone()[0]
-                if found == 0:
-                    raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
-            if found == 0:
-                # A new file, which another process may be creating too: decide under the write lock.
-                use_wal(conn)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    found = conn.execute("PRAGMA application_id").fetchone()[0]
-                    if found == 0:
-                        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                            raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
-                        for stmt in schema.split(";"):
-                            if stmt.strip():
-                                conn.execute(stmt)
-                        conn.execute(f"PRAGMA application_id={app_id}")
-                        found = app_id
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            if found != app_id:
-                raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
-            if app_id == _PARTITION_APP_ID:
-                _add_batches_table(conn)
-            use_wal(conn)
-            conn.execute(f"PRAGMA synchronous={durability().pragma}")
-            conn.execute("PRAGMA cache_size=-16000")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-
-def _add_batches_table(conn: sqlite3.Connection) -> None:
-    """A partition file written before batches were stored gets their table (its records stay
-    where they are and are read from there)."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'batches'").fetchone():
-        return
-    use_wal(conn)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(_BATCHES_SCHEMA)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _connection(path: str, app_id: int, schema: str) -> _Conn:
-    c = _conns.get(path)
-    if c is not None and c.pid == os.getpid():
-        return c
-    with _conns_lock:
-        c = _conns.get(path)
-        if c is None or c.pid != os.getpid():
-            c = _Conn(_open(path, app_id, schema), wal_sync(path) if durability().group_commit else None)
-            _conns[path] = c
-        return c
-
-
-def _forget(prefix: str) -> None:
-    """Close this process's cached connections to files under ``prefix``.
-
-    Each connection is closed after ``_conns_lock`` is released: a writer holding a file's lock
-    may open another file (``ensure_topic`` holds the catalog's while it opens a partition's),
-    so taking a file's lock under ``_conns_lock`` would deadlock against it."""
-    with _conns_lock:
-        gone = [_conns.pop(path) for path in [p for p in _conns if p.startswith(prefix)]]
-    for c in gone:
-        if c.pid == os.getpid():
-            with c.lock:
-                c.conn.close()
-
-
-@contextlib.contextmanager
-def _write_txn(c: _Conn) -> Iterator[sqlite3.Connection]:
-    """A write transaction on ``c``, durable when the block is left (group commit: the sync is
-    waited for after the file's lock is released, so the next writer commits meanwhile). A
-    transaction that finds its work already done (an idempotent append seen before) waits too:
-    what it saw may be another process's commit that is not durable yet."""
-    with c.lock:
-        c.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield c.conn
-        except BaseException:
-            if c.conn.in_transaction:
-                c.conn.execute("ROLLBACK")
-            raise
-        c.conn.execute("COMMIT")
-        ticket = c.syncer.ticket() if c.syncer is not None else 0
-    if c.syncer is not None:
-        c.syncer.wait(ticket)
-
-
-def _sync_dir(path: Path) -> None:
-    """Make a directory's new entries durable (a new topic's folder)."""
-    if not durability().group_commit:
-        return
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _column_pylist(records: pa.Table | pa.RecordBatch, name: str, binary: bool) -> list[Any]:
@@ -446,17 +234,6 @@ def _column_pylist(records: pa.Table | pa.RecordBatch, name: str, binary: bool) 
 
 
 _END = (1 << 63) - 1
-
-
-@contextlib.contextmanager
-def _read_txn(c: _Conn) -> Iterator[sqlite3.Connection]:
-    """One read transaction on ``c`` (a consistent snapshot across statements)."""
-    with c.lock:
-        c.conn.execute("BEGIN")
-        try:
-            yield c.conn
-        finally:
-            c.conn.execute("COMMIT")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,7 +262,7 @@ class TopicStore:
         lazily on next use). They are shared by every TopicStore of the process: a program that
         reads or writes topics from several threads (a node's endpoints and its pipeline) must
         not close them while another thread may use them."""
-        _forget(str(self.root) + os.sep)
+        forget(str(self.root) + os.sep)
 
     # -- files -------------------------------------------------------------------------------
 
@@ -493,7 +270,7 @@ class TopicStore:
         if not self.db_dir.is_dir():
             raise DatabaseError(f"database directory {str(self.db_dir)!r} does not exist")
 
-    def _catalog(self, create: bool) -> _Conn | None:
+    def _catalog(self, create: bool) -> Conn | None:
         path = self.root / "catalog.sqlite"
         if not path.exists():
             if not create:
@@ -501,8 +278,8 @@ class TopicStore:
                 return None
             if not self.root.is_dir():
                 self.root.mkdir(parents=True, exist_ok=True)
-                _sync_dir(self.db_dir)
-        return _connection(str(path), _CATALOG_APP_ID, _CATALOG_SCHEMA)
+                sync_dir(self.db_dir)
+        return connection(str(path), CATALOG_APP_ID, CATALOG_SCHEMA)
 
     def _partition_path(self, info: TopicInfo, partition: int) -> str:
         key = (info.id, partition)
@@ -511,22 +288,22 @@ class TopicStore:
             path = self._paths[key] = str(self.root / str(info.id) / f"{partition}.sqlite")
         return path
 
-    def _partition(self, info: TopicInfo, partition: int) -> tuple[_Conn, str]:
+    def _partition(self, info: TopicInfo, partition: int) -> tuple[Conn, str]:
         if not isinstance(partition, int) or not 0 <= partition < info.partitions:
             raise TopicError(
                 f"partition {partition} out of range for topic {info.name!r} "
                 f"(partitions 0..{info.partitions - 1})"
             )
         path = self._partition_path(info, partition)
-        c = _conns.get(path)
-        if c is not None and c.pid == os.getpid():  # open already: no stat per call
+        c = cached(path)
+        if c is not None:  # open already: no stat per call
             return c, path
         if not os.path.exists(path):
             folder = os.path.dirname(path)
             if not os.path.isdir(folder):
                 os.makedirs(folder, exist_ok=True)
-                _sync_dir(self.root)
-        return _connection(path, _PARTITION_APP_ID, _PARTITION_SCHEMA), path
+                sync_dir(self.root)
+        return connection(path, PARTITION_APP_ID, PARTITION_SCHEMA), path
 
     def _source_barrier(self) -> None:
         """Before an append: make every commit already in the database's WAL durable, so records
@@ -560,7 +337,7 @@ class TopicStore:
         cat = self._catalog(create=True)
         assert cat is not None
         path = str(self.root / "catalog.sqlite")
-        with _guard(path), _write_txn(cat) as conn:
+        with guard(path), write_txn(cat) as conn:
             row = conn.execute(
                 "SELECT id, partitions, retention_ns, created_ns FROM topics WHERE name = ?", (name,)
             ).fetchone()
@@ -595,7 +372,7 @@ class TopicStore:
                 return
             raise TopicError(f"topic {name!r} does not exist")
         path = str(self.root / "catalog.sqlite")
-        with _guard(path), _write_txn(cat) as conn:
+        with guard(path), write_txn(cat) as conn:
             row = conn.execute("SELECT id FROM topics WHERE name = ?", (name,)).fetchone()
             if row is None:
                 if missing_ok:
@@ -604,14 +381,14 @@ class TopicStore:
             conn.execute("DELETE FROM topics WHERE id = ?", (row[0],))
             conn.execute("DELETE FROM group_offsets WHERE topic_id = ?", (row[0],))
         topic_dir = self.root / str(row[0])
-        _forget(str(topic_dir) + os.sep)
+        forget(str(topic_dir) + os.sep)
         shutil.rmtree(topic_dir, ignore_errors=True)
 
     def topic(self, name: str) -> TopicInfo:
         cat = self._catalog(create=False)
         row = None
         if cat is not None:
-            with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+            with guard(str(self.root / "catalog.sqlite")), cat.lock:
                 row = cat.conn.execute(
                     "SELECT id, partitions, retention_ns, created_ns FROM topics WHERE name = ?", (name,)
                 ).fetchone()
@@ -623,7 +400,7 @@ class TopicStore:
         cat = self._catalog(create=False)
         if cat is None:
             return []
-        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+        with guard(str(self.root / "catalog.sqlite")), cat.lock:
             rows = cat.conn.execute(
                 "SELECT name, id, partitions, retention_ns, created_ns FROM topics ORDER BY name"
             ).fetchall()
@@ -760,7 +537,7 @@ class TopicStore:
         c, path = self._partition(info, partition)
         now = self._clock()
         self._source_barrier()
-        with _guard(path), _write_txn(c) as conn:
+        with guard(path), write_txn(c) as conn:
             start = int(conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0])
             row = conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
             committed = None if row is None else int(row[0])
@@ -781,7 +558,7 @@ class TopicStore:
 
     def committed_batch(self, topic: str, partition: int, writer: str) -> int | None:
         c, path = self._partition(self.topic(topic), partition)
-        with _guard(path), c.lock:
+        with guard(path), c.lock:
             row = c.conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
         return None if row is None else int(row[0])
 
@@ -795,7 +572,7 @@ class TopicStore:
         retention are simply skipped."""
         self._check_offset(offset)
         c, path = self._partition(self.topic(topic), partition)
-        with _guard(path), _read_txn(c) as conn:
+        with guard(path), read_txn(c) as conn:
             r = scan(conn, path, offset, _END, max(0, max_records))
         return [
             Record(topic, partition, *row)
@@ -810,7 +587,7 @@ class TopicStore:
         self._check_offset(start_offset)
         c, path = self._partition(self.topic(topic), partition)
         end = _END if end_offset is None else end_offset
-        with _guard(path), _read_txn(c) as conn:
+        with guard(path), read_txn(c) as conn:
             r = scan(conn, path, start_offset, end, _END)
         if not r.offsets:
             return RECORD_SCHEMA.empty_table()
@@ -829,7 +606,7 @@ class TopicStore:
         with the partition's earliest and next offset, in one read transaction. Timestamps are
         floor-divided by ``ts_unit_ns``. Offsets are consecutive unless retention left a gap."""
         c, path = self._partition(info, partition)
-        with _guard(path), _read_txn(c) as conn:
+        with guard(path), read_txn(c) as conn:
             earliest, nxt = watermarks(conn)
             r = scan(conn, path, max(offset, earliest), nxt, max(0, max_records))
         tss = r.timestamps
@@ -845,7 +622,7 @@ class TopicStore:
         :meth:`read_columns`)."""
         c, path = self._partition(info, partition)
         data: list[bytes] = []
-        with _guard(path), _read_txn(c) as conn:
+        with guard(path), read_txn(c) as conn:
             earliest, nxt = watermarks(conn)
             if not earliest <= offset < nxt or max_bytes <= 0:
                 return StoredBatches(earliest, nxt, data, offset, False)
@@ -878,7 +655,7 @@ class TopicStore:
     def offset_for_time(self, topic: str, partition: int, ts_ns: int) -> tuple[int, int] | None:
         """(offset, ts) of the first record with ts >= ``ts_ns``, or None."""
         c, path = self._partition(self.topic(topic), partition)
-        with _guard(path), _read_txn(c) as conn:
+        with guard(path), read_txn(c) as conn:
             row = conn.execute(
                 "SELECT offset, ts FROM records WHERE ts >= ? ORDER BY offset LIMIT 1", (ts_ns,)
             ).fetchone()
@@ -907,8 +684,8 @@ class TopicStore:
         return self._offsets(*self._partition(info, partition))
 
     @staticmethod
-    def _offsets(c: _Conn, path: str) -> tuple[int, int]:
-        with _guard(path), c.lock:
+    def _offsets(c: Conn, path: str) -> tuple[int, int]:
+        with guard(path), c.lock:
             return watermarks(c.conn)
 
     def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
@@ -932,7 +709,7 @@ class TopicStore:
         cat = self._catalog(create=True)
         assert cat is not None
         now = self._clock()
-        with _guard(str(self.root / "catalog.sqlite")), _write_txn(cat) as conn:
+        with guard(str(self.root / "catalog.sqlite")), write_txn(cat) as conn:
             conn.executemany(
                 "INSERT INTO group_offsets (grp, topic_id, partition, next_offset, updated_ns) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (grp, topic_id, partition) DO UPDATE SET "
@@ -944,7 +721,7 @@ class TopicStore:
         info = self.topic(topic)
         cat = self._catalog(create=False)
         assert cat is not None
-        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+        with guard(str(self.root / "catalog.sqlite")), cat.lock:
             rows = cat.conn.execute(
                 "SELECT partition, next_offset FROM group_offsets WHERE grp = ? AND topic_id = ? "
                 "ORDER BY partition",
@@ -957,7 +734,7 @@ class TopicStore:
         cat = self._catalog(create=False)
         if cat is None:
             return []
-        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+        with guard(str(self.root / "catalog.sqlite")), cat.lock:
             rows = cat.conn.execute("SELECT DISTINCT grp FROM group_offsets ORDER BY grp").fetchall()
         return [str(r[0]) for r in rows]
 
@@ -966,7 +743,7 @@ class TopicStore:
         cat = self._catalog(create=False)
         if cat is None:
             return {}
-        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+        with guard(str(self.root / "catalog.sqlite")), cat.lock:
             rows = cat.conn.execute(
                 "SELECT t.name, g.partition, g.next_offset FROM group_offsets g "
                 "JOIN topics t ON t.id = g.topic_id WHERE g.grp = ? ORDER BY t.name, g.partition",
@@ -993,7 +770,7 @@ class TopicStore:
                 parts = sorted(set(partitions))
                 sql += f" AND partition IN ({', '.join('?' * len(parts))})" if parts else " AND 0"
                 args.extend(parts)
-        with _guard(str(self.root / "catalog.sqlite")), _write_txn(cat) as conn:
+        with guard(str(self.root / "catalog.sqlite")), write_txn(cat) as conn:
             return int(conn.execute(sql, args).rowcount)
 
     # -- retention ---------------------------------------------------------------------------
@@ -1009,7 +786,7 @@ class TopicStore:
             cutoff = now - info.retention_ns
             for p in range(info.partitions):
                 c, path = self._partition(info, p)
-                with _guard(path), _write_txn(c) as conn:
+                with guard(path), write_txn(c) as conn:
                     deleted += conn.execute("DELETE FROM records WHERE write_time < ?", (cutoff,)).rowcount
                     for base, last in conn.execute(
                         "DELETE FROM batches WHERE write_time < ? RETURNING base_offset, last_offset",
