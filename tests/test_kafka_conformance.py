@@ -48,11 +48,12 @@ class Target:
     def ours(self) -> bool:
         return self.kind == "changefeed"
 
-    def topic(self, stem: str, partitions: int = 3) -> str:
+    def topic(self, stem: str, partitions: int = 3, config: dict[str, str] | None = None) -> str:
         """A new topic (CreateTopics through confluent-kafka's admin client)."""
         name = f"conf-{stem}-{next(_names)}"
         admin = ck_admin.AdminClient({"bootstrap.servers": self.bootstrap})
-        fut = admin.create_topics([ck_admin.NewTopic(name, partitions, 1)], operation_timeout=10)
+        new = ck_admin.NewTopic(name, partitions, 1, config=config or {})
+        fut = admin.create_topics([new], operation_timeout=10)
         fut[name].result(30)
         wait_for(lambda: len(admin.list_topics(name, timeout=10).topics[name].partitions) == partitions)
         return name
@@ -315,7 +316,9 @@ def test_fetch_from_inside_a_batch_with_headers_and_tombstones(target: Target) -
 
 
 def test_offsets_by_time(target: Target) -> None:
-    topic = target.topic("times", 1)
+    # records of 2023: kept whatever their age (the broker's retention check would delete them
+    # whenever it happens to run)
+    topic = target.topic("times", 1, {"retention.ms": "-1"})
     base = 1_700_000_000_000
     p = ck.Producer({"bootstrap.servers": target.bootstrap})
     for i in range(10):
