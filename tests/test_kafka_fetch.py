@@ -409,3 +409,85 @@ def test_a_damaged_stored_batch_is_a_corrupt_file_error(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(CorruptFile, match=r"0\.sqlite: batch at offset 0: record batch CRC-32C mismatch"):
         st.read("t", 0, 0)
+
+
+# -- compressed batches: stored as produced, decompressed by the log's own readers -------------
+
+CODEC_IDS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _with_body(plain: bytes, codec: int, body: bytes) -> bytes:
+    """``plain``'s header around compressed records ``body``: codec bits, length, CRC set."""
+    head = bytearray(plain[:61])
+    struct.pack_into(">i", head, 8, 49 + len(body))
+    struct.pack_into(">h", head, 21, codec)
+    out = head + body
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec", [*CODEC_IDS, "snappy-raw"])
+def test_compressed_batches_are_stored_as_produced_and_read_decompressed(tmp_path: Path, codec: str) -> None:
+    import cramjam
+
+    from changefeed.topics.batch import compress_batch
+
+    n = 300  # column-wise parse
+    keys = [b"k%d" % (i % 7) for i in range(n)]
+    values = [b"value %d " % i * 4 for i in range(n)]
+    ts = [1_700_000_000_000 + i for i in range(n)]
+    plain = encode_batch(0, range(n), keys, values, ts)
+    if codec == "snappy-raw":  # one raw snappy block, no snappy-java framing: Kafka reads it too
+        packed = _with_body(plain, 2, bytes(cramjam.snappy.compress_raw(plain[61:])))
+    else:
+        packed = compress_batch(plain, CODEC_IDS[codec])
+    assert len(packed) < len(plain) // 2 and packed[22] & 7 == CODEC_IDS[codec.split("-")[0]]
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    broker = Broker(tmp_path)
+    try:
+        for _ in range(2):
+            assert broker.append_batches(info, 0, parse_batches(packed)).error == E.NONE
+        # a Fetch returns the batches compressed, as produced (the second one at base offset 300)
+        got = broker.fetch_partition(info, 0, 0, 10**6).data
+        assert got == packed + struct.pack(">q", n) + packed[8:]
+        # the log's own readers (changefeed read, conn.stream, the pipeline's topic source)
+        assert [(r.offset, r.key, r.value, r.ts) for r in st.read("t", 0, 290, 20)] == [
+            (o, keys[o % n], values[o % n], ts[o % n] * 1_000_000) for o in range(290, 310)
+        ]
+        table = st.read_arrow("t", 0, 0)
+        assert table.num_rows == 2 * n and table.column("value").to_pylist() == values * 2
+        cols = st.read_columns(info, 0, 598, 10)
+        assert (list(cols.offsets), list(cols.keys)) == ([598, 599], keys[-2:])
+    finally:
+        broker.close()
+
+
+@pytest.mark.parametrize("codec", CODEC_IDS)
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_corrupt_compressed_batch_is_refused_and_changes_nothing(
+    tmp_path: Path, codec: str, damage: str
+) -> None:
+    from changefeed.server.kafka.records import UnsupportedBatch
+    from changefeed.server.kafka.wire import MalformedRequest
+    from changefeed.topics.batch import compress_batch
+    from changefeed.topics.store import TopicError
+
+    plain = encode_batch(0, range(50), [b"k"] * 50, [b"v%d" % i for i in range(50)], [1_700_000_000_000] * 50)
+    body = compress_batch(plain, CODEC_IDS[codec])[61:]
+    # the CRC-32C matches (it covers the compressed bytes): only decompressing finds the damage
+    body = body[:-7] if damage == "truncated" else b"\xff" * 12 + body[12:]
+    bad = _with_body(plain, CODEC_IDS[codec], body)
+    with pytest.raises(MalformedRequest, match=f"{codec} records"):
+        parse_batches(bad)
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    with pytest.raises(TopicError, match=f"{codec} records"):
+        st.append_batch(info, 0, "w", 1, bad)
+    assert st.offsets("t") == {0: (0, 0)} and st.committed_batch("t", 0, "w") is None
+    if codec == "zstd":  # zstd needs Produce v7 or later, as in Kafka
+        good = compress_batch(plain, 4)
+        with pytest.raises(UnsupportedBatch, match="version 6") as exc:
+            parse_batches(good, 6)
+        assert exc.value.code == E.UNSUPPORTED_COMPRESSION_TYPE
+        assert len(parse_batches(good, 7)[0].values) == 50

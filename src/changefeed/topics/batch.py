@@ -13,7 +13,6 @@ Kafka batches already) and parses them (for the log's own readers and for Produc
 
 from __future__ import annotations
 
-import gzip
 import struct
 from array import array
 from collections.abc import Iterable, Sequence
@@ -24,6 +23,8 @@ import crc32c
 import numpy as np
 import numpy.typing as npt
 
+from changefeed.topics import codecs
+
 __all__ = [
     "ATTR_AT",
     "CONTROL",
@@ -33,6 +34,7 @@ __all__ = [
     "BatchHeader",
     "BatchRecords",
     "MalformedBatch",
+    "compress_batch",
     "decode_batch",
     "decompress",
     "encode_batch",
@@ -353,15 +355,29 @@ class BatchHeader:
 
 
 def decompress(codec: int, data: bytes) -> bytes:
-    """The records of a batch compressed with ``codec`` (0 none, 1 gzip: the codecs the log keeps)."""
+    """The records of a batch compressed with ``codec`` (any of Kafka's: none, gzip, snappy,
+    lz4, zstd; :mod:`changefeed.topics.codecs`)."""
     if codec == 0:
         return data
-    if codec == 1:
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, ValueError) as exc:
-            raise MalformedBatch(f"gzip records do not decompress: {exc}") from None
-    raise MalformedBatch(f"compression codec {codec} is not supported")
+    try:
+        return codecs.decompress(codec, data)
+    except codecs.CodecError as exc:
+        raise MalformedBatch(str(exc)) from None
+
+
+def compress_batch(data: bytes | memoryview, codec: int) -> bytes:
+    """An uncompressed batch (as :func:`encode_batch` makes) with its records compressed with
+    ``codec``: the attributes' codec bits, the length and the CRC-32C set to match."""
+    h = BatchHeader.read(data)
+    if h.codec:
+        raise MalformedBatch("the batch is compressed already")
+    body = codecs.compress(codec, bytes(data[HEAD.size : h.size]))
+    head = bytearray(data[: HEAD.size])
+    struct.pack_into(">i", head, 8, HEAD.size - 12 + len(body))
+    struct.pack_into(">h", head, ATTR_AT, (h.attributes & ~COMPRESSION_MASK) | codec)
+    out = head + body
+    struct.pack_into(">I", out, CRC_AT, crc32c.crc32c(memoryview(out)[ATTR_AT:]))
+    return bytes(out)
 
 
 @dataclass(frozen=True, slots=True)

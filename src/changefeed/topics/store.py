@@ -494,7 +494,7 @@ class TopicStore:
         *,
         expect_after: int | None = None,
     ) -> Appended:
-        """:meth:`append_slices` of one Kafka record batch (magic 2, uncompressed or gzip), kept
+        """:meth:`append_slices` of one Kafka record batch (magic 2, compressed with any of Kafka's codecs or not), kept
         as it is: only its base offset is set. Its records' offset deltas must be 0..count-1,
         every record timestamped and its max timestamp theirs (the Kafka endpoint re-encodes a
         batch that is not so)."""

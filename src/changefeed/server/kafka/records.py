@@ -25,10 +25,15 @@ from changefeed.topics.batch import (
     encode_batch,
     parse_records,
 )
+from changefeed.topics.codecs import CODECS, ZSTD
 
-__all__ = ["ProducedBatch", "UnsupportedBatch", "encode_batch", "parse_batches"]
+__all__ = ["ZSTD_MIN_PRODUCE_VERSION", "ProducedBatch", "UnsupportedBatch", "encode_batch", "parse_batches"]
 
 Int64s = npt.NDArray[np.int64]
+
+#: The first Produce version that may carry zstd batches (KIP-110); older ones get
+#: UNSUPPORTED_COMPRESSION_TYPE, as from Kafka.
+ZSTD_MIN_PRODUCE_VERSION = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +124,10 @@ class UnsupportedBatch(Exception):
         self.code = code
 
 
-def parse_batches(data: bytes) -> list[ProducedBatch]:
-    """Every batch in a Produce request's record set; checks each CRC-32C. Control batches (a
-    transaction's markers) are left out."""
+def parse_batches(data: bytes, version: int = ZSTD_MIN_PRODUCE_VERSION) -> list[ProducedBatch]:
+    """Every batch in a Produce request (of ``version``)'s record set; checks each CRC-32C and
+    decompresses each compressed one (any of Kafka's codecs; zstd only from Produce v7 on, as
+    Kafka accepts it). Control batches (a transaction's markers) are left out."""
     out: list[ProducedBatch] = []
     pos = 0
     end = len(data)
@@ -138,9 +144,15 @@ def parse_batches(data: bytes) -> list[ProducedBatch]:
             raise MalformedRequest("record batch length runs past the request")
         if crc32c.crc32c(data[pos + ATTR_AT : stop]) != h.crc:
             raise MalformedRequest("record batch CRC-32C mismatch")
-        if h.codec not in (0, 1):
+        if h.codec not in CODECS:
             raise UnsupportedBatch(
-                f"compression codec {h.codec} is not supported (use none or gzip)",
+                f"compression codec {h.codec} is not one Kafka defines (none, gzip, snappy, lz4, zstd)",
+                E.UNSUPPORTED_COMPRESSION_TYPE,
+            )
+        if h.codec == ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
+            raise UnsupportedBatch(
+                f"Produce requests with version {version} are not allowed to use zstd compression "
+                f"(version {ZSTD_MIN_PRODUCE_VERSION} or later is)",
                 E.UNSUPPORTED_COMPRESSION_TYPE,
             )
         if h.count < 0:
