@@ -116,8 +116,10 @@ def _slices(data: bytes, starts: Int64s, lengths: Int64s) -> list[bytes | None]:
 
 
 class UnsupportedBatch(Exception):
-    """A well-formed batch this endpoint does not accept: ``code`` is the Kafka error
-    (UNSUPPORTED_FOR_MESSAGE_FORMAT for an old magic, UNSUPPORTED_COMPRESSION_TYPE for a codec)."""
+    """A batch refused with a Kafka error of its own, ``code``: UNSUPPORTED_FOR_MESSAGE_FORMAT
+    for an old magic, UNSUPPORTED_COMPRESSION_TYPE for a codec Kafka does not define (or zstd
+    before Produce v7), UNKNOWN_SERVER_ERROR for compressed records that do not decompress (as
+    Kafka answers them)."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
@@ -159,6 +161,11 @@ def parse_batches(data: bytes, version: int = ZSTD_MIN_PRODUCE_VERSION) -> list[
             raise MalformedRequest("negative record count")
         try:
             body = decompress(h.codec, data[pos + HEAD.size : stop])
+        except MalformedBatch as exc:
+            # Kafka's broker answers records that do not decompress with UNKNOWN_SERVER_ERROR
+            # (its "Failed to decompress record stream" is no API error); the message says why.
+            raise UnsupportedBatch(str(exc), E.UNKNOWN_SERVER_ERROR) from None
+        try:
             ks, kl, vs, vl, ts, od = parse_records(body, h.count, h.first_ts)
         except MalformedBatch as exc:
             raise MalformedRequest(str(exc)) from None
