@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import lz4.block
 
@@ -41,6 +41,7 @@ from changefeed.exceptions import (
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server.cql import system
 from changefeed.server.cql import wire as w
+from changefeed.server.cql.columnar import EncodedRows, encode_rows
 from changefeed.server.cql.statements import (
     SchemaChange,
     Spec,
@@ -58,6 +59,7 @@ from changefeed.sql import ast
 from changefeed.sql.parser import parse
 from changefeed.sql.result import Result
 from changefeed.sql.statements.common import LOG_SUFFIX
+from changefeed.sql.statements.select import select_log_columns
 
 T = TypeVar("T")
 
@@ -85,13 +87,57 @@ class Prepared:
     inline: bool = False
 
 
+class PageRows(Protocol):
+    """A kept result's rows, encoded a page at a time."""
+
+    #: Whether encoding a page costs little enough to do on the event loop.
+    cheap: bool
+
+    def __len__(self) -> int: ...
+
+    def cells(self, lo: int, hi: int) -> bytes:
+        """The cells of rows ``lo`` to ``hi`` (exclusive), end to end."""
+        ...
+
+
+class TupleRows:
+    """Rows of Python values (a statement's :class:`Result`), encoded page by page."""
+
+    cheap = False
+
+    def __init__(self, rows: list[tuple[Any, ...]], types: list[CqlType]) -> None:
+        self.rows = rows
+        self.encode = rows_encoder(types)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def cells(self, lo: int, hi: int) -> bytes:
+        return self.encode(self.rows[lo:hi])
+
+
+class ColumnarRows:
+    """Rows encoded column-wise at once (a CDC log window): a page is a slice of their bytes."""
+
+    cheap = True
+
+    def __init__(self, rows: EncodedRows) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def cells(self, lo: int, hi: int) -> bytes:
+        return self.rows.cells(lo, hi)
+
+
 @dataclass
 class Paged:
     key: bytes
     columns: list[str]
     types: list[CqlType]
     table: tuple[str, str]
-    rows: list[tuple[Any, ...]]
+    rows: PageRows
     at: float
     #: Pages encoded ahead, by (offset, page size, metadata skipped): while the client decodes a
     #: page, the pool encodes the next one, so paging uses both cores.
@@ -616,10 +662,9 @@ class CqlSession:
             )
 
     async def _encode_page(self, paged: Paged, lo: int, hi: int, state: bytes | None, skip: bool) -> bytes:
-        chunk = paged.rows[lo:hi]
-        if len(chunk) > 2000:
-            return await self.call(_rows_body, paged.columns, paged.types, paged.table, chunk, state, skip)
-        return _rows_body(paged.columns, paged.types, paged.table, chunk, state, skip)
+        if hi - lo > 2000 and not paged.rows.cheap:
+            return await self.call(_page_body, paged, lo, hi, state, skip)
+        return _page_body(paged, lo, hi, state, skip)
 
     def _expire_paged(self) -> None:
         now = time.monotonic()
@@ -636,9 +681,14 @@ class CqlSession:
         table = split_name(session, stmt.table)
         if table[1].endswith(LOG_SUFFIX):
             self._close_log(stmt)
+            cols = select_log_columns(session, stmt, values)
+            if cols is not None:  # a window of the log: encoded column-wise, pages are slices
+                types = result_types(session, stmt, cols.names, cols.types, [])
+                encoded = encode_rows(cols.values, types, cols.rows)
+                return Paged(key, cols.names, types, table, ColumnarRows(encoded), time.monotonic())
         res = session.execute(stmt, values)
         types = result_types(session, stmt, res.columns, res.types, res.rows)
-        return Paged(key, res.columns, types, table, res.rows, time.monotonic())
+        return Paged(key, res.columns, types, table, TupleRows(res.rows, types), time.monotonic())
 
     def _close_log(self, stmt: ast.Select) -> None:
         """Before reading a CDC log up to a time: make every commit at or below it visible.
@@ -746,6 +796,13 @@ def _schema_change_body(change: SchemaChange) -> bytes:
     return body.getvalue()
 
 
+def _page_body(paged: Paged, lo: int, hi: int, paging_state: bytes | None, skip_metadata: bool) -> bytes:
+    """The Rows RESULT of rows ``lo`` to ``hi`` of a kept result."""
+    return _rows_head(paged.columns, paged.types, paged.table, hi - lo, paging_state, skip_metadata) + (
+        paged.rows.cells(lo, hi)
+    )
+
+
 def _rows_body(
     columns: list[str],
     types: list[CqlType],
@@ -755,6 +812,19 @@ def _rows_body(
     skip_metadata: bool = False,
 ) -> bytes:
     """A Rows RESULT: metadata (unless skipped), the row count, the cells."""
+    head = _rows_head(columns, types, table, len(rows), paging_state, skip_metadata)
+    return head + rows_encoder(types)(rows)
+
+
+def _rows_head(
+    columns: list[str],
+    types: list[CqlType],
+    table: tuple[str, str],
+    count: int,
+    paging_state: bytes | None,
+    skip_metadata: bool,
+) -> bytes:
+    """A Rows RESULT up to its cells: metadata (unless skipped) and the row count."""
     head = w.Writer().int(w.ROWS)
     flags = 0 if skip_metadata else w.M_GLOBAL_TABLES_SPEC
     if paging_state is not None:
@@ -768,9 +838,8 @@ def _rows_body(
         head.string(table[0]).string(table[1])
         for name, t in zip(columns, types, strict=True):
             head.string(name).raw(t.option())
-    head.int(len(rows))
-    cells = rows_encoder(types)(rows)
-    return head.getvalue() + cells
+    head.int(count)
+    return head.getvalue()
 
 
 __all__ = ["CqlSession", "QueryError", "Shared", "error_of"]
