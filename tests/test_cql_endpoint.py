@@ -96,10 +96,10 @@ def _cqlsh(srv: RunningServer, script: str, *extra: str) -> subprocess.Completed
 
 def test_spec_examples_through_cqlsh(server: RunningServer) -> None:
     """Every example file through cqlsh, its output exactly as the document prints it. Each file
-    gets its own table (``ks.t`` renamed ``ks.t01`` ...), so all of them run in two cqlsh sessions:
-    the tables are created in the first, the rest runs in the second. (A table's CDC log reaches a
-    driver's metadata through a schema-change event, as with ScyllaDB, and cqlsh needs that
-    metadata to print a SELECT; a new session reads it at connect.)"""
+    gets its own table (``ks.t`` renamed ``ks.t01`` ...), so all of them run in one cqlsh session:
+    the tables are created first, then the rest runs. (A table's CDC log reaches a driver's
+    metadata through a schema-change event, as with ScyllaDB, and cqlsh needs that metadata to
+    print a SELECT: the CREATE TABLE answers once the subscribed drivers re-read the log.)"""
     ddl: list[str] = []
     rest: list[str] = []
     expected: list[str] = []
@@ -116,11 +116,31 @@ def test_spec_examples_through_cqlsh(server: RunningServer) -> None:
                 (ddl if stmt.lstrip().upper().startswith("CREATE") else rest).append(stmt)
             if step.expected is not None:
                 expected.append(_as_cqlsh_prints(step.expected))
-    first = _cqlsh(server, "".join(s + ";\n" for s in ddl))
-    assert first.returncode == 0 and not first.stderr, first.stderr
-    out = _cqlsh(server, "".join(s + ";\n" for s in rest))
+    out = _cqlsh(server, "".join(s + ";\n" for s in ddl + rest))
     assert not out.stderr, out.stderr
     assert out.stdout.strip("\n") == "\n\n".join(expected)
+
+
+def test_a_cqlsh_script_reads_the_log_of_the_table_it_creates(server: RunningServer, tmp_path: Path) -> None:
+    """One cqlsh script (``-e`` with several statements, or ``-f``) creates a CDC table and reads
+    its log: the CREATE TABLE sends the log table's CREATED event with the base table's (as
+    ScyllaDB's notifier does) and answers once cqlsh's driver has re-read the log's schema, so
+    cqlsh finds the log in its metadata to print the rows."""
+    for n, how in enumerate(("-e", "-f")):
+        script = (
+            f"CREATE TABLE ks.script{n} (pk int, ck int, v int, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}};\n"
+            f"INSERT INTO ks.script{n} (pk, ck, v) VALUES (1, 2, 3);\n"
+            f'SELECT "cdc$batch_seq_no", "cdc$operation", pk, ck, v FROM ks.script{n}_scylla_cdc_log'
+        )
+        if how == "-e":
+            out = _cqlsh(server, "", "-e", script)
+        else:
+            path = tmp_path / "script.cql"
+            path.write_text(script + ";\n")
+            out = _cqlsh(server, "", "-f", str(path))
+        assert out.returncode == 0 and not out.stderr, (how, out.stderr)
+        lines = [x.strip() for x in out.stdout.splitlines() if x.strip()]
+        assert lines[-2:] == ["0 |             2 |  1 |  2 | 3", "(1 rows)"], (how, out.stdout)
 
 
 def _as_cqlsh_prints(block: str) -> str:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import re
 import socket
 import sqlite3
 import struct
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,8 +160,11 @@ class Shared:
         node: system.Node,
         broadcast: Callable[[SchemaChange], None],
         metrics: EndpointMetrics = NULL_ENDPOINT_METRICS,
+        publish: Callable[[CqlSession], Awaitable[list[SchemaChange]]] | None = None,
     ) -> None:
         self.db = db
+        #: Sends the events of a DDL statement's schema changes (see ``CqlEndpoint.publish_schema``).
+        self.publish = publish
         self.metrics = metrics
         self.pool = pool
         self.node = node
@@ -224,6 +228,11 @@ class CqlSession:
         self.user = user
         self.conn: Connection | None = None
         self.events: set[str] = set()
+        #: Tables ((keyspace, name); ("", "*") for all) whose schema this connection re-read
+        #: (``system_schema.views``, the last table a driver's metadata refresh reads), and an
+        #: event set at each such read: see ``CqlEndpoint.publish_schema``.
+        self.reread: set[tuple[str, str]] = set()
+        self.reread_event = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         self.calls = PoolCalls(self.loop, self.shared.pool)
         self.lz4 = compression == "lz4"
@@ -543,13 +552,22 @@ class CqlSession:
             self.send(stream, w.RESULT, body.getvalue())
             return
         if changes:
+            # events first (the log tables a CDC option creates too), then the answer, as ScyllaDB
+            published = False
+            if self.shared.publish is not None:
+                try:
+                    await self.shared.publish(self)
+                    published = True
+                except Exception:  # a failed catalog read: the statement's own changes at least
+                    published = False
+            if not published:
+                for change in changes:
+                    self.shared.broadcast(change)
             self.send(
                 stream,
                 w.RESULT,
                 w.Writer().int(w.SCHEMA_CHANGE).raw(_schema_change_body(changes[0])).getvalue(),
             )
-            for change in changes:
-                self.shared.broadcast(change)
             return
         if res.columns:  # LWT: [applied]
             types = result_types(self.conn.session, stmt, res.columns, res.types, res.rows)
@@ -616,10 +634,31 @@ class CqlSession:
         return res, changes
 
     # ------------------------------------------------------------------ SELECT and paging
+    def has_reread(self, tables: set[tuple[str, str]]) -> bool:
+        return ("", "*") in self.reread or tables <= self.reread
+
+    def _note_schema_read(self, query: str, stmt: ast.Select) -> None:
+        """A driver re-reading a table's schema (its last query of a refresh, ``system_schema.views``
+        by keyspace and name, or all of it)."""
+        assert self.conn is not None
+        if split_name(self.conn.session, stmt.table) != ("system_schema", "views"):
+            return
+        if stmt.where is None:
+            self.reread.add(("", "*"))
+        else:
+            ks = _QUOTED_KS.search(query)
+            name = _QUOTED_VIEW.search(query)
+            if ks is None or name is None:
+                return
+            self.reread.add((ks.group(1), name.group(1)))
+        self.reread_event.set()
+
     async def select(
         self, stream: int, query: str, stmt: ast.Select, values: list[Any], params: dict[str, Any]
     ) -> None:
         assert self.conn is not None
+        if stmt.table is not None and not values:
+            self._note_schema_read(query, stmt)
         page_size: int = params["page_size"]
         state: bytes | None = params["paging_state"]
         key = hashlib.md5(query.encode() + repr(values).encode()).digest()[:8]
@@ -769,6 +808,10 @@ class CqlSession:
             session.rollback()
             raise
         session.commit()
+
+
+_QUOTED_KS = re.compile(r"keyspace_name\s*=\s*'([^']*)'", re.IGNORECASE)
+_QUOTED_VIEW = re.compile(r"view_name\s*=\s*'([^']*)'", re.IGNORECASE)
 
 
 def lz4_compress(body: bytes) -> bytes:
