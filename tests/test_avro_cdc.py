@@ -421,8 +421,13 @@ def test_enriched_refusals(tmp_path: Path) -> None:
     from changefeed.exceptions import InvalidOption
 
     base = {"format": "avro", "confluent_schema_registry": "http://r", "envelope": "enriched"}
-    with pytest.raises(InvalidOption, match="this sink is incompatible with envelope=enriched"):
+    # the registry is a Kafka sink option: CockroachDB's sink check refuses it before the envelope
+    with pytest.raises(
+        InvalidOption, match="this sink is incompatible with option confluent_schema_registry"
+    ):
         parse_crdb_options(base, sink_scheme="nodelocal")
+    with pytest.raises(InvalidOption, match="this sink is incompatible with envelope=enriched"):
+        parse_crdb_options({"envelope": "enriched"}, sink_scheme="nodelocal")
     with pytest.raises(InvalidOption, match="key_in_value is not supported with format=avro"):
         parse_crdb_options({**base, "key_in_value": None}, sink_scheme="kafka")
     assert parse_crdb_options(base, sink_scheme="kafka").envelope == "enriched"

@@ -245,7 +245,25 @@ SINK_ERRORS: list[tuple[str, dict[str, str | None], str]] = [
         "Resolved timestamps are not currently supported",
     ),
     ("kafka", {"webhook_sink_config": "{}"}, "this sink is incompatible with option webhook_sink_config"),
+    (
+        "gcpubsub",
+        {"format": "avro", "confluent_schema_registry": "http://r"},
+        "this sink is incompatible with option confluent_schema_registry",
+    ),
+    ("azure", {"avro_schema_prefix": "super"}, "this sink is incompatible with option avro_schema_prefix"),
 ]
+
+
+@pytest.mark.parametrize("scheme", ["kafka", "topics", "null", None])
+def test_registry_sinks(scheme: str | None) -> None:
+    """The registry's options are the Kafka sink's; sinkless and null changefeeds take them too."""
+    raw: dict[str, str | None] = {
+        "format": "avro",
+        "confluent_schema_registry": "http://r",
+        "avro_schema_prefix": "super",
+    }
+    o = parse_crdb_options(raw, sink_scheme=scheme, statement_time=NOW)
+    assert (o.format, o.confluent_schema_registry, o.avro_schema_prefix) == ("avro", "http://r", "super")
 
 
 @pytest.mark.parametrize(("scheme", "raw", "message"), SINK_ERRORS, ids=[e[2][:60] for e in SINK_ERRORS])

@@ -70,7 +70,7 @@ def test_validators_catch_a_corrupted_journal(tmp_path: Path) -> None:
     w.setup_cql(db)
     w.run_cql(db, seed=9, ops=150)
     with changefeed.connect(db) as conn:
-        schema = v._schema(conn, "t")
+        schema = v.table_schema(conn, "t")
         batch = read_changes(conn.db.conn, schema, 0, 1 << 62)
         seq = batch.column("seq")[len(batch) // 2].as_py()
         conn.db.conn.execute(f"UPDATE x{schema.id} SET c2 = 999999 WHERE seq = ?", (seq,))
@@ -80,7 +80,7 @@ def test_validators_catch_a_corrupted_journal(tmp_path: Path) -> None:
         rep = v.check_change_stream(conn, "t", history)
         assert rep.counts["stream_gap"] >= 1, str(rep)
     with changefeed.connect(db, dialect="cql") as conn:
-        cql = v._schema(conn, "ks.t")
+        cql = v.table_schema(conn, "ks.t")
         # drop one delta (op 1/2) from the CDC log: replay diverges or an image mismatches
         conn.db.conn.execute(
             f"DELETE FROM j{cql.id} WHERE seq = (SELECT MAX(seq) FROM j{cql.id} WHERE op IN (1, 2))"

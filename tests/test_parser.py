@@ -948,3 +948,25 @@ def test_parse_uses_the_cache() -> None:
     assert one is first[0]
     # the dialect is part of the key
     assert parse("SELECT 1", "sql") != [] and parser_mod.cache_info().currsize >= 2
+
+
+# --------------------------------------------------------------------------------------------------
+# The tree builder's rule families
+
+
+def test_each_rule_is_in_one_family() -> None:
+    """The builder's rule families (the mixins of ``TreeBuilder``) define each rule once: a rule in
+    two families would silently be taken from whichever comes first in the method order."""
+    from changefeed.sql.builder import FAMILIES, TreeBuilder
+
+    assert TreeBuilder.__bases__ == FAMILIES
+    owner: dict[str, str] = {}
+    twice: list[str] = []
+    for family in FAMILIES:
+        for name in vars(family):
+            if name.startswith("_"):
+                continue
+            if name in owner:
+                twice.append(f"{name}: {owner[name]} and {family.__name__}")
+            owner[name] = family.__name__
+    assert twice == []

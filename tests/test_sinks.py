@@ -131,6 +131,18 @@ BAD = [
     ("nodelocal://1/out", "WITH format = csv", "format=csv is only usable with initial_scan_only"),
     ("nodelocal://1/out", "WITH compression = 'snappy'", "unknown compression: snappy, valid values are 'gzip' and 'zstd'"),
     ("topics://", "WITH compression = 'gzip'", "this sink is incompatible with option compression"),
+    # format=avro needs the schema registry, a Kafka sink option: CockroachDB's cloud-storage and
+    # webhook sinks refuse it (TestChangefeedErrors), so they take no Avro
+    ("nodelocal://1/out", "WITH format = 'avro', confluent_schema_registry = 'http://127.0.0.1:1'",
+     "this sink is incompatible with option confluent_schema_registry"),
+    ("s3://bucket/out?AWS_ACCESS_KEY_ID=k", "WITH format = 'experimental_avro', confluent_schema_registry = 'http://127.0.0.1:1'",
+     "this sink is incompatible with option confluent_schema_registry"),
+    ("nodelocal://1/out", "WITH format = 'avro'", "WITH option confluent_schema_registry is required for format=avro"),
+    ("nodelocal://1/out", "WITH avro_schema_prefix = 'super'", "this sink is incompatible with option avro_schema_prefix"),
+    ("nodelocal://1/out", "WITH format = 'avro', confluent_schema_registry = 'http://127.0.0.1:1', envelope = 'enriched'",
+     "this sink is incompatible with option confluent_schema_registry"),
+    ("webhook-https://127.0.0.1:1/x", "WITH format = 'avro', confluent_schema_registry = 'http://127.0.0.1:1'",
+     "this sink is incompatible with option confluent_schema_registry"),
 ]  # fmt: skip
 
 
@@ -140,6 +152,21 @@ def test_bad_sink_input_creates_nothing(tmp_path: Path, uri: str, with_: str, er
     conn.execute("CREATE TABLE foo (a INT PRIMARY KEY, b STRING)")
     with pytest.raises(ChangefeedError, match=re.escape(error)):
         conn.execute(f"CREATE CHANGEFEED FOR foo INTO '{uri}' {with_}")
+    assert conn.execute("SHOW CHANGEFEED JOBS").rows == []
+    assert not (tmp_path / "db" / "extern").exists()
+
+
+def test_avro_cdc_query_refused_on_cloud_storage(tmp_path: Path) -> None:
+    """A CDC query with format=avro into cloud storage: CockroachDB's refusal, nothing created."""
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE foo (a INT PRIMARY KEY, b STRING)")
+    with pytest.raises(
+        ChangefeedError, match="this sink is incompatible with option confluent_schema_registry"
+    ):
+        conn.execute(
+            "CREATE CHANGEFEED INTO 'nodelocal://1/out' WITH format = 'avro', "
+            "confluent_schema_registry = 'http://127.0.0.1:1' AS SELECT a FROM foo WHERE a > 1"
+        )
     assert conn.execute("SHOW CHANGEFEED JOBS").rows == []
     assert not (tmp_path / "db" / "extern").exists()
 

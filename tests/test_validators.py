@@ -30,7 +30,7 @@ def _events(
         spec, schema = v.find_feed(conn, "f")
         events = v.decode_records(v.read_topic(db, spec.topic), spec, schema)
         rows = v.change_rows(conn, schema.name)
-        table = v._table_state(conn, schema)
+        table = v.table_state(conn, schema)
     return events, rows, table, spec
 
 

@@ -216,6 +216,12 @@ SINK_SPECIFIC_OPTIONS: dict[str, tuple[str, ...]] = {
     OPT_WEBHOOK_SINK_CONFIG: ("webhook-https",),
     OPT_PUBSUB_SINK_CONFIG: ("gcpubsub",),
 }
+#: The schema registry's options are the Kafka sink's (CockroachDB's ``KafkaValidOptions``): the
+#: cloud-storage, webhook and Pub/Sub sinks refuse them (``this sink is incompatible with option
+#: confluent_schema_registry``), so ``format = avro``, which needs the registry, is refused there;
+#: the embedded topics, ``null://`` and sinkless changefeeds (None) take them.
+REGISTRY_OPTIONS = (OPT_CONFLUENT_SCHEMA_REGISTRY, OPT_AVRO_SCHEMA_PREFIX)
+REGISTRY_SINKS: tuple[str | None, ...] = ("kafka", "topics", "null", None)
 
 #: Sink URI schemes of cloud storage (CockroachDB's cloud-storage sink).
 CLOUD_STORAGE_SCHEMES = (
@@ -675,6 +681,10 @@ def parse_crdb_options(
     for name, sinks in SINK_SPECIFIC_OPTIONS.items():
         if name in opts and scheme not in sinks:
             raise InvalidOption(f"this sink is incompatible with option {name}")
+    if scheme not in REGISTRY_SINKS:
+        for name in REGISTRY_OPTIONS:
+            if name in opts:
+                raise InvalidOption(f"this sink is incompatible with option {name}")
     if OPT_COMPRESSION in opts and scheme not in SINKS_WITH_COMPRESSION:
         raise InvalidOption(f"this sink is incompatible with option {OPT_COMPRESSION}")
     if scheme in ENVELOPE_LIMITED_SINKS and envelope in (

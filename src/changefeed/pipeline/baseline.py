@@ -11,8 +11,9 @@ Exactly once: the batch id of a chunk is its end seq. On start, the last committ
 partition is read back; if a crash left partitions at two different batches, the chunk between
 them is redone first (partitions that have it skip it), then delivery continues from there.
 Barriers (``BARRIERS_INTERVAL``, formerly ``RESOLVED_TIMESTAMPS``): the clock is closed with an
-empty transaction, and the barrier (``[step, 0]``, the close rounded down to the interval) follows
-the data of the chunk that reaches every change visible after the close, in the same append. Initial scans (``INITIAL_SCAN``): the rows at the feed's creation
+empty transaction, and the barrier (``[step, 0]``, the close rounded down to the interval) goes into the same append
+as the data of the chunk that reaches every change visible after the close, after every change
+below it and before those after it (``delivery.append.with_resolved``). Initial scans (``INITIAL_SCAN``): the rows at the feed's creation
 (the current table with later changes undone by their old images) go first, as snapshot rows.
 
 Command line: ``python -m changefeed.pipeline.baseline --db DIR [--feed NAME] [--batch-rows N] [--follow]``.
@@ -37,13 +38,11 @@ from changefeed.engine.database import Database
 from changefeed.feeds.spec import FeedSpec, barrier_of
 from changefeed.feeds.store import all_feeds
 from changefeed.formats.base import Encoder, get_encoder
+from changefeed.pipeline.delivery.append import RECORDS, with_resolved
 from changefeed.topics import TopicStore
 
 __all__ = ["deliver", "deliver_all", "main", "writer_id"]
 
-_RECORDS = pa.schema(
-    [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("ts", pa.int64())]
-)
 #: Batch ids of initial-scan chunks: below every change batch id (which are seqs >= 1).
 SNAPSHOT_BATCH_BASE = -(10**15)
 CHANGE_ERASE = 11
@@ -110,13 +109,13 @@ class _Feed:
         for p, k, v, ts in records:
             parts[p].append((k, v, ts))
         for p, recs in enumerate(parts):
-            if resolved is not None:
-                recs.append((None, resolved[0], resolved[1]))
             keys, vals, tss = (list(c) for c in zip(*recs, strict=True)) if recs else ([], [], [])
             t = pa.table(
                 [pa.array(keys, pa.binary()), pa.array(vals, pa.binary()), pa.array(tss, pa.int64())],
-                schema=_RECORDS,
+                schema=RECORDS,
             )
+            if resolved is not None:
+                t = with_resolved(t, resolved)
             self.delivered += self.store.append(self.feed.topic, p, writer, batch_id, t)
 
     def encode(self, batch: pa.RecordBatch) -> list[tuple[int, bytes | None, bytes, int]]:

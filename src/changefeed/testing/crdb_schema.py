@@ -37,7 +37,10 @@ from changefeed.formats.crdb_json import families, family_of
 
 if TYPE_CHECKING:
     from changefeed.connection import Connection
-    from changefeed.testing.validators import ChangeRow, FeedEvent, Image, Key, Report
+    from changefeed.testing.validators.journal import ChangeRow
+    from changefeed.testing.validators.records import FeedEvent
+    from changefeed.testing.validators.report import Report
+    from changefeed.testing.validators.values import Image, Key
 
 CHANGE_ERASE = 11
 

@@ -59,19 +59,7 @@ def partition_appender(
             t = pa.Table.from_batches(pending) if pending else RECORDS.empty_table()
             t = t.select(["key", "value", "ts"]).cast(RECORDS)
             if resolved is not None:
-                t = pa.concat_tables(
-                    [
-                        t,
-                        pa.table(
-                            {
-                                "key": pa.array([None], pa.binary()),
-                                "value": [resolved[0]],
-                                "ts": [resolved[1]],
-                            },
-                            schema=RECORDS,
-                        ),
-                    ]
-                )
+                t = with_resolved(t, resolved)
             store.append(topic, current, writer, batch_id, t)
             done_p.append(current)
             done_n.append(t.num_rows)
@@ -94,6 +82,21 @@ def partition_appender(
         )
 
     return write
+
+
+def with_resolved(records: pa.Table, resolved: tuple[bytes, int]) -> pa.Table:
+    """A partition's records with its resolved record (a YDB barrier, a CockroachDB resolved
+    timestamp) placed right after the last record at or below the resolved time: every change it
+    covers precedes it, and a change of the batch committed after it (a YDB barrier is the
+    closed timestamp rounded down to the interval) follows it, as in YDB's partitions."""
+    ts = records.column("ts").to_numpy()
+    below = np.flatnonzero(ts <= resolved[1])
+    at = int(below[-1]) + 1 if len(below) else 0
+    marker = pa.table(
+        {"key": pa.array([None], pa.binary()), "value": [resolved[0]], "ts": [resolved[1]]},
+        schema=RECORDS,
+    )
+    return pa.concat_tables([records.slice(0, at), marker, records.slice(at)])
 
 
 def _nbytes(b: pa.RecordBatch | pa.Table) -> int:

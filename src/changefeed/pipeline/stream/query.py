@@ -10,8 +10,9 @@ Shape of one micro-batch (``foreachBatch(df, batch_id)``):
    partition's records together in commit order, and ``mapInArrow`` appends them *on the
    executors*: one ``TopicStore.append(topic, p, writer="feed-<id>", batch_id, records)`` per
    topic partition, each its own SQLite file, in parallel;
-4. if the batch's end offset carries a freshly closed timestamp, a resolved record follows the data
-   in the same append of every partition (partitions without data get a resolved-only append);
+4. if the batch's end offset carries a freshly closed timestamp, a resolved record goes into the
+   same append of every partition, after every record at or below its time and before the batch's
+   later ones (partitions without data get a resolved-only append);
 5. the feed's ``_progress`` row is upserted (high water, delivered seq).
 
 A micro-batch of at most ``DRIVER_ENCODE_ROWS`` journal rows (a continuous job's usual batch)

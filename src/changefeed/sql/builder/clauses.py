@@ -1,0 +1,106 @@
+"""Rules for names and the clauses statements share: ``IF [NOT] EXISTS``, ``WHERE``, ``ORDER BY``,
+``LIMIT``, select lists, ``SET`` assignments, ``WITH`` options, ``RETURNING``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Token
+
+from changefeed.sql import ast
+from changefeed.sql.builder.common import Clause, Rules, option_value, unbackslash
+
+__all__ = ["ClauseRules"]
+
+
+class ClauseRules(Rules):
+    """Names, and the clauses several statements share."""
+
+    # -- names ------------------------------------------------------------------------------------
+
+    def ident(self, c: list[Token]) -> ast.Ident:
+        tok = c[0]
+        if tok.type == "IDENT":
+            return ast.Ident(str(tok))
+        body = tok[1:-1]
+        if tok.type == "BQIDENT":
+            return ast.Ident(body.replace("``", "`"), quoted=True)
+        body = body.replace('""', '"')
+        if self.dialect == "sql" and "\\" in body:
+            body = unbackslash(body)
+        return ast.Ident(body, quoted=True)
+
+    def qname(self, c: list[ast.Ident]) -> ast.QName:
+        return ast.QName(tuple(c))
+
+    def ident_list(self, c: list[ast.Ident]) -> tuple[ast.Ident, ...]:
+        return tuple(c)
+
+    def column_list(self, c: list[ast.Ident]) -> Clause:
+        return Clause("columns", tuple(c))
+
+    def family_item(self, c: list[ast.Ident]) -> ast.Ident:
+        """Apache Phoenix ``B.vb`` in a column list: the column (names are unique across
+        families here), checked against its family by the Phoenix statements."""
+        if self.dialect != "sql":
+            raise ValueError(f"unexpected '.' in column name {c[0].name}.{c[1].name}")
+        return c[1]
+
+    # -- clauses ----------------------------------------------------------------------------------
+
+    def if_not_exists(self, c: list[Any]) -> Clause:
+        return Clause("if_not_exists", True)
+
+    def if_exists(self, c: list[Any]) -> Clause:
+        return Clause("if_exists", True)
+
+    def distinct(self, c: list[Any]) -> Clause:
+        return Clause("distinct", True)
+
+    def allow_filtering(self, c: list[Any]) -> Clause:
+        return Clause("allow_filtering", True)
+
+    def bypass_cache(self, c: list[Any]) -> Clause:
+        return Clause("bypass_cache", True)
+
+    def where_clause(self, c: list[ast.Expr]) -> Clause:
+        return Clause("where", c[0])
+
+    def order_by(self, c: list[ast.OrderItem]) -> Clause:
+        return Clause("order_by", tuple(c))
+
+    def group_by(self, c: list[tuple[ast.Expr, ...]]) -> Clause:
+        return Clause("group_by", tuple(c[0]))
+
+    def order_item(self, c: list[Any]) -> ast.OrderItem:
+        return ast.OrderItem(c[0], descending=c[1] == "DESC")
+
+    def order_dir(self, c: list[Token]) -> str:
+        return str(c[0]).upper()
+
+    def limit_clause(self, c: list[ast.Expr]) -> Clause:
+        return Clause("limit", c[0])
+
+    def select_list(self, c: list[ast.SelectItem]) -> tuple[ast.SelectItem, ...]:
+        return tuple(c)
+
+    def star_item(self, c: list[Any]) -> ast.SelectItem:
+        return ast.SelectItem(ast.Star())
+
+    def select_item(self, c: list[Any]) -> ast.SelectItem:
+        return ast.SelectItem(c[0], c[1])
+
+    def alias(self, c: list[ast.Ident]) -> ast.Ident:
+        return c[-1]
+
+    def assignments(self, c: list[tuple[ast.Ident, ast.Expr]]) -> Clause:
+        return Clause("assignments", tuple(c))
+
+    def assignment(self, c: list[Any]) -> tuple[ast.Ident, ast.Expr]:
+        return (c[0], c[1])
+
+    def option_kv(self, c: list[Any]) -> ast.Option:
+        return (c[0].name.lower(), option_value(c[1]))
+
+    def returning(self, c: list[tuple[ast.SelectItem, ...]]) -> Clause:
+        return Clause("returning", c[0])

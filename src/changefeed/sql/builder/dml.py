@@ -1,0 +1,178 @@
+"""Rules for DML: ``INSERT``/``UPSERT``/``REPLACE``, ``UPDATE``, ``DELETE``, ``SELECT`` and CQL's
+``BATCH``, in both dialects."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from lark import Token, v_args
+
+from changefeed.exceptions import StatementSyntaxError
+from changefeed.sql import ast
+from changefeed.sql.builder.common import Clause, Rules, clauses, first, position
+
+__all__ = ["DmlRules", "select_node"]
+
+
+class DmlRules(Rules):
+    """Writes and reads of rows."""
+
+    @v_args(meta=True)
+    def insert(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = clauses(c)
+        return ast.Insert(
+            table=c[1],
+            columns=cl.get("columns", ()),
+            rows=cl["rows"],
+            mode=c[0],
+            on_conflict_do_nothing="on_conflict" in cl,
+            returning=cl.get("returning", ()),
+            pos=position(meta),
+        )
+
+    def insert_verb(self, c: list[Token]) -> str:
+        return str(c[0]).lower()
+
+    def insert_rows(self, c: list[tuple[ast.Expr, ...]]) -> Clause:
+        return Clause("rows", tuple(c))
+
+    def row(self, c: list[tuple[ast.Expr, ...]]) -> tuple[ast.Expr, ...]:
+        return c[0]
+
+    def on_conflict(self, c: list[Any]) -> Clause:
+        return Clause("on_conflict", True)
+
+    @v_args(meta=True)
+    def cql_insert(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = clauses(c)
+        using = cl.get("using", {})
+        return ast.Insert(
+            table=c[0],
+            columns=cl["columns"],
+            rows=cl["rows"],
+            if_not_exists=cl.get("if_not_exists", False),
+            ttl=using.get("ttl"),
+            timestamp=using.get("timestamp"),
+            pos=position(meta),
+        )
+
+    def cql_values(self, c: list[tuple[ast.Expr, ...]]) -> Clause:
+        return Clause("rows", (c[0],))
+
+    def using_clause(self, c: list[tuple[str, ast.Expr]]) -> Clause:
+        return Clause("using", dict(c))
+
+    def using_ttl(self, c: list[ast.Expr]) -> tuple[str, ast.Expr]:
+        return ("ttl", c[0])
+
+    def using_timestamp(self, c: list[ast.Expr]) -> tuple[str, ast.Expr]:
+        return ("timestamp", c[0])
+
+    def using_timeout(self, c: list[Any]) -> tuple[str, Any]:
+        # ScyllaDB's per-statement timeout: accepted; statements here are not cut short by time
+        return ("timeout", None)
+
+    @v_args(meta=True)
+    def update(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = clauses(c)
+        return ast.Update(
+            table=c[0],
+            assignments=cl["assignments"],
+            where=cl.get("where"),
+            returning=cl.get("returning", ()),
+            pos=position(meta),
+        )
+
+    @v_args(meta=True)
+    def cql_update(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = clauses(c)
+        using = cl.get("using", {})
+        return ast.Update(
+            table=c[0],
+            assignments=cl["assignments"],
+            where=cl.get("where"),
+            if_exists=cl.get("if_exists", False),
+            ttl=using.get("ttl"),
+            timestamp=using.get("timestamp"),
+            pos=position(meta),
+        )
+
+    @v_args(meta=True)
+    def delete(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = clauses(c)
+        return ast.Delete(
+            table=c[0], where=cl.get("where"), returning=cl.get("returning", ()), pos=position(meta)
+        )
+
+    @v_args(meta=True)
+    def cql_delete(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = clauses(c)
+        using = cl.get("using", {})
+        if "ttl" in using:
+            raise StatementSyntaxError(
+                "DELETE does not accept USING TTL", line=position(meta).line, column=position(meta).column
+            )
+        return ast.Delete(
+            table=c[1],
+            columns=c[0] or (),
+            where=cl.get("where"),
+            if_exists=cl.get("if_exists", False),
+            timestamp=using.get("timestamp"),
+            pos=position(meta),
+        )
+
+    @v_args(meta=True)
+    def select(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return select_node(meta, c)
+
+    @v_args(meta=True)
+    def cql_select(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return select_node(meta, [*c, Clause("table", first(c, ast.QName))])
+
+    def from_clause(self, c: list[Any]) -> list[Clause]:
+        out = [Clause("table", c[0])]
+        if c[1] is not None:
+            out.append(c[1])
+        return out
+
+    def from_statement(self, c: list[Any]) -> Clause:
+        """CockroachDB's ``FROM [<statement>]``: the statement's rows are the relation."""
+        return Clause("source", c[0])
+
+    def as_of(self, c: list[ast.Expr]) -> Clause:
+        return Clause("as_of", c[0])
+
+    @v_args(meta=True)
+    def batch(self, meta: Any, c: list[Any]) -> ast.Statement:
+        cl = clauses(c)
+        using = cl.get("using", {})
+        if "ttl" in using:
+            raise StatementSyntaxError(
+                "BATCH does not accept USING TTL", line=position(meta).line, column=position(meta).column
+            )
+        kind: Literal["logged", "unlogged", "counter"] = c[0] or "logged"
+        return ast.Batch(cl["statements"], kind, using.get("timestamp"), pos=position(meta))
+
+    def batch_kind(self, c: list[Token]) -> str:
+        return str(c[0]).lower()
+
+    def batch_body(self, c: list[Any]) -> Clause:
+        return Clause("statements", tuple(c))
+
+
+def select_node(meta: Any, c: list[Any]) -> ast.Select:
+    """A ``SELECT`` from its rule's children (select list, then clauses)."""
+    cl = clauses(c)
+    return ast.Select(
+        items=first(c, tuple),
+        table=cl.get("table"),
+        where=cl.get("where"),
+        order_by=cl.get("order_by", ()),
+        limit=cl.get("limit"),
+        distinct=cl.get("distinct", False),
+        allow_filtering=cl.get("allow_filtering", False),
+        group_by=cl.get("group_by", ()),
+        as_of=cl.get("as_of"),
+        pos=position(meta),
+        source=cl.get("source"),
+    )

@@ -1,0 +1,267 @@
+"""Rules for expressions, literals of both dialects, parameters and type names."""
+
+from __future__ import annotations
+
+import decimal
+import math
+import re
+import uuid
+from typing import Any
+
+from lark import Token
+
+from changefeed.sql import ast
+from changefeed.sql.builder.common import Rules, parse_number, syntax_error_at, unquote_single
+
+__all__ = ["ExpressionRules"]
+
+#: YQL constructors whose double-quoted arguments are strings, not identifiers.
+_TYPED_CONSTRUCTORS = frozenset(
+    name.casefold()
+    for name in [
+        "Date",
+        "Datetime",
+        "Timestamp",
+        "Interval",
+        "Decimal",
+        "Json",
+        "Utf8",
+        "String",
+        "Uuid",
+        "Int8",
+        "Int16",
+        "Int32",
+        "Int64",
+        "Uint8",
+        "Uint16",
+        "Uint32",
+        "Uint64",
+        "Float",
+        "Double",
+        "Bool",
+        "JsonDocument",
+        "Yson",
+        "TzTimestamp",
+        "TzDate",
+        "TzDatetime",
+        "Date32",
+        "Datetime64",
+        "Timestamp64",
+        "Interval64",
+        "Text",
+        "Bytes",
+        "DyNumber",
+    ]
+)
+
+
+class ExpressionRules(Rules):
+    """Expressions, literals and type names."""
+
+    # -- expressions ------------------------------------------------------------------------------
+
+    def or_op(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.BinaryOp("OR", c[0], c[1])
+
+    def and_op(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.BinaryOp("AND", c[0], c[1])
+
+    def not_op(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.UnaryOp("NOT", c[0])
+
+    def comp_op(self, c: list[Token]) -> str:
+        op = str(c[0])
+        return "!=" if op == "<>" else op
+
+    def add_op(self, c: list[Token]) -> str:
+        return str(c[0])
+
+    def mul_op(self, c: list[Token]) -> str:
+        return str(c[0])
+
+    def compare(self, c: list[Any]) -> ast.Expr:
+        return ast.BinaryOp(c[1], c[0], c[2])
+
+    def arith(self, c: list[Any]) -> ast.Expr:
+        return ast.BinaryOp(c[1], c[0], c[2])
+
+    def concat_op(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.BinaryOp("||", c[0], c[1])
+
+    def is_null(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.IsNull(c[0])
+
+    def is_not_null(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.IsNull(c[0], negated=True)
+
+    def in_list(self, c: list[Any]) -> ast.Expr:
+        return ast.InList(c[0], c[1])
+
+    def not_in_list(self, c: list[Any]) -> ast.Expr:
+        return ast.InList(c[0], c[1], negated=True)
+
+    def between(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.Between(c[0], c[1], c[2])
+
+    def not_between(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.Between(c[0], c[1], c[2], negated=True)
+
+    def neg(self, c: list[ast.Expr]) -> ast.Expr:
+        e = c[0]
+        if (
+            isinstance(e, ast.Literal)
+            and isinstance(e.value, (int, float, decimal.Decimal))
+            and not isinstance(e.value, bool)
+        ):
+            return ast.Literal(-e.value, e.suffix)
+        return ast.UnaryOp("-", e)
+
+    def pos(self, c: list[ast.Expr]) -> ast.Expr:
+        e = c[0]
+        if (
+            isinstance(e, ast.Literal)
+            and isinstance(e.value, (int, float, decimal.Decimal))
+            and not isinstance(e.value, bool)
+        ):
+            return e
+        return ast.UnaryOp("+", e)
+
+    def expr_list(self, c: list[ast.Expr]) -> tuple[ast.Expr, ...]:
+        return tuple(c)
+
+    def qparam(self, c: list[Any]) -> ast.Expr:
+        p = ast.Param(self.next_param)
+        self.next_param += 1
+        return p
+
+    def nparam(self, c: list[Token]) -> ast.Expr:
+        n = int(c[0][1:])
+        if n < 1:
+            raise syntax_error_at(c[0], f"invalid parameter {c[0]}: parameters are numbered from $1")
+        return ast.Param(n - 1)
+
+    def column_ref(self, c: list[ast.Ident]) -> ast.Expr:
+        if len(c) == 1:
+            return ast.Column(c[0])
+        return ast.Column(c[1], table=c[0])
+
+    def func_call(self, c: list[Any]) -> ast.Expr:
+        name = str(c[0])
+        args: tuple[ast.Expr, ...] = c[1] or ()
+        if self.dialect == "sql" and name.casefold() in _TYPED_CONSTRUCTORS:
+            args = tuple(
+                ast.Literal(a.name.name)
+                if isinstance(a, ast.Column) and a.table is None and a.name.quoted
+                else a
+                for a in args
+            )
+        return ast.FuncCall(name, args)
+
+    def star_arg(self, c: list[Any]) -> tuple[ast.Expr, ...]:
+        return (ast.Star(),)
+
+    def args(self, c: list[ast.Expr]) -> tuple[ast.Expr, ...]:
+        return tuple(c)
+
+    def tuple_lit(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.TupleLit(tuple(c))
+
+    def cast(self, c: list[Any]) -> ast.Expr:
+        return ast.Cast(c[0], c[1])
+
+    def pg_cast(self, c: list[Any]) -> ast.Expr:
+        return ast.Cast(c[0], c[1])
+
+    def number(self, c: list[Token]) -> ast.Expr:
+        return ast.Literal(parse_number(str(c[0])))
+
+    def string(self, c: list[Token]) -> ast.Expr:
+        return ast.Literal(unquote_single(str(c[0])))
+
+    def null(self, c: list[Any]) -> ast.Expr:
+        return ast.Literal(None)
+
+    def true(self, c: list[Any]) -> ast.Expr:
+        return ast.Literal(True)
+
+    def false(self, c: list[Any]) -> ast.Expr:
+        return ast.Literal(False)
+
+    # CQL literals
+    def uuid_lit(self, c: list[Token]) -> ast.Expr:
+        return ast.Literal(uuid.UUID(str(c[0])))
+
+    def blob_lit(self, c: list[Token]) -> ast.Expr:
+        digits = str(c[0])[2:]
+        if len(digits) % 2:
+            raise syntax_error_at(c[0], f"invalid blob literal {c[0]}: odd number of hex digits")
+        return ast.Literal(bytes.fromhex(digits))
+
+    def nan(self, c: list[Any]) -> ast.Expr:
+        return ast.Literal(math.nan)
+
+    def infinity(self, c: list[Any]) -> ast.Expr:
+        return ast.Literal(math.inf)
+
+    def map_lit(self, c: list[Any]) -> ast.Expr:
+        return ast.MapLit(tuple(x for x in c if x is not None))
+
+    def map_item(self, c: list[ast.Expr]) -> tuple[ast.Expr, ast.Expr]:
+        return (c[0], c[1])
+
+    def list_lit(self, c: list[Any]) -> ast.Expr:
+        return ast.ArrayLit(tuple(x for x in c if x is not None))
+
+    # SQL literals
+    def array_lit(self, c: list[Any]) -> ast.Expr:
+        return ast.ArrayLit(tuple(x for x in c if x is not None))
+
+    def bytes_lit(self, c: list[Token]) -> ast.Expr:
+        tok = str(c[0])
+        body = unquote_single(tok[1:])
+        if tok[0] in "xX":
+            try:
+                return ast.Literal(bytes.fromhex(body))
+            except ValueError:
+                raise syntax_error_at(c[0], f"invalid hex byte string {tok}") from None
+        return ast.Literal(body.encode())
+
+    def hex_lit(self, c: list[Token]) -> ast.Expr:
+        return ast.Literal(int(str(c[0]), 16))
+
+    def suffixed_int(self, c: list[Token]) -> ast.Expr:
+        m = re.fullmatch(r"(\d+)([a-zA-Z]+)", str(c[0]))
+        assert m is not None
+        return ast.Literal(int(m.group(1)), suffix=m.group(2).lower())
+
+    def typed_string(self, c: list[Token]) -> ast.Expr:
+        return ast.Cast(ast.Literal(unquote_single(str(c[1]))), ast.TypeName(str(c[0])))
+
+    # -- types ------------------------------------------------------------------------------------
+
+    def type_name(self, c: list[Any]) -> ast.TypeName:
+        if self.dialect == "cql":
+            name = str(c[0])
+            if c[1]:
+                name += "<" + ", ".join(t.name for t in c[1]) + ">"
+            return ast.TypeName(name)
+        params: tuple[int, ...] = c[1] or ()
+        return ast.TypeName(c[0], params, array=len(c) > 2)
+
+    def type_args(self, c: list[ast.TypeName]) -> tuple[ast.TypeName, ...]:
+        return tuple(c)
+
+    def type_base(self, c: list[Token]) -> str:
+        return " ".join(str(t) for t in c)
+
+    def type_params(self, c: list[Token]) -> tuple[int, ...]:
+        out = []
+        for t in c:
+            v = parse_number(str(t))
+            if not isinstance(v, int):
+                raise syntax_error_at(t, f"type parameters must be integers, not {t}")
+            out.append(v)
+        return tuple(out)
+
+    def type_array(self, c: list[Token]) -> bool:
+        return True
