@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import sqlite3
 import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import changefeed
@@ -22,6 +24,7 @@ from changefeed.server.cql.columnar import encode_rows
 from changefeed.server.cql.statements import result_types
 from changefeed.server.cql.types import rows_encoder
 from changefeed.sql.parser import parse
+from changefeed.sql.statements import cdc_log, sqlite_columns
 from changefeed.sql.statements.select import select_log_columns
 
 TYPES: list[tuple[str, str]] = [
@@ -92,50 +95,62 @@ def _value(rng: random.Random, t: str) -> Any:
     raise AssertionError(t)
 
 
+#: Types whose stored values SQLite's aggregates read (``sqlite_columns``): no REAL, no varint.
+AGGREGATED = [(n, t) for n, t in TYPES if t not in ("float", "double", "varint")]
+
+
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory: pytest.TempPathFactory) -> changefeed.Connection:
-    """A CDC table (pre- and post-images, a static column) after a random workload."""
-    rng = random.Random(18)
+    """CDC tables (pre- and post-images, a static column) after a random workload: ``ks.w`` with
+    every type (read from ``sqlite3``'s tuples), ``ks.n`` without floats and varints (read by
+    SQLite's aggregates)."""
     conn = changefeed.connect(tmp_path_factory.mktemp("columnar") / "db", dialect="cql")
-    cols = ", ".join(f"{n} {t}" for n, t in TYPES)
+    _workload(conn, "ks.w", TYPES, random.Random(18))
+    _workload(conn, "ks.n", AGGREGATED, random.Random(19))
+    conn.execute("CREATE TABLE ks.empty (pk int PRIMARY KEY, v int) WITH cdc = {'enabled': true}")
+    return conn
+
+
+def _workload(
+    conn: changefeed.Connection, table: str, types: list[tuple[str, str]], rng: random.Random
+) -> None:
+    cols = ", ".join(f"{n} {t}" for n, t in types)
     conn.execute(
-        f"CREATE TABLE ks.w (pk int, ck int, s text static, {cols}, PRIMARY KEY (pk, ck))"
+        f"CREATE TABLE {table} (pk int, ck int, s text static, {cols}, PRIMARY KEY (pk, ck))"
         " WITH cdc = {'enabled': true, 'preimage': true, 'postimage': true}"
     )
-    names = [n for n, _ in TYPES]
-    insert = f"INSERT INTO ks.w (pk, ck, {', '.join(names)}) VALUES (?, ?, {', '.join('?' * len(names))})"
+    names = [n for n, _ in types]
+    insert = f"INSERT INTO {table} (pk, ck, {', '.join(names)}) VALUES (?, ?, {', '.join('?' * len(names))})"
     for i in range(400):
         pk, ck = rng.randrange(12), rng.randrange(8)
         what = rng.random()
         if what < 0.45:
-            conn.execute(insert, [pk, ck, *(_value(rng, t) for _, t in TYPES)])
+            conn.execute(insert, [pk, ck, *(_value(rng, t) for _, t in types)])
         elif what < 0.55:
-            conn.execute(f"{insert} USING TTL 1000", [pk, ck, *(_value(rng, t) for _, t in TYPES)])
+            conn.execute(f"{insert} USING TTL 1000", [pk, ck, *(_value(rng, t) for _, t in types)])
         elif what < 0.65:
-            n, t = rng.choice(TYPES)
-            conn.execute(f"UPDATE ks.w SET {n} = ? WHERE pk = ? AND ck = ?", [_value(rng, t), pk, ck])
+            n, t = rng.choice(types)
+            conn.execute(f"UPDATE {table} SET {n} = ? WHERE pk = ? AND ck = ?", [_value(rng, t), pk, ck])
         elif what < 0.7:
-            n, _ = rng.choice(TYPES)
-            conn.execute(f"DELETE {n} FROM ks.w WHERE pk = ? AND ck = ?", [pk, ck])
+            n, _ = rng.choice(types)
+            conn.execute(f"DELETE {n} FROM {table} WHERE pk = ? AND ck = ?", [pk, ck])
         elif what < 0.75:
-            conn.execute("UPDATE ks.w SET s = ? WHERE pk = ?", [f"static {i}", pk])
+            conn.execute(f"UPDATE {table} SET s = ? WHERE pk = ?", [f"static {i}", pk])
         elif what < 0.8:
-            conn.execute("DELETE FROM ks.w WHERE pk = ? AND ck = ?", [pk, ck])
+            conn.execute(f"DELETE FROM {table} WHERE pk = ? AND ck = ?", [pk, ck])
         elif what < 0.83:
-            conn.execute("DELETE FROM ks.w WHERE pk = ? AND ck > ?", [pk, ck])
+            conn.execute(f"DELETE FROM {table} WHERE pk = ? AND ck > ?", [pk, ck])
         elif what < 0.85:
-            conn.execute("DELETE FROM ks.w WHERE pk = ?", [pk])
+            conn.execute(f"DELETE FROM {table} WHERE pk = ?", [pk])
         else:  # a batch over several partitions: one commit, one cdc$time per partition
             rows = [(rng.randrange(12), rng.randrange(8)) for _ in range(rng.randint(2, 20))]
             body = " ".join(
-                f"INSERT INTO ks.w (pk, ck, a_int, a_text) VALUES ({p}, {c}, {j}, 'b{j}');"
+                f"INSERT INTO {table} (pk, ck, a_int, a_text) VALUES ({p}, {c}, {j}, 'b{j}');"
                 for j, (p, c) in enumerate(rows)
             )
             conn.execute(
-                f"BEGIN BATCH {body} UPDATE ks.w SET s = 'batch' WHERE pk = {rows[0][0]}; APPLY BATCH"
+                f"BEGIN BATCH {body} UPDATE {table} SET s = 'batch' WHERE pk = {rows[0][0]}; APPLY BATCH"
             )
-    conn.execute("CREATE TABLE ks.empty (pk int PRIMARY KEY, v int) WITH cdc = {'enabled': true}")
-    return conn
 
 
 def _both(conn: changefeed.Connection, query: str, params: list[Any]) -> tuple[bytes, bytes, int]:
@@ -151,22 +166,68 @@ def _both(conn: changefeed.Connection, query: str, params: list[Any]) -> tuple[b
     return rows_encoder(types)(res.rows), columnwise, len(res.rows)
 
 
-def test_the_whole_log_column_wise_is_the_row_wise_log(logged: changefeed.Connection) -> None:
-    rowwise, columnwise, n = _both(logged, "SELECT * FROM ks.w_scylla_cdc_log", [])
+@pytest.mark.parametrize("table", ["ks.w", "ks.n"])
+def test_the_whole_log_column_wise_is_the_row_wise_log(logged: changefeed.Connection, table: str) -> None:
+    rowwise, columnwise, n = _both(logged, f"SELECT * FROM {table}_scylla_cdc_log", [])
     assert n > 500
     assert columnwise == rowwise
     for q in (
-        'SELECT "cdc$stream_id", "cdc$time", ck, a_text FROM ks.w_scylla_cdc_log',
-        'SELECT a_varint AS v, "cdc$deleted_a_int", "CDC$END_OF_BATCH" FROM ks.w_scylla_cdc_log',
+        f'SELECT "cdc$stream_id", "cdc$time", ck, a_text FROM {table}_scylla_cdc_log',
+        f'SELECT a_int AS v, "cdc$deleted_a_int", "CDC$END_OF_BATCH" FROM {table}_scylla_cdc_log',
         "SELECT * FROM ks.empty_scylla_cdc_log",
     ):
         rowwise, columnwise, _ = _both(logged, q, [])
         assert columnwise == rowwise, q
 
 
-def test_windows_column_wise_are_the_row_wise_windows(logged: changefeed.Connection) -> None:
+def test_sqlites_aggregates_read_the_log_in_chunks(
+    logged: changefeed.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ks.n`` is read by SQLite's aggregates, not from ``sqlite3``'s tuples, and in chunks."""
+
+    def no_tuples(self: Any, window: Any) -> Any:
+        raise AssertionError("read from tuples")
+
+    monkeypatch.setattr(sqlite_columns, "CHUNK_ROWS", 97)
+    rowwise, _, n = _both(logged, "SELECT * FROM ks.n_scylla_cdc_log", [])
+    assert n > 97 * 3
+    monkeypatch.setattr(cdc_log.LogView, "_fetch", no_tuples)
+    session = logged.session
+    stmt = parse("SELECT * FROM ks.n_scylla_cdc_log", dialect="cql")[0]
+    cols = select_log_columns(session, stmt, [])  # type: ignore[arg-type]
+    assert cols is not None
+    types = result_types(session, stmt, cols.names, cols.types, [])
+    assert encode_rows(cols.values, types, cols.rows).cells(0, cols.rows) == rowwise
+
+
+def test_read_columns_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "x.db")
+    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, i, s, b)")
+    rows = [
+        (1, 5, "a\x00b", b"\x00\xff"),
+        (2, None, "", b""),
+        (3, -(2**63), None, None),
+        (4, 2**63 - 1, "zürich", b"z"),
+    ]
+    conn.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
+    classes = [pa.int64(), pa.string(), pa.binary()]
+    got = sqlite_columns.read_columns(conn, "t", ["i", "s", "b"], classes, [], [], [True, True, True])
+    assert got is not None
+    assert [a.to_pylist() for a in got] == [list(c) for c in list(zip(*rows, strict=True))[1:]]
+    assert sqlite_columns.read_columns(conn, "t", ["i"], [pa.int64()], ["seq > 5"], [], [True]) == [
+        pa.array([], pa.int64())
+    ]
+    conn.execute("INSERT INTO t VALUES (5, 1.5, 'x', x'00')")  # a REAL: not read this way
+    assert sqlite_columns.read_columns(conn, "t", ["i"], [pa.int64()], [], [], [True]) is None
+    conn.execute("UPDATE t SET i = '1,2' WHERE seq = 5")  # text that is not one integer
+    assert sqlite_columns.read_columns(conn, "t", ["i"], [pa.int64()], [], [], [True]) is None
+    assert sqlite_columns.read_columns(conn, "t", ["i"], [pa.float64()], [], [], [True]) is None
+
+
+@pytest.mark.parametrize("table", ["ks.w", "ks.n"])
+def test_windows_column_wise_are_the_row_wise_windows(logged: changefeed.Connection, table: str) -> None:
     rng = random.Random(5)
-    rows = logged.execute('SELECT "cdc$stream_id", "cdc$time" FROM ks.w_scylla_cdc_log').rows
+    rows = logged.execute(f'SELECT "cdc$stream_id", "cdc$time" FROM {table}_scylla_cdc_log').rows
     streams = sorted({r[0] for r in rows})
     times = sorted({r[1] for r in rows}, key=timeuuid_key)
     for _ in range(40):
@@ -175,13 +236,15 @@ def test_windows_column_wise_are_the_row_wise_windows(logged: changefeed.Connect
         lower, upper = rng.choice([">", ">="]), rng.choice(["<", "<="])
         marks = ", ".join("?" * len(picked))
         q = (
-            f'SELECT * FROM ks.w_scylla_cdc_log WHERE "cdc$stream_id" IN ({marks})'
+            f'SELECT * FROM {table}_scylla_cdc_log WHERE "cdc$stream_id" IN ({marks})'
             f' AND "cdc$time" {lower} ? AND "cdc$time" {upper} ?'
         )
         rowwise, columnwise, _ = _both(logged, q, [*picked, lo, hi])
         assert columnwise == rowwise, q
     one = times[len(times) // 2]
-    rowwise, columnwise, n = _both(logged, 'SELECT * FROM ks.w_scylla_cdc_log WHERE "cdc$time" = ?', [one])
+    rowwise, columnwise, n = _both(
+        logged, f'SELECT * FROM {table}_scylla_cdc_log WHERE "cdc$time" = ?', [one]
+    )
     assert n and columnwise == rowwise
 
 

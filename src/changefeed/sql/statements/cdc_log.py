@@ -34,6 +34,7 @@ from changefeed.engine.types import Kind, SqlType, resolve_type
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, conjuncts, is_const
+from changefeed.sql.statements.sqlite_columns import read_columns
 
 #: The log's own columns, before the base table's.
 META_COLUMNS = (
@@ -115,6 +116,7 @@ class LogView:
             ["tok", "ts", "lg", "tx", "bsn", "op", "ttl", "seq"] + [c.db for c in self.cols]
         )
         self._select += f", {mask}"
+        self._mask = mask
         n = len(self.value_cols)
         self._dels: dict[int, tuple[bool | None, ...]] = {0: (None,) * n}
         self._ndels = n
@@ -219,25 +221,17 @@ class LogView:
         The time bounds are applied only as far as the seq range goes (by tick)."""
         conn = self.txn.conn
         j = self.st.j
-        conds: list[str] = []
-        params: list[Any] = []
-        lo, hi = self._seq_bounds(window)
-        if lo is not None:
-            conds.append("seq >= ?")
-            params.append(lo)
-        if hi is not None:
-            conds.append("seq <= ?")
-            params.append(hi)
-        if window.vnodes is not None and not window.vnodes:
+        found = self._conditions(window)
+        if found is None:
             return []
+        conds, params = found
         if self.st.cql:
-            if window.vnodes is not None:
-                conds.append(f"{VNODE_SQL} IN ({', '.join(str(v) for v in sorted(window.vnodes))})")
             where = f" WHERE {' AND '.join(conds)}" if conds else ""
             # Read in insertion order and order here (numpy's lexsort of the keys): cheaper than
             # SQLite's sorter writing every fetched row to a temporary b-tree.
             return conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
         # SQL tables store no token: compute it from the partition key.
+        conds = [c for c in conds if VNODE_SQL not in c]
         where = f" WHERE {' AND '.join(conds)}" if conds else ""
         logged = conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
         toks = tokens(tuple(r[i] for i in self._pk_at) for r in logged)
@@ -247,6 +241,24 @@ class LogView:
             if window.vnodes is None or vnode_of(tok) in window.vnodes
         ]
 
+    def _conditions(self, window: Window) -> tuple[list[str], list[Any]] | None:
+        """The journal conditions (and their parameters) of ``window``'s seq range and streams
+        (streams as a condition on the stored token); None when no row can match."""
+        if window.vnodes is not None and not window.vnodes:
+            return None
+        conds: list[str] = []
+        params: list[Any] = []
+        lo, hi = self._seq_bounds(window)
+        if lo is not None:
+            conds.append("seq >= ?")
+            params.append(lo)
+        if hi is not None:
+            conds.append("seq <= ?")
+            params.append(hi)
+        if window.vnodes is not None:
+            conds.append(f"{VNODE_SQL} IN ({', '.join(str(v) for v in sorted(window.vnodes))})")
+        return conds, params
+
     # ------------------------------------------------------------------ column-wise
     def columns(self, window: Window = Window()) -> LogColumns:
         """The log's rows within ``window`` column-wise, in log order: the same values as
@@ -255,8 +267,7 @@ class LogView:
         value (decimals, dates, UUIDs..), as lists of Python values. Nothing is built per row but
         the database driver's tuples: Arrow converts them, and keys, order, times and flags are
         computed on arrays."""
-        raw = self._fetch(window)
-        stored = self._stored_arrays(raw)
+        stored = self._read_stored(window)
         tok, ts, lg, tx, bsn = (_ints(stored[i]) for i in (0, 1, 2, 3, 4))
         n = len(tok)
         # insertion order (the fetch's) breaks the remaining ties, as seq does
@@ -289,6 +300,35 @@ class LogView:
         for b in range(self._ndels):
             out.append(_true_or_null((mask >> b) & 1 == 1))
         return LogColumns(list(self.names), list(self.types), n, out)
+
+    def _read_stored(self, window: Window) -> list[pa.Array | tuple[Any, ...]]:
+        """The journal columns of ``window`` (as :meth:`_fetch` reads them), column-wise: read by
+        SQLite's aggregates (``sqlite_columns``) where every column is an integer, text or blob,
+        else converted from the fetched tuples."""
+        classes = [pa.int64()] * 8 + [_STORAGE.get(c.type.kind) for c in self.cols] + [pa.int64()]
+        if self.st.cql and all(c is not None and c != pa.float64() for c in classes):
+            found = self._conditions(window)
+            if found is None:
+                return [pa.array([], type=c) for c in classes]
+            exprs = [
+                "tok",
+                "ts",
+                "lg",
+                "tx",
+                "bsn",
+                "op",
+                "ttl",
+                "seq",
+                *(c.db for c in self.cols),
+                self._mask,
+            ]
+            nullable = (
+                [True, False, False, False, False, False, True, False] + [True] * len(self.cols) + [False]
+            )
+            got = read_columns(self.txn.conn, self.st.j, exprs, classes, found[0], found[1], nullable)
+            if got is not None:
+                return list(got)
+        return self._stored_arrays(self._fetch(window))
 
     def _stored_arrays(self, raw: list[tuple[Any, ...]]) -> list[pa.Array | tuple[Any, ...]]:
         """The fetched rows' columns: Arrow arrays of the storage class each column's values are
