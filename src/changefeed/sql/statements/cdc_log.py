@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from changefeed.engine.catalog import TableSchema
-from changefeed.engine.cdc_streams import VNODE_SQL, VNODES, generation, generation_at, vnode_of
+from changefeed.engine.cdc_streams import VNODES, generation, generation_at, vnode_of
 from changefeed.engine.clock import CommitTs, timeuuid_key
 from changefeed.engine.storage import tokens
 from changefeed.engine.txn import Transaction
@@ -221,7 +221,7 @@ class LogView:
         The time bounds are applied only as far as the seq range goes (by tick)."""
         conn = self.txn.conn
         j = self.st.j
-        found = self._conditions(window)
+        found = self._conditions(window, streams=self.st.cql)
         if found is None:
             return []
         conds, params = found
@@ -231,7 +231,6 @@ class LogView:
             # SQLite's sorter writing every fetched row to a temporary b-tree.
             return conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
         # SQL tables store no token: compute it from the partition key.
-        conds = [c for c in conds if VNODE_SQL not in c]
         where = f" WHERE {' AND '.join(conds)}" if conds else ""
         logged = conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
         toks = tokens(tuple(r[i] for i in self._pk_at) for r in logged)
@@ -241,9 +240,9 @@ class LogView:
             if window.vnodes is None or vnode_of(tok) in window.vnodes
         ]
 
-    def _conditions(self, window: Window) -> tuple[list[str], list[Any]] | None:
-        """The journal conditions (and their parameters) of ``window``'s seq range and streams
-        (streams as a condition on the stored token); None when no row can match."""
+    def _conditions(self, window: Window, streams: bool = True) -> tuple[list[str], list[Any]] | None:
+        """The journal conditions (and their parameters) of ``window``'s seq range and, with
+        ``streams``, its streams (as token ranges of the stored token); None when no row can match."""
         if window.vnodes is not None and not window.vnodes:
             return None
         conds: list[str] = []
@@ -255,8 +254,17 @@ class LogView:
         if hi is not None:
             conds.append("seq <= ?")
             params.append(hi)
-        if window.vnodes is not None:
-            conds.append(f"{VNODE_SQL} IN ({', '.join(str(v) for v in sorted(window.vnodes))})")
+        if streams and window.vnodes is not None:
+            # vnode v holds the tokens t with t >> _SHIFT == v - _HALF: a range each (contiguous
+            # vnodes merged), cheaper for SQLite than computing every row's vnode
+            ranges: list[str] = []
+            for first, last in _runs(sorted(window.vnodes)):
+                lo_tok = (first - _HALF) << _SHIFT
+                if last + 1 - _HALF >= 1 << (63 - _SHIFT):
+                    ranges.append(f"tok >= {lo_tok}")
+                else:
+                    ranges.append(f"(tok >= {lo_tok} AND tok < {(last + 1 - _HALF) << _SHIFT})")
+            conds.append(f"({' OR '.join(ranges)})")
         return conds, params
 
     # ------------------------------------------------------------------ column-wise
@@ -461,6 +469,17 @@ def log_order(
         )
     )
     return order
+
+
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    """Sorted integers as (first, last) runs of consecutive ones."""
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and out[-1][1] + 1 == v:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out
 
 
 def _take(rows: list[tuple[Any, ...]], order: np.ndarray) -> list[tuple[Any, ...]]:
