@@ -36,6 +36,7 @@ from changefeed.server.cql import wire as w
 from changefeed.server.cql.session import ENDPOINT, CqlSession, Shared, lz4_decompress
 from changefeed.server.cql.statements import SchemaChange
 from changefeed.server.cql.system import Node, user_tables
+from changefeed.sql.parser import parse
 from changefeed.sql.statements.common import LOG_SUFFIX
 
 log = logging.getLogger("changefeed.server.cql")
@@ -110,6 +111,8 @@ class CqlEndpoint:
             publish=self.publish_schema,
         )
         self._schema = await loop.run_in_executor(self.pool, self._schema_snapshot)
+        # load the cql grammar now (a few hundred ms), not in the first client's first statement
+        await loop.run_in_executor(self.pool, parse, "SELECT key FROM system.local", "cql")
         self._watcher = asyncio.ensure_future(self._watch_schema())
         return str(host), int(port)
 
