@@ -141,6 +141,16 @@ def test_a_cqlsh_script_reads_the_log_of_the_table_it_creates(server: RunningSer
         assert out.returncode == 0 and not out.stderr, (how, out.stderr)
         lines = [x.strip() for x in out.stdout.splitlines() if x.strip()]
         assert lines[-2:] == ["0 |             2 |  1 |  2 | 3", "(1 rows)"], (how, out.stdout)
+    # a log that an ALTER TABLE creates, the same way
+    script = (
+        "CREATE TABLE ks.altered (pk int PRIMARY KEY, v int);\n"
+        "ALTER TABLE ks.altered WITH cdc = {'enabled': true};\n"
+        "INSERT INTO ks.altered (pk, v) VALUES (7, 8);\n"
+        "SELECT pk, v FROM ks.altered_scylla_cdc_log"
+    )
+    out = _cqlsh(server, "", "-e", script)
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    assert [x.strip() for x in out.stdout.splitlines() if x.strip()][-2:] == ["7 | 8", "(1 rows)"]
 
 
 def _as_cqlsh_prints(block: str) -> str:
