@@ -278,8 +278,8 @@ class LogView:
         stored = self._read_stored(window)
         tok, ts, lg, tx, bsn = (_ints(stored[i]) for i in (0, 1, 2, 3, 4))
         n = len(tok)
-        # insertion order (the fetch's) breaks the remaining ties, as seq does
-        order = log_order(tok, ts, lg, bsn, np.arange(n, dtype=np.int64))
+        # insertion order (seq) breaks the remaining ties
+        order = log_order(tok, ts, lg, bsn, _ints(stored[7]))
         # end of batch: the last row of its (partition, transaction) in log order, before the
         # exact time bounds apply (rows of one partition and transaction share one cdc$time)
         stok, stx = tok[order], tx[order]
