@@ -10,6 +10,7 @@ import re
 import socket
 import struct
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -351,6 +352,56 @@ def test_use_and_schema_events(server: RunningServer) -> None:
     finally:
         c1.shutdown()
         c2.shutdown()
+
+
+def test_a_cdc_table_sends_its_logs_event_before_the_answer(server: RunningServer, cql: Session) -> None:
+    """As ScyllaDB's notifier: CREATE TABLE .. WITH cdc sends CREATED events for the table and its
+    log to registered connections before its answer, and the answer waits until they re-read the
+    log's schema; CREATE TABLE IF NOT EXISTS of an existing table still sends the table's event."""
+
+    def strings(body: bytes) -> list[str]:
+        out, at = [], 0
+        while at < len(body):
+            (n,) = struct.unpack(">H", body[at : at + 2])
+            out.append(body[at + 2 : at + 2 + n].decode())
+            at += 2 + n
+        return out
+
+    def events(sock: socket.socket, until: str) -> list[tuple[str, ...]]:
+        got: list[tuple[str, ...]] = []
+        while not got or got[-1][-1] != until:
+            opcode, _, body = _read_frame(sock)
+            if opcode == 0x0C:
+                got.append(tuple(strings(body)[1:]))
+        return got
+
+    cql.execute("DROP TABLE IF EXISTS ks.evt")
+    with socket.create_connection((server.host, server.port)) as sock:
+        sock.settimeout(30)
+        _startup(sock)
+        sock.sendall(_frame(4, 2, 0x0B, struct.pack(">H", 1) + struct.pack(">H", 13) + b"SCHEMA_CHANGE"))
+        assert _read_frame(sock)[0] == 0x02  # READY
+        ddl = cql.execute_async(
+            "CREATE TABLE ks.evt (pk int PRIMARY KEY, v int) WITH cdc = {'enabled': true}"
+        )
+        answered = threading.Event()
+        ddl.add_callbacks(lambda _: answered.set(), lambda _: answered.set())
+        got = events(sock, "evt_scylla_cdc_log")
+        assert ("CREATED", "TABLE", "ks", "evt") in got and got[-1] == (
+            "CREATED",
+            "TABLE",
+            "ks",
+            "evt_scylla_cdc_log",
+        )
+        time.sleep(0.3)
+        assert not answered.is_set()  # waiting for this connection to re-read the log's schema
+        query = b"SELECT * FROM system_schema.views WHERE keyspace_name = 'ks' AND view_name = 'evt_scylla_cdc_log'"
+        sock.sendall(_frame(4, 3, 0x07, struct.pack(">i", len(query)) + query + struct.pack(">HB", 1, 0)))
+        ddl.result()
+        cql.execute(
+            "CREATE TABLE IF NOT EXISTS ks.evt (pk int PRIMARY KEY, v int) WITH cdc = {'enabled': true}"
+        )
+        assert events(sock, "evt")[-1] == ("CREATED", "TABLE", "ks", "evt")
 
 
 def test_errors_have_cql_codes(cql: Session) -> None:

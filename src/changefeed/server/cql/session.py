@@ -553,15 +553,12 @@ class CqlSession:
             return
         if changes:
             # events first (the log tables a CDC option creates too), then the answer, as ScyllaDB
-            published = False
+            published: list[SchemaChange] = []
             if self.shared.publish is not None:
-                try:
-                    await self.shared.publish(self)
-                    published = True
-                except Exception:  # a failed catalog read: the statement's own changes at least
-                    published = False
-            if not published:
-                for change in changes:
+                with contextlib.suppress(Exception):  # a failed catalog read: the statement's own
+                    published = await self.shared.publish(self)
+            for change in changes:  # (also when nothing changed: CREATE .. IF NOT EXISTS, as ScyllaDB)
+                if change not in published:
                     self.shared.broadcast(change)
             self.send(
                 stream,
