@@ -156,7 +156,7 @@ class TopicApis:
 
     # -- Fetch -------------------------------------------------------------------------------
 
-    async def fetch(self, session: Session, version: int, r: Reader) -> bytes:
+    async def fetch(self, session: Session, version: int, r: Reader) -> list[bytes | bytearray | memoryview]:
         r.int32()  # replica id
         max_wait_ms = r.int32()
         min_bytes = r.int32()
@@ -199,7 +199,7 @@ class TopicApis:
                         res = FetchResult(res.error, res.high_watermark, res.log_start, b"")
                     else:
                         res = b.fetch_partition(info, p, offset, max(1, min(pmax, budget - total)))
-                        total += len(res.records or b"")
+                        total += res.size
                     rows.append((p, res))
                 out.append((name, rows))
             return total, out
@@ -225,8 +225,8 @@ class TopicApis:
                 w.int32(-1)  # aborted transactions: none
                 if version >= 11:
                     w.int32(-1)
-                w.bytes_(res.records or b"")  # Kafka sends empty records, never null
-        return w.getvalue()
+                w.bytes_parts([res.records or b"", *res.more])  # empty records, never null
+        return w.getparts()
 
     # -- Produce -----------------------------------------------------------------------------
 
