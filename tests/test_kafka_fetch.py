@@ -491,3 +491,23 @@ def test_a_corrupt_compressed_batch_is_refused_and_changes_nothing(
             parse_batches(good, 6)
         assert exc.value.code == E.UNSUPPORTED_COMPRESSION_TYPE
         assert len(parse_batches(good, 7)[0].values) == 50
+
+
+@pytest.mark.parametrize("codec", CODEC_IDS)
+def test_a_batch_that_decompresses_past_the_limit_is_refused(tmp_path: Path, codec: str) -> None:
+    """A compression bomb (a small batch whose records expand past MAX_DECOMPRESSED) is refused
+    without being expanded whole, and nothing is stored."""
+    from changefeed.server.kafka.records import UnsupportedBatch
+    from changefeed.topics import codecs
+    from changefeed.topics.store import TopicError
+
+    plain = encode_batch(0, range(1), [b"k"], [b"v"], [1_700_000_000_000])
+    body = codecs.compress(CODEC_IDS[codec], b"\0" * (codecs.MAX_DECOMPRESSED + 1))
+    bad = _with_body(plain, CODEC_IDS[codec], body)
+    with pytest.raises(UnsupportedBatch, match="decompress to more than"):
+        parse_batches(bad)
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    with pytest.raises(TopicError, match="decompress to more than"):
+        st.append_batch(info, 0, "w", 1, bad)
+    assert st.offsets("t") == {0: (0, 0)}

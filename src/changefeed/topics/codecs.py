@@ -19,6 +19,7 @@ The topic log stores a produced batch as it came, compressed, so a Fetch returns
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,12 @@ GZIP = 1
 SNAPPY = 2
 LZ4 = 3
 ZSTD = 4
+
+
+#: The most bytes a batch's records may decompress to. Kafka's default ``max.message.bytes`` is
+#: 1 MiB of compressed records; a batch that expands past this is refused (a compression bomb
+#: would otherwise be expanded whole in memory).
+MAX_DECOMPRESSED = 64 * 1024 * 1024
 
 
 class CodecError(Exception):
@@ -52,11 +59,19 @@ class Codec:
     compress: Callable[[bytes], bytes]
 
 
+def _too_large(codec: str) -> CodecError:
+    return CodecError(f"{codec} records decompress to more than {MAX_DECOMPRESSED} bytes")
+
+
 def _gunzip(data: bytes) -> bytes:
     try:
-        return gzip.decompress(data)
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+            out = f.read(MAX_DECOMPRESSED + 1)
     except (OSError, EOFError, ValueError, zlib.error) as exc:
         raise CodecError(f"gzip records do not decompress: {exc}") from None
+    if len(out) > MAX_DECOMPRESSED:
+        raise _too_large("gzip")
+    return out
 
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -65,7 +80,21 @@ _XERIAL_HEADER = XERIAL_MAGIC + (1).to_bytes(4, "big") + (1).to_bytes(4, "big")
 _XERIAL_BLOCK = 32 * 1024
 
 
-def _snappy_block(data: bytes | memoryview) -> bytes:
+def _snappy_length(data: bytes | memoryview) -> int:
+    """A raw snappy block's uncompressed length: its leading varint."""
+    n = shift = 0
+    for i in range(min(5, len(data))):
+        b = data[i]
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n
+        shift += 7
+    raise CodecError("snappy records: a block without its length")
+
+
+def _snappy_block(data: bytes | memoryview, room: int = MAX_DECOMPRESSED) -> bytes:
+    if _snappy_length(data) > room:
+        raise _too_large("snappy")
     try:
         return bytes(cramjam.snappy.decompress_raw(data))
     except cramjam.DecompressionError as exc:
@@ -79,6 +108,7 @@ def _unsnappy(data: bytes) -> bytes:
         raise CodecError("snappy records: truncated snappy-java stream header")
     view = memoryview(data)
     out: list[bytes] = []
+    total = 0
     pos = len(_XERIAL_HEADER)
     end = len(data)
     while pos < end:
@@ -88,7 +118,8 @@ def _unsnappy(data: bytes) -> bytes:
         pos += 4
         if n > end - pos:
             raise CodecError("snappy records: a snappy-java block runs past the batch")
-        out.append(_snappy_block(view[pos : pos + n]))
+        out.append(_snappy_block(view[pos : pos + n], MAX_DECOMPRESSED - total))
+        total += len(out[-1])
         pos += n
     return b"".join(out)
 
@@ -103,11 +134,20 @@ def _snappy(data: bytes) -> bytes:
 
 def _unlz4(data: bytes) -> bytes:
     out: list[bytes] = []
+    total = 0
     rest = data
     try:
         while True:
             d = lz4.frame.LZ4FrameDecompressor()
-            out.append(d.decompress(rest))
+            chunk = d.decompress(rest, max_length=MAX_DECOMPRESSED - total + 1)
+            while True:
+                out.append(chunk)
+                total += len(chunk)
+                if total > MAX_DECOMPRESSED:
+                    raise _too_large("lz4")
+                if d.eof or d.needs_input:
+                    break
+                chunk = d.decompress(b"", max_length=MAX_DECOMPRESSED - total + 1)
             if not d.eof:
                 raise CodecError("lz4 records: truncated LZ4 frame")
             rest = d.unused_data
@@ -126,6 +166,13 @@ def _unzstd(data: bytes) -> bytes:
     rest = data
     dctx = zstandard.ZstdDecompressor()
     try:
+        # the size first, bounded (a frame's decompressobj has no output limit)
+        reader = dctx.stream_reader(data, read_across_frames=True)
+        total = 0
+        while chunk := reader.read(1 << 20):
+            total += len(chunk)
+            if total > MAX_DECOMPRESSED:
+                raise _too_large("zstd")
         while True:
             d = dctx.decompressobj()
             out.append(d.decompress(rest))
