@@ -69,6 +69,9 @@ def load() -> str:
 
 
 def fill(db: Path, topic: str, n: int, size: int, partitions: int) -> None:
+    import changefeed
+
+    changefeed.connect(db).close()  # a changefeed database: `serve` refuses a directory of topics alone
     st = TopicStore(db)
     st.ensure_topic(topic, partitions, 0)
     value = b"v" * size

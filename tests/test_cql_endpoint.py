@@ -10,6 +10,7 @@ import re
 import socket
 import struct
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -96,10 +97,10 @@ def _cqlsh(srv: RunningServer, script: str, *extra: str) -> subprocess.Completed
 
 def test_spec_examples_through_cqlsh(server: RunningServer) -> None:
     """Every example file through cqlsh, its output exactly as the document prints it. Each file
-    gets its own table (``ks.t`` renamed ``ks.t01`` ...), so all of them run in two cqlsh sessions:
-    the tables are created in the first, the rest runs in the second. (A table's CDC log reaches a
-    driver's metadata through a schema-change event, as with ScyllaDB, and cqlsh needs that
-    metadata to print a SELECT; a new session reads it at connect.)"""
+    gets its own table (``ks.t`` renamed ``ks.t01`` ...), so all of them run in one cqlsh session:
+    the tables are created first, then the rest runs. (A table's CDC log reaches a driver's
+    metadata through a schema-change event, as with ScyllaDB, and cqlsh needs that metadata to
+    print a SELECT: the CREATE TABLE answers once the subscribed drivers re-read the log.)"""
     ddl: list[str] = []
     rest: list[str] = []
     expected: list[str] = []
@@ -116,11 +117,41 @@ def test_spec_examples_through_cqlsh(server: RunningServer) -> None:
                 (ddl if stmt.lstrip().upper().startswith("CREATE") else rest).append(stmt)
             if step.expected is not None:
                 expected.append(_as_cqlsh_prints(step.expected))
-    first = _cqlsh(server, "".join(s + ";\n" for s in ddl))
-    assert first.returncode == 0 and not first.stderr, first.stderr
-    out = _cqlsh(server, "".join(s + ";\n" for s in rest))
+    out = _cqlsh(server, "".join(s + ";\n" for s in ddl + rest))
     assert not out.stderr, out.stderr
     assert out.stdout.strip("\n") == "\n\n".join(expected)
+
+
+def test_a_cqlsh_script_reads_the_log_of_the_table_it_creates(server: RunningServer, tmp_path: Path) -> None:
+    """One cqlsh script (``-e`` with several statements, or ``-f``) creates a CDC table and reads
+    its log: the CREATE TABLE sends the log table's CREATED event with the base table's (as
+    ScyllaDB's notifier does) and answers once cqlsh's driver has re-read the log's schema, so
+    cqlsh finds the log in its metadata to print the rows."""
+    for n, how in enumerate(("-e", "-f")):
+        script = (
+            f"CREATE TABLE ks.script{n} (pk int, ck int, v int, PRIMARY KEY (pk, ck)) WITH cdc = {{'enabled': true}};\n"
+            f"INSERT INTO ks.script{n} (pk, ck, v) VALUES (1, 2, 3);\n"
+            f'SELECT "cdc$batch_seq_no", "cdc$operation", pk, ck, v FROM ks.script{n}_scylla_cdc_log'
+        )
+        if how == "-e":
+            out = _cqlsh(server, "", "-e", script)
+        else:
+            path = tmp_path / "script.cql"
+            path.write_text(script + ";\n")
+            out = _cqlsh(server, "", "-f", str(path))
+        assert out.returncode == 0 and not out.stderr, (how, out.stderr)
+        lines = [x.strip() for x in out.stdout.splitlines() if x.strip()]
+        assert lines[-2:] == ["0 |             2 |  1 |  2 | 3", "(1 rows)"], (how, out.stdout)
+    # a log that an ALTER TABLE creates, the same way
+    script = (
+        "CREATE TABLE ks.altered (pk int PRIMARY KEY, v int);\n"
+        "ALTER TABLE ks.altered WITH cdc = {'enabled': true};\n"
+        "INSERT INTO ks.altered (pk, v) VALUES (7, 8);\n"
+        "SELECT pk, v FROM ks.altered_scylla_cdc_log"
+    )
+    out = _cqlsh(server, "", "-e", script)
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    assert [x.strip() for x in out.stdout.splitlines() if x.strip()][-2:] == ["7 | 8", "(1 rows)"]
 
 
 def _as_cqlsh_prints(block: str) -> str:
@@ -321,6 +352,56 @@ def test_use_and_schema_events(server: RunningServer) -> None:
     finally:
         c1.shutdown()
         c2.shutdown()
+
+
+def test_a_cdc_table_sends_its_logs_event_before_the_answer(server: RunningServer, cql: Session) -> None:
+    """As ScyllaDB's notifier: CREATE TABLE .. WITH cdc sends CREATED events for the table and its
+    log to registered connections before its answer, and the answer waits until they re-read the
+    log's schema; CREATE TABLE IF NOT EXISTS of an existing table still sends the table's event."""
+
+    def strings(body: bytes) -> list[str]:
+        out, at = [], 0
+        while at < len(body):
+            (n,) = struct.unpack(">H", body[at : at + 2])
+            out.append(body[at + 2 : at + 2 + n].decode())
+            at += 2 + n
+        return out
+
+    def events(sock: socket.socket, until: str) -> list[tuple[str, ...]]:
+        got: list[tuple[str, ...]] = []
+        while not got or got[-1][-1] != until:
+            opcode, _, body = _read_frame(sock)
+            if opcode == 0x0C:
+                got.append(tuple(strings(body)[1:]))
+        return got
+
+    cql.execute("DROP TABLE IF EXISTS ks.evt")
+    with socket.create_connection((server.host, server.port)) as sock:
+        sock.settimeout(30)
+        _startup(sock)
+        sock.sendall(_frame(4, 2, 0x0B, struct.pack(">H", 1) + struct.pack(">H", 13) + b"SCHEMA_CHANGE"))
+        assert _read_frame(sock)[0] == 0x02  # READY
+        ddl = cql.execute_async(
+            "CREATE TABLE ks.evt (pk int PRIMARY KEY, v int) WITH cdc = {'enabled': true}"
+        )
+        answered = threading.Event()
+        ddl.add_callbacks(lambda _: answered.set(), lambda _: answered.set())
+        got = events(sock, "evt_scylla_cdc_log")
+        assert ("CREATED", "TABLE", "ks", "evt") in got and got[-1] == (
+            "CREATED",
+            "TABLE",
+            "ks",
+            "evt_scylla_cdc_log",
+        )
+        time.sleep(0.3)
+        assert not answered.is_set()  # waiting for this connection to re-read the log's schema
+        query = b"SELECT * FROM system_schema.views WHERE keyspace_name = 'ks' AND view_name = 'evt_scylla_cdc_log'"
+        sock.sendall(_frame(4, 3, 0x07, struct.pack(">i", len(query)) + query + struct.pack(">HB", 1, 0)))
+        ddl.result()
+        cql.execute(
+            "CREATE TABLE IF NOT EXISTS ks.evt (pk int PRIMARY KEY, v int) WITH cdc = {'enabled': true}"
+        )
+        assert events(sock, "evt")[-1] == ("CREATED", "TABLE", "ks", "evt")
 
 
 def test_errors_have_cql_codes(cql: Session) -> None:

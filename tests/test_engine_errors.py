@@ -77,6 +77,8 @@ CQL_BAD = [
         "nope",
     ),
     ("CREATE TABLE ks.u (a int PRIMARY KEY) WITH nope = 1", exc.InvalidOption, "nope"),
+    ("CREATE TABLE ks.u (a int PRIMARY KEY) WITH cdc = 'true'", exc.InvalidOption, "takes a map"),
+    ("ALTER TABLE ks.t WITH cdc = 1", exc.InvalidOption, "takes a map"),
     ("CREATE TABLE ks.t (a int PRIMARY KEY)", exc.DuplicateObject, "already exists"),
     ("CREATE TABLE ks.u (a int, b int static, PRIMARY KEY (a))", exc.InvalidStatement, "static"),
     ("CREATE TABLE ks.u (a nosuchtype PRIMARY KEY)", exc.UndefinedObject, "nosuchtype"),
@@ -130,6 +132,7 @@ SQL_BAD = [
         exc.InvalidOption,
         "Uint64 or Uint32",
     ),
+    ("CREATE TABLE u (id INT PRIMARY KEY, v TEXT) WITH (cdc = 'x')", exc.InvalidOption, "takes a map"),
     (
         "ALTER TABLE nope ADD CHANGEFEED f WITH (FORMAT = 'JSON', MODE = 'UPDATES')",
         exc.UndefinedTable,

@@ -1,6 +1,8 @@
-"""The Kafka endpoint's fast fetch path, without a client: the column-wise record batch encoder
-against a plain reference encoder, the store's column read (consecutive and gapped offsets), and
-the broker's encoded-batch cache (fresh watermarks, retention, read-ahead)."""
+"""The Kafka endpoint's fetch and produce paths, without a client: the record batch encoder
+against a plain reference encoder; the topic log's stored batches (a fetch returns them whole,
+from the one holding the offset, up to max bytes; retention; ns timestamps); a produced batch
+kept as its producer framed it; partition files of the old row format read and appended to;
+a damaged stored batch."""
 
 from __future__ import annotations
 
@@ -80,7 +82,7 @@ def test_store_reads_columns_with_and_without_offset_gaps(tmp_path: Path) -> Non
 
     st.append("t", 0, "w", 1, rows([b"a", b"b", b"c"], -1_500_000))  # ts before 1970: floor to ms
     cols = st.read_columns(info, 0, 0, 100, ts_unit_ns=1_000_000)
-    assert (cols.earliest, cols.next_offset, cols.offsets) == (0, 3, range(0, 3))
+    assert (cols.earliest, cols.next_offset, list(cols.offsets)) == (0, 3, [0, 1, 2])
     assert (list(cols.values), list(cols.keys), list(cols.timestamps)) == (
         [b"a", b"b", b"c"],
         [None] * 3,
@@ -102,42 +104,45 @@ def test_store_reads_columns_with_and_without_offset_gaps(tmp_path: Path) -> Non
     )
     cols = st.read_columns(info, 0, 4, 2)
     assert (list(cols.offsets), list(cols.values)) == ([4, 6], [b"e", b"g"])
-    assert st.read_columns(info, 0, 7, 10).values == ()
+    assert list(st.read_columns(info, 0, 7, 10).values) == []
 
 
-def test_fetch_cache_read_ahead_fresh_watermarks_and_retention(tmp_path: Path) -> None:
+def test_fetch_returns_stored_batches_whole_from_the_one_holding_the_offset(tmp_path: Path) -> None:
     now = [10**12]
     st = TopicStore(tmp_path, clock=lambda: now[0])
     info = st.ensure_topic("t", 1, retention_ns=1_000)
-    table = pa.table({"key": [b"k%d" % i for i in range(1000)], "value": [b"v" * 90] * 1000})
-    st.append("t", 0, "w", 1, table.append_column("ts", pa.array([time.time_ns()] * 1000)))
+    for b in range(10):  # ten appends: ten stored batches of 100 records (~10.5 KB each)
+        keys = [b"k%d" % i for i in range(100 * b, 100 * b + 100)]
+        ts = [1_700_000_000_000_000_123 + i for i in range(100)]  # ns: finer than a batch's ms
+        st.append("t", 0, "w", b, pa.table({"key": keys, "value": [b"v" * 90] * 100, "ts": ts}))
     broker = Broker(tmp_path)
     try:
-        first = broker.fetch_partition(info, 0, 0, 10_000)
-        assert first.error == E.NONE and first.records is not None and first.more_at is not None
-        (batch,) = parse_batches(first.records)
-        # Cut where the records' sizes (value, key and ~12 framing bytes) first reach max bytes,
-        # though the first read, sized by a default average, held only 40 records.
-        assert first.more_at == 96 and 9_000 < len(first.records) <= 10_200
-        assert batch.keys == [b"k%d" % i for i in range(96)]
-        # The next window was read ahead: a fetch there is served from the cache, byte for byte.
-        ahead = broker._cache.get((info.id, 0, first.more_at, 10_000))
-        assert ahead is not None
-        second = broker.fetch_partition(info, 0, first.more_at, 10_000)
-        assert second.records == ahead.records
-        # Appends move the high watermark of a cached window too.
+        first = broker.fetch_partition(info, 0, 0, 25_000)
+        # whole batches while they fit: two
+        assert (first.error, first.high_watermark, first.log_start, first.more_at) == (E.NONE, 1000, 0, 200)
+        a, b = parse_batches(first.data)
+        assert a.keys == [b"k%d" % i for i in range(100)] and b.keys[0] == b"k100"
+        # the offset inside a batch: that batch whole, from its base offset (clients skip ahead)
+        mid = broker.fetch_partition(info, 0, 150, 1)  # the first batch always, past max bytes
+        assert mid.more_at == 200 and struct.unpack_from(">q", mid.records or b"")[0] == 100
+        (c,) = parse_batches(mid.records or b"")
+        assert c.keys == [b"k%d" % i for i in range(100, 200)]
+        assert broker.fetch_partition(info, 0, 999, 10**6).more_at is None
+        assert broker.fetch_partition(info, 0, 1000, 10**6).records == b""
+        # the log's own readers see the ns timestamps, not the batches' ms ones
+        assert [r.ts for r in st.read("t", 0, 150, 2)] == [
+            1_700_000_000_000_000_173,
+            1_700_000_000_000_000_174,
+        ]
+        assert st.offset_for_time("t", 0, 1_700_000_000_000_000_200) == (77, 1_700_000_000_000_000_200)
+        # retention deletes whole batches; the log start moves to the next one
         now[0] = 2 * 10**12
-        st.append("t", 0, "w", 2, table.append_column("ts", pa.array([time.time_ns()] * 1000)))
-        again = broker.fetch_partition(info, 0, 0, 10_000)
-        assert (again.records, again.high_watermark, first.high_watermark) == (first.records, 2000, 1000)
-        # Retention removed the cached window: out of range, as without a cache.
+        st.append("t", 0, "w", 10, pa.table({"key": [b"x"], "value": [b"y"], "ts": [5]}))
         assert st.apply_retention(10**12 + 2_000) == 1000
         gone = broker.fetch_partition(info, 0, 0, 10_000)
-        assert (gone.error, gone.log_start, gone.high_watermark) == (E.OFFSET_OUT_OF_RANGE, 1000, 2000)
-        tail = broker.fetch_partition(info, 0, 1990, 10_000)  # the end is not cached
-        assert tail.more_at is None and broker._cache.get((info.id, 0, 1990, 10_000)) is None
-        (batch,) = parse_batches(tail.records or b"")
-        assert batch.keys == [b"k%d" % i for i in range(990, 1000)]
+        assert (gone.error, gone.log_start, gone.high_watermark) == (E.OFFSET_OUT_OF_RANGE, 1000, 1001)
+        (last,) = parse_batches(broker.fetch_partition(info, 0, 1000, 10_000).records or b"")
+        assert (last.keys, last.values) == ([b"x"], [b"y"])
     finally:
         broker.close()
 
@@ -185,9 +190,9 @@ def _record(td: int, od: int, key: bytes | None, value: bytes | None, headers: b
 @pytest.fixture(params=["column-wise", "record by record"])
 def parse_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test through both parsers: numpy over all records, and the small-batch loop."""
-    from changefeed.server.kafka import records
+    from changefeed.topics import batch
 
-    monkeypatch.setattr(records, "_FEW", 0 if request.param == "column-wise" else 1 << 30)
+    monkeypatch.setattr(batch, "_FEW", 0 if request.param == "column-wise" else 1 << 30)
     return str(request.param)
 
 
@@ -281,3 +286,228 @@ def test_append_slices_checks_the_writer_in_its_transaction_and_chunks_rows(tmp_
         with pytest.raises(TopicError, match="outside their buffer"):
             st.append_slices(info, 0, "w", 10, bad)
     assert st.offsets("t") == {0: (0, 4 + n)}
+
+
+# -- partition files of the row format (written before the log stored batches) ----------------
+
+_ROW_FORMAT = (
+    "CREATE TABLE records (offset INTEGER PRIMARY KEY, key BLOB, value BLOB NOT NULL, "
+    "ts INTEGER NOT NULL, write_time INTEGER NOT NULL)",
+    "CREATE TABLE writers (writer TEXT PRIMARY KEY, batch INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE state (id INTEGER PRIMARY KEY CHECK (id = 0), next_offset INTEGER NOT NULL)",
+)
+
+
+def _row_format_partition(tmp_path: Path, n: int) -> tuple[TopicStore, object]:
+    """A topic whose partition file is in the row format, holding ``n`` records."""
+    import sqlite3
+
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    path = st.root / str(info.id) / "0.sqlite"
+    st.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    for ddl in _ROW_FORMAT:
+        conn.execute(ddl)
+    conn.executemany(
+        "INSERT INTO records VALUES (?, ?, ?, ?, ?)",
+        [
+            (i, None if i % 9 == 0 else b"k%d" % i, b"v%d" % i, 1_700_000_000_000_000_001 + i, 10**12)
+            for i in range(n)
+        ],
+    )
+    conn.execute("INSERT INTO writers VALUES ('w', 1)")
+    conn.execute("INSERT INTO state VALUES (0, ?)", (n,))
+    conn.execute("PRAGMA application_id=1128682576")  # "CFTP"
+    conn.close()
+    return TopicStore(tmp_path), info
+
+
+def test_a_row_format_partition_is_read_and_appended_to_in_batches(tmp_path: Path) -> None:
+    st, info = _row_format_partition(tmp_path, 100)
+    assert st.offsets("t") == {0: (0, 100)}
+    assert [(r.offset, r.key, r.value, r.ts) for r in st.read("t", 0, 98, 10)] == [
+        (98, b"k98", b"v98", 1_700_000_000_000_000_099),
+        (99, None, b"v99", 1_700_000_000_000_000_100),
+    ]
+    assert st.committed_batch("t", 0, "w") == 1
+    three = pa.table({"key": [b"a", b"b", b"c"], "value": [b"1", b"2", b"3"], "ts": [7_000_000] * 3})
+    assert st.append("t", 0, "w", 1, three) == 0  # a retry of a batch the old file committed
+    assert st.append("t", 0, "w", 2, three) == 3
+    assert [r.offset for r in st.read("t", 0, 97, 10)] == [97, 98, 99, 100, 101, 102]
+    table = st.read_arrow("t", 0, 0)
+    assert table.num_rows == 103 and table.column("value").to_pylist()[99:] == [b"v99", b"1", b"2", b"3"]
+    assert st.offset_for_time("t", 0, 1_700_000_000_000_000_051) == (50, 1_700_000_000_000_000_051)
+    assert st.offset_for_time("t", 0, 1) == (0, 1_700_000_000_000_000_001)
+    broker = Broker(tmp_path)
+    try:
+        # rows are encoded at fetch time, the batches after them as stored
+        (old, *_rest) = parse_batches(broker.fetch_partition(info, 0, 90, 10**6).records or b"")  # type: ignore[arg-type]
+        assert old.keys[:10] == [b"k%d" % i if i % 9 else None for i in range(90, 100)]
+        new = broker.fetch_partition(info, 0, 101, 10**6)  # type: ignore[arg-type]
+        assert struct.unpack_from(">q", new.records or b"")[0] == 100
+        (batch,) = parse_batches(new.records or b"")
+        assert (batch.keys, batch.values) == ([b"a", b"b", b"c"], [b"1", b"2", b"3"])
+    finally:
+        broker.close()
+    # retention reaches both formats
+    assert TopicStore(tmp_path, clock=lambda: 10**13).apply_retention(10**13) == 0
+    st.ensure_topic("t", 1, retention_ns=1)
+    assert TopicStore(tmp_path, clock=lambda: 9 * 10**18).apply_retention() == 103
+    assert st.offsets("t") == {0: (103, 103)}
+
+
+def test_a_produced_batch_is_stored_as_framed_and_fetched_byte_for_byte(tmp_path: Path) -> None:
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    header = _zz(1) + _zz(1) + b"h" + _zz(2) + b"hv"
+    framed = _produced_batch(
+        [_record(0, 0, b"a", b"1", header), _record(3, 1, None, None), _record(9, 2, b"c", b"")]
+    )
+    wrong = bytearray(_produced_batch([_record(0, 0, b"x", b"9"), _record(0, 5, b"y", b"8")]))  # deltas 0, 5
+    struct.pack_into(">q", wrong, 43, 8)  # another producer id
+    struct.pack_into(">I", wrong, 17, crc32c.crc32c(bytes(wrong[21:])))
+    broker = Broker(tmp_path)
+    try:
+        assert broker.append_batches(info, 0, parse_batches(framed)).error == E.NONE
+        assert broker.append_batches(info, 0, parse_batches(bytes(wrong))).error == E.NONE
+        got = broker.fetch_partition(info, 0, 1, 10**6).data
+        # the producer's batch itself (its max timestamp made its records', the CRC redone)
+        first = len(framed)
+        assert got[8:12] == framed[8:12] and got[61:first] == framed[61:first]
+        assert got[:8] == struct.pack(">q", 0) and struct.unpack_from(">q", got, 35)[0] == 1_700_000_000_009
+        a, b = parse_batches(got)
+        assert (a.keys, a.values) == ([b"a", None, b"c"], [b"1", None, b""])
+        # offsets the log must assign: re-encoded from base offset 3, offsets consecutive
+        assert struct.unpack_from(">qi", got, first)[0] == 3 and b.offset_deltas.tolist() == [0, 1]
+        assert [(r.offset, r.key, r.value) for r in st.read("t", 0, 0)] == [
+            (0, b"a", b"1"),
+            (1, None, b""),  # the log's own readers see a tombstone as an empty value
+            (2, b"c", b""),
+            (3, b"x", b"9"),
+            (4, b"y", b"8"),
+        ]
+    finally:
+        broker.close()
+
+
+def test_a_damaged_stored_batch_is_a_corrupt_file_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    from changefeed.exceptions import CorruptFile
+
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    st.append("t", 0, "w", 1, pa.table({"key": [b"a"], "value": [b"1"], "ts": [5]}))
+    path = st.root / str(info.id) / "0.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    (data,) = conn.execute("SELECT data FROM batches").fetchone()
+    conn.execute("UPDATE batches SET data = ?", (data[:-1] + b"\xff",))
+    conn.close()
+    with pytest.raises(CorruptFile, match=r"0\.sqlite: batch at offset 0: record batch CRC-32C mismatch"):
+        st.read("t", 0, 0)
+
+
+# -- compressed batches: stored as produced, decompressed by the log's own readers -------------
+
+CODEC_IDS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _with_body(plain: bytes, codec: int, body: bytes) -> bytes:
+    """``plain``'s header around compressed records ``body``: codec bits, length, CRC set."""
+    head = bytearray(plain[:61])
+    struct.pack_into(">i", head, 8, 49 + len(body))
+    struct.pack_into(">h", head, 21, codec)
+    out = head + body
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec", [*CODEC_IDS, "snappy-raw"])
+def test_compressed_batches_are_stored_as_produced_and_read_decompressed(tmp_path: Path, codec: str) -> None:
+    import cramjam
+
+    from changefeed.topics.batch import compress_batch
+
+    n = 300  # column-wise parse
+    keys = [b"k%d" % (i % 7) for i in range(n)]
+    values = [b"value %d " % i * 4 for i in range(n)]
+    ts = [1_700_000_000_000 + i for i in range(n)]
+    plain = encode_batch(0, range(n), keys, values, ts)
+    if codec == "snappy-raw":  # one raw snappy block, no snappy-java framing: Kafka reads it too
+        packed = _with_body(plain, 2, bytes(cramjam.snappy.compress_raw(plain[61:])))
+    else:
+        packed = compress_batch(plain, CODEC_IDS[codec])
+    assert len(packed) < len(plain) // 2 and packed[22] & 7 == CODEC_IDS[codec.split("-")[0]]
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    broker = Broker(tmp_path)
+    try:
+        for _ in range(2):
+            assert broker.append_batches(info, 0, parse_batches(packed)).error == E.NONE
+        # a Fetch returns the batches compressed, as produced (the second one at base offset 300)
+        got = broker.fetch_partition(info, 0, 0, 10**6).data
+        assert got == packed + struct.pack(">q", n) + packed[8:]
+        # the log's own readers (changefeed read, conn.stream, the pipeline's topic source)
+        assert [(r.offset, r.key, r.value, r.ts) for r in st.read("t", 0, 290, 20)] == [
+            (o, keys[o % n], values[o % n], ts[o % n] * 1_000_000) for o in range(290, 310)
+        ]
+        table = st.read_arrow("t", 0, 0)
+        assert table.num_rows == 2 * n and table.column("value").to_pylist() == values * 2
+        cols = st.read_columns(info, 0, 598, 10)
+        assert (list(cols.offsets), list(cols.keys)) == ([598, 599], keys[-2:])
+    finally:
+        broker.close()
+
+
+@pytest.mark.parametrize("codec", CODEC_IDS)
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_corrupt_compressed_batch_is_refused_and_changes_nothing(
+    tmp_path: Path, codec: str, damage: str
+) -> None:
+    from changefeed.server.kafka.records import UnsupportedBatch
+    from changefeed.topics.batch import compress_batch
+    from changefeed.topics.store import TopicError
+
+    plain = encode_batch(0, range(50), [b"k"] * 50, [b"v%d" % i for i in range(50)], [1_700_000_000_000] * 50)
+    body = compress_batch(plain, CODEC_IDS[codec])[61:]
+    # the CRC-32C matches (it covers the compressed bytes): only decompressing finds the damage
+    body = body[:-7] if damage == "truncated" else b"\xff" * 12 + body[12:]
+    bad = _with_body(plain, CODEC_IDS[codec], body)
+    with pytest.raises(UnsupportedBatch, match=f"{codec} records") as refused:
+        parse_batches(bad)
+    assert refused.value.code == E.UNKNOWN_SERVER_ERROR  # as Kafka answers it
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    with pytest.raises(TopicError, match=f"{codec} records"):
+        st.append_batch(info, 0, "w", 1, bad)
+    assert st.offsets("t") == {0: (0, 0)} and st.committed_batch("t", 0, "w") is None
+    if codec == "zstd":  # zstd needs Produce v7 or later, as in Kafka
+        good = compress_batch(plain, 4)
+        with pytest.raises(UnsupportedBatch, match="version 6") as exc:
+            parse_batches(good, 6)
+        assert exc.value.code == E.UNSUPPORTED_COMPRESSION_TYPE
+        assert len(parse_batches(good, 7)[0].values) == 50
+
+
+@pytest.mark.parametrize("codec", CODEC_IDS)
+def test_a_batch_that_decompresses_past_the_limit_is_refused(tmp_path: Path, codec: str) -> None:
+    """A compression bomb (a small batch whose records expand past MAX_DECOMPRESSED) is refused
+    without being expanded whole, and nothing is stored."""
+    from changefeed.server.kafka.records import UnsupportedBatch
+    from changefeed.topics import codecs
+    from changefeed.topics.store import TopicError
+
+    plain = encode_batch(0, range(1), [b"k"], [b"v"], [1_700_000_000_000])
+    body = codecs.compress(CODEC_IDS[codec], b"\0" * (codecs.MAX_DECOMPRESSED + 1))
+    bad = _with_body(plain, CODEC_IDS[codec], body)
+    with pytest.raises(UnsupportedBatch, match="decompress to more than"):
+        parse_batches(bad)
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    with pytest.raises(TopicError, match="decompress to more than"):
+        st.append_batch(info, 0, "w", 1, bad)
+    assert st.offsets("t") == {0: (0, 0)}

@@ -92,7 +92,9 @@ class CdcOptions:
     KEYS = ("enabled", "preimage", "postimage", "delta", "ttl")
 
     @staticmethod
-    def parse(options: dict[str, Any], base: CdcOptions | None = None) -> CdcOptions:
+    def parse(options: object, base: CdcOptions | None = None) -> CdcOptions:
+        if not isinstance(options, dict):
+            raise InvalidOption("the cdc option takes a map, e.g. {'enabled': true}")
         cur = base or CdcOptions()
         out: dict[str, Any] = {}
         for raw_key, value in options.items():

@@ -3,7 +3,11 @@
 Layout, all under ``DB/topics/`` (the rest of the database directory belongs to the engine)::
 
     DB/topics/catalog.sqlite             topics (name -> id, partitions, retention) + group offsets
-    DB/topics/<topic id>/<p>.sqlite      one file per partition: records, writers, state
+    DB/topics/<topic id>/<p>.sqlite      one file per partition: batches, writers, state
+                                         (and records: rows of files written before batches)
+
+Records are stored as Kafka record batches (``changefeed.topics.segments``): what a Kafka Fetch
+returns is the stored bytes.
 
 One SQLite file per partition lets several processes (Spark executor tasks) append to different
 partitions of a topic truly in parallel. Files run in WAL mode with a busy timeout, so concurrent
@@ -24,14 +28,10 @@ appear in a path, only the catalog's integer id does (ids are never reused, even
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import shutil
-import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -41,8 +41,34 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from changefeed.exceptions import CorruptFile, DatabaseError, TopicError
-from changefeed.sqlite_wal import WalSync, durability, use_wal, wal_sync
+from changefeed.exceptions import DatabaseError, TopicError
+from changefeed.sqlite_wal import durability, wal_sync
+from changefeed.topics.batch import MalformedBatch, decode_batch
+from changefeed.topics.files import (
+    CATALOG_APP_ID,
+    CATALOG_SCHEMA,
+    PARTITION_APP_ID,
+    PARTITION_SCHEMA,
+    Conn,
+    cached,
+    connection,
+    forget,
+    guard,
+    read_txn,
+    sync_dir,
+    write_txn,
+)
+from changefeed.topics.segments import (
+    NS_PER_MS,
+    Chunk,
+    StoredBatches,
+    decode_stored,
+    encode_chunks,
+    insert_chunks,
+    ns_timestamps,
+    scan,
+    watermarks,
+)
 
 __all__ = [
     "DEFAULT_RETENTION_NS",
@@ -71,42 +97,6 @@ RECORD_SCHEMA = pa.schema(
         pa.field("write_time", pa.int64(), nullable=False),
     ]
 )
-
-# PRAGMA application_id values that mark a file as ours ("CFTC" / "CFTP").
-_CATALOG_APP_ID = 0x43465443
-_PARTITION_APP_ID = 0x43465450
-_BUSY_TIMEOUT_MS = 60_000
-
-_CATALOG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS topics (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    name TEXT NOT NULL UNIQUE,
-    partitions INTEGER NOT NULL,
-    retention_ns INTEGER NOT NULL,
-    created_ns INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS group_offsets (
-    grp TEXT NOT NULL,
-    topic_id INTEGER NOT NULL,
-    partition INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
-    updated_ns INTEGER NOT NULL,
-    PRIMARY KEY (grp, topic_id, partition)
-) WITHOUT ROWID;
-"""
-
-_PARTITION_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    offset INTEGER PRIMARY KEY,
-    key BLOB,
-    value BLOB NOT NULL,
-    ts INTEGER NOT NULL,
-    write_time INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS writers (writer TEXT PRIMARY KEY, batch INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS state (id INTEGER PRIMARY KEY CHECK (id = 0), next_offset INTEGER NOT NULL);
-INSERT OR IGNORE INTO state (id, next_offset) VALUES (0, 0);
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,159 +211,9 @@ class TopicLog(Protocol):
     def apply_retention(self, now_ns: int | None = None) -> int: ...
 
 
-# ---------------------------------------------------------------------------------------------
-# Connections: one per (process, file), opened lazily, never carried across fork().
-
-
 #: The engine's file in the database directory (``changefeed.engine.database.DB_FILE``; the two
 #: packages are one layer and do not import each other: tests/test_crash_durability.py checks they agree).
 ENGINE_FILE = "changefeed.db"
-
-
-class _Conn:
-    __slots__ = ("conn", "lock", "pid", "syncer")
-
-    def __init__(self, conn: sqlite3.Connection, syncer: WalSync | None) -> None:
-        self.conn = conn
-        self.lock = threading.RLock()
-        self.pid = os.getpid()
-        #: Group commit of this file, None when commits are not made durable (NORMAL, OFF).
-        self.syncer = syncer
-
-
-_conns: dict[str, _Conn] = {}
-_conns_lock = threading.Lock()
-# Connections inherited through fork() are never closed in the child: closing could checkpoint
-# and delete the parent's WAL. They are only kept referenced here.
-_inherited: list[_Conn] = []
-
-
-def _after_fork_in_child() -> None:
-    global _conns_lock
-    _conns_lock = threading.Lock()
-    _inherited.extend(_conns.values())
-    _conns.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _is_corruption(exc: sqlite3.Error) -> bool:
-    name = getattr(exc, "sqlite_errorname", "")
-    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or type(exc) is sqlite3.DatabaseError:
-        return True
-    msg = str(exc)
-    return "no such table" in msg or "no such column" in msg or "malformed" in msg
-
-
-@contextlib.contextmanager
-def _guard(path: str) -> Iterator[None]:
-    """Turn sqlite3 errors into our own: corruption -> CorruptFile naming the file, else TopicError."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        if _is_corruption(exc):
-            raise CorruptFile(f"corrupt topic file {path}: {exc}") from exc
-        raise TopicError(f"topic file {path}: {exc}") from exc
-
-
-def _open(path: str, app_id: int, schema: str) -> sqlite3.Connection:
-    with _guard(path):
-        conn = sqlite3.connect(
-            path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-            found = conn.execute("PRAGMA application_id").fetchone()[0]
-            if found == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                # Tables but no id: a foreign file, unless another process created it just now.
-                found = conn.execute("PRAGMA application_id").fetchone()[0]
-                if found == 0:
-                    raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
-            if found == 0:
-                # A new file, which another process may be creating too: decide under the write lock.
-                use_wal(conn)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    found = conn.execute("PRAGMA application_id").fetchone()[0]
-                    if found == 0:
-                        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                            raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
-                        for stmt in schema.split(";"):
-                            if stmt.strip():
-                                conn.execute(stmt)
-                        conn.execute(f"PRAGMA application_id={app_id}")
-                        found = app_id
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            if found != app_id:
-                raise CorruptFile(f"corrupt topic file {path}: not a changefeed topic file")
-            use_wal(conn)
-            conn.execute(f"PRAGMA synchronous={durability().pragma}")
-            conn.execute("PRAGMA cache_size=-16000")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-
-def _connection(path: str, app_id: int, schema: str) -> _Conn:
-    c = _conns.get(path)
-    if c is not None and c.pid == os.getpid():
-        return c
-    with _conns_lock:
-        c = _conns.get(path)
-        if c is None or c.pid != os.getpid():
-            c = _Conn(_open(path, app_id, schema), wal_sync(path) if durability().group_commit else None)
-            _conns[path] = c
-        return c
-
-
-def _forget(prefix: str) -> None:
-    """Close this process's cached connections to files under ``prefix``.
-
-    Each connection is closed after ``_conns_lock`` is released: a writer holding a file's lock
-    may open another file (``ensure_topic`` holds the catalog's while it opens a partition's),
-    so taking a file's lock under ``_conns_lock`` would deadlock against it."""
-    with _conns_lock:
-        gone = [_conns.pop(path) for path in [p for p in _conns if p.startswith(prefix)]]
-    for c in gone:
-        if c.pid == os.getpid():
-            with c.lock:
-                c.conn.close()
-
-
-@contextlib.contextmanager
-def _write_txn(c: _Conn) -> Iterator[sqlite3.Connection]:
-    """A write transaction on ``c``, durable when the block is left (group commit: the sync is
-    waited for after the file's lock is released, so the next writer commits meanwhile). A
-    transaction that finds its work already done (an idempotent append seen before) waits too:
-    what it saw may be another process's commit that is not durable yet."""
-    with c.lock:
-        c.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield c.conn
-        except BaseException:
-            if c.conn.in_transaction:
-                c.conn.execute("ROLLBACK")
-            raise
-        c.conn.execute("COMMIT")
-        ticket = c.syncer.ticket() if c.syncer is not None else 0
-    if c.syncer is not None:
-        c.syncer.wait(ticket)
-
-
-def _sync_dir(path: Path) -> None:
-    """Make a directory's new entries durable (a new topic's folder)."""
-    if not durability().group_commit:
-        return
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _column_pylist(records: pa.Table | pa.RecordBatch, name: str, binary: bool) -> list[Any]:
@@ -393,80 +233,7 @@ def _column_pylist(records: pa.Table | pa.RecordBatch, name: str, binary: bool) 
     return col.to_pylist()  # type: ignore[no-any-return]
 
 
-#: Rows per INSERT statement: multi-row VALUES cut the per-row cost of executemany by ~40%.
-_ROWS_PER_INSERT = 50
-
-
-def _insert_rows(
-    conn: sqlite3.Connection,
-    start: int,
-    keys: list[Any],
-    values: list[Any],
-    tss: list[Any],
-    now: int,
-    ts_unit_ns: int = 1,
-) -> None:
-    n = len(values)
-    flat = list(chain.from_iterable(zip(range(start, start + n), keys, values, tss, strict=True)))
-    ts_sql = "?" if ts_unit_ns == 1 else f"? * {int(ts_unit_ns)}"
-    row_sql = f"(?, ?, ?, {ts_sql}, {int(now)})"
-    head = "INSERT INTO records (offset, key, value, ts, write_time) VALUES "
-    full = (n // _ROWS_PER_INSERT) * _ROWS_PER_INSERT
-    if full:
-        width = 4 * _ROWS_PER_INSERT
-        conn.executemany(
-            head + ", ".join([row_sql] * _ROWS_PER_INSERT),
-            (flat[i : i + width] for i in range(0, 4 * full, width)),
-        )
-    if full < n:
-        conn.execute(head + ", ".join([row_sql] * (n - full)), flat[4 * full :])
-
-
-#: Rows per statement of :func:`_insert_slices`: 256, or a shorter tail padded to a power of two
-#: with null rows that the WHERE drops, so a handful of statements are prepared once each.
-_SLICE_ROWS = 256
-
-
-@functools.cache
-def _slice_sql(rows: int) -> str:
-    return (
-        "INSERT INTO records (offset, key, value, ts, write_time) SELECT ?1 + column1, "
-        "CASE WHEN column3 < 0 THEN NULL ELSE substr(?2, column2, column3) END, "
-        "substr(?2, column4, column5), column6 * ?3, ?4 FROM (VALUES "
-        + ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
-        + ") WHERE column1 IS NOT NULL"
-    )
-
-
-def _insert_slices(
-    conn: sqlite3.Connection, start: int, recs: RecordSlices, now: int, ts_unit_ns: int
-) -> None:
-    """INSERT .. SELECT the records as substr() of their buffer: per record only six integers
-    cross into SQLite (no bytes object, no adaptation of one), and SQLite copies the key and
-    value straight from the buffer. Each chunk binds only the part of the buffer it covers."""
-    n = len(recs)
-    ks, kl, vs, vl = recs.key_starts, recs.key_lengths, recs.value_starts, recs.value_lengths
-    view = memoryview(recs.data)
-    for i in range(0, n, _SLICE_ROWS):
-        j = min(n, i + _SLICE_ROWS)
-        lo = int(min(ks[i:j].min(), vs[i:j].min()))
-        hi = int(max((ks[i:j] + np.maximum(kl[i:j], 0)).max(), (vs[i:j] + vl[i:j]).max()))
-        # substr() counts from 1
-        rows = np.stack(
-            [
-                np.arange(i, j, dtype=np.int64),
-                ks[i:j] + (1 - lo),
-                kl[i:j],
-                vs[i:j] + (1 - lo),
-                vl[i:j],
-                recs.timestamps[i:j],
-            ],
-            axis=1,
-        )
-        params: list[Any] = [start, view[lo:hi], int(ts_unit_ns), int(now), *rows.ravel().tolist()]
-        size = 1 << (j - i - 1).bit_length()  # j - i rounded up to a power of two
-        params.extend([None] * (6 * (size - (j - i))))
-        conn.execute(_slice_sql(size), params)
+_END = (1 << 63) - 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,7 +262,7 @@ class TopicStore:
         lazily on next use). They are shared by every TopicStore of the process: a program that
         reads or writes topics from several threads (a node's endpoints and its pipeline) must
         not close them while another thread may use them."""
-        _forget(str(self.root) + os.sep)
+        forget(str(self.root) + os.sep)
 
     # -- files -------------------------------------------------------------------------------
 
@@ -503,7 +270,7 @@ class TopicStore:
         if not self.db_dir.is_dir():
             raise DatabaseError(f"database directory {str(self.db_dir)!r} does not exist")
 
-    def _catalog(self, create: bool) -> _Conn | None:
+    def _catalog(self, create: bool) -> Conn | None:
         path = self.root / "catalog.sqlite"
         if not path.exists():
             if not create:
@@ -511,8 +278,8 @@ class TopicStore:
                 return None
             if not self.root.is_dir():
                 self.root.mkdir(parents=True, exist_ok=True)
-                _sync_dir(self.db_dir)
-        return _connection(str(path), _CATALOG_APP_ID, _CATALOG_SCHEMA)
+                sync_dir(self.db_dir)
+        return connection(str(path), CATALOG_APP_ID, CATALOG_SCHEMA)
 
     def _partition_path(self, info: TopicInfo, partition: int) -> str:
         key = (info.id, partition)
@@ -521,22 +288,22 @@ class TopicStore:
             path = self._paths[key] = str(self.root / str(info.id) / f"{partition}.sqlite")
         return path
 
-    def _partition(self, info: TopicInfo, partition: int) -> tuple[_Conn, str]:
+    def _partition(self, info: TopicInfo, partition: int) -> tuple[Conn, str]:
         if not isinstance(partition, int) or not 0 <= partition < info.partitions:
             raise TopicError(
                 f"partition {partition} out of range for topic {info.name!r} "
                 f"(partitions 0..{info.partitions - 1})"
             )
         path = self._partition_path(info, partition)
-        c = _conns.get(path)
-        if c is not None and c.pid == os.getpid():  # open already: no stat per call
+        c = cached(path)
+        if c is not None:  # open already: no stat per call
             return c, path
         if not os.path.exists(path):
             folder = os.path.dirname(path)
             if not os.path.isdir(folder):
                 os.makedirs(folder, exist_ok=True)
-                _sync_dir(self.root)
-        return _connection(path, _PARTITION_APP_ID, _PARTITION_SCHEMA), path
+                sync_dir(self.root)
+        return connection(path, PARTITION_APP_ID, PARTITION_SCHEMA), path
 
     def _source_barrier(self) -> None:
         """Before an append: make every commit already in the database's WAL durable, so records
@@ -570,7 +337,7 @@ class TopicStore:
         cat = self._catalog(create=True)
         assert cat is not None
         path = str(self.root / "catalog.sqlite")
-        with _guard(path), _write_txn(cat) as conn:
+        with guard(path), write_txn(cat) as conn:
             row = conn.execute(
                 "SELECT id, partitions, retention_ns, created_ns FROM topics WHERE name = ?", (name,)
             ).fetchone()
@@ -605,7 +372,7 @@ class TopicStore:
                 return
             raise TopicError(f"topic {name!r} does not exist")
         path = str(self.root / "catalog.sqlite")
-        with _guard(path), _write_txn(cat) as conn:
+        with guard(path), write_txn(cat) as conn:
             row = conn.execute("SELECT id FROM topics WHERE name = ?", (name,)).fetchone()
             if row is None:
                 if missing_ok:
@@ -614,14 +381,14 @@ class TopicStore:
             conn.execute("DELETE FROM topics WHERE id = ?", (row[0],))
             conn.execute("DELETE FROM group_offsets WHERE topic_id = ?", (row[0],))
         topic_dir = self.root / str(row[0])
-        _forget(str(topic_dir) + os.sep)
+        forget(str(topic_dir) + os.sep)
         shutil.rmtree(topic_dir, ignore_errors=True)
 
     def topic(self, name: str) -> TopicInfo:
         cat = self._catalog(create=False)
         row = None
         if cat is not None:
-            with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+            with guard(str(self.root / "catalog.sqlite")), cat.lock:
                 row = cat.conn.execute(
                     "SELECT id, partitions, retention_ns, created_ns FROM topics WHERE name = ?", (name,)
                 ).fetchone()
@@ -633,7 +400,7 @@ class TopicStore:
         cat = self._catalog(create=False)
         if cat is None:
             return []
-        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+        with guard(str(self.root / "catalog.sqlite")), cat.lock:
             rows = cat.conn.execute(
                 "SELECT name, id, partitions, retention_ns, created_ns FROM topics ORDER BY name"
             ).fetchall()
@@ -668,29 +435,16 @@ class TopicStore:
         tss: list[int],
         ts_unit_ns: int = 1,
     ) -> tuple[int, int]:
-        """:meth:`append` from Python lists (the Kafka endpoint's produce path); returns
-        (first offset written, number written). Timestamps are in units of ``ts_unit_ns``
-        nanoseconds (multiplied in SQLite: the caller keeps them within int64 ns)."""
-        c, path = self._partition(info, partition)
+        """:meth:`append` from Python lists; returns (first offset written, number written).
+        Timestamps are in units of ``ts_unit_ns`` nanoseconds (the caller keeps them within
+        int64 ns)."""
         n = len(values)
         if n and (None in values or None in tss):
             raise TopicError(f"topic {info.name!r}: record value and ts must not be null")
-        now = self._clock()
-        self._source_barrier()
-        with _guard(path), _write_txn(c) as conn:
-            start = conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0]
-            row = conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
-            if row is not None and row[0] >= batch_id:
-                return int(start), 0
-            if n:
-                _insert_rows(conn, start, keys, values, tss, now, ts_unit_ns)
-                conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
-            conn.execute(
-                "INSERT INTO writers (writer, batch) VALUES (?, ?) "
-                "ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch",
-                (writer, batch_id),
-            )
-        return int(start), n
+        if ts_unit_ns != 1:
+            tss = [t * ts_unit_ns for t in tss]
+        res = self._append(info, partition, writer, batch_id, n, lambda: encode_chunks(keys, values, tss))
+        return res.start, res.written
 
     def append_slices(
         self,
@@ -703,12 +457,12 @@ class TopicStore:
         *,
         expect_after: int | None = None,
     ) -> Appended:
-        """:meth:`append_lists` of records sliced from one buffer (the Kafka endpoint's produce
-        path), in one transaction that also reads the writer's committed batch and the
-        partition's earliest offset. Nothing is written if the writer already committed
-        ``batch_id`` or a later one, nor, when ``expect_after`` is given, if the writer's
-        committed batch is another one than ``expect_after`` (an idempotent producer's sequence
-        gap); :attr:`Appended.committed` tells the two apart."""
+        """:meth:`append_lists` of records sliced from one buffer, in one transaction that also
+        reads the writer's committed batch and the partition's earliest offset. Nothing is
+        written if the writer already committed ``batch_id`` or a later one, nor, when
+        ``expect_after`` is given, if the writer's committed batch is another one than
+        ``expect_after`` (an idempotent producer's sequence gap); :attr:`Appended.committed`
+        tells the two apart."""
         n = len(records)
         if n and (
             int(records.value_lengths.min()) < 0
@@ -719,10 +473,71 @@ class TopicStore:
             or int((records.value_starts + records.value_lengths).max()) > len(records.data)
         ):
             raise TopicError(f"topic {info.name!r}: record slices outside their buffer or null values")
+        tss = (records.timestamps * ts_unit_ns).tolist()
+        return self._append(
+            info,
+            partition,
+            writer,
+            batch_id,
+            n,
+            lambda: encode_chunks(records.keys, records.values, tss),
+            expect_after=expect_after,
+        )
+
+    def append_batch(
+        self,
+        info: TopicInfo,
+        partition: int,
+        writer: str,
+        batch_id: int,
+        batch: bytes,
+        *,
+        expect_after: int | None = None,
+    ) -> Appended:
+        """:meth:`append_slices` of one Kafka record batch (magic 2, compressed with any of Kafka's codecs or not), kept
+        as it is: only its base offset is set. Its records' offset deltas must be 0..count-1,
+        every record timestamped and its max timestamp theirs (the Kafka endpoint re-encodes a
+        batch that is not so)."""
+        try:
+            rec = decode_batch(batch)
+        except MalformedBatch as exc:
+            raise TopicError(f"topic {info.name!r}: {exc}") from None
+        h = rec.header
+        n = h.count
+        ts = rec.timestamps_ms
+        if (
+            n < 1
+            or h.size != len(batch)
+            or h.last_offset_delta != n - 1
+            or not bool((rec.offset_deltas == np.arange(n, dtype=np.int64)).all())
+            or int(ts.min()) < 0
+            or int(ts.max()) != h.max_ts
+        ):
+            raise TopicError(
+                f"topic {info.name!r}: a batch kept as it is needs offset deltas 0..n-1, "
+                "timestamps and its max timestamp"
+            )
+        chunk = Chunk(n, h.max_ts * NS_PER_MS, None, batch)
+        return self._append(info, partition, writer, batch_id, n, lambda: [chunk], expect_after=expect_after)
+
+    def _append(
+        self,
+        info: TopicInfo,
+        partition: int,
+        writer: str,
+        batch_id: int,
+        n: int,
+        encode: Callable[[], list[Chunk]],
+        *,
+        expect_after: int | None = None,
+    ) -> Appended:
+        """Store the ``n`` records ``encode`` makes (encoded before the file is locked) and the
+        writer's batch id in one durable transaction."""
+        chunks = encode()
         c, path = self._partition(info, partition)
         now = self._clock()
         self._source_barrier()
-        with _guard(path), _write_txn(c) as conn:
+        with guard(path), write_txn(c) as conn:
             start = int(conn.execute("SELECT next_offset FROM state WHERE id = 0").fetchone()[0])
             row = conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
             committed = None if row is None else int(row[0])
@@ -731,20 +546,19 @@ class TopicStore:
             else:
                 written = n
                 if n:
-                    _insert_slices(conn, start, records, now, ts_unit_ns)
+                    insert_chunks(conn, start, chunks, now)
                     conn.execute("UPDATE state SET next_offset = ? WHERE id = 0", (start + n,))
                 conn.execute(
                     "INSERT INTO writers (writer, batch) VALUES (?, ?) "
                     "ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch",
                     (writer, batch_id),
                 )
-            first = conn.execute("SELECT min(offset) FROM records").fetchone()[0]
-        earliest = start + written if first is None else int(first)
+            earliest = watermarks(conn)[0]
         return Appended(start, written, earliest, committed)
 
     def committed_batch(self, topic: str, partition: int, writer: str) -> int | None:
         c, path = self._partition(self.topic(topic), partition)
-        with _guard(path), c.lock:
+        with guard(path), c.lock:
             row = c.conn.execute("SELECT batch FROM writers WHERE writer = ?", (writer,)).fetchone()
         return None if row is None else int(row[0])
 
@@ -758,13 +572,12 @@ class TopicStore:
         retention are simply skipped."""
         self._check_offset(offset)
         c, path = self._partition(self.topic(topic), partition)
-        with _guard(path), c.lock:
-            rows = c.conn.execute(
-                "SELECT offset, key, value, ts, write_time FROM records WHERE offset >= ? "
-                "ORDER BY offset LIMIT ?",
-                (offset, max(0, max_records)),
-            ).fetchall()
-        return [Record(topic, partition, o, k, v, ts, wt) for o, k, v, ts, wt in rows]
+        with guard(path), read_txn(c) as conn:
+            r = scan(conn, path, offset, _END, max(0, max_records))
+        return [
+            Record(topic, partition, *row)
+            for row in zip(r.offsets, r.keys, r.values, r.timestamps, r.write_times, strict=True)
+        ]
 
     def read_arrow(
         self, topic: str, partition: int, start_offset: int, end_offset: int | None = None
@@ -773,16 +586,12 @@ class TopicStore:
         table of :data:`RECORD_SCHEMA`."""
         self._check_offset(start_offset)
         c, path = self._partition(self.topic(topic), partition)
-        end = (1 << 63) - 1 if end_offset is None else end_offset
-        with _guard(path), c.lock:
-            rows = c.conn.execute(
-                "SELECT offset, key, value, ts, write_time FROM records WHERE offset >= ? AND offset < ? "
-                "ORDER BY offset",
-                (start_offset, end),
-            ).fetchall()
-        if not rows:
+        end = _END if end_offset is None else end_offset
+        with guard(path), read_txn(c) as conn:
+            r = scan(conn, path, start_offset, end, _END)
+        if not r.offsets:
             return RECORD_SCHEMA.empty_table()
-        cols = list(zip(*rows, strict=True))
+        cols = (r.offsets, r.keys, r.values, r.timestamps, r.write_times)
         return pa.Table.from_arrays(
             [pa.array(col, type=field.type) for col, field in zip(cols, RECORD_SCHEMA, strict=True)],
             schema=RECORD_SCHEMA,
@@ -795,46 +604,75 @@ class TopicStore:
     ) -> RecordColumns:
         """Up to ``max_records`` records with offset >= ``offset`` of one partition, column-wise,
         with the partition's earliest and next offset, in one read transaction. Timestamps are
-        floor-divided by ``ts_unit_ns`` in SQLite. Offsets are consecutive unless retention left a
-        gap; a consecutive range is read without its offset column."""
+        floor-divided by ``ts_unit_ns``. Offsets are consecutive unless retention left a gap."""
         c, path = self._partition(info, partition)
-        unit = int(ts_unit_ns)
-        ts = "ts" if unit == 1 else f"(CASE WHEN ts >= 0 THEN ts / {unit} ELSE (ts + 1) / {unit} - 1 END)"
-        with _guard(path), c.lock:
-            c.conn.execute("BEGIN")
+        with guard(path), read_txn(c) as conn:
+            earliest, nxt = watermarks(conn)
+            r = scan(conn, path, max(offset, earliest), nxt, max(0, max_records))
+        tss = r.timestamps
+        if ts_unit_ns != 1 and tss:
+            tss = (np.asarray(tss, dtype=np.int64) // ts_unit_ns).tolist()
+        return RecordColumns(earliest, nxt, r.offsets, r.keys, r.values, tss)
+
+    def read_batches(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> StoredBatches:
+        """The stored batches from the one holding ``offset`` on, as many whole batches as fit
+        in ``max_bytes`` (the first always), with the partition's watermarks, in one read
+        transaction: what a Kafka Fetch returns. Where ``offset`` falls in records of the old
+        row format, :attr:`StoredBatches.rows` is set and no batch is read (see
+        :meth:`read_columns`)."""
+        c, path = self._partition(info, partition)
+        data: list[bytes] = []
+        with guard(path), read_txn(c) as conn:
+            earliest, nxt = watermarks(conn)
+            if not earliest <= offset < nxt or max_bytes <= 0:
+                return StoredBatches(earliest, nxt, data, offset, False)
+            if conn.execute("SELECT 1 FROM records WHERE offset >= ? LIMIT 1", (offset,)).fetchone():
+                return StoredBatches(earliest, nxt, data, offset, True)
+            first = conn.execute("SELECT max(base_offset) FROM batches WHERE base_offset <= ?", (offset,))
+            start = first.fetchone()[0]
+            cur = conn.execute(
+                "SELECT last_offset, data FROM batches WHERE base_offset >= ? ORDER BY base_offset",
+                (offset if start is None else start,),
+            )
+            end = offset
+            total = 0
             try:
-                first, nxt = c.conn.execute(
-                    "SELECT (SELECT min(offset) FROM records), next_offset FROM state WHERE id = 0"
-                ).fetchone()
-                earliest = nxt if first is None else int(first)
-                start = max(offset, earliest)
-                end = min(nxt, start + max(0, max_records))
-                rows = c.conn.execute(
-                    f"SELECT key, value, {ts} FROM records WHERE offset >= ? AND offset < ? ORDER BY offset",
-                    (start, end),
-                ).fetchall()
-                offsets: Sequence[int]
-                if len(rows) == max(0, end - start):  # no gap: offsets start .. end - 1
-                    offsets = range(start, end)
-                    keys, values, tss = zip(*rows, strict=True) if rows else ((), (), ())
-                else:
-                    rows = c.conn.execute(
-                        f"SELECT offset, key, value, {ts} FROM records WHERE offset >= ? ORDER BY offset LIMIT ?",
-                        (start, max(0, max_records)),
-                    ).fetchall()
-                    offsets, keys, values, tss = zip(*rows, strict=True) if rows else ((), (), (), ())
+                while rows := cur.fetchmany(8):
+                    for last, blob in rows:
+                        if last < offset:
+                            continue
+                        if data and total + len(blob) > max_bytes:
+                            return StoredBatches(earliest, nxt, data, end, False)
+                        data.append(blob)
+                        total += len(blob)
+                        end = last + 1
+                    if total >= max_bytes:
+                        break
             finally:
-                c.conn.execute("COMMIT")
-        return RecordColumns(earliest, int(nxt), offsets, keys, values, tss)
+                cur.close()
+        return StoredBatches(earliest, nxt, data, end, False)
 
     def offset_for_time(self, topic: str, partition: int, ts_ns: int) -> tuple[int, int] | None:
         """(offset, ts) of the first record with ts >= ``ts_ns``, or None."""
         c, path = self._partition(self.topic(topic), partition)
-        with _guard(path), c.lock:
-            row = c.conn.execute(
+        with guard(path), read_txn(c) as conn:
+            row = conn.execute(
                 "SELECT offset, ts FROM records WHERE ts >= ? ORDER BY offset LIMIT 1", (ts_ns,)
             ).fetchone()
-        return None if row is None else (int(row[0]), int(row[1]))
+            if row is not None:  # old-format records precede every batch
+                return int(row[0]), int(row[1])
+            row = conn.execute(
+                "SELECT base_offset, last_offset, ts_ns, data FROM batches WHERE max_ts >= ? "
+                "ORDER BY base_offset LIMIT 1",
+                (ts_ns,),
+            ).fetchone()
+        if row is None:
+            return None
+        base, last, tsb, blob = row
+        rec = decode_stored(blob, base, last, tsb, path)
+        tss = ns_timestamps(rec, tsb)
+        i = int(np.argmax(tss >= ts_ns))
+        return base + i, int(tss[i])
 
     def partition_offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(earliest available offset, next offset) of one partition."""
@@ -846,12 +684,9 @@ class TopicStore:
         return self._offsets(*self._partition(info, partition))
 
     @staticmethod
-    def _offsets(c: _Conn, path: str) -> tuple[int, int]:
-        with _guard(path), c.lock:
-            first, nxt = c.conn.execute(
-                "SELECT (SELECT min(offset) FROM records), next_offset FROM state WHERE id = 0"
-            ).fetchone()
-        return (nxt if first is None else int(first)), int(nxt)
+    def _offsets(c: Conn, path: str) -> tuple[int, int]:
+        with guard(path), c.lock:
+            return watermarks(c.conn)
 
     def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """partition -> (earliest available offset, next offset)."""
@@ -874,7 +709,7 @@ class TopicStore:
         cat = self._catalog(create=True)
         assert cat is not None
         now = self._clock()
-        with _guard(str(self.root / "catalog.sqlite")), _write_txn(cat) as conn:
+        with guard(str(self.root / "catalog.sqlite")), write_txn(cat) as conn:
             conn.executemany(
                 "INSERT INTO group_offsets (grp, topic_id, partition, next_offset, updated_ns) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (grp, topic_id, partition) DO UPDATE SET "
@@ -886,7 +721,7 @@ class TopicStore:
         info = self.topic(topic)
         cat = self._catalog(create=False)
         assert cat is not None
-        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+        with guard(str(self.root / "catalog.sqlite")), cat.lock:
             rows = cat.conn.execute(
                 "SELECT partition, next_offset FROM group_offsets WHERE grp = ? AND topic_id = ? "
                 "ORDER BY partition",
@@ -899,7 +734,7 @@ class TopicStore:
         cat = self._catalog(create=False)
         if cat is None:
             return []
-        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+        with guard(str(self.root / "catalog.sqlite")), cat.lock:
             rows = cat.conn.execute("SELECT DISTINCT grp FROM group_offsets ORDER BY grp").fetchall()
         return [str(r[0]) for r in rows]
 
@@ -908,7 +743,7 @@ class TopicStore:
         cat = self._catalog(create=False)
         if cat is None:
             return {}
-        with _guard(str(self.root / "catalog.sqlite")), cat.lock:
+        with guard(str(self.root / "catalog.sqlite")), cat.lock:
             rows = cat.conn.execute(
                 "SELECT t.name, g.partition, g.next_offset FROM group_offsets g "
                 "JOIN topics t ON t.id = g.topic_id WHERE g.grp = ? ORDER BY t.name, g.partition",
@@ -935,7 +770,7 @@ class TopicStore:
                 parts = sorted(set(partitions))
                 sql += f" AND partition IN ({', '.join('?' * len(parts))})" if parts else " AND 0"
                 args.extend(parts)
-        with _guard(str(self.root / "catalog.sqlite")), _write_txn(cat) as conn:
+        with guard(str(self.root / "catalog.sqlite")), write_txn(cat) as conn:
             return int(conn.execute(sql, args).rowcount)
 
     # -- retention ---------------------------------------------------------------------------
@@ -951,6 +786,11 @@ class TopicStore:
             cutoff = now - info.retention_ns
             for p in range(info.partitions):
                 c, path = self._partition(info, p)
-                with _guard(path), _write_txn(c) as conn:
+                with guard(path), write_txn(c) as conn:
                     deleted += conn.execute("DELETE FROM records WHERE write_time < ?", (cutoff,)).rowcount
+                    for base, last in conn.execute(
+                        "DELETE FROM batches WHERE write_time < ? RETURNING base_offset, last_offset",
+                        (cutoff,),
+                    ).fetchall():
+                        deleted += last - base + 1
         return deleted

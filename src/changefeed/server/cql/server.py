@@ -36,6 +36,8 @@ from changefeed.server.cql import wire as w
 from changefeed.server.cql.session import ENDPOINT, CqlSession, Shared, lz4_decompress
 from changefeed.server.cql.statements import SchemaChange
 from changefeed.server.cql.system import Node, user_tables
+from changefeed.sql.parser import parse
+from changefeed.sql.statements.common import LOG_SUFFIX
 
 log = logging.getLogger("changefeed.server.cql")
 
@@ -43,6 +45,8 @@ POOL_SIZE = 32
 #: Seconds between looks at the catalog for schema changes made elsewhere (other endpoints,
 #: ``changefeed sql``, other processes), which are then sent as SCHEMA_CHANGE events.
 SCHEMA_POLL_S = 1.0
+#: How long a DDL that created CDC logs waits for subscribed drivers to re-read their schema.
+LOG_REFRESH_WAIT_S = 2.5
 #: Seconds a client has to finish STARTUP and authentication.
 STARTUP_TIMEOUT = 30.0
 #: Seconds to wait for a client that stopped reading before its connection is closed.
@@ -87,6 +91,7 @@ class CqlEndpoint:
         self._auth_lock = threading.Lock()
         self._watcher: asyncio.Future[None] | None = None
         self._schema: dict[tuple[str, str], Any] = {}
+        self._schema_lock = asyncio.Lock()
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
@@ -97,8 +102,17 @@ class CqlEndpoint:
         )
         host, port = self.server.sockets[0].getsockname()[:2]
         self.node = Node(str(host), int(port))
-        self.shared = Shared(self.config.db, self.pool, self.node, self.broadcast, self.config.metrics)
+        self.shared = Shared(
+            self.config.db,
+            self.pool,
+            self.node,
+            self.broadcast,
+            self.config.metrics,
+            publish=self.publish_schema,
+        )
         self._schema = await loop.run_in_executor(self.pool, self._schema_snapshot)
+        # load the cql grammar now (a few hundred ms), not in the first client's first statement
+        await loop.run_in_executor(self.pool, parse, "SELECT key FROM system.local", "cql")
         self._watcher = asyncio.ensure_future(self._watch_schema())
         return str(host), int(port)
 
@@ -137,17 +151,50 @@ class CqlEndpoint:
             return out
 
     async def _watch_schema(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(SCHEMA_POLL_S)
             try:
-                now = await loop.run_in_executor(self.pool, self._schema_snapshot)
+                await self.publish_schema()
             except Exception:  # a broken catalog read must not end the watcher
                 log.exception("cql: reading the catalog for schema events failed")
-                continue
+
+    async def publish_schema(self, origin: CqlSession | None = None) -> list[SchemaChange]:
+        """Send an event for every change of the catalog since it was last looked at: after a DDL
+        statement (``origin``'s), before its answer, as ScyllaDB's notifier does for each table
+        a schema change creates, alters or drops (a CDC log with its base table), and every
+        second for changes made elsewhere.
+
+        When the DDL created CDC logs, its answer also waits (at most
+        :data:`LOG_REFRESH_WAIT_S`) until every other connection subscribed to schema events has
+        re-read those logs' schema: drivers debounce events (the Python driver by up to 2 s), and a
+        client that reads a log right after creating its table (a cqlsh script: CREATE TABLE,
+        then SELECT from the log) needs the log in its metadata to print the rows."""
+        loop = asyncio.get_running_loop()
+        async with self._schema_lock:
+            now = await loop.run_in_executor(self.pool, self._schema_snapshot)
             before, self._schema = self._schema, now
-            for change in schema_diff(before, now):
-                self.broadcast(change)
+            changes = schema_diff(before, now)
+        logs = {
+            (c.keyspace, c.name)
+            for c in changes
+            if c.change == "CREATED" and c.target == "TABLE" and c.name.endswith(LOG_SUFFIX)
+        }
+        watchers = [s for s in self.sessions if s is not origin and "SCHEMA_CHANGE" in s.events]
+        for s in watchers:
+            s.reread.clear()
+        for change in changes:
+            self.broadcast(change)
+        if origin is not None and logs:
+            deadline = loop.time() + LOG_REFRESH_WAIT_S
+            for s in watchers:
+                while s in self.sessions and not s.has_reread(logs):
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        return changes
+                    s.reread_event.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(s.reread_event.wait(), remaining)
+        return changes
 
     # ------------------------------------------------------------------ connections
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -13,17 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import re
 import socket
 import sqlite3
 import struct
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import lz4.block
 
@@ -41,6 +42,7 @@ from changefeed.exceptions import (
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server.cql import system
 from changefeed.server.cql import wire as w
+from changefeed.server.cql.columnar import EncodedRows, encode_rows
 from changefeed.server.cql.statements import (
     SchemaChange,
     Spec,
@@ -58,6 +60,7 @@ from changefeed.sql import ast
 from changefeed.sql.parser import parse
 from changefeed.sql.result import Result
 from changefeed.sql.statements.common import LOG_SUFFIX
+from changefeed.sql.statements.select import select_log_columns
 
 T = TypeVar("T")
 
@@ -85,13 +88,57 @@ class Prepared:
     inline: bool = False
 
 
+class PageRows(Protocol):
+    """A kept result's rows, encoded a page at a time."""
+
+    #: Whether encoding a page costs little enough to do on the event loop.
+    cheap: bool
+
+    def __len__(self) -> int: ...
+
+    def cells(self, lo: int, hi: int) -> bytes:
+        """The cells of rows ``lo`` to ``hi`` (exclusive), end to end."""
+        ...
+
+
+class TupleRows:
+    """Rows of Python values (a statement's :class:`Result`), encoded page by page."""
+
+    cheap = False
+
+    def __init__(self, rows: list[tuple[Any, ...]], types: list[CqlType]) -> None:
+        self.rows = rows
+        self.encode = rows_encoder(types)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def cells(self, lo: int, hi: int) -> bytes:
+        return self.encode(self.rows[lo:hi])
+
+
+class ColumnarRows:
+    """Rows encoded column-wise at once (a CDC log window): a page is a slice of their bytes."""
+
+    cheap = True
+
+    def __init__(self, rows: EncodedRows) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def cells(self, lo: int, hi: int) -> bytes:
+        return self.rows.cells(lo, hi)
+
+
 @dataclass
 class Paged:
     key: bytes
     columns: list[str]
     types: list[CqlType]
     table: tuple[str, str]
-    rows: list[tuple[Any, ...]]
+    rows: PageRows
     at: float
     #: Pages encoded ahead, by (offset, page size, metadata skipped): while the client decodes a
     #: page, the pool encodes the next one, so paging uses both cores.
@@ -113,8 +160,11 @@ class Shared:
         node: system.Node,
         broadcast: Callable[[SchemaChange], None],
         metrics: EndpointMetrics = NULL_ENDPOINT_METRICS,
+        publish: Callable[[CqlSession], Awaitable[list[SchemaChange]]] | None = None,
     ) -> None:
         self.db = db
+        #: Sends the events of a DDL statement's schema changes (see ``CqlEndpoint.publish_schema``).
+        self.publish = publish
         self.metrics = metrics
         self.pool = pool
         self.node = node
@@ -178,6 +228,11 @@ class CqlSession:
         self.user = user
         self.conn: Connection | None = None
         self.events: set[str] = set()
+        #: Tables ((keyspace, name); ("", "*") for all) whose schema this connection re-read
+        #: (``system_schema.views``, the last table a driver's metadata refresh reads), and an
+        #: event set at each such read: see ``CqlEndpoint.publish_schema``.
+        self.reread: set[tuple[str, str]] = set()
+        self.reread_event = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         self.calls = PoolCalls(self.loop, self.shared.pool)
         self.lz4 = compression == "lz4"
@@ -497,13 +552,19 @@ class CqlSession:
             self.send(stream, w.RESULT, body.getvalue())
             return
         if changes:
+            # events first (the log tables a CDC option creates too), then the answer, as ScyllaDB
+            published: list[SchemaChange] = []
+            if self.shared.publish is not None:
+                with contextlib.suppress(Exception):  # a failed catalog read: the statement's own
+                    published = await self.shared.publish(self)
+            for change in changes:  # (also when nothing changed: CREATE .. IF NOT EXISTS, as ScyllaDB)
+                if change not in published:
+                    self.shared.broadcast(change)
             self.send(
                 stream,
                 w.RESULT,
                 w.Writer().int(w.SCHEMA_CHANGE).raw(_schema_change_body(changes[0])).getvalue(),
             )
-            for change in changes:
-                self.shared.broadcast(change)
             return
         if res.columns:  # LWT: [applied]
             types = result_types(self.conn.session, stmt, res.columns, res.types, res.rows)
@@ -570,10 +631,31 @@ class CqlSession:
         return res, changes
 
     # ------------------------------------------------------------------ SELECT and paging
+    def has_reread(self, tables: set[tuple[str, str]]) -> bool:
+        return ("", "*") in self.reread or tables <= self.reread
+
+    def _note_schema_read(self, query: str, stmt: ast.Select) -> None:
+        """A driver re-reading a table's schema (its last query of a refresh, ``system_schema.views``
+        by keyspace and name, or all of it)."""
+        assert self.conn is not None
+        if split_name(self.conn.session, stmt.table) != ("system_schema", "views"):
+            return
+        if stmt.where is None:
+            self.reread.add(("", "*"))
+        else:
+            ks = _QUOTED_KS.search(query)
+            name = _QUOTED_VIEW.search(query)
+            if ks is None or name is None:
+                return
+            self.reread.add((ks.group(1), name.group(1)))
+        self.reread_event.set()
+
     async def select(
         self, stream: int, query: str, stmt: ast.Select, values: list[Any], params: dict[str, Any]
     ) -> None:
         assert self.conn is not None
+        if stmt.table is not None and not values:
+            self._note_schema_read(query, stmt)
         page_size: int = params["page_size"]
         state: bytes | None = params["paging_state"]
         key = hashlib.md5(query.encode() + repr(values).encode()).digest()[:8]
@@ -616,10 +698,9 @@ class CqlSession:
             )
 
     async def _encode_page(self, paged: Paged, lo: int, hi: int, state: bytes | None, skip: bool) -> bytes:
-        chunk = paged.rows[lo:hi]
-        if len(chunk) > 2000:
-            return await self.call(_rows_body, paged.columns, paged.types, paged.table, chunk, state, skip)
-        return _rows_body(paged.columns, paged.types, paged.table, chunk, state, skip)
+        if hi - lo > 2000 and not paged.rows.cheap:
+            return await self.call(_page_body, paged, lo, hi, state, skip)
+        return _page_body(paged, lo, hi, state, skip)
 
     def _expire_paged(self) -> None:
         now = time.monotonic()
@@ -636,9 +717,14 @@ class CqlSession:
         table = split_name(session, stmt.table)
         if table[1].endswith(LOG_SUFFIX):
             self._close_log(stmt)
+            cols = select_log_columns(session, stmt, values)
+            if cols is not None:  # a window of the log: encoded column-wise, pages are slices
+                types = result_types(session, stmt, cols.names, cols.types, [])
+                encoded = encode_rows(cols.values, types, cols.rows)
+                return Paged(key, cols.names, types, table, ColumnarRows(encoded), time.monotonic())
         res = session.execute(stmt, values)
         types = result_types(session, stmt, res.columns, res.types, res.rows)
-        return Paged(key, res.columns, types, table, res.rows, time.monotonic())
+        return Paged(key, res.columns, types, table, TupleRows(res.rows, types), time.monotonic())
 
     def _close_log(self, stmt: ast.Select) -> None:
         """Before reading a CDC log up to a time: make every commit at or below it visible.
@@ -721,6 +807,10 @@ class CqlSession:
         session.commit()
 
 
+_QUOTED_KS = re.compile(r"keyspace_name\s*=\s*'([^']*)'", re.IGNORECASE)
+_QUOTED_VIEW = re.compile(r"view_name\s*=\s*'([^']*)'", re.IGNORECASE)
+
+
 def lz4_compress(body: bytes) -> bytes:
     """The protocol's LZ4 body: the uncompressed length (big-endian [int]), then an LZ4 block."""
     block: bytes = lz4.block.compress(body, store_size=False)
@@ -746,6 +836,13 @@ def _schema_change_body(change: SchemaChange) -> bytes:
     return body.getvalue()
 
 
+def _page_body(paged: Paged, lo: int, hi: int, paging_state: bytes | None, skip_metadata: bool) -> bytes:
+    """The Rows RESULT of rows ``lo`` to ``hi`` of a kept result."""
+    return _rows_head(paged.columns, paged.types, paged.table, hi - lo, paging_state, skip_metadata) + (
+        paged.rows.cells(lo, hi)
+    )
+
+
 def _rows_body(
     columns: list[str],
     types: list[CqlType],
@@ -755,6 +852,19 @@ def _rows_body(
     skip_metadata: bool = False,
 ) -> bytes:
     """A Rows RESULT: metadata (unless skipped), the row count, the cells."""
+    head = _rows_head(columns, types, table, len(rows), paging_state, skip_metadata)
+    return head + rows_encoder(types)(rows)
+
+
+def _rows_head(
+    columns: list[str],
+    types: list[CqlType],
+    table: tuple[str, str],
+    count: int,
+    paging_state: bytes | None,
+    skip_metadata: bool,
+) -> bytes:
+    """A Rows RESULT up to its cells: metadata (unless skipped) and the row count."""
     head = w.Writer().int(w.ROWS)
     flags = 0 if skip_metadata else w.M_GLOBAL_TABLES_SPEC
     if paging_state is not None:
@@ -768,9 +878,8 @@ def _rows_body(
         head.string(table[0]).string(table[1])
         for name, t in zip(columns, types, strict=True):
             head.string(name).raw(t.option())
-    head.int(len(rows))
-    cells = rows_encoder(types)(rows)
-    return head.getvalue() + cells
+    head.int(count)
+    return head.getvalue()
 
 
 __all__ = ["CqlSession", "QueryError", "Shared", "error_of"]

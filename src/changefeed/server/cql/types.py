@@ -163,6 +163,7 @@ def of_sql(t: SqlType | None) -> CqlType:
 _NULL = struct.pack(">i", -1)
 _I = struct.Struct(">i")
 _i4 = struct.Struct(">ii")
+_u4 = struct.Struct(">iI")
 _q = struct.Struct(">iq")
 _h = struct.Struct(">ih")
 _b = struct.Struct(">ib")
@@ -252,7 +253,8 @@ def encoder(t: CqlType) -> Encoder:
     if k == TIMESTAMP:
         return nullable(lambda v: _q.pack(8, _timestamp_ms(v)))
     if k == DATE:
-        return nullable(lambda v: _i4.pack(4, ((v - _EPOCH_DATE).days + (1 << 31)) - (1 << 32)))
+        # days since 1970-01-01 plus 2**31, unsigned (dates before the epoch too)
+        return nullable(lambda v: _u4.pack(4, (v - _EPOCH_DATE).days + (1 << 31)))
     if k == TIME:
         return nullable(
             lambda v: _q.pack(

@@ -32,7 +32,8 @@ from changefeed.server.kafka.authz import Authorizer
 from changefeed.server.kafka.groups import Coordinator
 from changefeed.server.kafka.records import ProducedBatch, encode_batch
 from changefeed.sqlite_wal import use_wal
-from changefeed.topics.store import RecordSlices, TopicInfo, TopicStore
+from changefeed.topics.batch import patch_batch
+from changefeed.topics.store import Appended, RecordSlices, TopicInfo, TopicStore
 
 __all__ = ["Broker", "FetchResult", "ProduceResult"]
 
@@ -54,8 +55,18 @@ class FetchResult:
     error: int
     high_watermark: int
     log_start: int
-    records: bytes | None
+    records: bytes | None  #: the first stored batch (or all records, encoded), None on error
     more_at: int | None = None  #: the offset after the records when more were left unread
+    more: tuple[bytes, ...] = ()  #: the stored batches after the first, sent as they are
+
+    @property
+    def size(self) -> int:
+        return len(self.records or b"") + sum(map(len, self.more))
+
+    @property
+    def data(self) -> bytes:
+        """The record batches joined."""
+        return b"".join([self.records or b"", *self.more])
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,11 +227,28 @@ class Broker:
     # -- fetch -------------------------------------------------------------------------------
 
     def fetch_partition(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> FetchResult:
-        """Runs in a worker thread. A batch already encoded for (partition, offset, max_bytes),
-        by an earlier fetch or by read-ahead, is served from :class:`BatchCache` with fresh
-        watermarks: repeated and concurrent readers of the same records pay for one encoding."""
+        """Runs in a worker thread. The stored batches from the one holding ``offset`` on, as
+        they are (the first may start before ``offset``: clients skip its leading records, as
+        they do with Kafka's), whole batches up to ``max_bytes`` (the first always)."""
         if not 0 <= partition < info.partitions:
             return FetchResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None)
+        got = self.store.read_batches(info, partition, offset, max(max_bytes, 0))
+        earliest, nxt = got.earliest, got.next_offset
+        if offset < earliest or offset > nxt:
+            return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
+        if got.rows:
+            return self._fetch_rows(info, partition, offset, max_bytes)
+        if max_bytes <= 0 or not got.data:
+            return FetchResult(E.NONE, nxt, earliest, b"")
+        more_at = got.end if got.end < nxt else None
+        return FetchResult(E.NONE, nxt, earliest, got.data[0], more_at, tuple(got.data[1:]))
+
+    def _fetch_rows(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> FetchResult:
+        """:meth:`fetch_partition` of records in the row format of files written before the log
+        stored batches, encoded here. A batch already encoded for (partition, offset,
+        max_bytes), by an earlier fetch or by read-ahead, is served from :class:`BatchCache` with
+        fresh watermarks: repeated and concurrent readers of the same records pay for one
+        encoding."""
         key = (info.id, partition, offset, max_bytes)
         res = self._cache.get(key)
         if res is not None:
@@ -329,25 +357,36 @@ class Broker:
             if b.transactional:
                 return ProduceResult(E.INVALID_REQUEST, -1, -1, "transactional producers are not supported")
             tss, vls = b.timestamps_ms, b.value_lengths
-            if b.count:
-                if int(tss.min()) < 0:  # no timestamp: now
+            if b.count and (top := int(tss.max())) > _MAX_TIMESTAMP_MS:
+                return ProduceResult(E.INVALID_TIMESTAMP, -1, -1, f"timestamp {top} ms is out of range")
+            append: Callable[[str, int, int | None], Appended]
+            if b.storable and b.raw is not None:
+                # kept as the producer framed it: a Fetch returns these bytes
+                raw = b.raw
+                if b.header is not None and b.header.max_ts != int(tss.max()):
+                    raw = patch_batch(raw, 0, int(tss.max()))
+
+                def append(writer: str, batch_id: int, after: int | None, raw: bytes = raw) -> Appended:
+                    return store.append_batch(info, partition, writer, batch_id, raw, expect_after=after)
+
+            else:
+                # offsets or timestamps to assign (records without one get now): encoded anew
+                if b.count and int(tss.min()) < 0:
                     tss = np.where(tss < 0, time.time_ns() // 1_000_000, tss)
-                if (top := int(tss.max())) > _MAX_TIMESTAMP_MS:
-                    return ProduceResult(E.INVALID_TIMESTAMP, -1, -1, f"timestamp {top} ms is out of range")
-                if int(vls.min()) < 0:  # a null value (tombstone) is kept as an empty one
+                if b.count and int(vls.min()) < 0:  # a null value (tombstone) is kept as an empty one
                     vls = np.maximum(vls, 0)
-            recs = RecordSlices(b.data, b.key_starts, b.key_lengths, b.value_starts, vls, tss)
+                recs = RecordSlices(b.data, b.key_starts, b.key_lengths, b.value_starts, vls, tss)
+
+                def append(
+                    writer: str, batch_id: int, after: int | None, recs: RecordSlices = recs
+                ) -> Appended:
+                    return store.append_slices(
+                        info, partition, writer, batch_id, recs, 1_000_000, expect_after=after
+                    )
+
             if b.producer_id >= 0:
                 last_seq = b.base_sequence + b.count - 1
-                res = store.append_slices(
-                    info,
-                    partition,
-                    f"kafka-producer-{b.producer_id}",
-                    last_seq,
-                    recs,
-                    1_000_000,
-                    expect_after=b.base_sequence - 1,
-                )
+                res = append(f"kafka-producer-{b.producer_id}", last_seq, b.base_sequence - 1)
                 earliest = res.earliest
                 if not res.written and res.committed is not None:
                     if last_seq <= res.committed:
@@ -359,9 +398,7 @@ class Broker:
                         f"sequence {b.base_sequence} after {res.committed} for producer {b.producer_id}",
                     )
             else:
-                res = store.append_slices(
-                    info, partition, "kafka-producer", self._next_batch_id(), recs, 1_000_000
-                )
+                res = append("kafka-producer", self._next_batch_id(), None)
                 earliest = res.earliest
             if base < 0:
                 base = res.start

@@ -1,18 +1,12 @@
-"""Kafka record batches (magic 2): built from topic rows for Fetch, parsed from Produce.
-
-A batch is a 61-byte header (base offset, length, leader epoch, magic, CRC-32C, attributes,
-last offset delta, first/max timestamp, producer id/epoch, base sequence, record count) and its
-records, each a varint-framed ``attributes, timestamp delta, offset delta, key, value, headers``.
-The CRC-32C covers everything from the attributes on.
+"""Kafka record batches (magic 2) of Produce requests, parsed and checked; the batch format
+itself (and the encoder of batches the log did not receive as such) is the topic log's:
+:mod:`changefeed.topics.batch`.
 """
 
 from __future__ import annotations
 
-import struct
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
 
 import crc32c
 import numpy as np
@@ -20,97 +14,26 @@ import numpy.typing as npt
 
 from changefeed.server.kafka import errors as E
 from changefeed.server.kafka.wire import MalformedRequest
+from changefeed.topics.batch import (
+    ATTR_AT,
+    CONTROL,
+    HEAD,
+    TRANSACTIONAL,
+    BatchHeader,
+    MalformedBatch,
+    decompress,
+    encode_batch,
+    parse_records,
+)
+from changefeed.topics.codecs import CODECS, ZSTD
 
-__all__ = ["ProducedBatch", "encode_batch", "parse_batches"]
+__all__ = ["ZSTD_MIN_PRODUCE_VERSION", "ProducedBatch", "UnsupportedBatch", "encode_batch", "parse_batches"]
 
 Int64s = npt.NDArray[np.int64]
 
-_HEAD = struct.Struct(">qiibIhiqqqhii")  # 61 bytes
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record count: 40 bytes
-_BEFORE_CRC = struct.Struct(">qiibI")  # base offset .. CRC: 21 bytes
-_CRC_AT = 17  # base offset 8, length 4, epoch 4, magic 1
-_ATTR_AT = 21
-_COMPRESSION_MASK = 0x07
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
-
-
-def _zigzag_table(n: int) -> list[bytes]:
-    return [_varint_slow(i) for i in range(n)]
-
-
-def _varint_slow(u: int) -> bytes:
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
-#: Unsigned varints 0..2**14-1, precomputed: lengths and small deltas hit this table.
-_VARINT = _zigzag_table(1 << 14)
-_NEG_ONE = b"\x01"  # zigzag(-1)
-
-
-def varint(n: int) -> bytes:
-    """Zigzag varint of a signed int."""
-    u = (n << 1) ^ (n >> 63)
-    if u < 16384:
-        return _VARINT[u]
-    return _varint_slow(u)
-
-
-def _uvarint(u: int) -> bytes:
-    return _VARINT[u] if u < 16384 else _varint_slow(u)
-
-
-def encode_batch(
-    base_offset: int,
-    offsets: Sequence[int],
-    keys: Sequence[bytes | None],
-    values: Sequence[bytes],
-    timestamps_ms: Sequence[int],
-) -> bytes:
-    """One uncompressed batch of the given rows (offsets ascending, gaps allowed).
-
-    Built column-wise: offset deltas of consecutive offsets and a batch whose records share one
-    timestamp (one transaction's changes) take their varints from a precomputed table, so the
-    per-record work is a few lookups; the records are joined once and checksummed once."""
-    n = len(values)
-    table = _VARINT
-    base_ts = timestamps_ms[0]
-    max_ts = max(timestamps_ms)
-    last = offsets[-1] - base_offset
-    ods: Sequence[bytes]
-    if offsets[0] == base_offset and last == n - 1 and n <= 8192:
-        ods = table[0 : 2 * n : 2]
-    else:
-        ods = [_uvarint((o - base_offset) << 1) for o in offsets]
-    # attributes (0) and timestamp delta
-    tds: Iterable[bytes]
-    if max_ts == base_ts and min(timestamps_ms) == base_ts:
-        tds = repeat(b"\x00\x00")
-    else:
-        tds = [b"\x00" + _uvarint(((t - base_ts) << 1) ^ ((t - base_ts) >> 63)) for t in timestamps_ms]
-    parts: list[bytes] = []
-    extend = parts.extend
-    for td, od, key, value in zip(tds, ods, keys, values, strict=False):
-        if key is None:
-            head = td + od + _NEG_ONE
-            key = b""
-        else:
-            kl = len(key) << 1
-            head = td + od + (table[kl] if kl < 16384 else _varint_slow(kl))
-        vl = len(value) << 1
-        vv = table[vl] if vl < 16384 else _varint_slow(vl)
-        # body: attributes .. key length (head), key, value length, value, header count (0)
-        bl = (len(head) + len(key) + len(vv) + len(value) + 1) << 1
-        extend((table[bl] if bl < 16384 else _varint_slow(bl), head, key, vv, value, b"\x00"))
-    tail = _AFTER_CRC.pack(0, last, base_ts, max_ts, -1, -1, -1, n) + b"".join(parts)
-    crc = crc32c.crc32c(tail)
-    # length counts from the partition leader epoch on: 4 + 1 + 4 + len(tail)
-    return _BEFORE_CRC.pack(base_offset, 9 + len(tail), 0, 2, crc) + tail
+#: The first Produce version that may carry zstd batches (KIP-110); older ones get
+#: UNSUPPORTED_COMPRESSION_TYPE, as from Kafka.
+ZSTD_MIN_PRODUCE_VERSION = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +51,27 @@ class ProducedBatch:
     value_starts: Int64s
     value_lengths: Int64s
     timestamps_ms: Int64s
+    #: The batch as received (None when built from lists): stored as it is when its offset
+    #: deltas are 0..count-1 and its max timestamp is its records' (see ``storable``).
+    raw: bytes | None = None
+    offset_deltas: Int64s | None = None
+    header: BatchHeader | None = None
+
+    @property
+    def storable(self) -> bool:
+        """True if :attr:`raw` can be kept as this batch's stored form once its base offset is
+        set: offsets 0..count-1, as the log assigns them; every record with a timestamp."""
+        h, od = self.header, self.offset_deltas
+        n = self.count
+        return (
+            self.raw is not None
+            and h is not None
+            and od is not None
+            and n > 0
+            and h.last_offset_delta == n - 1
+            and bool((od == np.arange(n, dtype=np.int64)).all())
+            and int(self.timestamps_ms.min()) >= 0
+        )
 
     @property
     def count(self) -> int:
@@ -171,236 +115,79 @@ def _slices(data: bytes, starts: Int64s, lengths: Int64s) -> list[bytes | None]:
     ]
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = 0
-    u = 0
-    while True:
-        if pos >= len(data):
-            raise MalformedRequest("truncated varint in a record batch")
-        b = data[pos]
-        pos += 1
-        u |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise MalformedRequest("varint too long in a record batch")
-    return (u >> 1) ^ -(u & 1), pos
-
-
 class UnsupportedBatch(Exception):
-    """A well-formed batch this endpoint does not accept: ``code`` is the Kafka error
-    (UNSUPPORTED_FOR_MESSAGE_FORMAT for an old magic, UNSUPPORTED_COMPRESSION_TYPE for a codec)."""
+    """A batch refused with a Kafka error of its own, ``code``: UNSUPPORTED_FOR_MESSAGE_FORMAT
+    for an old magic, UNSUPPORTED_COMPRESSION_TYPE for a codec Kafka does not define (or zstd
+    before Produce v7), UNKNOWN_SERVER_ERROR for compressed records that do not decompress (as
+    Kafka answers them)."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
 
 
-def _decompress(codec: int, data: bytes) -> bytes:
-    if codec == 1:
-        import gzip
-
-        return gzip.decompress(data)
-    raise UnsupportedBatch(
-        f"compression codec {codec} is not supported (use none or gzip)", E.UNSUPPORTED_COMPRESSION_TYPE
-    )
-
-
-def _record_bounds(body: bytes, count: int) -> tuple[list[int], list[int]]:
-    """Where each of ``count`` records starts (after its length varint) and ends. The only loop
-    over the records in Python: one length each, one- and two-byte varints inline."""
-    starts: list[int] = []
-    ends: list[int] = []
-    start_append = starts.append
-    end_append = ends.append
-    p = 0
-    size = len(body)
-    try:
-        for _ in range(count):
-            b = body[p]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                p += 1
-            elif (c := body[p + 1]) < 0x80:
-                u = (b & 0x7F) | (c << 7)
-                n = (u >> 1) ^ -(u & 1)
-                p += 2
-            else:
-                n, p = _read_varint(body, p)
-            start_append(p)
-            p += n
-            if n < 0 or p > size:
-                raise MalformedRequest("record runs past its batch")
-            end_append(p)
-    except IndexError:
-        raise MalformedRequest("record runs past its batch") from None
-    return starts, ends
-
-
-#: Zero bytes after a batch's records in the array :func:`_varints` reads: room for the three
-#: longest varints before the key, so reading them never runs off the array; whether every field
-#: lies within its record is checked after the key and after the value.
-_PAD = 32
-
-
-def _varints(u: npt.NDArray[np.uint8], pos: Int64s) -> tuple[Int64s, Int64s]:
-    """The zigzag varints at ``pos`` of every record at once: (values, sizes in bytes). Varints
-    of one and two bytes (lengths and deltas below 8192) take no loop."""
-    b0 = u[pos]
-    if int(b0.max(initial=0)) < 0x80:  # every varint one byte: lengths and deltas below 64
-        v = b0.astype(np.int64)
-        return (v >> 1) ^ -(v & 1), np.ones(len(pos), dtype=np.int64)
-    c0 = b0 >> 7
-    b1 = u[pos + 1]
-    if int((b1 & (c0 << 7)).max()) < 0x80:  # none longer than two bytes
-        v = (b0 & 0x7F).astype(np.int64) | (b1 * c0).astype(np.int64) << 7
-        return (v >> 1) ^ -(v & 1), c0.astype(np.int64) + 1
-    acc = (b0 & 0x7F).astype(np.uint64)
-    size = np.ones(len(pos), dtype=np.int64)
-    more = np.flatnonzero(c0)
-    shift = 7
-    while more.size:
-        if shift > 63:
-            raise MalformedRequest("varint too long in a record batch")
-        b = u[pos[more] + size[more]]
-        acc[more] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
-        size[more] += 1
-        more = more[b >= 0x80]
-        shift += 7
-    return (acc >> np.uint64(1)).astype(np.int64) ^ -(acc & np.uint64(1)).astype(np.int64), size
-
-
-#: Batches of fewer records are parsed record by record: numpy's per-call overhead would
-#: outweigh its per-record gain.
-_FEW = 64
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
-
-
-def _varint_in(body: bytes, p: int, end: int) -> tuple[int, int]:
-    """The zigzag varint at ``p``, which must end before ``end``: (value, position after)."""
-    u = 0
-    shift = 0
-    while True:
-        if p >= end:
-            raise MalformedRequest("record fields run past the record")
-        b = body[p]
-        p += 1
-        u |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (u >> 1) ^ -(u & 1), p
-        shift += 7
-        if shift > 63:
-            raise MalformedRequest("varint too long in a record batch")
-
-
-def _parse_few(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
-    """:func:`_parse_records` one record at a time, for small batches."""
-    cols: tuple[list[int], ...] = ([], [], [], [], [])
-    ks_, kl_, vs_, vl_, ts_ = cols
-    p = 0
-    size = len(body)
-    for _ in range(count):
-        n, p = _varint_in(body, p, size)
-        end = p + n
-        if n < 0 or end > size:
-            raise MalformedRequest("record runs past its batch")
-        td, q = _varint_in(body, p + 1, end)
-        _, q = _varint_in(body, q, end)
-        kl, q = _varint_in(body, q, end)
-        if kl < -1:
-            raise MalformedRequest("record fields run past the record")
-        ks_.append(q)
-        kl_.append(kl)
-        vl, q = _varint_in(body, q + max(kl, 0), end)
-        if vl < -1 or q + max(vl, 0) > end:
-            raise MalformedRequest("record fields run past the record")
-        vs_.append(q)
-        vl_.append(vl)
-        ts_.append(min(max(base_ts + td, _I64_MIN), _I64_MAX))
-        p = end
-    if p != size:
-        raise MalformedRequest("record batch holds more bytes than its records")
-    ks, kl_a, vs, vl_a, ts = (np.array(c, dtype=np.int64) for c in cols)
-    return ks, kl_a, vs, vl_a, ts
-
-
-def _parse_records(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
-    """(key starts, key lengths, value starts, value lengths, timestamps) of ``count`` records.
-    Record boundaries are found in one Python loop; each field is then decoded for every record
-    at once with numpy (attributes, timestamp delta, offset delta, key, value; headers are
-    skipped: the topic log keeps key, value and timestamp)."""
-    if count < _FEW:
-        return _parse_few(body, count, base_ts)
-    starts, ends = _record_bounds(body, count)
-    if (ends[-1] if ends else 0) != len(body):
-        raise MalformedRequest("record batch holds more bytes than its records")
-    u = np.zeros(len(body) + _PAD, dtype=np.uint8)
-    u[: len(body)] = np.frombuffer(body, dtype=np.uint8)
-    end = np.frombuffer(array("q", ends), dtype=np.int64)
-    p = np.frombuffer(array("q", starts), dtype=np.int64) + 1  # after the attributes byte
-    tdelta, n = _varints(u, p)
-    p += n
-    _, n = _varints(u, p)  # offset delta (unused: offsets are assigned here)
-    p += n
-    kl, n = _varints(u, p)
-    ks = p + n
-    kend = ks + np.maximum(kl, 0)
-    if count and (int(kl.min()) < -1 or bool((kend >= end).any())):
-        raise MalformedRequest("record fields run past the record")
-    vl, n = _varints(u, kend)
-    vs = kend + n
-    if count and (int(vl.min()) < -1 or bool((vs + np.maximum(vl, 0) > end).any())):
-        raise MalformedRequest("record fields run past the record")
-    return ks, kl, vs, vl, _add_saturating(tdelta, base_ts)
-
-
-def _add_saturating(deltas: Int64s, base: int) -> Int64s:
-    """``base + deltas`` held at the int64 ends instead of wrapping: a timestamp past them is
-    still out of range (INVALID_TIMESTAMP) or negative (none), as with Python ints."""
-    out = deltas + np.int64(base)
-    if base >= 0:
-        over = (deltas > 0) & (out < 0)
-        if over.any():
-            out[over] = _I64_MAX
-    else:
-        under = (deltas < 0) & (out >= 0)
-        if under.any():
-            out[under] = _I64_MIN
-    return out
-
-
-def parse_batches(data: bytes) -> list[ProducedBatch]:
-    """Every batch in a Produce request's record set; checks each CRC-32C."""
+def parse_batches(data: bytes, version: int = ZSTD_MIN_PRODUCE_VERSION) -> list[ProducedBatch]:
+    """Every batch in a Produce request (of ``version``)'s record set; checks each CRC-32C and
+    decompresses each compressed one (any of Kafka's codecs; zstd only from Produce v7 on, as
+    Kafka accepts it). Control batches (a transaction's markers) are left out."""
     out: list[ProducedBatch] = []
     pos = 0
     end = len(data)
     while pos < end:
-        if end - pos < _HEAD.size:
+        if end - pos < HEAD.size:
             raise MalformedRequest("truncated record batch header")
-        (_base, length, _epoch, magic, crc, attrs, _last, base_ts, _max_ts, pid, pepoch, base_seq, count) = (
-            _HEAD.unpack_from(data, pos)
-        )
-        if magic != 2:
+        h = BatchHeader.read(data, pos)
+        if h.magic != 2:
             raise UnsupportedBatch(
-                f"record batch magic {magic} (only magic 2 is supported)", E.UNSUPPORTED_FOR_MESSAGE_FORMAT
+                f"record batch magic {h.magic} (only magic 2 is supported)", E.UNSUPPORTED_FOR_MESSAGE_FORMAT
             )
-        stop = pos + 12 + length
-        if length < _HEAD.size - 12 or stop > end:
+        stop = pos + h.size
+        if h.length < HEAD.size - 12 or stop > end:
             raise MalformedRequest("record batch length runs past the request")
-        if crc32c.crc32c(data[pos + _ATTR_AT : stop]) != crc:
+        if crc32c.crc32c(data[pos + ATTR_AT : stop]) != h.crc:
             raise MalformedRequest("record batch CRC-32C mismatch")
-        body = data[pos + _HEAD.size : stop]
-        codec = attrs & _COMPRESSION_MASK
-        if codec:
-            body = _decompress(codec, body)
-        if count < 0:
+        if h.codec not in CODECS:
+            raise UnsupportedBatch(
+                f"compression codec {h.codec} is not one Kafka defines (none, gzip, snappy, lz4, zstd)",
+                E.UNSUPPORTED_COMPRESSION_TYPE,
+            )
+        if h.codec == ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
+            raise UnsupportedBatch(
+                f"Produce requests with version {version} are not allowed to use zstd compression "
+                f"(version {ZSTD_MIN_PRODUCE_VERSION} or later is)",
+                E.UNSUPPORTED_COMPRESSION_TYPE,
+            )
+        if h.count < 0:
             raise MalformedRequest("negative record count")
-        ks, kl, vs, vl, ts = _parse_records(body, count, base_ts)
-        if not attrs & _CONTROL:
+        try:
+            body = decompress(h.codec, data[pos + HEAD.size : stop])
+        except MalformedBatch as exc:
+            # Kafka's broker answers records that do not decompress with UNKNOWN_SERVER_ERROR
+            # (its "Failed to decompress record stream" is no API error); the message says why.
+            raise UnsupportedBatch(str(exc), E.UNKNOWN_SERVER_ERROR) from None
+        try:
+            ks, kl, vs, vl, ts, od = parse_records(body, h.count, h.first_ts)
+        except MalformedBatch as exc:
+            raise MalformedRequest(str(exc)) from None
+        if not h.attributes & CONTROL:
+            raw = data[pos:stop]
+            transactional = bool(h.attributes & TRANSACTIONAL)
             out.append(
-                ProducedBatch(pid, pepoch, base_seq, bool(attrs & _TRANSACTIONAL), body, ks, kl, vs, vl, ts)
+                ProducedBatch(
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    transactional,
+                    body,
+                    ks,
+                    kl,
+                    vs,
+                    vl,
+                    ts,
+                    raw,
+                    od,
+                    h,
+                )
             )
         pos = stop
     return out

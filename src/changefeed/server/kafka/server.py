@@ -46,7 +46,9 @@ class CloseConnection(Exception):
     pass
 
 
-Handler = Callable[[Session, int, Reader], Awaitable[bytes | None]]
+#: A response body: bytes, or parts to write as they are (a Fetch's stored batches).
+Body = bytes | list[bytes | bytearray | memoryview]
+Handler = Callable[[Session, int, Reader], Awaitable[Body | None]]
 
 
 def _is_loopback(host: str) -> bool:
@@ -152,8 +154,12 @@ class KafkaEndpoint:
                     return
                 if response is not None:
                     header, body = response
-                    writer.write(_SIZE.pack(len(header) + len(body)) + header)
-                    writer.write(body)  # record data is not copied again
+                    if isinstance(body, bytes):
+                        writer.write(_SIZE.pack(len(header) + len(body)) + header)
+                        writer.write(body)  # record data is not copied again
+                    else:  # parts: one vectored write, nothing joined
+                        size = len(header) + sum(map(len, body))
+                        writer.writelines([_SIZE.pack(size) + header, *body])
                     await writer.drain()
                 if session.extra.get("close_after"):
                     return
@@ -171,7 +177,7 @@ class KafkaEndpoint:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _handle(self, session: Session, frame: bytes) -> tuple[bytes, bytes] | None:
+    async def _handle(self, session: Session, frame: bytes) -> tuple[bytes, Body] | None:
         if session.raw_sasl:
             return await self._raw_sasl(session, frame)
         r = Reader(frame)

@@ -156,7 +156,7 @@ class TopicApis:
 
     # -- Fetch -------------------------------------------------------------------------------
 
-    async def fetch(self, session: Session, version: int, r: Reader) -> bytes:
+    async def fetch(self, session: Session, version: int, r: Reader) -> list[bytes | bytearray | memoryview]:
         r.int32()  # replica id
         max_wait_ms = r.int32()
         min_bytes = r.int32()
@@ -199,7 +199,7 @@ class TopicApis:
                         res = FetchResult(res.error, res.high_watermark, res.log_start, b"")
                     else:
                         res = b.fetch_partition(info, p, offset, max(1, min(pmax, budget - total)))
-                        total += len(res.records or b"")
+                        total += res.size
                     rows.append((p, res))
                 out.append((name, rows))
             return total, out
@@ -225,8 +225,8 @@ class TopicApis:
                 w.int32(-1)  # aborted transactions: none
                 if version >= 11:
                     w.int32(-1)
-                w.bytes_(res.records or b"")  # Kafka sends empty records, never null
-        return w.getvalue()
+                w.bytes_parts([res.records or b"", *res.more])  # empty records, never null
+        return w.getparts()
 
     # -- Produce -----------------------------------------------------------------------------
 
@@ -249,7 +249,9 @@ class TopicApis:
                 if info is None:
                     results = [ProduceResult(err, -1, -1) for _ in parts]
                 else:
-                    results = await asyncio.gather(*(self._produce_partition(info, p, d) for p, d in parts))
+                    results = await asyncio.gather(
+                        *(self._produce_partition(info, p, d, version) for p, d in parts)
+                    )
                 out.append((name, list(zip((p for p, _ in parts), results, strict=True))))
             b.notify()
         if acks == 0:
@@ -266,13 +268,15 @@ class TopicApis:
         w.int32(0)
         return w.getvalue()
 
-    async def _produce_partition(self, info: TopicInfo, p: int, data: bytes | None) -> ProduceResult:
+    async def _produce_partition(
+        self, info: TopicInfo, p: int, data: bytes | None, version: int
+    ) -> ProduceResult:
         if not 0 <= p < info.partitions:
             return ProduceResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
 
         def parse_and_append() -> ProduceResult:  # in a worker thread, off the event loop
             try:
-                batches = parse_batches(data or b"")
+                batches = parse_batches(data or b"", version)
             except MalformedRequest as exc:
                 return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
             except UnsupportedBatch as exc:

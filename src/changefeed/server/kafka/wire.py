@@ -11,7 +11,7 @@ read past the end of a request, so truncated input never reaches a handler half-
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 __all__ = ["MalformedRequest", "Reader", "Writer"]
@@ -212,6 +212,19 @@ class Writer:
         self.buf += b
         return self
 
+    def bytes_parts(self, parts: Sequence[bytes]) -> Writer:
+        """:meth:`bytes_` of the parts joined, without joining them: big parts are kept by
+        reference (a Fetch's stored record batches go to the socket as they were read)."""
+        self.int32(sum(map(len, parts)))
+        for b in parts:
+            if len(b) >= self.BIG:
+                self.parts.append(self.buf)
+                self.parts.append(b)
+                self.buf = bytearray()
+            else:
+                self.buf += b
+        return self
+
     def array(self, items: list[T] | None, write: Callable[[Writer, T], object]) -> Writer:
         if items is None:
             return self.int32(-1)
@@ -256,6 +269,10 @@ class Writer:
         """An empty tagged-field section."""
         self.buf.append(0)
         return self
+
+    def getparts(self) -> list[bytes | bytearray | memoryview]:
+        """What :meth:`getvalue` joins, not joined (for ``writelines``)."""
+        return [*self.parts, self.buf] if self.parts else [bytes(self.buf)]
 
     def getvalue(self) -> bytes:
         if not self.parts:

@@ -15,20 +15,26 @@ costs the rows of the window, not of the log. Every other condition is then eval
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from changefeed.engine.catalog import TableSchema
-from changefeed.engine.cdc_streams import VNODE_SQL, VNODES, generation, generation_at, vnode_of
+from changefeed.engine.cdc_streams import VNODES, generation, generation_at, vnode_of
 from changefeed.engine.clock import CommitTs, timeuuid_key
 from changefeed.engine.storage import tokens
 from changefeed.engine.txn import Transaction
-from changefeed.engine.types import SqlType, resolve_type
+from changefeed.engine.types import Kind, SqlType, resolve_type
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, conjuncts, is_const
+from changefeed.sql.statements.sqlite_columns import read_columns
 
 #: The log's own columns, before the base table's.
 META_COLUMNS = (
@@ -64,6 +70,31 @@ class Window:
             self.upper is not None and (key > self.upper[0] or (key == self.upper[0] and not self.upper[1]))
         )
 
+    def admits_all(self, ticks: np.ndarray, low: np.ndarray) -> np.ndarray:
+        """:meth:`admits` of many timeuuid keys ``(ticks[i], low[i])`` at once."""
+        keep = np.ones(len(ticks), dtype=bool)
+        if self.lower is not None:
+            (lt, ll), inclusive = self.lower
+            at = (low >= ll) if inclusive else (low > ll)
+            keep &= (ticks > lt) | ((ticks == lt) & at)
+        if self.upper is not None:
+            (ut, ul), inclusive = self.upper
+            at = (low <= ul) if inclusive else (low < ul)
+            keep &= (ticks < ut) | ((ticks == ut) & at)
+        return keep
+
+
+@dataclass(frozen=True, slots=True)
+class LogColumns:
+    """A window of a CDC log column-wise (:meth:`LogView.columns`): ``values[i]`` holds column
+    ``names[i]`` of every row, as an Arrow array or, for types whose Python value Arrow does not
+    carry as such, a list of Python values."""
+
+    names: list[str]
+    types: list[SqlType | None]
+    rows: int
+    values: list[pa.Array | list[Any]]
+
 
 class LogView:
     """The log of one base table as a relation: column names, types, and rows for a window."""
@@ -85,6 +116,7 @@ class LogView:
             ["tok", "ts", "lg", "tx", "bsn", "op", "ttl", "seq"] + [c.db for c in self.cols]
         )
         self._select += f", {mask}"
+        self._mask = mask
         n = len(self.value_cols)
         self._dels: dict[int, tuple[bool | None, ...]] = {0: (None,) * n}
         self._ndels = n
@@ -176,8 +208,43 @@ class LogView:
             yield (streams[(tok >> _SHIFT) + _HALF], t, r[4], end, r[5], r[6], *vals, *dels)
 
     def _raw(self, window: Window) -> list[tuple[Any, ...]]:
+        """The journal rows of ``window``'s seq range and streams, in log order (see :func:`log_order`)."""
+        raw = self._fetch(window)
+        if not raw:
+            return raw
+        keys = list(zip(*raw, strict=True))
+        return list(_take(raw, log_order(keys[0], keys[1], keys[2], keys[4], keys[7])))
+
+    def _fetch(self, window: Window) -> list[tuple[Any, ...]]:
+        """The journal rows of ``window``'s seq range and streams in insertion (= commit) order,
+        each ``(tok, ts, lg, tx, bsn, op, ttl, seq, <stored columns>, <deleted-columns mask>)``.
+        The time bounds are applied only as far as the seq range goes (by tick)."""
         conn = self.txn.conn
         j = self.st.j
+        found = self._conditions(window, streams=self.st.cql)
+        if found is None:
+            return []
+        conds, params = found
+        if self.st.cql:
+            where = f" WHERE {' AND '.join(conds)}" if conds else ""
+            # Read in insertion order and order here (numpy's lexsort of the keys): cheaper than
+            # SQLite's sorter writing every fetched row to a temporary b-tree.
+            return conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
+        # SQL tables store no token: compute it from the partition key.
+        where = f" WHERE {' AND '.join(conds)}" if conds else ""
+        logged = conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
+        toks = tokens(tuple(r[i] for i in self._pk_at) for r in logged)
+        return [
+            (tok, *r[1:])
+            for tok, r in zip(toks, logged, strict=True)
+            if window.vnodes is None or vnode_of(tok) in window.vnodes
+        ]
+
+    def _conditions(self, window: Window, streams: bool = True) -> tuple[list[str], list[Any]] | None:
+        """The journal conditions (and their parameters) of ``window``'s seq range and, with
+        ``streams``, its streams (as token ranges of the stored token); None when no row can match."""
+        if window.vnodes is not None and not window.vnodes:
+            return None
         conds: list[str] = []
         params: list[Any] = []
         lo, hi = self._seq_bounds(window)
@@ -187,28 +254,110 @@ class LogView:
         if hi is not None:
             conds.append("seq <= ?")
             params.append(hi)
-        if window.vnodes is not None and not window.vnodes:
-            return []
-        if self.st.cql:
-            if window.vnodes is not None:
-                conds.append(f"{VNODE_SQL} IN ({', '.join(str(v) for v in sorted(window.vnodes))})")
-            where = f" WHERE {' AND '.join(conds)}" if conds else ""
-            # Read in insertion (= commit) order and sort here: Python's sort of the fetched rows
-            # costs about half of SQLite's sorter writing them all to a temporary b-tree.
-            rows = conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
-            rows.sort(key=_log_order)
-            return rows
-        # SQL tables store no token: compute it from the partition key, then order alike.
-        where = f" WHERE {' AND '.join(conds)}" if conds else ""
-        logged = conn.execute(f"SELECT {self._select} FROM {j}{where} ORDER BY seq", params).fetchall()
-        toks = tokens(tuple(r[i] for i in self._pk_at) for r in logged)
-        keyed = [
-            (vnode_of(tok), r[1], r[2], tok & _TIEBREAK_MASK, r[4], r[7], tok, r)
-            for tok, r in zip(toks, logged, strict=True)
-            if window.vnodes is None or vnode_of(tok) in window.vnodes
+        if streams and window.vnodes is not None:
+            # vnode v holds the tokens t with t >> _SHIFT == v - _HALF: a range each (contiguous
+            # vnodes merged), cheaper for SQLite than computing every row's vnode
+            ranges: list[str] = []
+            for first, last in _runs(sorted(window.vnodes)):
+                lo_tok = (first - _HALF) << _SHIFT
+                if last + 1 - _HALF >= 1 << (63 - _SHIFT):
+                    ranges.append(f"tok >= {lo_tok}")
+                else:
+                    ranges.append(f"(tok >= {lo_tok} AND tok < {(last + 1 - _HALF) << _SHIFT})")
+            conds.append(f"({' OR '.join(ranges)})")
+        return conds, params
+
+    # ------------------------------------------------------------------ column-wise
+    def columns(self, window: Window = Window()) -> LogColumns:
+        """The log's rows within ``window`` column-wise, in log order: the same values as
+        :meth:`rows`, as Arrow arrays (``cdc$stream_id`` and ``cdc$time`` as 16-byte binaries,
+        ``cdc$time`` holding the timeuuid's bytes) or, for columns whose stored form is not their
+        value (decimals, dates, UUIDs..), as lists of Python values. Nothing is built per row but
+        the database driver's tuples: Arrow converts them, and keys, order, times and flags are
+        computed on arrays."""
+        stored = self._read_stored(window)
+        tok, ts, lg, tx, bsn = (_ints(stored[i]) for i in (0, 1, 2, 3, 4))
+        n = len(tok)
+        # insertion order (seq) breaks the remaining ties
+        order = log_order(tok, ts, lg, bsn, _ints(stored[7]))
+        # end of batch: the last row of its (partition, transaction) in log order, before the
+        # exact time bounds apply (rows of one partition and transaction share one cdc$time)
+        stok, stx = tok[order], tx[order]
+        end = np.ones(n, dtype=bool)
+        if n:
+            end[:-1] = (stok[1:] != stok[:-1]) | (stx[1:] != stx[:-1])
+        ticks = ts // 100 + _GREGORIAN_TICKS
+        low = (ts % 100) << 55 | np.minimum(lg, _LOGICAL_MAX) << 40 | (tok & _TIEBREAK_MASK)
+        if window.lower is not None or window.upper is not None:
+            keep = window.admits_all(ticks[order], low[order])
+            order, end = order[keep], end[keep]
+        n = len(order)
+        idx = pa.array(order, type=pa.int64())
+        streams = np.frombuffer(b"".join(self.gen.streams), dtype="S16")
+        out: list[pa.Array | list[Any]] = [
+            _fixed16(streams[(tok[order] >> _SHIFT) + _HALF].tobytes(), n),
+            _fixed16(_timeuuids(ticks[order], low[order]), n),
+            pa.array(bsn[order], type=pa.int32()),
+            _true_or_null(end),
+            _as_array(stored[5], pa.int8()).take(idx),
+            _as_array(stored[6], pa.int64()).take(idx),
         ]
-        keyed.sort(key=lambda k: k[:6])
-        return [(k[6], *k[7][1:]) for k in keyed]
+        for i, c in enumerate(self.cols):
+            out.append(_column(c.type, stored[8 + i], idx))
+        mask = _ints(stored[8 + len(self.cols)])[order]
+        for b in range(self._ndels):
+            out.append(_true_or_null((mask >> b) & 1 == 1))
+        return LogColumns(list(self.names), list(self.types), n, out)
+
+    def _read_stored(self, window: Window) -> list[pa.Array | tuple[Any, ...]]:
+        """The journal columns of ``window`` (as :meth:`_fetch` reads them), column-wise: read by
+        SQLite's aggregates (``sqlite_columns``) where every column is an integer, text or blob,
+        else converted from the fetched tuples."""
+        classes = [pa.int64()] * 8 + [_STORAGE.get(c.type.kind) for c in self.cols] + [pa.int64()]
+        if self.st.cql and all(c is not None and c != pa.float64() for c in classes):
+            found = self._conditions(window)
+            if found is None:
+                return [pa.array([], type=c) for c in classes]
+            exprs = [
+                "tok",
+                "ts",
+                "lg",
+                "tx",
+                "bsn",
+                "op",
+                "ttl",
+                "seq",
+                *(c.db for c in self.cols),
+                self._mask,
+            ]
+            nullable = (
+                [True, False, False, False, False, False, True, False] + [True] * len(self.cols) + [False]
+            )
+            got = read_columns(self.txn.conn, self.st.j, exprs, classes, found[0], found[1], nullable)
+            if got is not None:
+                return list(got)
+        return self._stored_arrays(self._fetch(window))
+
+    def _stored_arrays(self, raw: list[tuple[Any, ...]]) -> list[pa.Array | tuple[Any, ...]]:
+        """The fetched rows' columns: Arrow arrays of the storage class each column's values are
+        stored as (one conversion of all tuples), or, where a value of another class defeats
+        that, that column's values as they were fetched."""
+        classes = [pa.int64()] * 8 + [_STORAGE.get(c.type.kind) for c in self.cols] + [pa.int64()]
+        if all(t is not None for t in classes):
+            struct = pa.struct([pa.field(f"f{i}", t) for i, t in enumerate(classes)])
+            try:
+                arrays: list[pa.Array | tuple[Any, ...]] = list(pa.array(raw, type=struct).flatten())
+                return arrays
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                pass
+        cols = list(zip(*raw, strict=True)) if raw else [()] * len(classes)
+        out: list[pa.Array | tuple[Any, ...]] = []
+        for col, t in zip(cols, classes, strict=True):
+            try:
+                out.append(col if t is None else pa.array(col, type=t))
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                out.append(col)
+        return out
 
     def _seq_bounds(self, window: Window) -> tuple[int | None, int | None]:
         """The insertion-order range that holds the window's times (time is monotonic in ``seq``)."""
@@ -299,11 +448,126 @@ _SHIFT = 64 - VNODES.bit_length() + 1
 _HALF = VNODES // 2
 
 
-def _log_order(r: Sequence[Any]) -> tuple[int, int, int, int, int]:
-    """ScyllaDB's log order of a journal row read in insertion order (a stable sort keeps ``seq``
-    order among equals): stream, time, the partition tiebreak, ``cdc$batch_seq_no``."""
-    tok = r[0]
-    return (tok >> _SHIFT, r[1], r[2], tok & _TIEBREAK_MASK, r[4])
+def log_order(
+    tok: Sequence[int] | np.ndarray,
+    ts: Sequence[int] | np.ndarray,
+    lg: Sequence[int] | np.ndarray,
+    bsn: Sequence[int] | np.ndarray,
+    seq: Sequence[int] | np.ndarray,
+) -> np.ndarray:
+    """The positions of journal rows in ScyllaDB's log order: stream, time (commit time, logical
+    counter, the partition tiebreak), ``cdc$batch_seq_no``, then insertion order."""
+    t = np.asarray(tok, dtype=np.int64)
+    order: np.ndarray = np.lexsort(
+        (
+            np.asarray(seq, dtype=np.int64),
+            np.asarray(bsn, dtype=np.int64),
+            t & _TIEBREAK_MASK,
+            np.asarray(lg, dtype=np.int64),
+            np.asarray(ts, dtype=np.int64),
+            t >> _SHIFT,
+        )
+    )
+    return order
+
+
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    """Sorted integers as (first, last) runs of consecutive ones."""
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and out[-1][1] + 1 == v:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out
+
+
+def _take(rows: list[tuple[Any, ...]], order: np.ndarray) -> list[tuple[Any, ...]]:
+    if len(order) == 1:
+        return [rows[int(order[0])]]
+    return list(operator.itemgetter(*order.tolist())(rows))
+
+
+def _fixed16(data: bytes, n: int) -> pa.Array:
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), n, [None, pa.py_buffer(data)])
+
+
+def _true_or_null(flags: np.ndarray) -> pa.Array:
+    """A boolean column that is true where ``flags`` is and null elsewhere (``cdc$end_of_batch``
+    and ``cdc$deleted_<col>`` are never false)."""
+    return pa.array(np.ones(len(flags), dtype=bool), mask=~flags)
+
+
+def _column(t: SqlType, stored: pa.Array | tuple[Any, ...], idx: pa.Array) -> pa.Array | list[Any]:
+    """A base column's values in log order: an Arrow array for integers, text, bytes, booleans
+    and floats stored as their value; Python values (``from_db``) otherwise."""
+    if isinstance(stored, pa.Array):
+        k = t.kind
+        if (t.stored_as_is and k in (Kind.INT, Kind.TEXT, Kind.JSON, Kind.ENUM, Kind.BIT, Kind.INET)) or (
+            k in (Kind.BYTES, Kind.FLOAT)
+        ):
+            return stored.take(idx)
+        if k is Kind.BOOL:
+            return pc.not_equal(stored.take(idx), 0)
+        values = stored.take(idx).to_pylist()
+    else:
+        values = [stored[i] for i in idx.to_pylist()]
+    f = t.from_db
+    return [f(v) for v in values]
+
+
+def _ints(stored: pa.Array | tuple[Any, ...]) -> np.ndarray:
+    if isinstance(stored, pa.Array) and not stored.null_count:
+        out: np.ndarray = stored.to_numpy()
+        return out
+    return np.array(stored if not isinstance(stored, pa.Array) else stored.to_pylist(), dtype=np.int64)
+
+
+def _as_array(stored: pa.Array | tuple[Any, ...], t: pa.DataType) -> pa.Array:
+    return stored.cast(t) if isinstance(stored, pa.Array) else pa.array(stored, type=t)
+
+
+def _timeuuids(ticks: np.ndarray, low: np.ndarray) -> bytes:
+    """The bytes of the version-1 UUIDs of timeuuid keys ``(ticks, low)`` (see ``CommitTs.timeuuid``)."""
+    uticks = ticks.astype(np.uint64)
+    ulow = low.astype(np.uint64)
+    stamp = np.empty(len(ticks), dtype=[("msb", ">u8"), ("lsb", ">u8")])
+    stamp["msb"] = (
+        (uticks & np.uint64(0xFFFFFFFF)) << np.uint64(32)
+        | ((uticks >> np.uint64(32)) & np.uint64(0xFFFF)) << np.uint64(16)
+        | np.uint64(0x1000)
+        | ((uticks >> np.uint64(48)) & np.uint64(0x0FFF))
+    )
+    stamp["lsb"] = (np.uint64(0x80) | (ulow >> np.uint64(56)) & np.uint64(0x3F)) << np.uint64(56) | (
+        (ulow & np.uint64(_LOW56)) ^ np.uint64(_FLIP)
+    )
+    return stamp.tobytes()
+
+
+#: The Arrow type of each kind's stored values (``SqlType.to_db``); kinds stored as more than one
+#: class (varints: integers, or text past 64 bits) are read value by value.
+_STORAGE: dict[Kind, pa.DataType] = {
+    **dict.fromkeys(
+        (Kind.BOOL, Kind.INT, Kind.UINT, Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP, Kind.TIME, Kind.INTERVAL),
+        pa.int64(),
+    ),
+    Kind.FLOAT: pa.float64(),
+    **dict.fromkeys(
+        (
+            Kind.DECIMAL,
+            Kind.TEXT,
+            Kind.JSON,
+            Kind.UUID,
+            Kind.TIMEUUID,
+            Kind.INET,
+            Kind.BIT,
+            Kind.ENUM,
+            Kind.ARRAY,
+        ),
+        pa.string(),
+    ),
+    Kind.BYTES: pa.binary(),
+}
 
 
 def _msb_of(ticks: int) -> int:
@@ -351,4 +615,4 @@ def _restriction(session: Any, rel: ast.Expr, evaluator: Evaluator) -> tuple[str
     return None, "", []
 
 
-__all__ = ["META_COLUMNS", "LogView", "Window"]
+__all__ = ["META_COLUMNS", "LogColumns", "LogView", "Window", "log_order"]

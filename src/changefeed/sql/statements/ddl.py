@@ -341,8 +341,6 @@ def _alter_one(
         new = schema
         if "cdc" in opts:
             cdc_opts = opts.pop("cdc")
-            if not isinstance(cdc_opts, dict):
-                raise InvalidOption("the cdc option takes a map, e.g. {'enabled': true}")
             cdc = CdcOptions.parse(cdc_opts, schema.cdc)
             if cdc.enabled and not schema.cdc.enabled:
                 txn.conn.execute(

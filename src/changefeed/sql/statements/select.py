@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -19,7 +19,7 @@ from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, has_aggre
 from changefeed.sql.functions import AGGREGATES, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements.cdc_log import LogView
+from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values
 
 FAMILY = StatementFamily("select")
@@ -63,21 +63,95 @@ def relation(session: Session, txn: Transaction, q: ast.QName) -> Relation:
         found = virtual(session, txn, name)
         if found is not None:
             return found
-    if name.endswith(LOG_SUFFIX) and session.db.find_table(name) is None:
-        base_q = ast.QName(
-            (*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted))
-        )
-        try:
-            base = session.resolve_table(txn, base_q)
-        except UndefinedTable:
-            raise UndefinedTable(f'table "{name}" does not exist') from None
-        if not base.cdc.enabled:
-            raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
-        session.require(txn, base, Privilege.SELECT)  # a CDC log is read with its table's SELECT
+    base = _log_base(session, txn, q)
+    if base is not None:
         return _log_relation(session, txn, base)
     schema = session.resolve_table(txn, q)
     session.require(txn, schema, Privilege.SELECT)
     return _table_relation(session, txn, schema)
+
+
+def _log_base(session: Session, txn: Transaction, q: ast.QName) -> TableSchema | None:
+    """The base table of the CDC log ``q`` names, its SELECT privilege checked (a CDC log is read
+    with its table's SELECT); None when ``q`` names no CDC log."""
+    name = session.table_name(q)
+    if not name.endswith(LOG_SUFFIX) or session.db.find_table(name) is not None:
+        return None
+    base_q = ast.QName((*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted)))
+    try:
+        base = session.resolve_table(txn, base_q)
+    except UndefinedTable:
+        raise UndefinedTable(f'table "{name}" does not exist') from None
+    if not base.cdc.enabled:
+        raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
+    session.require(txn, base, Privilege.SELECT)
+    return base
+
+
+def select_log_columns(session: Session, s: ast.Select, params: Sequence[Any] = ()) -> LogColumns | None:
+    """Run a SELECT that reads a window of a CDC log and nothing more (``*`` or plain columns, a
+    WHERE the log applies entirely: streams and ``cdc$time`` bounds; no ORDER BY, GROUP BY,
+    DISTINCT, LIMIT or aggregates) and return its result column-wise, as :func:`select` would
+    return it row by row (privileges included). None for any other statement: run it with
+    ``Session.execute``."""
+    if (
+        s.table is None
+        or s.source is not None
+        or s.as_of is not None
+        or s.distinct
+        or s.group_by
+        or s.order_by
+        or s.limit is not None
+        or not s.items
+    ):
+        return None
+    if not session.table_name(s.table).endswith(LOG_SUFFIX) or any(
+        claim(session, s) for claim in SELECT_CLAIMS
+    ):
+        return None
+    found: list[LogColumns] = []
+
+    def read(txn: Transaction) -> Result:
+        q = s.table
+        assert q is not None
+        if SYSTEM_VIEWS.get(".".join(session.ident(p) for p in q.parts).lower()) is not None or any(
+            virtual(session, txn, session.table_name(q)) is not None for virtual in VIRTUAL_RELATIONS
+        ):
+            return Result()
+        base = _log_base(session, txn, q)
+        if base is None:
+            return Result()
+        view = LogView(txn, base)
+        index = {n: i for i, n in enumerate(view.names)}
+        lower_index: dict[str, int] = {}
+        for n, i in index.items():
+            lower_index.setdefault(n.lower(), i)
+        picked: list[tuple[str, int]] = []
+        for it in s.items:
+            if isinstance(it.expr, ast.Star):
+                picked.extend((n, index[n]) for n in view.names)
+                continue
+            at = _column_at(session, it.expr, index, lower_index)
+            if at is None:
+                return Result()  # an expression or an unknown column: the row-wise path says what
+            picked.append((_label(session, it), at))
+        evaluator = Evaluator(session, Params(params), EvalContext(txn.now_ns, session.dialect, txn.ts))
+        window = view.window(session, s.where, evaluator)
+        if window.residual is not None:
+            return Result()
+        cols = view.columns(window)
+        found.append(
+            LogColumns(
+                [n for n, _ in picked],
+                [cols.types[i] for _, i in picked],
+                cols.rows,
+                [cols.values[i] for _, i in picked],
+            )
+        )
+        return Result()
+
+    session.run(read, write=False)
+    return found[0] if found else None
 
 
 def _table_relation(session: Session, txn: Transaction, schema: TableSchema) -> Relation:
