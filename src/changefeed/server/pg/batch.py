@@ -15,7 +15,7 @@ import contextlib
 import datetime as dt
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from changefeed.connection import Result
 from changefeed.server.pg import protocol as p
@@ -274,7 +274,7 @@ async def linger(session: PgSession) -> None:
     batch's end anyway (Sync, Flush or another statement, whose arrival is at most this late)."""
     if session.batch is None or session.messages.has_message():
         return
-    transport = session.writer.transport
+    transport = cast(asyncio.Transport, session.writer.transport)  # the connection's, both ways
     transport.pause_reading()
     try:
         await asyncio.sleep(LINGER_S)
