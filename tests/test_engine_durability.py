@@ -12,8 +12,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import changefeed
 from changefeed.engine.database import Database
+from changefeed.engine.txn import Transaction
 
 WRITER = textwrap.dedent(
     """
@@ -148,3 +151,32 @@ def test_wal_reserve_keeps_zeros_ahead_and_a_copy_recovers(tmp_path: Path) -> No
     raw.close()
     with changefeed.connect(copy) as again:
         assert again.execute("SELECT count(*) FROM t").rows == [(300,)]
+
+
+def test_wal_reserve_only_under_the_write_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Zeros are written ahead of the WAL only by a transaction that holds SQLite's write lock:
+    a read-only transaction's commit holds none, and another connection may then be appending
+    frames where the zeros would go."""
+    from changefeed.sqlite_wal import WalSync
+
+    calls: list[str] = []
+    real = WalSync.reserve
+
+    def spy(self: WalSync) -> None:
+        calls.append("reserve")
+        real(self)
+
+    monkeypatch.setattr(WalSync, "reserve", spy)
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (k INT PRIMARY KEY, v TEXT)")
+    conn.execute("UPSERT INTO t (k, v) VALUES (1, 'x')")
+    calls.clear()
+    read = Transaction(conn.db, write=False)
+    read.commit()
+    assert calls == []
+    conn.execute("BEGIN")  # an explicit transaction begins with BEGIN IMMEDIATE: it holds the lock
+    conn.execute("SELECT count(*) FROM t")
+    conn.execute("COMMIT")
+    conn.execute("UPSERT INTO t (k, v) VALUES (2, 'y')")
+    assert calls == ["reserve", "reserve"]
+    conn.close()

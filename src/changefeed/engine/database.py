@@ -360,10 +360,14 @@ class Database:
             self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self.busy_timeout_ms = BUSY_TIMEOUT_MS
 
-    def commit_intent(self) -> None:
-        """Called under the write lock right before ``COMMIT`` (see ``WalSync.announce``)."""
+    def commit_intent(self, wrote: bool = True) -> None:
+        """Called right before ``COMMIT`` (see ``WalSync.announce``); ``wrote``: the transaction
+        holds SQLite's write lock (it began with ``BEGIN IMMEDIATE``), so nothing else writes
+        the WAL and its zeros may be kept ahead (``WalSync.reserve``). A read-only transaction
+        holds no lock: another connection may be appending frames at the WAL's end."""
         if self.syncer is not None:
-            self.syncer.reserve()
+            if wrote:
+                self.syncer.reserve()
             self.syncer.announce()
 
     def commit_withdrawn(self) -> None:

@@ -242,7 +242,7 @@ class Transaction:
                     phoenix.index_changes(
                         self.conn, cap.store.schema, before, self._require_write().wall, self.phoenix_event
                     )
-            self.db.commit_intent()
+            self.db.commit_intent(wrote=self.write)
             try:
                 self.conn.execute("COMMIT")
             except BaseException:
