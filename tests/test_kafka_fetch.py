@@ -511,3 +511,30 @@ def test_a_batch_that_decompresses_past_the_limit_is_refused(tmp_path: Path, cod
     with pytest.raises(TopicError, match="decompress to more than"):
         st.append_batch(info, 0, "w", 1, bad)
     assert st.offsets("t") == {0: (0, 0)}
+
+
+def test_the_next_window_is_read_ahead_and_served_as_a_fresh_read_would(tmp_path: Path) -> None:
+    now = [10**12]
+    st = TopicStore(tmp_path, clock=lambda: now[0])
+    info = st.ensure_topic("t", 1, retention_ns=1_000)
+    for b in range(10):
+        keys = [b"k%d" % i for i in range(100 * b, 100 * b + 100)]
+        st.append("t", 0, "w", b, pa.table({"key": keys, "value": [b"v" * 90] * 100, "ts": [b + 1] * 100}))
+    broker = Broker(tmp_path)
+    try:
+        first = broker.fetch_partition(info, 0, 0, 25_000)
+        assert first.more_at == 200
+        time.sleep(0.5)  # the read-ahead of the next window (one small read) is done
+        st.append("t", 0, "w", 10, pa.table({"key": [b"x"], "value": [b"y"], "ts": [11]}))
+        ahead = broker.fetch_partition(info, 0, 200, 25_000)  # from the cache, watermarks fresh
+        fresh = st.read_batches(info, 0, 200, 25_000)
+        assert (ahead.data, ahead.more_at, ahead.high_watermark) == (b"".join(fresh.data), 400, 1001)
+        # retention past a window read ahead: the cached window is out of range, as a read is
+        broker.fetch_partition(info, 0, 400, 25_000)
+        now[0] = 2 * 10**12
+        st.append("t", 0, "w", 11, pa.table({"key": [b"z"], "value": [b"z"], "ts": [12]}))
+        assert st.apply_retention(10**12 + 2_000) == 1001
+        gone = broker.fetch_partition(info, 0, 600, 25_000)
+        assert (gone.error, gone.log_start) == (E.OFFSET_OUT_OF_RANGE, 1001)
+    finally:
+        broker.close()

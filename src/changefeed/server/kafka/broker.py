@@ -33,6 +33,7 @@ from changefeed.server.kafka.groups import Coordinator
 from changefeed.server.kafka.records import ProducedBatch, encode_batch
 from changefeed.sqlite_wal import use_wal
 from changefeed.topics.batch import patch_batch
+from changefeed.topics.segments import StoredBatches
 from changefeed.topics.store import Appended, RecordSlices, TopicInfo, TopicStore
 
 __all__ = ["Broker", "FetchResult", "ProduceResult"]
@@ -115,7 +116,7 @@ class BatchCache:
             return self._entries.get(key)
 
     def put(self, key: tuple[int, int, int, int], res: FetchResult) -> None:
-        size = len(res.records or b"")
+        size = res.size  # the encoded records, or every stored batch of the window
         with self._lock:
             if key in self._entries or size > self.capacity:
                 return
@@ -123,7 +124,7 @@ class BatchCache:
             self._size += size
             while self._size > self.capacity:
                 _, old = self._entries.popitem(last=False)
-                self._size -= len(old.records or b"")
+                self._size -= old.size
 
     def claim(self, key: tuple[int, int, int, int]) -> bool:
         """True if the caller should compute ``key`` (neither cached nor being computed)."""
@@ -232,16 +233,51 @@ class Broker:
         they do with Kafka's), whole batches up to ``max_bytes`` (the first always)."""
         if not 0 <= partition < info.partitions:
             return FetchResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None)
-        got = self.store.read_batches(info, partition, offset, max(max_bytes, 0))
+        key = (info.id, partition, offset, max_bytes)
+        res = self._cache.get(key) if max_bytes > 0 else None
+        if res is not None:  # read ahead while the client took the window before
+            earliest, nxt = self.store.partition_watermarks(info, partition)
+            if offset < earliest or offset > nxt:
+                return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
+            res = replace(res, high_watermark=nxt, log_start=earliest)
+        else:
+            got = self.store.read_batches(info, partition, offset, max(max_bytes, 0))
+            if got.rows:
+                return self._fetch_rows(info, partition, offset, max_bytes)
+            res = self._batches_result(got, offset, max_bytes)
+        if res.more_at is not None and max_bytes > 0:
+            # Read-ahead: the next window's batches are read while the client takes these
+            # (SQLite reads without the GIL); a batch at an offset never changes.
+            nxt_key = (info.id, partition, res.more_at, max_bytes)
+            if self._cache.claim(nxt_key):
+                try:
+                    self._pool.submit(self._read_ahead_batches, nxt_key, info)
+                except RuntimeError:  # shutting down
+                    self._cache.release(nxt_key)
+        return res
+
+    @staticmethod
+    def _batches_result(got: StoredBatches, offset: int, max_bytes: int) -> FetchResult:
         earliest, nxt = got.earliest, got.next_offset
         if offset < earliest or offset > nxt:
             return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
-        if got.rows:
-            return self._fetch_rows(info, partition, offset, max_bytes)
         if max_bytes <= 0 or not got.data:
             return FetchResult(E.NONE, nxt, earliest, b"")
         more_at = got.end if got.end < nxt else None
         return FetchResult(E.NONE, nxt, earliest, got.data[0], more_at, tuple(got.data[1:]))
+
+    def _read_ahead_batches(self, key: tuple[int, int, int, int], info: TopicInfo) -> None:
+        res: FetchResult | None = None
+        try:
+            got = self.store.read_batches(info, key[1], key[2], key[3])
+            if not got.rows:
+                res = self._batches_result(got, key[2], key[3])
+        except ChangefeedError:
+            res = None
+        finally:
+            self._cache.release(key)
+        if res is not None and res.error == E.NONE and res.more_at is not None:
+            self._cache.put(key, res)
 
     def _fetch_rows(self, info: TopicInfo, partition: int, offset: int, max_bytes: int) -> FetchResult:
         """:meth:`fetch_partition` of records in the row format of files written before the log
