@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import changefeed
+from changefeed.sqlite_wal import DEFAULT_SYNCHRONOUS
 
 CONFIGS = {
     "journal off": "",
@@ -93,7 +94,7 @@ def main() -> None:
     args = ap.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="cf-engine-bench-"))
     print(
-        f"cores: {os.cpu_count()}  synchronous: {os.environ.get('CHANGEFEED_SYNCHRONOUS', 'NORMAL')}  dir: {root}"
+        f"cores: {os.cpu_count()}  synchronous: {os.environ.get('CHANGEFEED_SYNCHRONOUS', DEFAULT_SYNCHRONOUS)}  dir: {root}"
     )
     print(f"{'shape':<6} {'configuration':<18} {'txn size':>9} {'rows/s':>10} {'vs off':>7}  target")
     shapes = ["cql", "sql"] if args.shape == "both" else [args.shape]

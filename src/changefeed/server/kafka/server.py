@@ -39,6 +39,8 @@ NODE_ID = 1
 CLUSTER_ID = "changefeed-embedded"
 
 _SIZE = struct.Struct(">i")
+#: Unsent bytes of a response in the transport's buffer above which the next part waits.
+_DRAIN_AT = 256 * 1024
 _PRE_AUTH = {V.API_VERSIONS, V.SASL_HANDSHAKE, V.SASL_AUTHENTICATE}
 
 
@@ -157,9 +159,18 @@ class KafkaEndpoint:
                     if isinstance(body, bytes):
                         writer.write(_SIZE.pack(len(header) + len(body)) + header)
                         writer.write(body)  # record data is not copied again
-                    else:  # parts: one vectored write, nothing joined
+                    else:  # parts (a fetch's stored batches): written as they are, nothing joined
                         size = len(header) + sum(map(len, body))
-                        writer.writelines([_SIZE.pack(size) + header, *body])
+                        writer.write(_SIZE.pack(size) + header)
+                        for part in body:
+                            view = memoryview(part)  # slices of it are not copies
+                            for at in range(0, len(view), _DRAIN_AT):
+                                writer.write(view[at : at + _DRAIN_AT])
+                                if writer.transport.get_write_buffer_size() > _DRAIN_AT:
+                                    # the transport moves its whole unsent buffer down after
+                                    # every send: kept short, megabytes of batches are not
+                                    # copied over and over
+                                    await writer.drain()
                     await writer.drain()
                 if session.extra.get("close_after"):
                     return
