@@ -306,3 +306,40 @@ def test_continuous_run_backfills_and_restarts_in_the_new_schema(tmp_path: Path,
     report = v.validate_feed(db, "foo")
     assert report.ok, str(report)
     conn.close()
+
+
+def test_a_schema_change_that_is_the_last_write_does_not_keep_the_feed_on_spark(
+    tmp_path: Path, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The backfill of an ALTER with nothing written after it is delivered once; the batches that
+    then only close timestamps (at the change's position, no rows) go on the driver. They used
+    to be planned as rows in the old schema, so each close went to Spark again and
+    ``run --until-idle`` never returned (a node burned a Spark query a second)."""
+    import logging
+
+    db = tmp_path / "db"
+    conn = changefeed.connect(db)
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(k, f"v{k}") for k in range(50)])
+    conn.execute("CREATE CHANGEFEED FOR t INTO 'topics://' WITH updated, no_initial_scan")
+    _run(db, spark)
+    conn.execute("ALTER TABLE t ADD COLUMN n INT DEFAULT 7")
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            _run(db, spark)
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(180), "run --until-idle did not return after the backfill"
+    assert not failed, failed
+    assert sum(len(vals) for vals in _data(db, "t").values()) == 100  # old schema, then new
+    caplog.set_level(logging.INFO, logger="changefeed")
+    _run(db, spark)  # closes a timestamp at the change's position: no Spark
+    assert not [r for r in caplog.records if "on Spark" in r.getMessage()]
+    conn.close()

@@ -154,6 +154,8 @@ def plan_batch(db: Path, feed: FeedSpec, current: TableSchema, prev: Cover, cove
     ]
     splits = [c for c in changes if lo <= c.seq < hi]
     if not due and not splits:
+        if hi <= lo:  # no rows (a batch that only closes a timestamp): nothing to read in any schema
+            return None
         schema = schema_at(changes, hi, current)
         if [c.id for c in schema.stored] == [c.id for c in current.stored]:
             return None
