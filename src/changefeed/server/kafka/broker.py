@@ -234,27 +234,43 @@ class Broker:
         if not 0 <= partition < info.partitions:
             return FetchResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None)
         key = (info.id, partition, offset, max_bytes)
-        res = self._cache.get(key) if max_bytes > 0 else None
-        if res is not None:  # read ahead while the client took the window before
-            earliest, nxt = self.store.partition_watermarks(info, partition)
-            if offset < earliest or offset > nxt:
-                return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
-            res = replace(res, high_watermark=nxt, log_start=earliest)
-        else:
+        res = self._cached(key, info) if max_bytes > 0 else None
+        if res is None:
             got = self.store.read_batches(info, partition, offset, max(max_bytes, 0))
             if got.rows:
                 return self._fetch_rows(info, partition, offset, max_bytes)
             res = self._batches_result(got, offset, max_bytes)
-        if res.more_at is not None and max_bytes > 0:
-            # Read-ahead: the next window's batches are read while the client takes these
-            # (SQLite reads without the GIL); a batch at an offset never changes.
-            nxt_key = (info.id, partition, res.more_at, max_bytes)
-            if self._cache.claim(nxt_key):
-                try:
-                    self._pool.submit(self._read_ahead_batches, nxt_key, info)
-                except RuntimeError:  # shutting down
-                    self._cache.release(nxt_key)
+        # the next window's batches are read while the client takes these (SQLite reads
+        # without the GIL); a batch at an offset never changes
+        self._read_next(res, key, info, self._read_ahead_batches)
         return res
+
+    def _cached(self, key: tuple[int, int, int, int], info: TopicInfo) -> FetchResult | None:
+        """The window ``key`` read earlier (or ahead), with fresh watermarks; None if not kept."""
+        res = self._cache.get(key)
+        if res is None:
+            return None
+        earliest, nxt = self.store.partition_watermarks(info, key[1])
+        if key[2] < earliest or key[2] > nxt:
+            return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
+        return replace(res, high_watermark=nxt, log_start=earliest)
+
+    def _read_next(
+        self,
+        res: FetchResult,
+        key: tuple[int, int, int, int],
+        info: TopicInfo,
+        read: Callable[[tuple[int, int, int, int], TopicInfo], None],
+    ) -> None:
+        """Read the window after ``res`` ahead (``read`` in the read-ahead thread), once."""
+        if res.more_at is None or key[3] <= 0:
+            return
+        nxt_key = (key[0], key[1], res.more_at, key[3])
+        if self._cache.claim(nxt_key):
+            try:
+                self._pool.submit(read, nxt_key, info)
+            except RuntimeError:  # shutting down
+                self._cache.release(nxt_key)
 
     @staticmethod
     def _batches_result(got: StoredBatches, offset: int, max_bytes: int) -> FetchResult:
@@ -286,24 +302,13 @@ class Broker:
         fresh watermarks: repeated and concurrent readers of the same records pay for one
         encoding."""
         key = (info.id, partition, offset, max_bytes)
-        res = self._cache.get(key)
-        if res is not None:
-            earliest, nxt = self.store.partition_watermarks(info, partition)
-            if offset < earliest or offset > nxt:
-                return FetchResult(E.OFFSET_OUT_OF_RANGE, nxt, earliest, None)
-            res = replace(res, high_watermark=nxt, log_start=earliest)
-        else:
+        res = self._cached(key, info)
+        if res is None:
             res = self._fetch(info, partition, offset, max_bytes)
             if res.more_at is not None:
                 self._cache.put(key, res)
-        if res.more_at is not None and max_bytes > 0:
-            # Read-ahead: the next window is read and encoded while the client takes this one.
-            nxt_key = (info.id, partition, res.more_at, max_bytes)
-            if self._cache.claim(nxt_key):
-                try:
-                    self._pool.submit(self._read_ahead, nxt_key, info)
-                except RuntimeError:  # shutting down
-                    self._cache.release(nxt_key)
+        # the next window is read and encoded while the client takes this one
+        self._read_next(res, key, info, self._read_ahead)
         return res
 
     def _read_ahead(self, key: tuple[int, int, int, int], info: TopicInfo) -> None:

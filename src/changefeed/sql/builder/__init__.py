@@ -51,14 +51,4 @@ class TreeBuilder(
 
 
 #: The rule families, each a mixin of :class:`TreeBuilder`.
-FAMILIES: tuple[type[Rules], ...] = (
-    ClauseRules,
-    ExpressionRules,
-    DdlRules,
-    DmlRules,
-    SessionRules,
-    AccessRules,
-    ChangefeedRules,
-    PhoenixRules,
-    ReplicationRules,
-)
+FAMILIES: tuple[type[Rules], ...] = TreeBuilder.__bases__
