@@ -8,10 +8,11 @@ from dataclasses import replace
 from typing import Any
 
 from changefeed.engine.catalog import ColumnSchema, TableSchema
+from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
 from changefeed.engine.types import SqlType, resolve_type
-from changefeed.exceptions import TypeMismatch
+from changefeed.exceptions import TypeMismatch, UndefinedTable
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, conjuncts, is_const
 from changefeed.sql.session import Session
@@ -84,3 +85,20 @@ def enable_changes(session: Session, txn: Transaction, schema: TableSchema, on: 
     session.db.save_table(new)
     session.db.refresh_catalog()
     return session.db.table_by_id(new.id)
+
+
+def log_base_table(session: Session, txn: Transaction, q: ast.QName, privilege: Privilege) -> TableSchema:
+    """The base table of the CDC log ``q`` names (``<table>_scylla_cdc_log``), with ``privilege``
+    on it checked: a CDC log is read and deleted from with its table's privileges. Missing, or
+    without CDC: the log's own name does not exist."""
+    name = session.table_name(q)
+    last = q.parts[-1]
+    base_q = ast.QName((*q.parts[:-1], ast.Ident(last.name[: -len(LOG_SUFFIX)], last.quoted)))
+    try:
+        base = session.resolve_table(txn, base_q)
+    except UndefinedTable:
+        raise UndefinedTable(f'table "{name}" does not exist') from None
+    if not base.cdc.enabled:
+        raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
+    session.require(txn, base, privilege)
+    return base

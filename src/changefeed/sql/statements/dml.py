@@ -27,7 +27,6 @@ from changefeed.exceptions import (
     ChangefeedError,
     InvalidStatement,
     NotNullViolation,
-    UndefinedTable,
     UniqueViolation,
 )
 from changefeed.sql import ast, astjson
@@ -36,7 +35,7 @@ from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, Session, StatementFamily
 from changefeed.sql.statements.cdc_log import LogView
-from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values
+from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values, log_base_table
 
 FAMILY = StatementFamily("dml")
 
@@ -620,16 +619,7 @@ def _delete_from_log(session: Session, txn: Transaction, s: ast.Delete, ev: Para
     """``DELETE FROM ks.t_scylla_cdc_log WHERE "cdc$stream_id" = ..``: ScyllaDB lets a user delete
     log rows (whole streams, or rows of one by ``cdc$time`` / ``cdc$batch_seq_no``); it takes the
     base table's DELETE privilege. The base table and the change stream are not touched."""
-    q = s.table
-    base_q = ast.QName((*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted)))
-    name = session.table_name(q)
-    try:
-        base = session.resolve_table(txn, base_q)
-    except UndefinedTable:
-        raise UndefinedTable(f'table "{name}" does not exist') from None
-    if not base.cdc.enabled:
-        raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
-    session.require(txn, base, Privilege.DELETE)
+    base = log_base_table(session, txn, s.table, Privilege.DELETE)
     if s.columns:
         raise InvalidStatement("a CDC log's rows are deleted whole: DELETE FROM .. WHERE, without columns")
     evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))

@@ -13,14 +13,14 @@ from changefeed.engine.storage import TableStore, token
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import SqlType, resolve_type
-from changefeed.exceptions import InvalidStatement, UndefinedTable, UnsupportedFeature
+from changefeed.exceptions import InvalidStatement, UnsupportedFeature
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, has_aggregate, sort_key
 from changefeed.sql.functions import AGGREGATES, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
-from changefeed.sql.statements.common import LOG_SUFFIX, key_values
+from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
 
 FAMILY = StatementFamily("select")
 
@@ -77,15 +77,7 @@ def _log_base(session: Session, txn: Transaction, q: ast.QName) -> TableSchema |
     name = session.table_name(q)
     if not name.endswith(LOG_SUFFIX) or session.db.find_table(name) is not None:
         return None
-    base_q = ast.QName((*q.parts[:-1], ast.Ident(q.parts[-1].name[: -len(LOG_SUFFIX)], q.parts[-1].quoted)))
-    try:
-        base = session.resolve_table(txn, base_q)
-    except UndefinedTable:
-        raise UndefinedTable(f'table "{name}" does not exist') from None
-    if not base.cdc.enabled:
-        raise UndefinedTable(f'table "{name}" does not exist (CDC is not enabled on {base.name})')
-    session.require(txn, base, Privilege.SELECT)
-    return base
+    return log_base_table(session, txn, q, Privilege.SELECT)
 
 
 def select_log_columns(session: Session, s: ast.Select, params: Sequence[Any] = ()) -> LogColumns | None:
