@@ -538,3 +538,42 @@ def test_the_next_window_is_read_ahead_and_served_as_a_fresh_read_would(tmp_path
         assert (gone.error, gone.log_start) == (E.OFFSET_OUT_OF_RANGE, 1001)
     finally:
         broker.close()
+
+
+def test_big_and_small_stored_batches_are_fetched_byte_for_byte(tmp_path: Path) -> None:
+    """Batches of BLOB_READ_MIN bytes and more are read through SQLite's blob I/O (and the
+    broker's files through a memory mapping): windows of mixed sizes are the stored bytes, cut
+    at whole batches, and a batch appended after the mapping was made is read whole."""
+    from changefeed.topics.batch import encode_batch as encode
+    from changefeed.topics.batch import patch_batch
+    from changefeed.topics.store import BLOB_READ_MIN
+
+    st = TopicStore(tmp_path)
+    info = st.ensure_topic("t", 1, 0)
+    stored: list[bytes] = []
+    base = 0
+    for i, (n, size) in enumerate([(3, 50), (200, 400), (1, BLOB_READ_MIN), (5, 10), (300, 700), (2, 9)]):
+        raw = encode(
+            0, range(n), [b"k%d" % j for j in range(n)], [bytes([i]) * size] * n, [1_700_000_000_000] * n
+        )
+        st.append_batch(info, 0, "w", i + 1, raw)
+        stored.append(patch_batch(raw, base))
+        base += n
+    assert [len(s) >= BLOB_READ_MIN for s in stored] == [False, True, True, False, True, False]
+    broker = Broker(tmp_path)
+    try:
+        whole = broker.fetch_partition(info, 0, 0, 10**7)
+        assert whole.data == b"".join(stored) and whole.high_watermark == base and whole.more_at is None
+        # from inside the second (big) batch: it whole, then as many whole batches as fit
+        cut = broker.fetch_partition(info, 0, 10, len(stored[1]) + len(stored[2]) + len(stored[3]) - 1)
+        assert cut.data == stored[1] + stored[2] and cut.more_at == 3 + 200 + 1
+        more = broker.fetch_partition(info, 0, cut.more_at, 10**7)
+        assert more.data == b"".join(stored[3:])
+        # a big batch appended between fetches (the file grew past what was mapped): read whole
+        raw = encode(0, range(100), [None] * 100, [b"z" * 1000] * 100, [1_700_000_000_001] * 100)
+        TopicStore(tmp_path).append_batch(info, 0, "w2", 1, raw)
+        tail = broker.fetch_partition(info, 0, base, 10**7)
+        assert tail.data == patch_batch(raw, base) and tail.high_watermark == base + 100
+        assert [r.value for r in st.read("t", 0, base + 99, 5)] == [b"z" * 1000]
+    finally:
+        broker.close()

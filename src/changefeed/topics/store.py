@@ -71,6 +71,7 @@ from changefeed.topics.segments import (
 )
 
 __all__ = [
+    "BLOB_READ_MIN",
     "DEFAULT_RETENTION_NS",
     "MAX_PARTITIONS",
     "RECORD_SCHEMA",
@@ -239,23 +240,44 @@ _END = (1 << 63) - 1
 # ---------------------------------------------------------------------------------------------
 
 
+#: Stored batches of at least this many bytes are read with SQLite's incremental blob I/O
+#: (:meth:`TopicStore.read_batches`); smaller ones come with their row, which costs less than
+#: opening a blob.
+BLOB_READ_MIN = 64 << 10
+
+
 class TopicStore:
     """The embedded topic log of one database directory. Picklable: holds only the path."""
 
-    def __init__(self, db_dir: str | os.PathLike[str], *, clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self,
+        db_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        mmap_bytes: int = 0,
+    ) -> None:
+        """``mmap_bytes`` > 0: partition files are read through a memory mapping of up to that
+        many bytes each (SQLite's ``PRAGMA mmap_size``) instead of ``read()`` calls into SQLite's
+        page cache; for a reader that serves the stored batches over and over (the Kafka
+        endpoint). The setting belongs to the connection, which every TopicStore of the process
+        shares: it changes how pages are read, never what is read."""
+        if isinstance(mmap_bytes, bool) or not isinstance(mmap_bytes, int) or mmap_bytes < 0:
+            raise TopicError(f"mmap_bytes must be a non-negative integer, got {mmap_bytes!r}")
         self.db_dir = Path(db_dir).absolute()
         self.root = self.db_dir / "topics"
         self._clock = clock
+        self._mmap_bytes = mmap_bytes
         self._paths: dict[tuple[int, int], str] = {}  #: partition file paths by (topic id, partition)
+        self._mapped: dict[str, Conn] = {}  #: connections given ``mmap_bytes``, by path
 
     def __repr__(self) -> str:
         return f"TopicStore({str(self.db_dir)!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"db_dir": self.db_dir, "clock": self._clock}
+        return {"db_dir": self.db_dir, "clock": self._clock, "mmap_bytes": self._mmap_bytes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["db_dir"], clock=state["clock"])  # type: ignore[misc]
+        self.__init__(state["db_dir"], clock=state["clock"], mmap_bytes=state.get("mmap_bytes", 0))  # type: ignore[misc]
 
     def close(self) -> None:
         """Close this process's cached connections to this database's topic files (they reopen
@@ -296,14 +318,18 @@ class TopicStore:
             )
         path = self._partition_path(info, partition)
         c = cached(path)
-        if c is not None:  # open already: no stat per call
-            return c, path
-        if not os.path.exists(path):
-            folder = os.path.dirname(path)
-            if not os.path.isdir(folder):
-                os.makedirs(folder, exist_ok=True)
-                sync_dir(self.root)
-        return connection(path, PARTITION_APP_ID, PARTITION_SCHEMA), path
+        if c is None:  # else open already: no stat per call
+            if not os.path.exists(path):
+                folder = os.path.dirname(path)
+                if not os.path.isdir(folder):
+                    os.makedirs(folder, exist_ok=True)
+                    sync_dir(self.root)
+            c = connection(path, PARTITION_APP_ID, PARTITION_SCHEMA)
+        if self._mmap_bytes and self._mapped.get(path) is not c:
+            with guard(path), c.lock:
+                c.conn.execute(f"PRAGMA mmap_size={self._mmap_bytes}")
+            self._mapped[path] = c
+        return c, path
 
     def _source_barrier(self) -> None:
         """Before an append: make every commit already in the database's WAL durable, so records
@@ -630,21 +656,29 @@ class TopicStore:
                 return StoredBatches(earliest, nxt, data, offset, True)
             first = conn.execute("SELECT max(base_offset) FROM batches WHERE base_offset <= ?", (offset,))
             start = first.fetchone()[0]
+            # length(data) is read from the row's header, without the batch's pages; a small
+            # batch comes with the row, a big one is read through the incremental blob API,
+            # straight into its bytes object without holding the GIL (a column value is copied
+            # twice, under the GIL: SQLite's overflow pages into a buffer, then into bytes)
             cur = conn.execute(
-                "SELECT last_offset, data FROM batches WHERE base_offset >= ? ORDER BY base_offset",
-                (offset if start is None else start,),
+                "SELECT base_offset, last_offset, length(data), CASE WHEN length(data) < ? THEN data END "
+                "FROM batches WHERE base_offset >= ? ORDER BY base_offset",
+                (BLOB_READ_MIN, offset if start is None else start),
             )
             end = offset
             total = 0
             try:
                 while rows := cur.fetchmany(8):
-                    for last, blob in rows:
+                    for base, last, size, blob in rows:
                         if last < offset:
                             continue
-                        if data and total + len(blob) > max_bytes:
+                        if data and total + size > max_bytes:
                             return StoredBatches(earliest, nxt, data, end, False)
+                        if blob is None:
+                            with conn.blobopen("batches", "data", base, readonly=True) as b:
+                                blob = b.read()
                         data.append(blob)
-                        total += len(blob)
+                        total += size
                         end = last + 1
                     if total >= max_bytes:
                         break

@@ -47,6 +47,9 @@ _RECORD_OVERHEAD = 12  # framing bytes per record, about
 _MAX_TIMESTAMP_MS = (1 << 63) // 1_000_000 - 1
 #: Encoded fetch windows kept for re-reads and read-ahead.
 _CACHE_BYTES = 64 << 20
+#: Each partition file is read through a memory mapping of up to this many bytes (a Fetch's
+#: batches are copied once, from the mapping, instead of read() into SQLite's cache and copied on).
+_MMAP_BYTES = 1 << 30
 #: A fetch waits this long at most for a read-ahead of the same window already under way.
 _READ_AHEAD_WAIT_S = 5.0
 
@@ -168,7 +171,7 @@ class ProducerIds:
 class Broker:
     def __init__(self, db: Path) -> None:
         self.db = db
-        self.store = TopicStore(db)
+        self.store = TopicStore(db, mmap_bytes=_MMAP_BYTES)
         self.coordinator = Coordinator()
         self.authz = Authorizer(db)
         self.producer_ids = ProducerIds(db)
