@@ -1,7 +1,7 @@
 """Apache Kafka 4.4 (the real KRaft broker of ``make setup``) side by side with our endpoint, and
 CockroachDB jobs into the real broker (issue 19). Not a test.
 
-    PYTHONPATH=src:benchmarks .venv/bin/python benchmarks/kafka_broker_bench.py perf [--records 500000] [--record-size 200]
+    PYTHONPATH=src:benchmarks .venv/bin/python benchmarks/kafka_broker_bench.py perf [--records 500000] [--record-size 200] [--rounds 4]
     PYTHONPATH=src:benchmarks .venv/bin/python benchmarks/kafka_broker_bench.py sink [--rows 1000000]
     PYTHONPATH=src:benchmarks .venv/bin/python benchmarks/kafka_broker_bench.py latency [--seconds 20] [--rate 5000]
 
@@ -9,9 +9,11 @@ CockroachDB jobs into the real broker (issue 19). Not a test.
 ``java -cp build/kafka/libs/* org.apache.kafka.tools.X``), the same record count and size, against
 the real broker and then against ``changefeed serve --kafka`` (its own process and directory), one
 topic of 4 partitions each, ``acks=all``; then ``--rounds`` consumes of each topic (a new group each
-time), the order of the two brokers alternating round by round. Prints records/s and MB/s of each
-and the ratios ours / Kafka (produce; consume: the medians) against the targets (consume >= 1.0,
-produce >= 0.5).
+time), the order of the two brokers alternating round by round (an even number of rounds, so each
+goes first as often as the other). Prints records/s and MB/s of each, the CPU time each broker's
+process spent per consumed MB during the consume (and the consumer's, its JVM start included), and
+the ratios ours / Kafka (produce; consume: the medians) against the targets (consume >= 1.0,
+produce >= 0.5). The CPU figures are the steadier ones on a shared machine.
 
 ``sink``: a journal of N rows (UPSERTs of distinct keys in 50,000-row transactions) under a
 CockroachDB job ``INTO 'kafka://<real broker>' WITH updated, resolved = '1s',
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,6 +43,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from proctree import cpu_seconds, tree
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,6 +105,11 @@ class Brokers:
                 if time.monotonic() > deadline or self.serve.poll() is not None:
                     raise RuntimeError("changefeed serve --kafka did not start")
                 time.sleep(0.1)
+
+    @property
+    def serve_pid(self) -> int:
+        assert self.serve is not None
+        return self.serve.pid
 
     @property
     def ours(self) -> str:
@@ -188,10 +198,21 @@ def consumer_perf(bootstrap: str, topic: str, records: int) -> dict[str, float]:
     # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     rows = [ln for ln in out.splitlines() if re.match(r"\d{4}-\d\d-\d\d", ln)]
     cols = [c.strip() for c in rows[-1].split(",")]
-    return {"records_s": float(cols[-1]), "mb_s": float(cols[-2]), "consumed": float(cols[4])}
+    return {
+        "records_s": float(cols[-1]),
+        "mb_s": float(cols[-2]),
+        "consumed": float(cols[4]),
+        "mb": float(cols[2]),
+    }
 
 
-def perf(records: int, size: int, rounds: int = 3) -> int:
+def _children_cpu() -> float:
+    """CPU seconds of this process's reaped children (the Java tools, once they have exited)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def perf(records: int, size: int, rounds: int = 4) -> int:
     print(
         f"Kafka's ProducerPerformance / ConsumerPerformance, {records:,} records of {size} B, {PARTITIONS} partitions, acks=all"
     )
@@ -208,17 +229,33 @@ def perf(records: int, size: int, rounds: int = 3) -> int:
                 f"  {name:10s} produce {p['records_s']:>11,.0f} rec/s ({p['mb_s']:.1f} MB/s)   load {load()}"
             )
         # Consumed in rounds of alternating order: whichever broker goes second pays for the
-        # other's background work (the real broker flushes and indexes what it just took).
+        # other's background work (the real broker flushes and indexes what it just took); with
+        # an even number of rounds each goes first equally often.
         consumed: dict[str, list[float]] = {name: [] for name in boots}
+        server_cpu: dict[str, list[float]] = {name: [] for name in boots}
+        client_cpu: dict[str, list[float]] = {name: [] for name in boots}
+        assert b.kafka.proc is not None
+        pids = {"kafka": b.kafka.proc.pid, "changefeed": b.serve_pid}
         for r in range(rounds):
             for name in list(boots) if r % 2 == 0 else list(reversed(boots)):
+                s0 = cpu_seconds(tree(pids[name]))
+                k0 = _children_cpu()
                 c = consumer_perf(boots[name], f"perf-{name}", records)
+                mb = max(c["mb"], 1e-9)
+                server_cpu[name].append((cpu_seconds(tree(pids[name])) - s0) / mb * 1000)
+                client_cpu[name].append((_children_cpu() - k0) / mb * 1000)
                 consumed[name].append(c["records_s"])
                 print(
                     f"  {name:10s} consume {c['records_s']:>11,.0f} rec/s ({c['mb_s']:.1f} MB/s)   "
+                    f"CPU ms/MB: server {server_cpu[name][-1]:.2f}, consumer {client_cpu[name][-1]:.2f}   "
                     f"round {r + 1}   load {load()}"
                 )
         med = {name: statistics.median(v) for name, v in consumed.items()}
+        for name in boots:
+            print(
+                f"  median CPU per consumed MB, {name}: server {statistics.median(server_cpu[name]):.2f} ms, "
+                f"consumer {statistics.median(client_cpu[name]):.2f} ms (its JVM start included)"
+            )
         pr = produced["changefeed"] / produced["kafka"]
         cr = med["changefeed"] / med["kafka"]
         print(f"  median consume: kafka {med['kafka']:,.0f} rec/s, changefeed {med['changefeed']:,.0f} rec/s")
@@ -400,7 +437,9 @@ def main() -> int:
     p = sub.add_parser("perf")
     p.add_argument("--records", type=int, default=500_000)
     p.add_argument("--record-size", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3, help="consume rounds per broker, alternating order")
+    p.add_argument(
+        "--rounds", type=int, default=4, help="consume rounds per broker, alternating order (even: fair)"
+    )
     s = sub.add_parser("sink")
     s.add_argument("--rows", type=int, default=1_000_000)
     la = sub.add_parser("latency")
