@@ -35,6 +35,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -121,6 +122,7 @@ class Brokers:
             self.serve.wait(30)
         if self.kafka is not None:
             self.kafka.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)  # hundreds of MB of topic data per run
 
 
 def _accepts(port: int) -> bool:
