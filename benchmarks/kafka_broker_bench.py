@@ -12,7 +12,8 @@ topic of 4 partitions each, ``acks=all``; then ``--rounds`` consumes of each top
 time), the order of the two brokers alternating round by round (an even number of rounds, so each
 goes first as often as the other). Prints records/s and MB/s of each, the CPU time each broker's
 process spent per consumed MB during the consume (and the consumer's, its JVM start included), and
-the ratios ours / Kafka (produce; consume: the medians) against the targets (consume >= 1.0,
+the consumer's average fetch latency (its ``fetch-latency-avg``: a fetch sent to its response
+read), and the ratios ours / Kafka (produce; consume: the medians) against the targets (consume >= 1.0,
 produce >= 0.5). The CPU figures are the steadier ones on a shared machine.
 
 ``sink``: a journal of N rows (UPSERTs of distinct keys in 50,000-row transactions) under a
@@ -192,6 +193,7 @@ def consumer_perf(bootstrap: str, topic: str, records: int) -> dict[str, float]:
             "60000",
             "--group",
             f"perf-{time.monotonic_ns()}",
+            "--print-metrics",
         ],
         timeout=900,
         jvm_args=_JVM,
@@ -200,11 +202,14 @@ def consumer_perf(bootstrap: str, topic: str, records: int) -> dict[str, float]:
     # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     rows = [ln for ln in out.splitlines() if re.match(r"\d{4}-\d\d-\d\d", ln)]
     cols = [c.strip() for c in rows[-1].split(",")]
+    # the consumer's average time from sending a fetch to having read its response
+    lat = re.search(r"consumer-fetch-manager-metrics:fetch-latency-avg:\{[^}]*\}\s*:\s*([\d.]+)", out)
     return {
         "records_s": float(cols[-1]),
         "mb_s": float(cols[-2]),
         "consumed": float(cols[4]),
         "mb": float(cols[2]),
+        "fetch_ms": float(lat.group(1)) if lat else float("nan"),
     }
 
 
@@ -236,6 +241,7 @@ def perf(records: int, size: int, rounds: int = 4) -> int:
         consumed: dict[str, list[float]] = {name: [] for name in boots}
         server_cpu: dict[str, list[float]] = {name: [] for name in boots}
         client_cpu: dict[str, list[float]] = {name: [] for name in boots}
+        fetch_ms: dict[str, list[float]] = {name: [] for name in boots}
         assert b.kafka.proc is not None
         pids = {"kafka": b.kafka.proc.pid, "changefeed": b.serve_pid}
         for r in range(rounds):
@@ -247,16 +253,19 @@ def perf(records: int, size: int, rounds: int = 4) -> int:
                 server_cpu[name].append((cpu_seconds(tree(pids[name])) - s0) / mb * 1000)
                 client_cpu[name].append((_children_cpu() - k0) / mb * 1000)
                 consumed[name].append(c["records_s"])
+                fetch_ms[name].append(c["fetch_ms"])
                 print(
                     f"  {name:10s} consume {c['records_s']:>11,.0f} rec/s ({c['mb_s']:.1f} MB/s)   "
                     f"CPU ms/MB: server {server_cpu[name][-1]:.2f}, consumer {client_cpu[name][-1]:.2f}   "
+                    f"fetch latency {c['fetch_ms']:.1f} ms   "
                     f"round {r + 1}   load {load()}"
                 )
         med = {name: statistics.median(v) for name, v in consumed.items()}
         for name in boots:
             print(
                 f"  median CPU per consumed MB, {name}: server {statistics.median(server_cpu[name]):.2f} ms, "
-                f"consumer {statistics.median(client_cpu[name]):.2f} ms (its JVM start included)"
+                f"consumer {statistics.median(client_cpu[name]):.2f} ms (its JVM start included); "
+                f"median fetch latency {statistics.median(fetch_ms[name]):.1f} ms"
             )
         pr = produced["changefeed"] / produced["kafka"]
         cr = med["changefeed"] / med["kafka"]
