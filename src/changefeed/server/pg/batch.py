@@ -13,14 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import itertools
+import operator
 import struct
 from collections.abc import Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from changefeed.connection import Result
+from changefeed.exceptions import ChangefeedError
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
-from changefeed.server.pg.portals import Batch, Portal, Prepared, Running, new_query_id
+from changefeed.server.pg.portals import Portal, Prepared, Running, RunShape, new_query_id
 from changefeed.server.pg.values import fmt_of, normalise_tag
 from changefeed.sql import ast
 
@@ -55,9 +61,28 @@ def batchable(session: PgSession, prep: Prepared) -> bool:
     )
 
 
+def run_shape(portal: Portal) -> RunShape | None:
+    """The shape of the Bind that made ``portal``, which the following Binds of a pipelined run
+    repeat (None if it has no Bind bytes to compare with)."""
+    if not portal.bind_head:
+        return None
+    n = len(portal.params)
+    oids = portal.prepared.param_oids
+    rf = portal.formats
+    return RunShape(
+        head=portal.bind_head + _H.pack(n),
+        tail=struct.pack(f"!h{len(rf)}h", len(rf), *rf),
+        oids=tuple(oids[i] if i < len(oids) else 0 for i in range(n)),
+        binary=tuple(fmt_of(portal.param_formats, i) == 1 for i in range(n)),
+        result_formats=tuple(rf),
+    )
+
+
 def batch_message(session: PgSession, kind: bytes, body: bytes) -> bool:
     """Take one message into the batch if it belongs there: a Bind of the batch's statement to
-    the unnamed portal, a Describe or an Execute of that portal. False: the batch runs first."""
+    the unnamed portal, a Describe or an Execute of that portal. False: the batch runs first.
+    A Bind whose parameters do not decode raises here, as PostgreSQL fails the Bind: the rows
+    before it still run (see ``PgSession.run``)."""
     batch = session.batch
     if batch is None:
         return False
@@ -80,7 +105,7 @@ def batch_message(session: PgSession, kind: bytes, body: bytes) -> bool:
         return True
     if kind == b"E" and body.startswith(b"\x00") and len(body) == 5:
         batch.rows.append(portal.params)
-        batch.replies.append(b"".join(batch.pending))
+        batch.pre.append(b"".join(batch.pending))
         batch.pending.clear()
         return True
     return False
@@ -102,92 +127,223 @@ def take_pipelined(session: PgSession) -> None:
 
 
 def scan_run(session: PgSession) -> bool:
-    """Take whole Bind/[Describe]/Execute groups of the batch's statement from the buffer as they
-    are, keeping the rows' raw parameters in one flat list (decoded column by column when the
-    rows go to the engine): the per-row work is a few slices. A group that differs in any way
-    (another statement or portal, other parameter formats, a row limit, Describe in some groups
-    and not others) is left to :func:`batch_message`. True if it took any."""
+    """Take the whole Bind/[Describe]/Execute groups of the batch's statement that are in the
+    buffer, in a few passes over all of them instead of a parse per message: the buffer is split
+    at the Execute (and Describe) that end each group, every piece is checked to be exactly one
+    Bind of the run's shape (its length field, statement, formats), and the parameters are cut
+    out and decoded column by column (:func:`_columns`, :func:`_decode`). A group that differs
+    in any way (another statement or portal, other formats, a row limit, Describe in some groups
+    and not others, a value that does not decode) ends the run there and is left to
+    :func:`batch_message`, message by message. True if it took any."""
     batch = session.batch
     stream = session.messages
-    if batch is None or batch.formats is None:
+    if batch is None or batch.shape is None:
         return False
+    shape = batch.shape
     buf, pos = stream.buf, stream.pos
-    end_buf = len(buf)
-    head = batch.bind_head  # portal "" + statement name + the parameter format codes
-    hlen = len(head)
-    nparams = batch.nparams
-    flat = batch.raw
     room = BATCH_ROWS - len(batch.rows)
-    taken = 0
-    described: bool | None = None
-    unpack_i, unpack_h = _I.unpack_from, _H.unpack_from
-    params = range(nparams)
-    while taken < room and end_buf - pos >= 5 and buf[pos] == 0x42:  # Bind
-        (length,) = unpack_i(buf, pos + 1)
-        b_end = pos + 1 + length
-        if b_end > end_buf or not buf.startswith(head, pos + 5):
-            break
-        off = pos + 5 + hlen
-        if b_end - off < 2 or unpack_h(buf, off)[0] != nparams:
-            break
-        off += 2
-        mark = len(flat)
-        try:
-            for _ in params:
-                (ln,) = unpack_i(buf, off)
-                off += 4
-                if ln < 0:
-                    flat.append(None)
-                else:
-                    flat.append(buf[off : off + ln])
-                    off += ln
-            (nr,) = unpack_h(buf, off)
-        except struct.error:
-            del flat[mark:]
-            break
-        if off > b_end or nr < 0 or off + 2 + 2 * nr != b_end:
-            del flat[mark:]  # malformed: batch_message reports it
-            break
-        nxt = b_end
-        has_d = buf.startswith(_DESCRIBE_UNNAMED, nxt)
-        if has_d:
-            nxt += len(_DESCRIBE_UNNAMED)
-        if (described is not None and has_d != described) or not buf.startswith(_EXECUTE_UNNAMED, nxt):
-            del flat[mark:]
-            break
-        described = has_d
-        pos = nxt + len(_EXECUTE_UNNAMED)
-        taken += 1
-    if not taken:
+    if room <= 0 or len(buf) - pos < 5 or buf[pos] != 0x42:  # Bind
         return False
-    stream.pos = pos
-    batch.rows.extend([None] * taken)
-    batch.replies.extend([p.BIND_COMPLETE + p.NO_DATA if described else p.BIND_COMPLETE] * taken)
+    (length,) = _I.unpack_from(buf, pos + 1)
+    b_end = pos + 1 + length
+    described = buf.startswith(_DESCRIBE_UNNAMED, b_end)
+    term = _DESCRIBE_UNNAMED + _EXECUTE_UNNAMED if described else _EXECUTE_UNNAMED
+    if not buf.startswith(term, b_end):
+        return False
+    group = b_end + len(term) - pos
+    same = min(room, (len(buf) - pos) // group)
+    cols, n, decoded = _same_size(buf, pos, same, group, term, shape) if same > 1 else ([], 0, frozenset())
+    ends: list[int] = []  # where each group ends, when they differ in length
+    if not n:
+        # At most ``room`` groups; a bound on the bytes looked at (values vary in length).
+        region = buf[pos : pos + max(4 * group * room, 1 << 16)]
+        pieces = region.split(term, room)
+        pieces.pop()  # whatever follows the last whole group
+        n = _whole_groups(pieces, shape)
+        if not n:
+            return False
+        del pieces[n:]
+        found = _columns(pieces, shape)
+        if found is None:
+            return False
+        cols = found
+        ends = list(itertools.accumulate((len(pc) + len(term) for pc in pieces), initial=pos))
+    rows, n = _decode(cols, shape, n, decoded)
+    if not n:
+        return False
+    stream.pos = ends[n] if ends else pos + n * group
+    batch.rows.extend(rows)
+    batch.pre.extend([_PRE_DESCRIBED if described else p.BIND_COMPLETE] * n)
     # The unnamed portal is the last group's, as if each Bind had been run.
-    last = list(
-        decode_rows(flat[len(flat) - nparams :], nparams, batch.prepared.param_oids, batch.formats)[0]
-    )
-    portal = session.portals[""] = Portal(batch.prepared, last, list(batch.result_formats))
-    portal.described = bool(described)
+    portal = session.portals[""] = Portal(batch.prepared, list(rows[-1]), list(shape.result_formats))
+    portal.described = described
+    portal.bind_head = shape.head[:-2]
+    portal.param_formats = tuple(1 if b else 0 for b in shape.binary)
     return True
 
 
-def decode_rows(
-    flat: list[bytes | None], width: int, oids: list[int], formats: tuple[int, ...]
-) -> list[Sequence[Any]]:
-    """Bound parameter values of many rows, given row after row in ``flat`` (``width`` each),
-    column by column (as ``types.decode_param`` decodes each: integers and text in one pass per
-    column, other types value by value)."""
-    if not width:
-        return [() for _ in range(len(flat))] if flat else []
-    cols = [
-        _decode_column(flat[i::width], oids[i] if i < len(oids) else 0, fmt_of(list(formats), i) == 1)
-        for i in range(width)
-    ]
-    return list(zip(*cols, strict=True))  # rows as tuples: the engine reads them by position
+def _same_size(
+    buf: bytes, pos: int, k: int, group: int, term: bytes, shape: RunShape
+) -> tuple[list[list[Any]], int, frozenset[int]]:
+    """The parameter columns of the groups from ``pos`` that are each ``group`` bytes long with
+    every byte the same as in the first one except its values' (type byte, length field, head,
+    each value's length, tail, Describe/Execute), at most ``k`` of them; how many (0: not even
+    two); and which columns are decoded already (binary integers of their type's width). The
+    first group starts at a message and is whole; each that matches it byte for byte outside its
+    values ends where the next begins: each counted is whole. The groups are read as the rows of
+    a NumPy byte grid: the fixed bytes of all compared at once, integers read in their wire width
+    and the other values cut as fixed-width byte strings, a column at a time."""
+    head, tail = shape.head, shape.tail
+    first = buf[pos : pos + group]
+    if not (first.startswith(head, 5) and first.endswith(tail + term)):
+        return [], 0, frozenset()
+    lengths = _value_lengths(first, 5 + len(head), len(shape.oids), group - len(term) - len(tail))
+    if lengths is None:
+        return [], 0, frozenset()
+    spans: list[tuple[int, int]] = []  # (offset, length) of each non-NULL value
+    off = 5 + len(head)
+    for ln in lengths:
+        off += 4
+        if ln >= 0:
+            spans.append((off, ln))
+            off += ln
+    grid = np.frombuffer(buf, dtype=np.uint8, count=k * group, offset=pos).reshape(k, group)
+    fixed = np.ones(group, dtype=bool)
+    for lo, ln in spans:
+        fixed[lo : lo + ln] = False
+    idx = np.flatnonzero(fixed)
+    same = (grid[:, idx] == grid[0, idx]).all(axis=1)
+    n = k if bool(same.all()) else int(np.argmin(same))
+    if n < 2:
+        return [], 0, frozenset()
+    cols: list[list[Any]] = []
+    decoded: set[int] = set()
+    values = iter(spans)
+    for i, ln in enumerate(lengths):
+        if ln < 0:
+            cols.append([None] * n)
+            continue
+        lo, _ = next(values)
+        block = grid[:n, lo : lo + ln]
+        wide = _NP_INTS.get(shape.oids[i]) if shape.binary[i] else None
+        if wide is not None and wide[1] == ln:
+            cols.append(np.ascontiguousarray(block).view(wide[0]).ravel().tolist())
+            decoded.add(i)
+            continue
+        raw = block.tobytes()
+        if ln and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
+            cols.append(np.frombuffer(raw, dtype=f"S{ln}").tolist())
+        else:
+            cols.append([raw[r * ln : (r + 1) * ln] for r in range(n)])
+    return cols, n, frozenset(decoded)
+
+
+def _whole_groups(pieces: list[bytes], shape: RunShape) -> int:
+    """How many of ``pieces``, from the first, are each exactly one Bind of ``shape`` (its type
+    byte, a length field that counts the piece to its end, the run's head and tail). The first
+    piece starts at a message; one that is what its length field says ends at the message's end,
+    so the next starts at the next message after the split-off Execute: every piece counted is a
+    whole message (a value holding the Execute's bytes cuts its piece short, which stops the
+    count there)."""
+    n = len(pieces)
+    if not n:
+        return 0
+    head, tail = shape.head, shape.tail
+    least = 5 + len(head) + len(tail)
+    lens = list(map(len, pieces))
+    if min(lens) >= least:
+        declared = struct.unpack(f"!{n}i", b"".join([pc[1:5] for pc in pieces]))
+        if (
+            list(map(operator.sub, lens, declared)).count(1) == n
+            and all(map(bytes.startswith, pieces, repeat(b"B")))
+            and all(map(bytes.startswith, pieces, repeat(head), repeat(5)))
+            and all(map(bytes.endswith, pieces, repeat(tail)))
+        ):
+            return n
+    for i, pc in enumerate(pieces):
+        if not (
+            len(pc) >= least
+            and pc[0] == 0x42
+            and _I.unpack_from(pc, 1)[0] == len(pc) - 1
+            and pc.startswith(head, 5)
+            and pc.endswith(tail)
+        ):
+            return i
+    return n
+
+
+def _columns(pieces: list[bytes], shape: RunShape) -> list[list[bytes | None]] | None:
+    """The raw parameter values of whole Binds of ``shape``, column by column (None for NULL), or
+    None if one's values do not fill it exactly (malformed: left to the message-by-message path,
+    which reports it): each column is cut at offsets carried row by row."""
+    n = len(pieces)
+    start = 5 + len(shape.head)
+    end_pad = len(shape.tail)
+    nparams = len(shape.oids)
+    offs: list[int] = [start] * n
+    cols = []
+    try:
+        for _ in range(nparams):
+            lens = struct.unpack(
+                f"!{n}i", b"".join([pc[o : o + 4] for pc, o in zip(pieces, offs, strict=True)])
+            )
+            if min(lens) < -1:
+                return None
+            starts = [o + 4 for o in offs]
+            cols.append(
+                [None if ln < 0 else pc[s : s + ln] for pc, s, ln in zip(pieces, starts, lens, strict=True)]
+            )
+            offs = [s + ln if ln > 0 else s for s, ln in zip(starts, lens, strict=True)]
+    except struct.error:
+        return None
+    if list(map(operator.sub, map(len, pieces), offs)).count(end_pad) != n:
+        return None
+    return cols
+
+
+def _value_lengths(piece: bytes, off: int, nparams: int, end: int) -> list[int] | None:
+    """The value lengths of one Bind's parameters (-1: NULL), if they fill it exactly."""
+    out = []
+    for _ in range(nparams):
+        if off + 4 > end:
+            return None
+        (ln,) = _I.unpack_from(piece, off)
+        if ln < -1:
+            return None
+        out.append(ln)
+        off += 4 + max(ln, 0)
+    return out if off == end else None
+
+
+def _decode(
+    cols: list[list[Any]], shape: RunShape, n: int, decoded: frozenset[int] = frozenset()
+) -> tuple[list[Sequence[Any]], int]:
+    """The ``n`` rows' decoded parameters (the columns in ``decoded`` are already), and how many:
+    all of them, or those before the first row with a value that does not decode (that row's
+    Bind fails when taken on its own)."""
+    kinds = list(zip(shape.oids, shape.binary, strict=True))
+    try:
+        out = [col if i in decoded else _decode_column(col, *kinds[i]) for i, col in enumerate(cols)]
+    except (ChangefeedError, ValueError, TypeError, LookupError):
+        for r in range(n):
+            try:
+                for i, col in enumerate(cols):
+                    if i not in decoded:
+                        t.decode_param(col[r], *kinds[i], i)
+            except (ChangefeedError, ValueError, TypeError, LookupError):
+                n = r
+                break
+        if not n:
+            return [], 0
+        out = [col[:n] if i in decoded else _decode_column(col[:n], *kinds[i]) for i, col in enumerate(cols)]
+    if not out:
+        return [() for _ in range(n)], n
+    return list(zip(*out, strict=True)), n  # rows as tuples: the engine reads them by position
 
 
 def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]:
+    """One parameter's values of many rows (as ``types.decode_param`` decodes each): integers and
+    text in one pass, other types value by value."""
     try:
         if oid in _INTS:
             if not binary:
@@ -201,6 +357,8 @@ def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]
                 signed = oid != t.OID
                 return [None if v is None else int.from_bytes(v, "big", signed=signed) for v in col]
         if oid in _STRS:  # text in either format is its UTF-8 bytes
+            if None not in col:
+                return list(map(bytes.decode, col))  # type: ignore[arg-type]
             return [None if v is None else v.decode() for v in col]
     except (ValueError, UnicodeDecodeError):
         pass  # the value at fault gets its error from decode_param below
@@ -211,31 +369,14 @@ _INTS = frozenset({t.INT8, t.INT4, t.INT2, t.OID})
 #: The binary width of each integer type, and its ``struct`` code.
 _INT_CODES = {t.INT8: ("q", 8), t.INT4: ("i", 4), t.INT2: ("h", 2), t.OID: ("I", 4)}
 _STRS = frozenset({0, t.TEXT, t.VARCHAR, t.UNKNOWN})
+#: The same, as NumPy's big-endian dtypes.
+_NP_INTS = {t.INT8: (">i8", 8), t.INT4: (">i4", 4), t.INT2: (">i2", 2), t.OID: (">u4", 4)}
 _I = struct.Struct("!i")
 _H = struct.Struct("!h")
 #: Describe and Execute (no row limit) of the unnamed portal, as the wire carries them.
 _DESCRIBE_UNNAMED = b"D\x00\x00\x00\x06P\x00"
 _EXECUTE_UNNAMED = b"E\x00\x00\x00\x09\x00\x00\x00\x00\x00"
-
-
-def take_rows(batch: Batch, hi: int) -> list[Sequence[Any]]:
-    """The parameters of rows ``batch.executed`` up to ``hi``, decoded (rows taken raw by
-    :func:`scan_run` column by column); they count as executed from here."""
-    lo = batch.executed
-    part = batch.rows[lo:hi]
-    raw_n = sum(1 for r in part if r is None)
-    width = batch.nparams
-    start = batch.raw_used * width
-    decoded = iter(
-        decode_rows(
-            batch.raw[start : start + raw_n * width], width, batch.prepared.param_oids, batch.formats or ()
-        )
-    )
-    batch.raw_used += raw_n
-    batch.executed = hi
-    if raw_n == len(part):
-        return list(decoded)
-    return [r if r is not None else next(decoded) for r in part]
+_PRE_DESCRIBED = p.BIND_COMPLETE + p.NO_DATA
 
 
 def start_chunk(session: PgSession) -> None:
@@ -249,7 +390,9 @@ def start_chunk(session: PgSession) -> None:
         if not batch.inflight.done() or batch.inflight.exception() is not None:
             return  # one at a time; an error is the batch's at its end
         batch.inflight = None
-    rows = take_rows(batch, len(batch.rows))
+    rows = batch.rows[batch.executed :]
+    batch.inflight_from = batch.executed
+    batch.executed = len(batch.rows)
     engine = session.conn.session
     stmt = batch.prepared.stmts[0]
     running = session.running = Running(new_query_id(), batch.prepared.sql, dt.datetime.now(dt.UTC))
@@ -296,18 +439,22 @@ async def flush_batch(session: PgSession) -> None:
     ``Connection.executemany`` in one process) and send each its replies. psycopg's
     ``executemany`` and JDBC batches pipeline Bind/Execute pairs up to one Sync, so a
     1,000-row transaction costs one bulk write instead of 1,000 statements. On an error the
-    first Execute gets it and the rest are skipped to Sync: the transaction is aborted, as it
-    would be had one of the rows failed on its own."""
+    first Execute of the part that failed gets it (the rows before it get their replies) and
+    the rest are skipped to Sync: the transaction is aborted, as it would be had one of the rows
+    failed on its own."""
     batch, session.batch = session.batch, None
     if batch is None or session.conn is None:
         return
     prep = batch.prepared
     engine = session.conn.session
     stmt = prep.stmts[0]
+    failed_at = batch.inflight_from
     try:
         if batch.inflight is not None:
             await batch.inflight
-        rows = take_rows(batch, len(batch.rows))
+        rows = batch.rows[batch.executed :]
+        failed_at = batch.executed
+        batch.executed = len(batch.rows)
         if len(rows) == 1 and not batch.chunks:
             # Nothing was pipelined behind it: run as any statement (inline if short).
             await session.execute(prep, list(rows[0]))
@@ -320,10 +467,19 @@ async def flush_batch(session: PgSession) -> None:
                 session.running = None
     except BaseException:
         engine.aborted = True
-        if batch.replies:
-            session.send(batch.replies[0])
+        if batch.pre:
+            session.send(replies(batch.pre[:failed_at], _tag(stmt)) + batch.pre[failed_at])
         raise
-    tag = p.command_complete(normalise_tag(Result(status="INSERT 1"), stmt))
-    session.send(b"".join(r + tag for r in batch.replies))
+    session.send(replies(batch.pre, _tag(stmt)))
     if batch.pending:
         session.send(b"".join(batch.pending))
+
+
+def replies(pre: list[bytes], tag: bytes) -> bytes:
+    """Each row's replies: what is due before its CommandComplete, then the CommandComplete (one
+    multiplication per run of rows with the same replies)."""
+    return b"".join((r + tag) * len(list(g)) for r, g in itertools.groupby(pre))
+
+
+def _tag(stmt: ast.Statement) -> bytes:
+    return p.command_complete(normalise_tag(Result(status="INSERT 1"), stmt))
