@@ -14,10 +14,8 @@ import asyncio
 import contextlib
 import datetime as dt
 import itertools
-import operator
 import struct
 from collections.abc import Sequence
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -37,6 +35,8 @@ if TYPE_CHECKING:
 BATCH_ROWS = 4096
 #: Rows gathered before a part of the batch starts on the pool while the rest arrives.
 CHUNK_ROWS = 256
+#: Groups of one size from which the fixed-layout path is worth its set-up (:func:`_same_size`).
+SAME_SIZE_ROWS = 8
 #: Seconds a batch whose client has sent nothing more yet leaves the socket unread (see linger).
 LINGER_S = 0.0003
 
@@ -152,22 +152,23 @@ def scan_run(session: PgSession) -> bool:
         return False
     group = b_end + len(term) - pos
     same = min(room, (len(buf) - pos) // group)
-    cols, n, decoded = _same_size(buf, pos, same, group, term, shape) if same > 1 else ([], 0, frozenset())
+    cols, n, decoded = (
+        _same_size(buf, pos, same, group, term, shape) if same >= SAME_SIZE_ROWS else ([], 0, frozenset())
+    )
     ends: list[int] = []  # where each group ends, when they differ in length
-    if not n:
+    if n < SAME_SIZE_ROWS:
         # At most ``room`` groups; a bound on the bytes looked at (values vary in length).
         region = buf[pos : pos + max(4 * group * room, 1 << 16)]
         pieces = region.split(term, room)
         pieces.pop()  # whatever follows the last whole group
-        n = _whole_groups(pieces, shape)
+        if not pieces:
+            return False
+        sizes = list(map(len, pieces))
+        del pieces
+        cols, n, decoded = _any_size(region, sizes, len(term), shape)
         if not n:
             return False
-        del pieces[n:]
-        found = _columns(pieces, shape)
-        if found is None:
-            return False
-        cols = found
-        ends = list(itertools.accumulate((len(pc) + len(term) for pc in pieces), initial=pos))
+        ends = list(itertools.accumulate((sz + len(term) for sz in sizes[:n]), initial=pos))
     rows, n = _decode(cols, shape, n, decoded)
     if not n:
         return False
@@ -238,67 +239,80 @@ def _same_size(
     return cols, n, frozenset(decoded)
 
 
-def _whole_groups(pieces: list[bytes], shape: RunShape) -> int:
-    """How many of ``pieces``, from the first, are each exactly one Bind of ``shape`` (its type
-    byte, a length field that counts the piece to its end, the run's head and tail). The first
-    piece starts at a message; one that is what its length field says ends at the message's end,
-    so the next starts at the next message after the split-off Execute: every piece counted is a
-    whole message (a value holding the Execute's bytes cuts its piece short, which stops the
-    count there)."""
-    n = len(pieces)
-    if not n:
-        return 0
-    head, tail = shape.head, shape.tail
+def _any_size(
+    region: bytes, sizes: list[int], tlen: int, shape: RunShape
+) -> tuple[list[list[Any]], int, frozenset[int]]:
+    """The parameter columns of the groups that ``region`` holds back to back (Binds of
+    ``sizes`` bytes, each followed by the ``tlen`` bytes of its Describe/Execute), as far as each
+    is exactly one Bind of ``shape``; how many; and which columns are decoded already. The first
+    group starts at a message; a Bind whose type byte, length field (which must count its piece
+    to the end), head, value lengths and tail all hold ends at the message's end, so the next
+    starts at the next message (a value holding the Execute's bytes cuts its piece short, which
+    stops the run there). Every check is a NumPy operation over all groups at once, one
+    parameter column at a time."""
+    n = len(sizes)
+    flat = np.frombuffer(region, dtype=np.uint8)
+    last = len(flat) - 4  # the highest index a 4-byte read may start at
+    size = np.asarray(sizes, dtype=np.int64)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(size[:-1] + tlen, out=starts[1:])
+    head = np.frombuffer(shape.head, dtype=np.uint8)
+    tail = np.frombuffer(shape.tail, dtype=np.uint8)
     least = 5 + len(head) + len(tail)
-    lens = list(map(len, pieces))
-    if min(lens) >= least:
-        declared = struct.unpack(f"!{n}i", b"".join([pc[1:5] for pc in pieces]))
-        if (
-            list(map(operator.sub, lens, declared)).count(1) == n
-            and all(map(bytes.startswith, pieces, repeat(b"B")))
-            and all(map(bytes.startswith, pieces, repeat(head), repeat(5)))
-            and all(map(bytes.endswith, pieces, repeat(tail)))
-        ):
-            return n
-    for i, pc in enumerate(pieces):
-        if not (
-            len(pc) >= least
-            and pc[0] == 0x42
-            and _I.unpack_from(pc, 1)[0] == len(pc) - 1
-            and pc.startswith(head, 5)
-            and pc.endswith(tail)
-        ):
-            return i
-    return n
+    if len(flat) < least + tlen:
+        return [], 0, frozenset()
+    ok = size >= least
+    at = np.minimum(starts, len(flat) - least)  # in range for any piece (a short one fails anyway)
+    ok &= flat[at] == 0x42
+    ok &= _int32_at(flat, at + 1) == size - 1
+    ok &= (flat[at[:, None] + (5 + np.arange(len(head)))] == head).all(axis=1)
+    limit = starts + size - len(tail)
+    if len(tail):
+        tail_at = np.clip(limit, 0, len(flat) - len(tail))
+        ok &= (flat[tail_at[:, None] + np.arange(len(tail))] == tail).all(axis=1)
+    off = starts + 5 + len(head)
+    spans: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
+    for _ in shape.oids:
+        ok &= off + 4 <= limit
+        ln = _int32_at(flat, np.minimum(off, last))
+        ok &= ln >= -1
+        ln = np.where(ok, ln, 0)
+        spans.append((off + 4, ln))
+        off = np.minimum(off + 4 + np.maximum(ln, 0), last)
+    ok &= off == limit
+    n = n if bool(ok.all()) else int(np.argmin(ok))
+    if not n:
+        return [], 0, frozenset()
+    cols: list[list[Any]] = []
+    decoded: set[int] = set()
+    for i, (vs, vl) in enumerate(spans):
+        vs, vl = vs[:n], vl[:n]
+        width = int(vl[0])
+        if bool((vl == width).all()):
+            if width < 0:
+                cols.append([None] * n)
+                continue
+            block = flat[vs[:, None] + np.arange(width)]
+            wide = _NP_INTS.get(shape.oids[i]) if shape.binary[i] else None
+            if wide is not None and wide[1] == width:
+                cols.append(np.ascontiguousarray(block).view(wide[0]).ravel().tolist())
+                decoded.add(i)
+                continue
+            raw = block.tobytes()
+            if width and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
+                cols.append(np.frombuffer(raw, dtype=f"S{width}").tolist())
+                continue
+        cols.append(
+            [None if ln < 0 else region[a : a + ln] for a, ln in zip(vs.tolist(), vl.tolist(), strict=True)]
+        )
+    return cols, n, frozenset(decoded)
 
 
-def _columns(pieces: list[bytes], shape: RunShape) -> list[list[bytes | None]] | None:
-    """The raw parameter values of whole Binds of ``shape``, column by column (None for NULL), or
-    None if one's values do not fill it exactly (malformed: left to the message-by-message path,
-    which reports it): each column is cut at offsets carried row by row."""
-    n = len(pieces)
-    start = 5 + len(shape.head)
-    end_pad = len(shape.tail)
-    nparams = len(shape.oids)
-    offs: list[int] = [start] * n
-    cols = []
-    try:
-        for _ in range(nparams):
-            lens = struct.unpack(
-                f"!{n}i", b"".join([pc[o : o + 4] for pc, o in zip(pieces, offs, strict=True)])
-            )
-            if min(lens) < -1:
-                return None
-            starts = [o + 4 for o in offs]
-            cols.append(
-                [None if ln < 0 else pc[s : s + ln] for pc, s, ln in zip(pieces, starts, lens, strict=True)]
-            )
-            offs = [s + ln if ln > 0 else s for s, ln in zip(starts, lens, strict=True)]
-    except struct.error:
-        return None
-    if list(map(operator.sub, map(len, pieces), offs)).count(end_pad) != n:
-        return None
-    return cols
+def _int32_at(flat: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The big-endian signed 32-bit integers at each index ``at`` of the byte array ``flat``."""
+    b = flat[at[:, None] + np.arange(4)].astype(np.int64)
+    v = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
+    return np.where(v >= 1 << 31, v - (1 << 32), v)
 
 
 def _value_lengths(piece: bytes, off: int, nparams: int, end: int) -> list[int] | None:
