@@ -2,7 +2,7 @@
 
     python benchmarks/pgbench_bench.py [--seconds 20] [--clients 1,8,32] [--rows 100000]
         [--scripts select-simple,select-extended,select-prepared,upsert,mix,txn] [--feed]
-        [--only changefeed|postgres] [--keep] [--bulk 30]
+        [--only changefeed|postgres] [--keep] [--bulk 30] [--bulk-text same|varied]
 
 Starts PostgreSQL from Debian's packages (``initdb`` as the unprivileged user ``nobody`` in a
 temporary directory, ``fsync = on``, ``synchronous_commit = on``, loopback only) and
@@ -24,7 +24,9 @@ PostgreSQL, which has no UPSERT):
 * ``txn``: ``BEGIN; UPDATE; SELECT; UPSERT; COMMIT`` (``-M prepared``);
 
 Then the bulk figure: ``executemany`` of ``--bulk`` transactions of 1,000 rows through
-``changefeed.connect`` in this process and with psycopg through the endpoint, rows/s and ratio.
+``changefeed.connect`` in this process and through the endpoint with psycopg and with asyncpg, in
+the same run: rows/s, server and client CPU per row, and each client's ratio to ``connect``.
+``--scripts ''`` runs the bulk figure alone (no PostgreSQL, no pgbench needed).
 
 ``--feed`` adds a YDB changefeed (``NEW_AND_OLD_IMAGES``) to the changefeed table, so each write
 also writes the change stream. The changefeed side's durability is ``CHANGEFEED_SYNCHRONOUS`` as
@@ -323,7 +325,7 @@ class Bulk:
     wire: dict[str, tuple[float, float, float]]
 
 
-def bulk(tmp: Path, transactions: int) -> Bulk:
+def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
     """``executemany`` of 1,000-row transactions: through ``changefeed.connect`` in this process,
     then through a fresh ``changefeed serve --pg`` with psycopg (pipelined Bind/Describe/Execute,
     one message flushed per row, as its executemany sends them) and with asyncpg (pipelined
@@ -334,7 +336,10 @@ def bulk(tmp: Path, transactions: int) -> Bulk:
     import psycopg
 
     db = tmp / "bulkdb"
-    rows = [[(t * 1000 + j, "value", j) for j in range(1000)] for t in range(transactions)]
+    rows = [
+        [(t * 1000 + j, f"value {t}.{j}" if varied else "value", j) for j in range(1000)]
+        for t in range(transactions)
+    ]
     with changefeed.connect(db) as conn:
         for name in ("b1", "b2", "b3"):
             conn.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v TEXT, n INT)")
@@ -421,12 +426,22 @@ def main() -> None:
         default=30,
         help="1,000-row executemany transactions for the bulk figure (0: skip)",
     )
+    ap.add_argument(
+        "--bulk-text",
+        choices=("same", "varied"),
+        default="same",
+        help="the bulk rows' text: 'value' in every row, or 'value T.J' (9 to 12 bytes)",
+    )
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     scripts = [s for s in args.scripts.split(",") if s]
     for s in scripts:
         if s not in SCRIPTS:
             sys.exit(f"unknown script {s!r}; choose from {', '.join(SCRIPTS)}")
+    if not scripts:  # the bulk figure only: no PostgreSQL, no pgbench
+        print(f"cores {os.cpu_count()}, load average {load_load()} at start", flush=True)
+        print_bulk(args.bulk, args.bulk_text == "varied")
+        return
     if shutil.which("pgbench") is None:
         sys.exit("pgbench is not installed (apt-get install postgresql-contrib / postgresql; `make setup`)")
 
@@ -540,22 +555,31 @@ def main() -> None:
     print(
         "(p50/p99 latency in ms; cpu: server CPU per transaction in us; ratio = changefeed tps / PostgreSQL tps)"
     )
-    if args.bulk > 0 and args.only != "postgres":
-        tmp2 = Path(tempfile.mkdtemp(prefix="pgbench_bulk"))
-        try:
-            b = bulk(tmp2, args.bulk)
-        finally:
-            shutil.rmtree(tmp2, ignore_errors=True)
-        print()
+    if args.only != "postgres":
+        print_bulk(args.bulk, args.bulk_text == "varied")
+
+
+def print_bulk(transactions: int, varied: bool) -> None:
+    """The bulk figure: each client's rows/s, server and client CPU per row, and its ratio to
+    ``changefeed.connect`` in this process, all measured in one run."""
+    if transactions <= 0:
+        return
+    tmp2 = Path(tempfile.mkdtemp(prefix="pgbench_bulk"))
+    try:
+        b = bulk(tmp2, transactions, varied)
+    finally:
+        shutil.rmtree(tmp2, ignore_errors=True)
+    print()
+    print(
+        f"bulk executemany, {transactions} transactions of 1,000 rows ({'varied' if varied else 'same'} text): "
+        "changefeed.connect "
+        f"{b.local_rows_s:,.0f} rows/s ({b.local_cpu_us:.1f} us CPU/row); load {load_load()}"
+    )
+    for client, (rate, server_us, client_us) in b.wire.items():
         print(
-            f"bulk executemany, {args.bulk} transactions of 1,000 rows: changefeed.connect "
-            f"{b.local_rows_s:,.0f} rows/s ({b.local_cpu_us:.1f} us CPU/row); load {load_load()}"
+            f"  through the endpoint with {client:<8} {rate:>9,.0f} rows/s (server {server_us:.1f} us CPU/row,"
+            f" client {client_us:.1f} us CPU/row): ratio {rate / b.local_rows_s:.2f} (target >= 0.7)"
         )
-        for client, (rate, server_us, client_us) in b.wire.items():
-            print(
-                f"  through the endpoint with {client}: {rate:,.0f} rows/s (server {server_us:.1f} us CPU/row,"
-                f" client {client_us:.1f} us CPU/row): ratio {rate / b.local_rows_s:.2f} (target >= 0.7)"
-            )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from changefeed.connection import Result
-from changefeed.exceptions import ChangefeedError
+from changefeed.exceptions import ChangefeedError, LockNotAvailable
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.portals import Portal, Prepared, Running, RunShape, new_query_id
@@ -37,6 +37,8 @@ BATCH_ROWS = 4096
 CHUNK_ROWS = 256
 #: Groups of one size from which the fixed-layout path is worth its set-up (:func:`_same_size`).
 SAME_SIZE_ROWS = 8
+#: Rows taken from one read below which the client is taken to flush row by row (see linger).
+LINGER_ROWS = 64
 #: Seconds a batch whose client has sent nothing more yet leaves the socket unread (see linger).
 LINGER_S = 0.0003
 
@@ -111,19 +113,24 @@ def batch_message(session: PgSession, kind: bytes, body: bytes) -> bool:
     return False
 
 
-def take_pipelined(session: PgSession) -> None:
+def take_pipelined(session: PgSession) -> int:
     """Take into the batch the messages that belong there and have already arrived, without a
     trip through the main loop each (a pipelining client sends thousands per segment): runs of
     Bind[/Describe]/Execute are read straight from the buffer (:func:`scan_run`), anything else
-    message by message."""
+    message by message. The rows taken."""
     stream = session.messages
-    while session.batch is not None and len(session.batch.rows) < BATCH_ROWS:
+    batch = session.batch
+    if batch is None:
+        return 0
+    before = len(batch.rows)
+    while session.batch is batch and len(batch.rows) < BATCH_ROWS:
         if scan_run(session):
             continue
         nxt = stream.peek()
         if nxt is None or not batch_message(session, *nxt):
-            return
+            break
         stream.advance()
+    return len(batch.rows) - before
 
 
 def scan_run(session: PgSession) -> bool:
@@ -407,11 +414,10 @@ def start_chunk(session: PgSession) -> None:
     rows = batch.rows[batch.executed :]
     batch.inflight_from = batch.executed
     batch.executed = len(batch.rows)
-    engine = session.conn.session
     stmt = batch.prepared.stmts[0]
     running = session.running = Running(new_query_id(), batch.prepared.sql, dt.datetime.now(dt.UTC))
     session.cancelled.clear()
-    fut = session.calls.start(engine.execute_many, stmt, rows)  # close() waits for it
+    fut = write_rows(session, stmt, rows)  # close() waits for it
 
     def done(_: object) -> None:
         if session.running is running:
@@ -422,14 +428,41 @@ def start_chunk(session: PgSession) -> None:
     batch.chunks += 1
 
 
-async def linger(session: PgSession) -> None:
-    """With a batch open and no whole message left in the buffer, leave the socket unread for
-    :data:`LINGER_S`: a client that flushes every row (psycopg's ``executemany`` in pipeline
-    mode sends each Bind/Describe/Execute in a segment of its own) then has its next rows read
-    together and taken by one :func:`scan_run`, instead of waking the loop, reading and
-    dispatching once per row. Nothing is owed to the client meanwhile: its replies wait for the
-    batch's end anyway (Sync, Flush or another statement, whose arrival is at most this late)."""
-    if session.batch is None or session.messages.has_message():
+def write_rows(session: PgSession, stmt: ast.Statement, rows: list[Sequence[Any]]) -> asyncio.Future[int]:
+    """The engine's bulk write of ``rows`` (``execute_many``): on the loop itself when this is
+    the only session of its process (nobody else's statement waits on the loop, and handing the
+    rows to a pool thread and the result back costs two thread switches and two hand-overs of the
+    interpreter lock), unless another writer holds the write lock (the engine refuses at once
+    instead of waiting there); otherwise on the pool."""
+    assert session.conn is not None
+    engine = session.conn.session
+    if len(session.endpoint.registry.sessions) == 1:
+        db = session.conn.db
+        fut: asyncio.Future[int] = session.loop.create_future()
+        db.writers_wait = False
+        try:
+            fut.set_result(engine.execute_many(stmt, rows))
+            return fut
+        except LockNotAvailable:
+            pass  # another session or process is writing: wait for it on the pool
+        except Exception as exc:  # the caller's await raises it
+            fut.set_exception(exc)
+            return fut
+        finally:
+            db.writers_wait = True
+    return session.calls.start(engine.execute_many, stmt, rows)
+
+
+async def linger(session: PgSession, taken: int) -> None:
+    """With a batch open, no whole message left in the buffer and only a few rows (``taken``)
+    in what was just read, leave the socket unread for :data:`LINGER_S`: a client that flushes
+    every row (psycopg's ``executemany`` in pipeline mode sends each Bind/Describe/Execute in a
+    segment of its own) then has its next rows read together and taken by one :func:`scan_run`,
+    instead of waking the loop, reading and dispatching once per row. Nothing is owed to the
+    client meanwhile: its replies wait for the batch's end anyway (Sync, Flush or another
+    statement, whose arrival is at most this late). A client that writes many rows at a time
+    (asyncpg) is read on at once: the rest of its write is already on its way."""
+    if session.batch is None or taken >= LINGER_ROWS or session.messages.has_message():
         return
     transport = cast(asyncio.Transport, session.writer.transport)  # the connection's, both ways
     transport.pause_reading()
@@ -476,7 +509,7 @@ async def flush_batch(session: PgSession) -> None:
             session.cancelled.clear()
             session.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
             try:
-                await session.call(engine.execute_many, stmt, rows)
+                await write_rows(session, stmt, rows)
             finally:
                 session.running = None
     except BaseException:

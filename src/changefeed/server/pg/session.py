@@ -309,12 +309,12 @@ class PgSession:
             if self.batch is not None:
                 try:
                     if batches.batch_message(self, kind, msg.data):
-                        batches.take_pipelined(self)
+                        taken = 1 + batches.take_pipelined(self)
                         batches.start_chunk(self)
                         if len(self.batch.rows) >= batches.BATCH_ROWS:
                             await batches.flush_batch(self)
                         else:
-                            await batches.linger(self)
+                            await batches.linger(self, taken)
                         continue
                     await batches.flush_batch(self)
                 except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
