@@ -220,3 +220,89 @@ def test_concurrent_commits_share_syncs(tmp_path: Path) -> None:
     commits = syncer.ticket() - tickets0 - 1
     assert commits >= 480
     assert syncer.syncs - syncs0 < commits
+
+
+def test_event_loop_commits_are_synced_by_the_sync_process(tmp_path: Path) -> None:
+    """An event loop's waiters are answered by the loop's sync process (one request in flight,
+    the commits arriving meanwhile are the next group), which is started again if it dies with
+    waiters, and replaced when a later loop asks."""
+    import asyncio
+
+    from changefeed.sqlite_wal import wal_sync
+
+    db = tmp_path / "db"
+    with changefeed.connect(db) as conn:
+        conn.execute("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    syncer = wal_sync(db / "changefeed.db")
+    conns = [changefeed.connect(db) for _ in range(4)]
+    for c in conns:
+        c.db.defer_durable = True  # as a server's session: the commit leaves its ticket
+
+    async def session(c: changefeed.Connection, w: int, n: int) -> None:
+        for i in range(n):
+            c.execute("UPSERT INTO t (k, v) VALUES (?, ?)", (w * 1000 + i, i))
+            ticket, c.db.pending_durable = c.db.pending_durable, 0
+            assert ticket
+            await syncer.wait_async(ticket)
+            assert syncer._synced >= ticket  # acknowledged only once synced
+
+    async def run(n: int) -> tuple[int, int]:
+        syncs0 = syncer.syncs
+        await asyncio.gather(*(session(c, w, n) for w, c in enumerate(conns)))
+        return syncer.syncs - syncs0, n * len(conns)
+
+    try:
+        syncs, waits = asyncio.run(run(50))
+        assert waits >= 200 and 0 < syncs < waits
+        proc = syncer._process
+        assert proc is not None and proc.proc.poll() is None
+        first = proc.proc.pid
+
+        async def killed_midway() -> None:
+            task = asyncio.ensure_future(run(50))
+            await asyncio.sleep(0.05)
+            assert syncer._process is not None
+            os.kill(syncer._process.proc.pid, signal.SIGKILL)
+            await task
+
+        asyncio.run(asyncio.wait_for(killed_midway(), 60))
+        assert syncer._process is not None and syncer._process.proc.pid != first
+        assert not syncer._loop_waiters and not syncer._requested
+        assert not syncer.pending()
+    finally:
+        for c in conns:
+            c.close()
+    with changefeed.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM t").rows == [(200,)]
+
+
+def test_a_failed_sync_of_the_process_fails_its_waiters(tmp_path: Path) -> None:
+    """An answer with an errno fails the waiters it covers with the durability error (the commit
+    is written but may be lost), as a failed sync of a thread does, and later ones are asked for
+    again."""
+    import asyncio
+    import errno
+
+    from changefeed.exceptions import DatabaseError
+    from changefeed.sqlite_wal import WalSync
+
+    (tmp_path / "x.db-wal").write_bytes(b"")
+    syncer = WalSync(str(tmp_path / "x.db"))
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        first = loop.create_task(syncer.wait_async(syncer.ticket()))
+        await asyncio.sleep(0)
+        later_ticket = syncer.ticket()
+        assert syncer._process is not None and syncer._requested == 1
+        syncer._answered(1, errno.EIO)  # as if the process had answered so
+        with pytest.raises(DatabaseError, match="could not be made durable"):
+            await first
+        await asyncio.wait_for(syncer.wait_async(later_ticket), 30)  # the real answer
+        assert syncer._synced >= later_ticket
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        if syncer._process is not None:
+            syncer._process.close()

@@ -43,12 +43,17 @@ import os
 import random
 import sqlite3
 import struct
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from changefeed import wal_syncer
 from changefeed.exceptions import DatabaseError
+from changefeed.wal_syncer import sync_wal
 
 #: How long to keep retrying the switch before the error is the caller's.
 SWITCH_TIMEOUT_S = 30.0
@@ -163,6 +168,11 @@ class WalSync:
         self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._work = threading.Condition(self._lock)  # wakes the drainer thread only
         self._drainer: threading.Thread | None = None
+        # wait_async on the loop of a sync process: its waiters (ticket, future), the process,
+        # and the target of the request in flight (0: none).
+        self._loop_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._process: SyncProcess | None = None
+        self._requested = 0
         # share(): the board where processes serving one database publish their commits' state.
         self._board: mmap.mmap | None = None
         self._slot = 0
@@ -332,18 +342,97 @@ class WalSync:
                     cond.notify_all()
 
     async def wait_async(self, ticket: int, executor: Executor | None = None) -> None:
-        """:meth:`wait` for an event loop: the loop never blocks, and one thread of this
-        ``WalSync`` (started at the first wait, then kept) syncs for every waiting coroutine of
-        every loop, and wakes each loop once per group (``executor`` is not used: a pool's
-        hand-over per group cost a second wake-up of the loop for the pool's own future)."""
+        """:meth:`wait` for an event loop, which never blocks: the loop's :class:`SyncProcess`
+        syncs (one request in flight: the commits that arrive meanwhile are the next group), and
+        the answer is one more readable pipe for the loop. A loop other than the one the process
+        answers to (rare: one loop serves a process's endpoints) is served by one thread of this
+        ``WalSync`` instead, which wakes each loop once per group (``executor`` is not used)."""
         if self._synced >= ticket:
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        with self._cond:
-            self._futures.append((ticket, loop, fut))
-            self._wake_drainer()
+        if self._process_for(loop) is not None:
+            self._loop_waiters.append((ticket, fut))
+            if not self._requested:
+                self._request()
+        else:
+            with self._cond:
+                self._futures.append((ticket, loop, fut))
+                self._wake_drainer()
         await fut
+
+    def _process_for(self, loop: asyncio.AbstractEventLoop) -> SyncProcess | None:
+        proc = self._process
+        if proc is not None and proc.loop is not loop:
+            if not proc.loop.is_closed():
+                return None  # another loop's: that one keeps it
+            proc.close()  # its loop is gone, and the waiters with it
+            self._process, self._loop_waiters, self._requested = None, [], 0
+        if self._process is None:
+            try:
+                self._process = SyncProcess(self.wal, loop, self._answered)
+            except OSError:
+                return None  # no process to be had (out of processes or descriptors): a thread
+        return self._process
+
+    def _request(self) -> None:
+        """Ask the loop's process for a sync covering every ticket issued so far."""
+        proc = self._process
+        assert proc is not None
+        self._requested = self._issued
+        if not proc.request(self._requested):
+            self._restart()
+
+    def _restart(self) -> None:
+        """The process is gone (idle exit, killed) with waiters: a new one, or a thread."""
+        proc, self._process = self._process, None
+        requested, self._requested = self._requested, 0
+        if proc is not None:
+            proc.close()
+            if self._process_for(proc.loop) is not None:
+                if requested or self._loop_waiters:
+                    self._request()
+                return
+            waiters, self._loop_waiters = self._loop_waiters, []
+            with self._cond:
+                self._futures.extend((t, proc.loop, f) for t, f in waiters)
+                if self._futures:
+                    self._wake_drainer()
+
+    def _answered(self, target: int, errno: int) -> None:
+        """On the loop: the process synced (``errno`` 0) everything up to ``target``, or failed."""
+        if target < 0:  # the process ended
+            if self._requested or self._loop_waiters:
+                self._restart()
+            else:
+                proc, self._process = self._process, None
+                if proc is not None:
+                    proc.close()
+            return
+        error: BaseException | None = None
+        with self._cond:
+            self.syncs += 1
+            if errno == 0:
+                self._synced = max(self._synced, target)
+                if self._board is not None:
+                    _U64.pack_into(self._board, self._slot * BOARD_SLOT + 8, self._synced)
+            else:
+                self._failed = (target, OSError(errno, os.strerror(errno)))
+                error = _sync_error(self.wal, self._failed[1])
+            synced = self._synced
+            self._cond.notify_all()
+        self._requested = 0
+        keep: list[tuple[int, asyncio.Future[None]]] = []
+        for t, fut in self._loop_waiters:
+            if t <= synced:
+                _settle(fut, None)
+            elif error is not None and t <= target:
+                _settle(fut, error)
+            else:
+                keep.append((t, fut))
+        self._loop_waiters = keep
+        if keep:
+            self._request()
 
     def _wake_drainer(self) -> None:
         if self._drainer is None:
@@ -374,25 +463,73 @@ class WalSync:
                     loop.call_soon_threadsafe(_settle_all, futs, error)
 
     def _sync(self) -> None:
+        self._inode = sync_wal(self.wal, self.dir, self._inode)
+
+
+class SyncProcess:
+    """The process (``changefeed/wal_syncer.py``) that syncs one ``-wal`` file for one event
+    loop; ``on_answer(target, errno)`` is called on the loop for each answer, and
+    ``on_answer(-1, 0)`` once if the process ends (it exits after a minute without requests)."""
+
+    def __init__(
+        self, wal: str, loop: asyncio.AbstractEventLoop, on_answer: Callable[[int, int], None]
+    ) -> None:
+        self.loop = loop
+        self.on_answer = on_answer
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", wal_syncer.__file__, wal],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+            start_new_session=True,  # a terminal's Ctrl-C is for the server, which ends it
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.wfd = self.proc.stdin.fileno()
+        self.rfd = self.proc.stdout.fileno()
+        os.set_blocking(self.rfd, False)
+        self.buffer = b""
+        self.closed = False
+        loop.add_reader(self.rfd, self._readable)
+
+    def request(self, target: int) -> bool:
+        """Send a request; False if the process is gone."""
         try:
-            fd = os.open(self.wal, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            # No WAL: the last connection to close checkpointed it into the database file and
-            # synced that file before deleting it.
+            os.write(self.wfd, wal_syncer.REQUEST.pack(target))
+        except OSError:
+            return False
+        return True
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.rfd, 1 << 12)
+        except BlockingIOError:
             return
-        try:
-            st = os.fstat(fd)
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        inode = (st.st_dev, st.st_ino)
-        if inode != self._inode:
-            dfd = os.open(self.dir, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-            self._inode = inode
+        except OSError:
+            data = b""
+        if not data:
+            self.on_answer(-1, 0)
+            return
+        self.buffer += data
+        size = wal_syncer.ANSWER.size
+        whole = len(self.buffer) - len(self.buffer) % size
+        answers, self.buffer = self.buffer[:whole], self.buffer[whole:]
+        for target, errno in wal_syncer.ANSWER.iter_unpack(answers):
+            self.on_answer(target, errno)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if not self.loop.is_closed():
+            self.loop.remove_reader(self.rfd)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()  # the process exits at the end of its input
+        self.proc.stdout.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=1.0)
+        if self.proc.returncode is None:
+            self.proc.kill()
 
 
 def _settle_all(futs: list[asyncio.Future[None]], error: BaseException | None) -> None:

@@ -1,0 +1,90 @@
+"""Syncing one SQLite ``-wal`` file: the sync itself (:func:`sync_wal`), and the small process that
+syncs it for an event loop (:func:`serve`, run as ``python -I wal_syncer.py WAL``).
+
+Why a process: a server's event loop that waits for a group commit must not block in
+``fdatasync`` (the other sessions' statements would wait), and a thread of the same interpreter
+that syncs for it needs the interpreter lock around each sync to hand the result over, which it
+gets only when the loop thread releases it: at the loop's next wait for I/O, or after the
+interpreter's switch interval (5 ms) of a busy loop. Under load every group paid those hand-overs
+(five to fifteen context switches a commit were measured). A process of its own syncs on the other
+core without that lock, and its answer is one more readable pipe for the loop.
+
+The protocol on the process's standard input and output: each request is a little-endian
+unsigned 64-bit *target* (the last commit ticket the asker issued before writing the request, so
+every commit frame it covers is already in the file); the process reads every request waiting,
+syncs once, and answers ``target, errno`` (unsigned 64-bit, signed 64-bit; ``errno`` 0 when the
+sync succeeded) for the largest target it read. It exits when its input closes (the asker is
+gone) or after :data:`IDLE_EXIT_S` without a request (the asker starts another when it needs one).
+
+This file imports nothing of the package: the process runs it by path, in isolated mode, so that
+starting one costs an interpreter and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import struct
+import sys
+
+#: A request: the target ticket.
+REQUEST = struct.Struct("<Q")
+#: An answer: the target synced (or not), and the sync's errno (0: durable).
+ANSWER = struct.Struct("<Qq")
+#: Seconds without a request after which the process exits.
+IDLE_EXIT_S = 60.0
+
+
+def sync_wal(wal: str, directory: str, last_inode: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Make every frame written to ``wal`` so far durable; return the file's identity, which the
+    caller passes back next time: the first sync of a new ``-wal`` file (a different inode) also
+    syncs ``directory``, so the new file's entry survives power loss too (as SQLite's unix VFS
+    does for a new WAL). No ``-wal`` file: the last connection to close checkpointed it into the
+    database file and synced that file before deleting it; nothing to do."""
+    try:
+        fd = os.open(wal, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return last_inode
+    try:
+        st = os.fstat(fd)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    inode = (st.st_dev, st.st_ino)
+    if inode != last_inode:
+        dfd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return inode
+
+
+def serve(wal: str, stdin: int = 0, stdout: int = 1) -> None:
+    """Answer sync requests for ``wal`` until the input closes or stays idle (see the module)."""
+    directory = os.path.dirname(wal) or "."
+    inode: tuple[int, int] | None = None
+    pending = b""
+    while True:
+        ready, _, _ = select.select([stdin], [], [], IDLE_EXIT_S)
+        if not ready:
+            return
+        data = os.read(stdin, 1 << 16)
+        if not data:
+            return
+        pending += data
+        whole = len(pending) - len(pending) % REQUEST.size
+        if not whole:
+            continue
+        target = max(t for (t,) in REQUEST.iter_unpack(pending[:whole]))
+        pending = pending[whole:]
+        try:
+            inode = sync_wal(wal, directory, inode)
+            errno = 0
+        except OSError as exc:
+            errno = exc.errno or 5  # EIO when the error names none
+        os.write(stdout, ANSWER.pack(target, errno))
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
