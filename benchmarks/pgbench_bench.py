@@ -24,8 +24,9 @@ PostgreSQL, which has no UPSERT):
 * ``txn``: ``BEGIN; UPDATE; SELECT; UPSERT; COMMIT`` (``-M prepared``);
 
 Then the bulk figure: ``executemany`` of ``--bulk`` transactions of 1,000 rows through
-``changefeed.connect`` in this process and through the endpoint with psycopg and with asyncpg, in
-the same run: rows/s, server and client CPU per row, and each client's ratio to ``connect``.
+``changefeed.connect`` in this process and through the endpoint with psycopg and with asyncpg,
+taking turns a transaction at a time so that all three meet the same load: rows/s, server and
+client CPU per row, and each client's ratio to ``connect``.
 ``--scripts ''`` runs the bulk figure alone (no PostgreSQL, no pgbench needed).
 
 ``--feed`` adds a YDB changefeed (``NEW_AND_OLD_IMAGES``) to the changefeed table, so each write
@@ -326,10 +327,13 @@ class Bulk:
 
 
 def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
-    """``executemany`` of 1,000-row transactions: through ``changefeed.connect`` in this process,
-    then through a fresh ``changefeed serve --pg`` with psycopg (pipelined Bind/Describe/Execute,
+    """``executemany`` of 1,000-row transactions through ``changefeed.connect`` in this process,
+    and through a fresh ``changefeed serve --pg`` with psycopg (pipelined Bind/Describe/Execute,
     one message flushed per row, as its executemany sends them) and with asyncpg (pipelined
-    Bind/Execute in large writes)."""
+    Bind/Execute in large writes), each into a table of its own. The three take turns a
+    transaction at a time (in a rotating order), so that on a shared machine each meets the same
+    load: the ratios compare like with like. Each one's time, server CPU and own CPU are summed
+    over its transactions only."""
     import asyncio
 
     import asyncpg
@@ -343,10 +347,6 @@ def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
     with changefeed.connect(db) as conn:
         for name in ("b1", "b2", "b3"):
             conn.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v TEXT, n INT)")
-        c0, t0 = time.process_time(), time.perf_counter()
-        for batch in rows:
-            conn.executemany("INSERT INTO b1 (id, v, n) VALUES ($1, $2, $3)", batch)
-        local_s, local_cpu = time.perf_counter() - t0, time.process_time() - c0
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     proc = subprocess.Popen(
@@ -356,54 +356,59 @@ def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
         env=env,
     )
     n = transactions * 1000
-    wire: dict[str, tuple[float, float, float]] = {}
+    loop = asyncio.new_event_loop()
     try:
         wait_port(port, proc)
-        with psycopg.connect(f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable") as pc:
-            with pc.transaction(), pc.cursor() as cur:  # warm-up
-                cur.executemany(
-                    "INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", [(-i - 1, "w", 0) for i in range(1000)]
-                )
-            cpu0, t0, c0 = server_cpu_s(proc.pid), time.perf_counter(), time.process_time()
-            for batch in rows:
-                with pc.transaction(), pc.cursor() as cur:
-                    cur.executemany("INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", batch)
-            wire["psycopg"] = (
-                n / (time.perf_counter() - t0),
-                (server_cpu_s(proc.pid) - cpu0) * 1e6 / n,
-                (time.process_time() - c0) * 1e6 / n,
-            )
+        conn = changefeed.connect(db)
+        pc = psycopg.connect(f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable")
+        ac = loop.run_until_complete(
+            asyncpg.connect(host="127.0.0.1", port=port, user="root", database="defaultdb", ssl=False)
+        )
 
-        async def with_asyncpg() -> None:
-            c = await asyncpg.connect(
-                host="127.0.0.1", port=port, user="root", database="defaultdb", ssl=False
-            )
-            try:
-                async with c.transaction():  # warm-up
-                    await c.executemany(
-                        "INSERT INTO b3 (id, v, n) VALUES ($1, $2, $3)",
-                        [(-i - 1, "w", 0) for i in range(1000)],
-                    )
-                cpu0, t0, c0 = server_cpu_s(proc.pid), time.perf_counter(), time.process_time()
-                for batch in rows:
-                    async with c.transaction():
-                        await c.executemany("INSERT INTO b3 (id, v, n) VALUES ($1, $2, $3)", batch)
-                wire["asyncpg"] = (
-                    n / (time.perf_counter() - t0),
-                    (server_cpu_s(proc.pid) - cpu0) * 1e6 / n,
-                    (time.process_time() - c0) * 1e6 / n,
-                )
-            finally:
-                await c.close()
+        def with_connect(batch: list[tuple[int, str, int]]) -> None:
+            conn.executemany("INSERT INTO b1 (id, v, n) VALUES ($1, $2, $3)", batch)
 
-        asyncio.run(with_asyncpg())
+        def with_psycopg(batch: list[tuple[int, str, int]]) -> None:
+            with pc.transaction(), pc.cursor() as cur:
+                cur.executemany("INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", batch)
+
+        async def asyncpg_txn(batch: list[tuple[int, str, int]]) -> None:
+            async with ac.transaction():
+                await ac.executemany("INSERT INTO b3 (id, v, n) VALUES ($1, $2, $3)", batch)
+
+        def with_asyncpg(batch: list[tuple[int, str, int]]) -> None:
+            loop.run_until_complete(asyncpg_txn(batch))
+
+        ways = {"connect": with_connect, "psycopg": with_psycopg, "asyncpg": with_asyncpg}
+        warm = [(-i - 1, "w", 0) for i in range(1000)]
+        for way in ways.values():
+            way(warm)
+        pids = tree(proc.pid)  # the dispatcher and its workers (all started by now), found once
+        spent = {name: [0.0, 0.0, 0.0] for name in ways}  # seconds, server CPU s, own CPU s
+        order = list(ways)
+        for t, batch in enumerate(rows):
+            for name in order[t % 3 :] + order[: t % 3]:
+                cpu0, t0, c0 = cpu_seconds(pids), time.perf_counter(), time.process_time()
+                ways[name](batch)
+                took, own, cpu1 = time.perf_counter() - t0, time.process_time() - c0, cpu_seconds(pids)
+                spent[name][0] += took
+                spent[name][1] += cpu1 - cpu0
+                spent[name][2] += own
+        loop.run_until_complete(ac.close())
+        pc.close()
+        conn.close()
+        wire = {
+            name: (n / spent[name][0], spent[name][1] * 1e6 / n, spent[name][2] * 1e6 / n)
+            for name in ("psycopg", "asyncpg")
+        }
+        return Bulk(n / spent["connect"][0], spent["connect"][2] * 1e6 / n, wire)
     finally:
+        loop.close()
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return Bulk(n / local_s, local_cpu * 1e6 / n, wire)
 
 
 def load_load() -> str:
