@@ -497,3 +497,48 @@ def test_bulk_clients_with_mixed_values_land_with_their_changes(tmp_path: Path) 
         assert [n for _, n in per_txn] == [1000] * 4  # each row's change, in its own transaction
     finally:
         server.stop()
+
+
+def test_bulk_write_waits_for_another_writer_off_the_loop(tmp_path: Path) -> None:
+    """The only session of its process writes its bulk on the loop, but never waits there: while
+    another writer holds the write lock, its rows wait on the pool (the loop keeps serving: a
+    second connection's point SELECT answers meanwhile), and land once the other commits."""
+    import psycopg
+
+    from tests.pg_server import start_server
+
+    server = start_server(tmp_path / "db")
+    try:
+        with changefeed.connect(tmp_path / "db") as conn:
+            conn.execute("CREATE TABLE w (id INT PRIMARY KEY, v TEXT)")
+        holder = changefeed.connect(tmp_path / "db")
+        holder.session.begin()
+        holder.execute("INSERT INTO w (id, v) VALUES (-1, 'holder')")  # holds the write lock
+        done = threading.Event()
+        failed: list[BaseException] = []
+
+        def bulk() -> None:
+            try:
+                with psycopg.connect(server.dsn()) as pc, pc.transaction(), pc.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO w (id, v) VALUES (%s, %s)", [(i, f"v{i}") for i in range(1000)]
+                    )
+            except BaseException as exc:  # reported below
+                failed.append(exc)
+            finally:
+                done.set()
+
+        writer = threading.Thread(target=bulk)
+        writer.start()
+        time.sleep(0.5)
+        assert not done.is_set()  # waiting for the lock
+        with psycopg.connect(server.dsn(), autocommit=True) as other:
+            assert other.execute("SELECT 1").fetchone() == (1,)  # the loop is not blocked
+        holder.session.commit()
+        holder.close()
+        assert done.wait(30) and not failed, failed
+        writer.join(5)
+        with changefeed.connect(tmp_path / "db") as conn:
+            assert conn.execute("SELECT count(*) FROM w").rows == [(1001,)]
+    finally:
+        server.stop()
