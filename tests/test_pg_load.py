@@ -364,8 +364,9 @@ def test_pipelined_run_errors_are_the_failing_rows_as_in_postgresql(tmp_path: Pa
     """A pipelined run (taken straight from the buffer) with a Bind that does not decode at row
     600: rows 0..599 get BindComplete + CommandComplete, row 600 its error (no BindComplete:
     the Bind failed), the rest is skipped to Sync, the transaction is aborted and nothing of it
-    stays. A duplicate key in the run: its error, nothing after it, nothing written. Then the same
-    connection writes a clean run."""
+    stays. A duplicate key in the run (of a row there, of an earlier row of the run): its row's
+    BindComplete and error after the rows before it, nothing after it, nothing written. Then the
+    same connection writes a clean run."""
     from tests.pg_server import start_server
 
     server = start_server(tmp_path / "db")
@@ -401,15 +402,33 @@ def test_pipelined_run_errors_are_the_failing_rows_as_in_postgresql(tmp_path: Pa
         s.sendall(_msg(b"Q", b"COMMIT\x00"))
         done = _read(s, b"Z")
         assert [b for k, b in done if k == b"C"] == [b"ROLLBACK\x00"]
-        # A duplicate of an existing key at row 300: the error, then nothing until Sync.
+        # A duplicate of an existing key at row 300, and a key repeated within the run at row
+        # 400: each answers its own Execute, after rows before it completed, as in PostgreSQL.
+        for bad_at, bad_row, key in ((300, row(-1), b"-1"), (400, row(150), b"150")):
+            s.sendall(_msg(b"Q", b"BEGIN\x00"))
+            _read(s, b"Z")
+            rows = (
+                b"".join(row(i) for i in range(bad_at))
+                + bad_row
+                + b"".join(row(i) for i in range(1000, 1300))
+            )
+            s.sendall(rows + _msg(b"S", b""))
+            got = _read(s, b"Z")
+            assert [k for k, _ in got] == [b"2", b"C"] * bad_at + [b"2", b"E", b"Z"]
+            assert b"C23505\x00" in got[-2][1] and b"Key (id)=(" + key + b") already exists" in got[-2][1]
+            assert got[-1] == (b"Z", b"E")
+            s.sendall(_msg(b"Q", b"ROLLBACK\x00"))
+            _read(s, b"Z")
+        # The same with the rows arriving in pieces (written in several chunks meanwhile): the
+        # error of row 700 answers row 700, the earlier chunks' rows completed.
         s.sendall(_msg(b"Q", b"BEGIN\x00"))
         _read(s, b"Z")
-        rows = b"".join(row(i) for i in range(300)) + row(-1) + b"".join(row(i) for i in range(300, 700))
-        s.sendall(rows + _msg(b"S", b""))
+        for lo in range(0, 700, 300):
+            s.sendall(b"".join(row(i) for i in range(lo, min(lo + 300, 700))))
+            time.sleep(0.05)
+        s.sendall(row(-1) + b"".join(row(i) for i in range(1000, 1100)) + _msg(b"S", b""))
         got = _read(s, b"Z")
-        errors = [b for k, b in got if k == b"E"]
-        assert len(errors) == 1 and b"C23505\x00" in errors[0]
-        assert got[-1] == (b"Z", b"E")
+        assert [k for k, _ in got] == [b"2", b"C"] * 700 + [b"2", b"E", b"Z"]
         s.sendall(_msg(b"Q", b"ROLLBACK\x00"))
         _read(s, b"Z")
         # A clean run with NULLs, empty and non-ASCII text, values holding Execute's own bytes.

@@ -512,9 +512,13 @@ async def flush_batch(session: PgSession) -> None:
                 await write_rows(session, stmt, rows)
             finally:
                 session.running = None
-    except BaseException:
+    except BaseException as exc:
         engine.aborted = True
+        if isinstance(exc, ChangefeedError) and exc.row is not None:
+            failed_at = min(failed_at + exc.row, len(batch.pre) - 1)  # the row the engine names
         if batch.pre:
+            # As PostgreSQL answers a pipeline: every row before the failing one done, its own
+            # BindComplete, then (raised to the caller) its error.
             session.send(replies(batch.pre[:failed_at], _tag(stmt)) + batch.pre[failed_at])
         raise
     session.send(replies(batch.pre, _tag(stmt)))
