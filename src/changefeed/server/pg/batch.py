@@ -400,12 +400,17 @@ _EXECUTE_UNNAMED = b"E\x00\x00\x00\x09\x00\x00\x00\x00\x00"
 _PRE_DESCRIBED = p.BIND_COMPLETE + p.NO_DATA
 
 
-def start_chunk(session: PgSession) -> None:
-    """Start writing the rows gathered so far on the pool while the loop reads the rest: a client
-    that pipelines thousands of rows keeps sending while the first ones are written (at most one
-    chunk in flight; the replies still go out when the batch ends)."""
+def start_chunk(session: PgSession, taken: int) -> None:
+    """Start writing the rows gathered so far while the client sends the rest: a client that
+    pipelines thousands of rows keeps sending while the first ones are written (at most one chunk
+    in flight; the replies still go out when the batch ends). Not when the write would run on the
+    loop (:func:`write_rows`) and the client writes many rows at a time (``taken`` of them in the
+    last read: asyncpg builds its whole batch before sending it): the rest is already on its way,
+    and one write of them all costs less than several."""
     batch = session.batch
     if batch is None or session.conn is None or len(batch.rows) - batch.executed < CHUNK_ROWS:
+        return
+    if taken >= LINGER_ROWS and len(session.endpoint.registry.sessions) == 1:
         return
     if batch.inflight is not None:
         if not batch.inflight.done() or batch.inflight.exception() is not None:

@@ -310,7 +310,7 @@ class PgSession:
                 try:
                     if batches.batch_message(self, kind, msg.data):
                         taken = 1 + batches.take_pipelined(self)
-                        batches.start_chunk(self)
+                        batches.start_chunk(self, taken)
                         if len(self.batch.rows) >= batches.BATCH_ROWS:
                             await batches.flush_batch(self)
                         else:
@@ -900,8 +900,7 @@ class PgSession:
         if portal.result is None and batches.batchable(self, prep) and name == "" and limit == 0:
             # Its BindComplete (and NoData) went out already: only its CommandComplete is due.
             self.batch = Batch(prep, [portal.params], [b""], shape=batches.run_shape(portal))
-            batches.take_pipelined(self)
-            batches.start_chunk(self)
+            batches.start_chunk(self, 1 + batches.take_pipelined(self))
             if len(self.batch.rows) >= batches.BATCH_ROWS:
                 await batches.flush_batch(self)
             return
