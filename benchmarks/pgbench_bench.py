@@ -2,7 +2,7 @@
 
     python benchmarks/pgbench_bench.py [--seconds 20] [--clients 1,8,32] [--rows 100000]
         [--scripts select-simple,select-extended,select-prepared,upsert,mix,txn] [--feed]
-        [--only changefeed|postgres] [--keep] [--bulk 30]
+        [--only changefeed|postgres] [--keep] [--bulk 30] [--bulk-text same|varied]
 
 Starts PostgreSQL from Debian's packages (``initdb`` as the unprivileged user ``nobody`` in a
 temporary directory, ``fsync = on``, ``synchronous_commit = on``, loopback only) and
@@ -24,7 +24,10 @@ PostgreSQL, which has no UPSERT):
 * ``txn``: ``BEGIN; UPDATE; SELECT; UPSERT; COMMIT`` (``-M prepared``);
 
 Then the bulk figure: ``executemany`` of ``--bulk`` transactions of 1,000 rows through
-``changefeed.connect`` in this process and with psycopg through the endpoint, rows/s and ratio.
+``changefeed.connect`` in this process and through the endpoint with psycopg and with asyncpg,
+taking turns a transaction at a time so that all three meet the same load: rows/s, server and
+client CPU per row, and each client's ratio to ``connect``.
+``--scripts ''`` runs the bulk figure alone (no PostgreSQL, no pgbench needed).
 
 ``--feed`` adds a YDB changefeed (``NEW_AND_OLD_IMAGES``) to the changefeed table, so each write
 also writes the change stream. The changefeed side's durability is ``CHANGEFEED_SYNCHRONOUS`` as
@@ -323,25 +326,27 @@ class Bulk:
     wire: dict[str, tuple[float, float, float]]
 
 
-def bulk(tmp: Path, transactions: int) -> Bulk:
-    """``executemany`` of 1,000-row transactions: through ``changefeed.connect`` in this process,
-    then through a fresh ``changefeed serve --pg`` with psycopg (pipelined Bind/Describe/Execute,
+def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
+    """``executemany`` of 1,000-row transactions through ``changefeed.connect`` in this process,
+    and through a fresh ``changefeed serve --pg`` with psycopg (pipelined Bind/Describe/Execute,
     one message flushed per row, as its executemany sends them) and with asyncpg (pipelined
-    Bind/Execute in large writes)."""
+    Bind/Execute in large writes), each into a table of its own. The three take turns a
+    transaction at a time (in a rotating order), so that on a shared machine each meets the same
+    load: the ratios compare like with like. Each one's time, server CPU and own CPU are summed
+    over its transactions only."""
     import asyncio
 
     import asyncpg
     import psycopg
 
     db = tmp / "bulkdb"
-    rows = [[(t * 1000 + j, "value", j) for j in range(1000)] for t in range(transactions)]
+    rows = [
+        [(t * 1000 + j, f"value {t}.{j}" if varied else "value", j) for j in range(1000)]
+        for t in range(transactions)
+    ]
     with changefeed.connect(db) as conn:
         for name in ("b1", "b2", "b3"):
             conn.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v TEXT, n INT)")
-        c0, t0 = time.process_time(), time.perf_counter()
-        for batch in rows:
-            conn.executemany("INSERT INTO b1 (id, v, n) VALUES ($1, $2, $3)", batch)
-        local_s, local_cpu = time.perf_counter() - t0, time.process_time() - c0
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     proc = subprocess.Popen(
@@ -351,54 +356,59 @@ def bulk(tmp: Path, transactions: int) -> Bulk:
         env=env,
     )
     n = transactions * 1000
-    wire: dict[str, tuple[float, float, float]] = {}
+    loop = asyncio.new_event_loop()
     try:
         wait_port(port, proc)
-        with psycopg.connect(f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable") as pc:
-            with pc.transaction(), pc.cursor() as cur:  # warm-up
-                cur.executemany(
-                    "INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", [(-i - 1, "w", 0) for i in range(1000)]
-                )
-            cpu0, t0, c0 = server_cpu_s(proc.pid), time.perf_counter(), time.process_time()
-            for batch in rows:
-                with pc.transaction(), pc.cursor() as cur:
-                    cur.executemany("INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", batch)
-            wire["psycopg"] = (
-                n / (time.perf_counter() - t0),
-                (server_cpu_s(proc.pid) - cpu0) * 1e6 / n,
-                (time.process_time() - c0) * 1e6 / n,
-            )
+        conn = changefeed.connect(db)
+        pc = psycopg.connect(f"host=127.0.0.1 port={port} user=root dbname=defaultdb sslmode=disable")
+        ac = loop.run_until_complete(
+            asyncpg.connect(host="127.0.0.1", port=port, user="root", database="defaultdb", ssl=False)
+        )
 
-        async def with_asyncpg() -> None:
-            c = await asyncpg.connect(
-                host="127.0.0.1", port=port, user="root", database="defaultdb", ssl=False
-            )
-            try:
-                async with c.transaction():  # warm-up
-                    await c.executemany(
-                        "INSERT INTO b3 (id, v, n) VALUES ($1, $2, $3)",
-                        [(-i - 1, "w", 0) for i in range(1000)],
-                    )
-                cpu0, t0, c0 = server_cpu_s(proc.pid), time.perf_counter(), time.process_time()
-                for batch in rows:
-                    async with c.transaction():
-                        await c.executemany("INSERT INTO b3 (id, v, n) VALUES ($1, $2, $3)", batch)
-                wire["asyncpg"] = (
-                    n / (time.perf_counter() - t0),
-                    (server_cpu_s(proc.pid) - cpu0) * 1e6 / n,
-                    (time.process_time() - c0) * 1e6 / n,
-                )
-            finally:
-                await c.close()
+        def with_connect(batch: list[tuple[int, str, int]]) -> None:
+            conn.executemany("INSERT INTO b1 (id, v, n) VALUES ($1, $2, $3)", batch)
 
-        asyncio.run(with_asyncpg())
+        def with_psycopg(batch: list[tuple[int, str, int]]) -> None:
+            with pc.transaction(), pc.cursor() as cur:
+                cur.executemany("INSERT INTO b2 (id, v, n) VALUES (%s, %s, %s)", batch)
+
+        async def asyncpg_txn(batch: list[tuple[int, str, int]]) -> None:
+            async with ac.transaction():
+                await ac.executemany("INSERT INTO b3 (id, v, n) VALUES ($1, $2, $3)", batch)
+
+        def with_asyncpg(batch: list[tuple[int, str, int]]) -> None:
+            loop.run_until_complete(asyncpg_txn(batch))
+
+        ways = {"connect": with_connect, "psycopg": with_psycopg, "asyncpg": with_asyncpg}
+        warm = [(-i - 1, "w", 0) for i in range(1000)]
+        for way in ways.values():
+            way(warm)
+        pids = tree(proc.pid)  # the dispatcher and its workers (all started by now), found once
+        spent = {name: [0.0, 0.0, 0.0] for name in ways}  # seconds, server CPU s, own CPU s
+        order = list(ways)
+        for t, batch in enumerate(rows):
+            for name in order[t % 3 :] + order[: t % 3]:
+                cpu0, t0, c0 = cpu_seconds(pids), time.perf_counter(), time.process_time()
+                ways[name](batch)
+                took, own, cpu1 = time.perf_counter() - t0, time.process_time() - c0, cpu_seconds(pids)
+                spent[name][0] += took
+                spent[name][1] += cpu1 - cpu0
+                spent[name][2] += own
+        loop.run_until_complete(ac.close())
+        pc.close()
+        conn.close()
+        wire = {
+            name: (n / spent[name][0], spent[name][1] * 1e6 / n, spent[name][2] * 1e6 / n)
+            for name in ("psycopg", "asyncpg")
+        }
+        return Bulk(n / spent["connect"][0], spent["connect"][2] * 1e6 / n, wire)
     finally:
+        loop.close()
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return Bulk(n / local_s, local_cpu * 1e6 / n, wire)
 
 
 def load_load() -> str:
@@ -421,12 +431,22 @@ def main() -> None:
         default=30,
         help="1,000-row executemany transactions for the bulk figure (0: skip)",
     )
+    ap.add_argument(
+        "--bulk-text",
+        choices=("same", "varied"),
+        default="same",
+        help="the bulk rows' text: 'value' in every row, or 'value T.J' (9 to 12 bytes)",
+    )
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     scripts = [s for s in args.scripts.split(",") if s]
     for s in scripts:
         if s not in SCRIPTS:
             sys.exit(f"unknown script {s!r}; choose from {', '.join(SCRIPTS)}")
+    if not scripts:  # the bulk figure only: no PostgreSQL, no pgbench
+        print(f"cores {os.cpu_count()}, load average {load_load()} at start", flush=True)
+        print_bulk(args.bulk, args.bulk_text == "varied")
+        return
     if shutil.which("pgbench") is None:
         sys.exit("pgbench is not installed (apt-get install postgresql-contrib / postgresql; `make setup`)")
 
@@ -540,22 +560,31 @@ def main() -> None:
     print(
         "(p50/p99 latency in ms; cpu: server CPU per transaction in us; ratio = changefeed tps / PostgreSQL tps)"
     )
-    if args.bulk > 0 and args.only != "postgres":
-        tmp2 = Path(tempfile.mkdtemp(prefix="pgbench_bulk"))
-        try:
-            b = bulk(tmp2, args.bulk)
-        finally:
-            shutil.rmtree(tmp2, ignore_errors=True)
-        print()
+    if args.only != "postgres":
+        print_bulk(args.bulk, args.bulk_text == "varied")
+
+
+def print_bulk(transactions: int, varied: bool) -> None:
+    """The bulk figure: each client's rows/s, server and client CPU per row, and its ratio to
+    ``changefeed.connect`` in this process, all measured in one run."""
+    if transactions <= 0:
+        return
+    tmp2 = Path(tempfile.mkdtemp(prefix="pgbench_bulk"))
+    try:
+        b = bulk(tmp2, transactions, varied)
+    finally:
+        shutil.rmtree(tmp2, ignore_errors=True)
+    print()
+    print(
+        f"bulk executemany, {transactions} transactions of 1,000 rows ({'varied' if varied else 'same'} text): "
+        "changefeed.connect "
+        f"{b.local_rows_s:,.0f} rows/s ({b.local_cpu_us:.1f} us CPU/row); load {load_load()}"
+    )
+    for client, (rate, server_us, client_us) in b.wire.items():
         print(
-            f"bulk executemany, {args.bulk} transactions of 1,000 rows: changefeed.connect "
-            f"{b.local_rows_s:,.0f} rows/s ({b.local_cpu_us:.1f} us CPU/row); load {load_load()}"
+            f"  through the endpoint with {client:<8} {rate:>9,.0f} rows/s (server {server_us:.1f} us CPU/row,"
+            f" client {client_us:.1f} us CPU/row): ratio {rate / b.local_rows_s:.2f} (target >= 0.7)"
         )
-        for client, (rate, server_us, client_us) in b.wire.items():
-            print(
-                f"  through the endpoint with {client}: {rate:,.0f} rows/s (server {server_us:.1f} us CPU/row,"
-                f" client {client_us:.1f} us CPU/row): ratio {rate / b.local_rows_s:.2f} (target >= 0.7)"
-            )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ class ChangefeedError(Exception):
 
     #: A short SQLSTATE-like code, used by the CLI and by tests to tell errors apart.
     code: str = "XX000"
+    #: For an error of one parameter row of a bulk statement (``Session.execute_many``): that
+    #: row's 0-based index among them (the PostgreSQL endpoint answers that row's Execute).
+    row: int | None = None
 
 
 class SyntaxError_(ChangefeedError):

@@ -14,7 +14,8 @@ The dialects: ``cql`` (ScyllaDB/Cassandra) and ``sql`` (YDB YQL and CockroachDB)
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -136,6 +137,18 @@ class RunAgain(Exception):
         self.delay = delay
         self.timeout = timeout
         self.timeout_error = timeout_error
+
+
+@contextmanager
+def at_row(r: int) -> Iterator[None]:
+    """A ChangefeedError raised inside is about parameter row ``r`` of a bulk statement (its
+    ``row``, unless an inner one set it already)."""
+    try:
+        yield
+    except ChangefeedError as exc:
+        if exc.row is None:
+            exc.row = r
+        raise
 
 
 def _claim(table: dict[Any, Any], key: Any, value: Any, family: str) -> None:
@@ -274,8 +287,9 @@ class Session:
             if plan is not None:
                 return self.run(lambda t: Result(rowcount=plan(t, rows)), write=True).rowcount
         total = 0
-        for params in rows:
-            total += self.execute(stmt, params).rowcount
+        for r, params in enumerate(rows):
+            with at_row(r):
+                total += self.execute(stmt, params).rowcount
         return total
 
     # ------------------------------------------------------------------ privileges

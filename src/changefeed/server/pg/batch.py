@@ -13,14 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import itertools
 import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from changefeed.connection import Result
+from changefeed.exceptions import ChangefeedError, LockNotAvailable
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
-from changefeed.server.pg.portals import Batch, Portal, Prepared, Running, new_query_id
+from changefeed.server.pg.portals import Portal, Prepared, Running, RunShape, new_query_id
 from changefeed.server.pg.values import fmt_of, normalise_tag
 from changefeed.sql import ast
 
@@ -31,6 +35,10 @@ if TYPE_CHECKING:
 BATCH_ROWS = 4096
 #: Rows gathered before a part of the batch starts on the pool while the rest arrives.
 CHUNK_ROWS = 256
+#: Groups of one size from which the fixed-layout path is worth its set-up (:func:`_same_size`).
+SAME_SIZE_ROWS = 8
+#: Rows taken from one read below which the client is taken to flush row by row (see linger).
+LINGER_ROWS = 64
 #: Seconds a batch whose client has sent nothing more yet leaves the socket unread (see linger).
 LINGER_S = 0.0003
 
@@ -55,9 +63,28 @@ def batchable(session: PgSession, prep: Prepared) -> bool:
     )
 
 
+def run_shape(portal: Portal) -> RunShape | None:
+    """The shape of the Bind that made ``portal``, which the following Binds of a pipelined run
+    repeat (None if it has no Bind bytes to compare with)."""
+    if not portal.bind_head:
+        return None
+    n = len(portal.params)
+    oids = portal.prepared.param_oids
+    rf = portal.formats
+    return RunShape(
+        head=portal.bind_head + _H.pack(n),
+        tail=struct.pack(f"!h{len(rf)}h", len(rf), *rf),
+        oids=tuple(oids[i] if i < len(oids) else 0 for i in range(n)),
+        binary=tuple(fmt_of(portal.param_formats, i) == 1 for i in range(n)),
+        result_formats=tuple(rf),
+    )
+
+
 def batch_message(session: PgSession, kind: bytes, body: bytes) -> bool:
     """Take one message into the batch if it belongs there: a Bind of the batch's statement to
-    the unnamed portal, a Describe or an Execute of that portal. False: the batch runs first."""
+    the unnamed portal, a Describe or an Execute of that portal. False: the batch runs first.
+    A Bind whose parameters do not decode raises here, as PostgreSQL fails the Bind: the rows
+    before it still run (see ``PgSession.run``)."""
     batch = session.batch
     if batch is None:
         return False
@@ -80,114 +107,264 @@ def batch_message(session: PgSession, kind: bytes, body: bytes) -> bool:
         return True
     if kind == b"E" and body.startswith(b"\x00") and len(body) == 5:
         batch.rows.append(portal.params)
-        batch.replies.append(b"".join(batch.pending))
+        batch.pre.append(b"".join(batch.pending))
         batch.pending.clear()
         return True
     return False
 
 
-def take_pipelined(session: PgSession) -> None:
+def take_pipelined(session: PgSession) -> int:
     """Take into the batch the messages that belong there and have already arrived, without a
     trip through the main loop each (a pipelining client sends thousands per segment): runs of
     Bind[/Describe]/Execute are read straight from the buffer (:func:`scan_run`), anything else
-    message by message."""
+    message by message. The rows taken."""
     stream = session.messages
-    while session.batch is not None and len(session.batch.rows) < BATCH_ROWS:
+    batch = session.batch
+    if batch is None:
+        return 0
+    before = len(batch.rows)
+    while session.batch is batch and len(batch.rows) < BATCH_ROWS:
         if scan_run(session):
             continue
         nxt = stream.peek()
         if nxt is None or not batch_message(session, *nxt):
-            return
+            break
         stream.advance()
+    return len(batch.rows) - before
 
 
 def scan_run(session: PgSession) -> bool:
-    """Take whole Bind/[Describe]/Execute groups of the batch's statement from the buffer as they
-    are, keeping the rows' raw parameters in one flat list (decoded column by column when the
-    rows go to the engine): the per-row work is a few slices. A group that differs in any way
-    (another statement or portal, other parameter formats, a row limit, Describe in some groups
-    and not others) is left to :func:`batch_message`. True if it took any."""
+    """Take the whole Bind/[Describe]/Execute groups of the batch's statement that are in the
+    buffer, in a few passes over all of them instead of a parse per message: the buffer is split
+    at the Execute (and Describe) that end each group, every piece is checked to be exactly one
+    Bind of the run's shape (its length field, statement, formats), and the parameters are cut
+    out and decoded column by column (:func:`_columns`, :func:`_decode`). A group that differs
+    in any way (another statement or portal, other formats, a row limit, Describe in some groups
+    and not others, a value that does not decode) ends the run there and is left to
+    :func:`batch_message`, message by message. True if it took any."""
     batch = session.batch
     stream = session.messages
-    if batch is None or batch.formats is None:
+    if batch is None or batch.shape is None:
         return False
+    shape = batch.shape
     buf, pos = stream.buf, stream.pos
-    end_buf = len(buf)
-    head = batch.bind_head  # portal "" + statement name + the parameter format codes
-    hlen = len(head)
-    nparams = batch.nparams
-    flat = batch.raw
     room = BATCH_ROWS - len(batch.rows)
-    taken = 0
-    described: bool | None = None
-    unpack_i, unpack_h = _I.unpack_from, _H.unpack_from
-    params = range(nparams)
-    while taken < room and end_buf - pos >= 5 and buf[pos] == 0x42:  # Bind
-        (length,) = unpack_i(buf, pos + 1)
-        b_end = pos + 1 + length
-        if b_end > end_buf or not buf.startswith(head, pos + 5):
-            break
-        off = pos + 5 + hlen
-        if b_end - off < 2 or unpack_h(buf, off)[0] != nparams:
-            break
-        off += 2
-        mark = len(flat)
-        try:
-            for _ in params:
-                (ln,) = unpack_i(buf, off)
-                off += 4
-                if ln < 0:
-                    flat.append(None)
-                else:
-                    flat.append(buf[off : off + ln])
-                    off += ln
-            (nr,) = unpack_h(buf, off)
-        except struct.error:
-            del flat[mark:]
-            break
-        if off > b_end or nr < 0 or off + 2 + 2 * nr != b_end:
-            del flat[mark:]  # malformed: batch_message reports it
-            break
-        nxt = b_end
-        has_d = buf.startswith(_DESCRIBE_UNNAMED, nxt)
-        if has_d:
-            nxt += len(_DESCRIBE_UNNAMED)
-        if (described is not None and has_d != described) or not buf.startswith(_EXECUTE_UNNAMED, nxt):
-            del flat[mark:]
-            break
-        described = has_d
-        pos = nxt + len(_EXECUTE_UNNAMED)
-        taken += 1
-    if not taken:
+    if room <= 0 or len(buf) - pos < 5 or buf[pos] != 0x42:  # Bind
         return False
-    stream.pos = pos
-    batch.rows.extend([None] * taken)
-    batch.replies.extend([p.BIND_COMPLETE + p.NO_DATA if described else p.BIND_COMPLETE] * taken)
-    # The unnamed portal is the last group's, as if each Bind had been run.
-    last = list(
-        decode_rows(flat[len(flat) - nparams :], nparams, batch.prepared.param_oids, batch.formats)[0]
+    (length,) = _I.unpack_from(buf, pos + 1)
+    b_end = pos + 1 + length
+    described = buf.startswith(_DESCRIBE_UNNAMED, b_end)
+    term = _DESCRIBE_UNNAMED + _EXECUTE_UNNAMED if described else _EXECUTE_UNNAMED
+    if not buf.startswith(term, b_end):
+        return False
+    group = b_end + len(term) - pos
+    same = min(room, (len(buf) - pos) // group)
+    cols, n, decoded = (
+        _same_size(buf, pos, same, group, term, shape) if same >= SAME_SIZE_ROWS else ([], 0, frozenset())
     )
-    portal = session.portals[""] = Portal(batch.prepared, last, list(batch.result_formats))
-    portal.described = bool(described)
+    ends: list[int] = []  # where each group ends, when they differ in length
+    if n < SAME_SIZE_ROWS:
+        # At most ``room`` groups; a bound on the bytes looked at (values vary in length).
+        region = buf[pos : pos + max(4 * group * room, 1 << 16)]
+        pieces = region.split(term, room)
+        pieces.pop()  # whatever follows the last whole group
+        if not pieces:
+            return False
+        sizes = list(map(len, pieces))
+        del pieces
+        cols, n, decoded = _any_size(region, sizes, len(term), shape)
+        if not n:
+            return False
+        ends = list(itertools.accumulate((sz + len(term) for sz in sizes[:n]), initial=pos))
+    rows, n = _decode(cols, shape, n, decoded)
+    if not n:
+        return False
+    stream.pos = ends[n] if ends else pos + n * group
+    batch.rows.extend(rows)
+    batch.pre.extend([_PRE_DESCRIBED if described else p.BIND_COMPLETE] * n)
+    # The unnamed portal is the last group's, as if each Bind had been run.
+    portal = session.portals[""] = Portal(batch.prepared, list(rows[-1]), list(shape.result_formats))
+    portal.described = described
+    portal.bind_head = shape.head[:-2]
+    portal.param_formats = tuple(1 if b else 0 for b in shape.binary)
     return True
 
 
-def decode_rows(
-    flat: list[bytes | None], width: int, oids: list[int], formats: tuple[int, ...]
-) -> list[Sequence[Any]]:
-    """Bound parameter values of many rows, given row after row in ``flat`` (``width`` each),
-    column by column (as ``types.decode_param`` decodes each: integers and text in one pass per
-    column, other types value by value)."""
-    if not width:
-        return [() for _ in range(len(flat))] if flat else []
-    cols = [
-        _decode_column(flat[i::width], oids[i] if i < len(oids) else 0, fmt_of(list(formats), i) == 1)
-        for i in range(width)
-    ]
-    return list(zip(*cols, strict=True))  # rows as tuples: the engine reads them by position
+def _same_size(
+    buf: bytes, pos: int, k: int, group: int, term: bytes, shape: RunShape
+) -> tuple[list[list[Any]], int, frozenset[int]]:
+    """The parameter columns of the groups from ``pos`` that are each ``group`` bytes long with
+    every byte the same as in the first one except its values' (type byte, length field, head,
+    each value's length, tail, Describe/Execute), at most ``k`` of them; how many (0: not even
+    two); and which columns are decoded already (binary integers of their type's width). The
+    first group starts at a message and is whole; each that matches it byte for byte outside its
+    values ends where the next begins: each counted is whole. The groups are read as the rows of
+    a NumPy byte grid: the fixed bytes of all compared at once, integers read in their wire width
+    and the other values cut as fixed-width byte strings, a column at a time."""
+    head, tail = shape.head, shape.tail
+    first = buf[pos : pos + group]
+    if not (first.startswith(head, 5) and first.endswith(tail + term)):
+        return [], 0, frozenset()
+    lengths = _value_lengths(first, 5 + len(head), len(shape.oids), group - len(term) - len(tail))
+    if lengths is None:
+        return [], 0, frozenset()
+    spans: list[tuple[int, int]] = []  # (offset, length) of each non-NULL value
+    off = 5 + len(head)
+    for ln in lengths:
+        off += 4
+        if ln >= 0:
+            spans.append((off, ln))
+            off += ln
+    grid = np.frombuffer(buf, dtype=np.uint8, count=k * group, offset=pos).reshape(k, group)
+    fixed = np.ones(group, dtype=bool)
+    for lo, ln in spans:
+        fixed[lo : lo + ln] = False
+    idx = np.flatnonzero(fixed)
+    same = (grid[:, idx] == grid[0, idx]).all(axis=1)
+    n = k if bool(same.all()) else int(np.argmin(same))
+    if n < 2:
+        return [], 0, frozenset()
+    cols: list[list[Any]] = []
+    decoded: set[int] = set()
+    values = iter(spans)
+    for i, ln in enumerate(lengths):
+        if ln < 0:
+            cols.append([None] * n)
+            continue
+        lo, _ = next(values)
+        block = grid[:n, lo : lo + ln]
+        wide = _NP_INTS.get(shape.oids[i]) if shape.binary[i] else None
+        if wide is not None and wide[1] == ln:
+            cols.append(np.ascontiguousarray(block).view(wide[0]).ravel().tolist())
+            decoded.add(i)
+            continue
+        raw = block.tobytes()
+        if ln and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
+            cols.append(np.frombuffer(raw, dtype=f"S{ln}").tolist())
+        else:
+            cols.append([raw[r * ln : (r + 1) * ln] for r in range(n)])
+    return cols, n, frozenset(decoded)
+
+
+def _any_size(
+    region: bytes, sizes: list[int], tlen: int, shape: RunShape
+) -> tuple[list[list[Any]], int, frozenset[int]]:
+    """The parameter columns of the groups that ``region`` holds back to back (Binds of
+    ``sizes`` bytes, each followed by the ``tlen`` bytes of its Describe/Execute), as far as each
+    is exactly one Bind of ``shape``; how many; and which columns are decoded already. The first
+    group starts at a message; a Bind whose type byte, length field (which must count its piece
+    to the end), head, value lengths and tail all hold ends at the message's end, so the next
+    starts at the next message (a value holding the Execute's bytes cuts its piece short, which
+    stops the run there). Every check is a NumPy operation over all groups at once, one
+    parameter column at a time."""
+    n = len(sizes)
+    flat = np.frombuffer(region, dtype=np.uint8)
+    last = len(flat) - 4  # the highest index a 4-byte read may start at
+    size = np.asarray(sizes, dtype=np.int64)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(size[:-1] + tlen, out=starts[1:])
+    head = np.frombuffer(shape.head, dtype=np.uint8)
+    tail = np.frombuffer(shape.tail, dtype=np.uint8)
+    least = 5 + len(head) + len(tail)
+    if len(flat) < least + tlen:
+        return [], 0, frozenset()
+    ok = size >= least
+    at = np.minimum(starts, len(flat) - least)  # in range for any piece (a short one fails anyway)
+    ok &= flat[at] == 0x42
+    ok &= _int32_at(flat, at + 1) == size - 1
+    ok &= (flat[at[:, None] + (5 + np.arange(len(head)))] == head).all(axis=1)
+    limit = starts + size - len(tail)
+    if len(tail):
+        tail_at = np.clip(limit, 0, len(flat) - len(tail))
+        ok &= (flat[tail_at[:, None] + np.arange(len(tail))] == tail).all(axis=1)
+    off = starts + 5 + len(head)
+    spans: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
+    for _ in shape.oids:
+        ok &= off + 4 <= limit
+        ln = _int32_at(flat, np.minimum(off, last))
+        ok &= ln >= -1
+        ln = np.where(ok, ln, 0)
+        spans.append((off + 4, ln))
+        off = np.minimum(off + 4 + np.maximum(ln, 0), last)
+    ok &= off == limit
+    n = n if bool(ok.all()) else int(np.argmin(ok))
+    if not n:
+        return [], 0, frozenset()
+    cols: list[list[Any]] = []
+    decoded: set[int] = set()
+    for i, (vs, vl) in enumerate(spans):
+        vs, vl = vs[:n], vl[:n]
+        width = int(vl[0])
+        if bool((vl == width).all()):
+            if width < 0:
+                cols.append([None] * n)
+                continue
+            block = flat[vs[:, None] + np.arange(width)]
+            wide = _NP_INTS.get(shape.oids[i]) if shape.binary[i] else None
+            if wide is not None and wide[1] == width:
+                cols.append(np.ascontiguousarray(block).view(wide[0]).ravel().tolist())
+                decoded.add(i)
+                continue
+            raw = block.tobytes()
+            if width and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
+                cols.append(np.frombuffer(raw, dtype=f"S{width}").tolist())
+                continue
+        cols.append(
+            [None if ln < 0 else region[a : a + ln] for a, ln in zip(vs.tolist(), vl.tolist(), strict=True)]
+        )
+    return cols, n, frozenset(decoded)
+
+
+def _int32_at(flat: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The big-endian signed 32-bit integers at each index ``at`` of the byte array ``flat``."""
+    b = flat[at[:, None] + np.arange(4)].astype(np.int64)
+    v = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
+    return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+
+def _value_lengths(piece: bytes, off: int, nparams: int, end: int) -> list[int] | None:
+    """The value lengths of one Bind's parameters (-1: NULL), if they fill it exactly."""
+    out = []
+    for _ in range(nparams):
+        if off + 4 > end:
+            return None
+        (ln,) = _I.unpack_from(piece, off)
+        if ln < -1:
+            return None
+        out.append(ln)
+        off += 4 + max(ln, 0)
+    return out if off == end else None
+
+
+def _decode(
+    cols: list[list[Any]], shape: RunShape, n: int, decoded: frozenset[int] = frozenset()
+) -> tuple[list[Sequence[Any]], int]:
+    """The ``n`` rows' decoded parameters (the columns in ``decoded`` are already), and how many:
+    all of them, or those before the first row with a value that does not decode (that row's
+    Bind fails when taken on its own)."""
+    kinds = list(zip(shape.oids, shape.binary, strict=True))
+    try:
+        out = [col if i in decoded else _decode_column(col, *kinds[i]) for i, col in enumerate(cols)]
+    except (ChangefeedError, ValueError, TypeError, LookupError):
+        for r in range(n):
+            try:
+                for i, col in enumerate(cols):
+                    if i not in decoded:
+                        t.decode_param(col[r], *kinds[i], i)
+            except (ChangefeedError, ValueError, TypeError, LookupError):
+                n = r
+                break
+        if not n:
+            return [], 0
+        out = [col[:n] if i in decoded else _decode_column(col[:n], *kinds[i]) for i, col in enumerate(cols)]
+    if not out:
+        return [() for _ in range(n)], n
+    return list(zip(*out, strict=True)), n  # rows as tuples: the engine reads them by position
 
 
 def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]:
+    """One parameter's values of many rows (as ``types.decode_param`` decodes each): integers and
+    text in one pass, other types value by value."""
     try:
         if oid in _INTS:
             if not binary:
@@ -201,6 +378,8 @@ def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]
                 signed = oid != t.OID
                 return [None if v is None else int.from_bytes(v, "big", signed=signed) for v in col]
         if oid in _STRS:  # text in either format is its UTF-8 bytes
+            if None not in col:
+                return list(map(bytes.decode, col))  # type: ignore[arg-type]
             return [None if v is None else v.decode() for v in col]
     except (ValueError, UnicodeDecodeError):
         pass  # the value at fault gets its error from decode_param below
@@ -211,50 +390,39 @@ _INTS = frozenset({t.INT8, t.INT4, t.INT2, t.OID})
 #: The binary width of each integer type, and its ``struct`` code.
 _INT_CODES = {t.INT8: ("q", 8), t.INT4: ("i", 4), t.INT2: ("h", 2), t.OID: ("I", 4)}
 _STRS = frozenset({0, t.TEXT, t.VARCHAR, t.UNKNOWN})
+#: The same, as NumPy's big-endian dtypes.
+_NP_INTS = {t.INT8: (">i8", 8), t.INT4: (">i4", 4), t.INT2: (">i2", 2), t.OID: (">u4", 4)}
 _I = struct.Struct("!i")
 _H = struct.Struct("!h")
 #: Describe and Execute (no row limit) of the unnamed portal, as the wire carries them.
 _DESCRIBE_UNNAMED = b"D\x00\x00\x00\x06P\x00"
 _EXECUTE_UNNAMED = b"E\x00\x00\x00\x09\x00\x00\x00\x00\x00"
+_PRE_DESCRIBED = p.BIND_COMPLETE + p.NO_DATA
 
 
-def take_rows(batch: Batch, hi: int) -> list[Sequence[Any]]:
-    """The parameters of rows ``batch.executed`` up to ``hi``, decoded (rows taken raw by
-    :func:`scan_run` column by column); they count as executed from here."""
-    lo = batch.executed
-    part = batch.rows[lo:hi]
-    raw_n = sum(1 for r in part if r is None)
-    width = batch.nparams
-    start = batch.raw_used * width
-    decoded = iter(
-        decode_rows(
-            batch.raw[start : start + raw_n * width], width, batch.prepared.param_oids, batch.formats or ()
-        )
-    )
-    batch.raw_used += raw_n
-    batch.executed = hi
-    if raw_n == len(part):
-        return list(decoded)
-    return [r if r is not None else next(decoded) for r in part]
-
-
-def start_chunk(session: PgSession) -> None:
-    """Start writing the rows gathered so far on the pool while the loop reads the rest: a client
-    that pipelines thousands of rows keeps sending while the first ones are written (at most one
-    chunk in flight; the replies still go out when the batch ends)."""
+def start_chunk(session: PgSession, taken: int) -> None:
+    """Start writing the rows gathered so far while the client sends the rest: a client that
+    pipelines thousands of rows keeps sending while the first ones are written (at most one chunk
+    in flight; the replies still go out when the batch ends). Not when the write would run on the
+    loop (:func:`write_rows`) and the client writes many rows at a time (``taken`` of them in the
+    last read: asyncpg builds its whole batch before sending it): the rest is already on its way,
+    and one write of them all costs less than several."""
     batch = session.batch
     if batch is None or session.conn is None or len(batch.rows) - batch.executed < CHUNK_ROWS:
+        return
+    if taken >= LINGER_ROWS and len(session.endpoint.registry.sessions) == 1:
         return
     if batch.inflight is not None:
         if not batch.inflight.done() or batch.inflight.exception() is not None:
             return  # one at a time; an error is the batch's at its end
         batch.inflight = None
-    rows = take_rows(batch, len(batch.rows))
-    engine = session.conn.session
+    rows = batch.rows[batch.executed :]
+    batch.inflight_from = batch.executed
+    batch.executed = len(batch.rows)
     stmt = batch.prepared.stmts[0]
     running = session.running = Running(new_query_id(), batch.prepared.sql, dt.datetime.now(dt.UTC))
     session.cancelled.clear()
-    fut = session.calls.start(engine.execute_many, stmt, rows)  # close() waits for it
+    fut = write_rows(session, stmt, rows)  # close() waits for it
 
     def done(_: object) -> None:
         if session.running is running:
@@ -265,14 +433,41 @@ def start_chunk(session: PgSession) -> None:
     batch.chunks += 1
 
 
-async def linger(session: PgSession) -> None:
-    """With a batch open and no whole message left in the buffer, leave the socket unread for
-    :data:`LINGER_S`: a client that flushes every row (psycopg's ``executemany`` in pipeline
-    mode sends each Bind/Describe/Execute in a segment of its own) then has its next rows read
-    together and taken by one :func:`scan_run`, instead of waking the loop, reading and
-    dispatching once per row. Nothing is owed to the client meanwhile: its replies wait for the
-    batch's end anyway (Sync, Flush or another statement, whose arrival is at most this late)."""
-    if session.batch is None or session.messages.has_message():
+def write_rows(session: PgSession, stmt: ast.Statement, rows: list[Sequence[Any]]) -> asyncio.Future[int]:
+    """The engine's bulk write of ``rows`` (``execute_many``): on the loop itself when this is
+    the only session of its process (nobody else's statement waits on the loop, and handing the
+    rows to a pool thread and the result back costs two thread switches and two hand-overs of the
+    interpreter lock), unless another writer holds the write lock (the engine refuses at once
+    instead of waiting there); otherwise on the pool."""
+    assert session.conn is not None
+    engine = session.conn.session
+    if len(session.endpoint.registry.sessions) == 1:
+        db = session.conn.db
+        fut: asyncio.Future[int] = session.loop.create_future()
+        db.writers_wait = False
+        try:
+            fut.set_result(engine.execute_many(stmt, rows))
+            return fut
+        except LockNotAvailable:
+            pass  # another session or process is writing: wait for it on the pool
+        except Exception as exc:  # the caller's await raises it
+            fut.set_exception(exc)
+            return fut
+        finally:
+            db.writers_wait = True
+    return session.calls.start(engine.execute_many, stmt, rows)
+
+
+async def linger(session: PgSession, taken: int) -> None:
+    """With a batch open, no whole message left in the buffer and only a few rows (``taken``)
+    in what was just read, leave the socket unread for :data:`LINGER_S`: a client that flushes
+    every row (psycopg's ``executemany`` in pipeline mode sends each Bind/Describe/Execute in a
+    segment of its own) then has its next rows read together and taken by one :func:`scan_run`,
+    instead of waking the loop, reading and dispatching once per row. Nothing is owed to the
+    client meanwhile: its replies wait for the batch's end anyway (Sync, Flush or another
+    statement, whose arrival is at most this late). A client that writes many rows at a time
+    (asyncpg) is read on at once: the rest of its write is already on its way."""
+    if session.batch is None or taken >= LINGER_ROWS or session.messages.has_message():
         return
     transport = cast(asyncio.Transport, session.writer.transport)  # the connection's, both ways
     transport.pause_reading()
@@ -296,18 +491,22 @@ async def flush_batch(session: PgSession) -> None:
     ``Connection.executemany`` in one process) and send each its replies. psycopg's
     ``executemany`` and JDBC batches pipeline Bind/Execute pairs up to one Sync, so a
     1,000-row transaction costs one bulk write instead of 1,000 statements. On an error the
-    first Execute gets it and the rest are skipped to Sync: the transaction is aborted, as it
-    would be had one of the rows failed on its own."""
+    first Execute of the part that failed gets it (the rows before it get their replies) and
+    the rest are skipped to Sync: the transaction is aborted, as it would be had one of the rows
+    failed on its own."""
     batch, session.batch = session.batch, None
     if batch is None or session.conn is None:
         return
     prep = batch.prepared
     engine = session.conn.session
     stmt = prep.stmts[0]
+    failed_at = batch.inflight_from
     try:
         if batch.inflight is not None:
             await batch.inflight
-        rows = take_rows(batch, len(batch.rows))
+        rows = batch.rows[batch.executed :]
+        failed_at = batch.executed
+        batch.executed = len(batch.rows)
         if len(rows) == 1 and not batch.chunks:
             # Nothing was pipelined behind it: run as any statement (inline if short).
             await session.execute(prep, list(rows[0]))
@@ -315,15 +514,28 @@ async def flush_batch(session: PgSession) -> None:
             session.cancelled.clear()
             session.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
             try:
-                await session.call(engine.execute_many, stmt, rows)
+                await write_rows(session, stmt, rows)
             finally:
                 session.running = None
-    except BaseException:
+    except BaseException as exc:
         engine.aborted = True
-        if batch.replies:
-            session.send(batch.replies[0])
+        if isinstance(exc, ChangefeedError) and exc.row is not None:
+            failed_at = min(failed_at + exc.row, len(batch.pre) - 1)  # the row the engine names
+        if batch.pre:
+            # As PostgreSQL answers a pipeline: every row before the failing one done, its own
+            # BindComplete, then (raised to the caller) its error.
+            session.send(replies(batch.pre[:failed_at], _tag(stmt)) + batch.pre[failed_at])
         raise
-    tag = p.command_complete(normalise_tag(Result(status="INSERT 1"), stmt))
-    session.send(b"".join(r + tag for r in batch.replies))
+    session.send(replies(batch.pre, _tag(stmt)))
     if batch.pending:
         session.send(b"".join(batch.pending))
+
+
+def replies(pre: list[bytes], tag: bytes) -> bytes:
+    """Each row's replies: what is due before its CommandComplete, then the CommandComplete (one
+    multiplication per run of rows with the same replies)."""
+    return b"".join((r + tag) * len(list(g)) for r, g in itertools.groupby(pre))
+
+
+def _tag(stmt: ast.Statement) -> bytes:
+    return p.command_complete(normalise_tag(Result(status="INSERT 1"), stmt))

@@ -7,6 +7,7 @@ import asyncio
 import datetime as dt
 import itertools
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,32 +35,40 @@ class Prepared:
     values: tuple[Any, ...] = ()
 
 
+@dataclass(frozen=True)
+class RunShape:
+    """What every Bind of a pipelined run of one statement repeats (``batch.scan_run`` takes such
+    runs straight from the buffer): its bytes up to and including the parameter count (unnamed
+    portal, statement name, parameter format codes), its result format codes at the end, and how
+    each parameter is decoded."""
+
+    head: bytes
+    tail: bytes
+    oids: tuple[int, ...]
+    binary: tuple[bool, ...]
+    result_formats: tuple[int, ...]
+
+
 @dataclass
 class Batch:
-    """Executes of one statement waiting to run together (``PgSession.flush_batch``), with the
+    """Executes of one statement waiting to run together (``batch.flush_batch``), with the
     replies due before each one's CommandComplete (BindComplete, NoData), held back so that the
     replies go out in the order of the messages."""
 
     prepared: Prepared
-    #: Each Execute's parameters; None for a row taken raw by ``batch.scan_run`` (in ``raw``).
-    rows: list[list[Any] | None] = field(default_factory=list)
-    replies: list[bytes] = field(default_factory=list)
+    #: Each Execute's parameters, decoded, in the order of the messages.
+    rows: list[Sequence[Any]] = field(default_factory=list)
+    #: Per row: the replies due before its CommandComplete (its BindComplete, NoData).
+    pre: list[bytes] = field(default_factory=list)
+    #: Replies of the messages after the last Execute (a Bind, a Describe of the next row).
     pending: list[bytes] = field(default_factory=list)
-    #: Raw parameters of the rows taken by ``scan_run``, row after row (``nparams`` each),
-    #: decoded when the rows go to the engine.
-    raw: list[bytes | None] = field(default_factory=list)
-    #: The first Bind's parameter format codes (None: no fast path), its bytes up to the
-    #: parameter count, parameter count and result format codes: the shape ``scan_run`` takes.
-    formats: tuple[int, ...] | None = None
-    bind_head: bytes = b""
-    nparams: int = 0
-    result_formats: tuple[int, ...] = ()
-    last_described: bool = False
-    #: Rows handed to the engine so far, raw rows decoded so far, parts started, the part in flight.
+    #: The shape of the first row's Bind (None: no fast path).
+    shape: RunShape | None = None
+    #: Rows handed to the engine so far, parts started, the part in flight and its first row.
     executed: int = 0
-    raw_used: int = 0
     chunks: int = 0
     inflight: asyncio.Future[int] | None = None
+    inflight_from: int = 0
 
 
 @dataclass

@@ -309,17 +309,16 @@ class PgSession:
             if self.batch is not None:
                 try:
                     if batches.batch_message(self, kind, msg.data):
-                        batches.take_pipelined(self)
-                        batches.start_chunk(self)
+                        taken = 1 + batches.take_pipelined(self)
+                        batches.start_chunk(self, taken)
                         if len(self.batch.rows) >= batches.BATCH_ROWS:
                             await batches.flush_batch(self)
                         else:
-                            await batches.linger(self)
+                            await batches.linger(self, taken)
                         continue
                     await batches.flush_batch(self)
                 except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
-                    self.batch = None
-                    self.send_error(exc)
+                    self.send_error(await self.flush_before(exc))
                     skipping = True
                 if skipping and kind not in (b"S",):
                     continue
@@ -353,16 +352,27 @@ class PgSession:
                 await self.flush(True)
                 return
             except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
-                if self.batch is not None:  # the transaction is aborted: its batch never runs
-                    self.batch = None
-                    if self.conn is not None:
-                        self.conn.session.aborted = True
-                self.send_error(exc)
+                # A Bind taken after the batch's first Execute may have failed: its rows first.
+                self.send_error(await self.flush_before(exc) if self.batch is not None else exc)
                 if kind == b"Q":
                     self.send(p.ready_for_query(self.txn_status))
                     await self.flush(True)
                 else:
                     skipping = True
+
+    async def flush_before(self, exc: BaseException) -> BaseException:
+        """A message taken into the batch failed (a Bind whose parameters do not decode): as in
+        PostgreSQL, the rows before it run and get their replies first; the error to send is
+        ``exc``, or the earlier one of a row that failed. The transaction is aborted either way."""
+        if self.batch is not None:
+            try:
+                await batches.flush_batch(self)
+            except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as first:
+                exc = first
+            self.batch = None
+        if self.conn is not None and self.conn.session.in_transaction:
+            self.conn.session.aborted = True
+        return exc
 
     # ------------------------------------------------------------------ classification
     def _var_name(self, name: str) -> str:
@@ -888,18 +898,9 @@ class PgSession:
             raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
         if portal.result is None and batches.batchable(self, prep) and name == "" and limit == 0:
-            self.batch = Batch(
-                prep,
-                [portal.params],
-                [b""],
-                formats=portal.param_formats,
-                bind_head=portal.bind_head,
-                nparams=len(portal.params),
-                result_formats=tuple(portal.formats),
-                last_described=portal.described,
-            )
-            batches.take_pipelined(self)
-            batches.start_chunk(self)
+            # Its BindComplete (and NoData) went out already: only its CommandComplete is due.
+            self.batch = Batch(prep, [portal.params], [b""], shape=batches.run_shape(portal))
+            batches.start_chunk(self, 1 + batches.take_pipelined(self))
             if len(self.batch.rows) >= batches.BATCH_ROWS:
                 await batches.flush_batch(self)
             return

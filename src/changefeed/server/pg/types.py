@@ -414,10 +414,17 @@ def _numeric_from_binary(b: bytes) -> Decimal:
     return value.quantize(Decimal(1).scaleb(-dscale)) if dscale else value.quantize(Decimal(1))
 
 
+_INT_WIDTHS = {INT8: 8, INT4: 4, INT2: 2, OID: 4}
+
+
 def _from_binary(b: bytes, oid: int) -> Any:
     if oid == BOOL:
+        if len(b) != 1:
+            raise ValueError("bool is one byte")
         return b != b"\x00"
     if oid in (INT8, INT4, INT2, OID):
+        if len(b) != _INT_WIDTHS[oid]:  # PostgreSQL's int4recv and the others read their width
+            raise ValueError("integer of another width")
         return int.from_bytes(b, "big", signed=oid != OID)
     if oid == FLOAT8:
         return struct.unpack("!d", b)[0]

@@ -33,7 +33,7 @@ from changefeed.sql import ast, astjson
 from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
-from changefeed.sql.session import BulkWriter, Session, StatementFamily
+from changefeed.sql.session import BulkWriter, Session, StatementFamily, at_row
 from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values, log_base_table
 
@@ -123,14 +123,15 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
     mode, dialect, version = s.mode, session.dialect, schema.version
 
     def check_rows(rows: list[Sequence[Any]]) -> None:
-        for params in rows:
-            vals = [
-                store(params[pi] if pi >= 0 else const)
-                for store, pi, const in zip(storers, params_at, consts, strict=True)
-            ]
-            for i, c in zip(key_pos, schema.key, strict=True):
-                if vals[i] is None:
-                    raise InvalidStatement(f"missing value for primary key column {c.name}")
+        for r, params in enumerate(rows):
+            with at_row(r):
+                vals = [
+                    store(params[pi] if pi >= 0 else const)
+                    for store, pi, const in zip(storers, params_at, consts, strict=True)
+                ]
+                for i, c in zip(key_pos, schema.key, strict=True):
+                    if vals[i] is None:
+                        raise InvalidStatement(f"missing value for primary key column {c.name}")
 
     def run(t: Transaction, rows: list[Sequence[Any]]) -> int:
         current = t.db.table_by_id(schema.id)
@@ -139,9 +140,10 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
         n = len(rows)
         if n == 0:
             return 0
-        for params in rows:
+        for r, params in enumerate(rows):
             if len(params) <= last_param:
-                Params(params).get(last_param)  # raises: a parameter has no value
+                with at_row(r):
+                    Params(params).get(last_param)  # raises: a parameter has no value
         try:
             # Column-wise: each value column is checked and converted in one pass over the rows.
             vals = [
@@ -159,22 +161,25 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
         for cid in fill:
             cells[cid] = [None] * n
         if len(set(keys)) != n:
-            for params in rows:  # the same key twice: keep statement order, row by row
-                insert(session, t, s, Params(params))
+            for r, params in enumerate(rows):  # the same key twice: keep statement order, row by row
+                with at_row(r):
+                    insert(session, t, s, Params(params))
             return n
         olds = None
         if dialect == "sql" and mode == "insert":
             olds = t.store(current).get_rows(t.conn, keys, t.now_ns)
             if olds:
                 if not s.on_conflict_do_nothing:
-                    k = next(iter(olds))
+                    # The first row in statement order whose key is there, as row by row.
+                    r = next(r for r, k in enumerate(keys) if k in olds)
                     shown = ", ".join(c.name for c in current.key)
                     vals_shown = ", ".join(
-                        str(c.type.from_db(v)) for c, v in zip(current.key, k, strict=True)
+                        str(c.type.from_db(v)) for c, v in zip(current.key, keys[r], strict=True)
                     )
-                    raise UniqueViolation(
-                        f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
-                    )
+                    with at_row(r):
+                        raise UniqueViolation(
+                            f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
+                        )
                 keep = [r for r, k in enumerate(keys) if k not in olds]
                 keys = [keys[r] for r in keep]
                 cells = {cid: [col[r] for r in keep] for cid, col in cells.items()}
