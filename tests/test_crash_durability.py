@@ -27,6 +27,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -244,7 +245,7 @@ def test_event_loop_commits_are_synced_by_the_sync_process(tmp_path: Path) -> No
             ticket, c.db.pending_durable = c.db.pending_durable, 0
             assert ticket
             await syncer.wait_async(ticket)
-            assert syncer._synced >= ticket  # acknowledged only once synced
+            assert not syncer.pending() or syncer.pending() > ticket  # acknowledged once synced
 
     async def run(n: int) -> tuple[int, int]:
         syncs0 = syncer.syncs
@@ -254,20 +255,21 @@ def test_event_loop_commits_are_synced_by_the_sync_process(tmp_path: Path) -> No
     try:
         syncs, waits = asyncio.run(run(50))
         assert waits >= 200 and 0 < syncs < waits
-        proc = syncer._process
-        assert proc is not None and proc.proc.poll() is None
-        first = proc.proc.pid
+        proc = syncer.sync_process
+        assert proc is not None
+        first = proc.pid
 
         async def killed_midway() -> None:
             task = asyncio.ensure_future(run(50))
             await asyncio.sleep(0.05)
-            assert syncer._process is not None
-            os.kill(syncer._process.proc.pid, signal.SIGKILL)
+            live = syncer.sync_process
+            assert live is not None
+            os.kill(live.pid, signal.SIGKILL)
             await task
 
         asyncio.run(asyncio.wait_for(killed_midway(), 60))
-        assert syncer._process is not None and syncer._process.proc.pid != first
-        assert not syncer._loop_waiters and not syncer._requested
+        proc = syncer.sync_process
+        assert proc is not None and proc.pid != first
         assert not syncer.pending()
     finally:
         for c in conns:
@@ -276,10 +278,57 @@ def test_event_loop_commits_are_synced_by_the_sync_process(tmp_path: Path) -> No
         assert conn.execute("SELECT count(*) FROM t").rows == [(200,)]
 
 
+def _fail_next_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from changefeed import sqlite_wal
+
+    real = sqlite_wal.sync_wal
+    calls = {"n": 0}
+
+    def failing(wal: str, directory: str, inode: tuple[int, int] | None) -> tuple[int, int] | None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(wal, directory, inode)
+
+    monkeypatch.setattr(sqlite_wal, "sync_wal", failing)
+
+
+def test_a_failed_sync_fails_its_commits_for_good(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit covered by a failed sync is never acknowledged, by a thread's wait or an event
+    loop's, even when a later sync succeeds (after a failed fdatasync the kernel may have dropped
+    the pages it could not write); commits after the failure are acknowledged as usual."""
+    import asyncio
+
+    from changefeed.exceptions import DatabaseError
+    from changefeed.sqlite_wal import WalSync
+
+    (tmp_path / "x.db-wal").write_bytes(b"")
+    syncer = WalSync(str(tmp_path / "x.db"))
+    early = syncer.ticket()
+    syncer.wait(early)  # durable before the failure: stays so
+    doomed = syncer.ticket()
+    _fail_next_sync(monkeypatch)
+    with pytest.raises(DatabaseError, match="could not be made durable"):
+        syncer.wait(doomed)
+    later = syncer.ticket()
+    syncer.wait(later)  # a later sync succeeds...
+    with pytest.raises(DatabaseError, match="could not be made durable"):
+        syncer.wait(doomed)  # ...and says nothing about the failed one's commits
+    syncer.wait(early)
+
+    async def on_a_loop() -> None:
+        with pytest.raises(DatabaseError, match="could not be made durable"):
+            await syncer.wait_async(doomed)
+        await asyncio.wait_for(syncer.wait_async(syncer.ticket()), 30)
+
+    asyncio.run(on_a_loop())
+
+
 def test_a_failed_sync_of_the_process_fails_its_waiters(tmp_path: Path) -> None:
-    """An answer with an errno fails the waiters it covers with the durability error (the commit
-    is written but may be lost), as a failed sync of a thread does, and later ones are asked for
-    again."""
+    """An answer with an errno fails the waiters it covers with the durability error, as a
+    failed sync of a thread does, and later ones are asked for again."""
     import asyncio
     import errno
 
@@ -291,18 +340,84 @@ def test_a_failed_sync_of_the_process_fails_its_waiters(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        first = loop.create_task(syncer.wait_async(syncer.ticket()))
+        first_ticket = syncer.ticket()
+        first = loop.create_task(syncer.wait_async(first_ticket))
         await asyncio.sleep(0)
         later_ticket = syncer.ticket()
-        assert syncer._process is not None and syncer._requested == 1
-        syncer._answered(1, errno.EIO)  # as if the process had answered so
+        assert syncer.sync_process is not None
+        syncer._answered(first_ticket, errno.EIO)  # as if the process had answered so
         with pytest.raises(DatabaseError, match="could not be made durable"):
             await first
         await asyncio.wait_for(syncer.wait_async(later_ticket), 30)  # the real answer
-        assert syncer._synced >= later_ticket
+        with pytest.raises(DatabaseError, match="could not be made durable"):
+            await syncer.wait_async(first_ticket)  # the process's real answer changed nothing
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        if syncer._process is not None:
-            syncer._process.close()
+    asyncio.run(scenario())
+
+
+def test_a_sync_process_that_cannot_run_hands_over_to_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync process that ends without answering is started again a few times, then the waiters
+    (and every later one) go to the thread: no waiter hangs, no endless restarts."""
+    import asyncio
+
+    from changefeed import sqlite_wal
+    from changefeed.sqlite_wal import WalSync
+
+    monkeypatch.setattr(sqlite_wal.sys, "executable", "/bin/false")
+    (tmp_path / "x.db-wal").write_bytes(b"")
+    syncer = WalSync(str(tmp_path / "x.db"))
+    started: list[int] = []
+    real_init = sqlite_wal.SyncProcess.__init__
+
+    def counting(self: sqlite_wal.SyncProcess, *args: Any) -> None:
+        real_init(self, *args)
+        started.append(self.pid)
+
+    monkeypatch.setattr(sqlite_wal.SyncProcess, "__init__", counting)
+
+    async def scenario() -> None:
+        await asyncio.wait_for(syncer.wait_async(syncer.ticket()), 30)
+        await asyncio.wait_for(syncer.wait_async(syncer.ticket()), 30)
+
+    asyncio.run(scenario())
+    assert len(started) == sqlite_wal.PROCESS_DEATHS
+    assert syncer.sync_process is None
+
+
+def test_sync_processes_of_closed_loops_are_closed_and_reaped(tmp_path: Path) -> None:
+    """A process that runs one server loop after another (a test suite) keeps no process, pipe
+    or zombie per closed loop: starting a process sweeps those of closed loops."""
+    import asyncio
+
+    from changefeed import sqlite_wal
+    from changefeed.sqlite_wal import WalSync
+
+    pids = []
+    for i in range(6):
+        (tmp_path / f"{i}.db-wal").write_bytes(b"")
+        syncer = WalSync(str(tmp_path / f"{i}.db"))
+
+        async def one(s: WalSync = syncer) -> None:
+            await asyncio.wait_for(s.wait_async(s.ticket()), 30)
+
+        asyncio.run(one())
+        proc = syncer.sync_process
+        assert proc is not None
+        pids.append(proc.pid)
+    live = [p for p in sqlite_wal._processes if p.loop.is_closed()]
+    assert len(live) <= 1  # only the last loop's, swept when the next one starts
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        sqlite_wal._sweep()
+        states = []
+        for pid in pids[:-1]:
+            try:
+                states.append(Path(f"/proc/{pid}/stat").read_text().split()[2])
+            except FileNotFoundError:
+                states.append("gone")
+        if all(s == "gone" for s in states):
+            break
+        time.sleep(0.1)
+    assert all(s == "gone" for s in states), states  # exited and reaped: no zombie

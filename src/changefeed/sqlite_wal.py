@@ -28,6 +28,10 @@ one sync per group instead of one per commit. It is sound because:
 * a ``-wal`` file created since the last sync also needs its directory entry: the first sync of
   each new WAL inode syncs the directory too (as SQLite's unix VFS does for a new WAL).
 
+A committer on an event loop (a server's session) must not block in the sync: it awaits
+:meth:`WalSync.wait_async`, answered by a small process of the loop's own
+(``changefeed/wal_syncer.py``) that syncs on the other core and answers on a pipe the loop reads.
+
 Every process syncs for its own commits; the sync of any process makes every frame already in the
 file durable, so processes that write the same database need no coordination beyond SQLite's.
 ``NORMAL`` (opt-in) skips the sync: commits survive ``kill -9`` of any process but may be lost on
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import mmap
 import os
 import random
@@ -54,6 +59,8 @@ from dataclasses import dataclass
 from changefeed import wal_syncer
 from changefeed.exceptions import DatabaseError
 from changefeed.wal_syncer import sync_wal
+
+_log = logging.getLogger(__name__)
 
 #: How long to keep retrying the switch before the error is the caller's.
 SWITCH_TIMEOUT_S = 30.0
@@ -160,7 +167,8 @@ class WalSync:
         self._issued = 0
         self._synced = 0
         self._leading = False
-        self._failed: tuple[int, OSError] | None = None
+        #: The last sync that failed: (synced before it, its target, its error); see _tainted.
+        self._failed: tuple[int, int, OSError] | None = None
         self._inode: tuple[int, int] | None = None
         #: Syncs done (for tests and benchmarks: commits / syncs is the group size).
         self.syncs = 0
@@ -173,6 +181,9 @@ class WalSync:
         self._loop_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._process: SyncProcess | None = None
         self._requested = 0
+        # ends of processes in a row without an answer; no processes any more (a thread syncs)
+        self._deaths = 0
+        self._no_process = False
         # share(): the board where processes serving one database publish their commits' state.
         self._board: mmap.mmap | None = None
         self._slot = 0
@@ -314,10 +325,11 @@ class WalSync:
     def wait(self, ticket: int) -> None:
         cond = self._cond
         with cond:
-            while self._synced < ticket:
-                failed = self._failed
-                if failed is not None and failed[0] >= ticket:
-                    raise _sync_error(self.wal, failed[1])
+            while True:
+                if self._tainted(ticket):
+                    raise self._failure()
+                if self._synced >= ticket:
+                    return
                 if self._leading:
                     cond.wait()
                     continue
@@ -332,21 +344,46 @@ class WalSync:
                 finally:
                     cond.acquire()
                     self._leading = False
-                    self.syncs += 1
-                    if error is None:
-                        self._synced = max(self._synced, target)
-                        if self._board is not None:
-                            _U64.pack_into(self._board, self._slot * BOARD_SLOT + 8, self._synced)
-                    else:
-                        self._failed = (target, error)
-                    cond.notify_all()
+                    self._synced_to(target, error)
+
+    def _tainted(self, ticket: int) -> bool:
+        """Whether ``ticket``'s commit was covered by a sync that failed (and none before it had
+        made it durable): it stays failed, whatever later syncs do, since after a failed
+        ``fdatasync`` the kernel may have dropped the pages it could not write, and a later sync
+        that succeeds says nothing about them."""
+        failed = self._failed
+        return failed is not None and failed[0] < ticket <= failed[1]
+
+    def _failure(self) -> DatabaseError:
+        assert self._failed is not None
+        return _sync_error(self.wal, self._failed[2])
+
+    def _synced_to(self, target: int, error: OSError | None) -> None:
+        """Under the lock: a sync that began after ``target`` was issued ended (``error``: failed)."""
+        self.syncs += 1
+        if error is None:
+            self._synced = max(self._synced, target)
+            if self._board is not None:
+                _U64.pack_into(self._board, self._slot * BOARD_SLOT + 8, self._synced)
+        else:
+            self._failed = (self._synced, target, error)
+        self._cond.notify_all()
+
+    @property
+    def sync_process(self) -> SyncProcess | None:
+        """The event loop's sync process in use, if any (see :meth:`wait_async`)."""
+        proc = self._process
+        return proc if proc is not None and not proc.closed else None
 
     async def wait_async(self, ticket: int, executor: Executor | None = None) -> None:
         """:meth:`wait` for an event loop, which never blocks: the loop's :class:`SyncProcess`
         syncs (one request in flight: the commits that arrive meanwhile are the next group), and
         the answer is one more readable pipe for the loop. A loop other than the one the process
-        answers to (rare: one loop serves a process's endpoints) is served by one thread of this
+        answers to (rare: one loop serves a process's endpoints), or any loop once processes
+        could not be started or kept ending without answering, is served by one thread of this
         ``WalSync`` instead, which wakes each loop once per group (``executor`` is not used)."""
+        if self._tainted(ticket):
+            raise self._failure()
         if self._synced >= ticket:
             return
         loop = asyncio.get_running_loop()
@@ -356,24 +393,54 @@ class WalSync:
             if not self._requested:
                 self._request()
         else:
-            with self._cond:
-                self._futures.append((ticket, loop, fut))
-                self._wake_drainer()
+            self._to_drainer(loop, [(ticket, fut)])
         await fut
 
+    def _to_drainer(
+        self, loop: asyncio.AbstractEventLoop, waiters: list[tuple[int, asyncio.Future[None]]]
+    ) -> None:
+        with self._cond:
+            self._futures.extend((t, loop, f) for t, f in waiters if not f.done())
+            if self._futures:
+                self._wake_drainer()
+
     def _process_for(self, loop: asyncio.AbstractEventLoop) -> SyncProcess | None:
-        proc = self._process
-        if proc is not None and proc.loop is not loop:
-            if not proc.loop.is_closed():
-                return None  # another loop's: that one keeps it
-            proc.close()  # its loop is gone, and the waiters with it
+        """The sync process answering to ``loop`` (started if needed), or None: the process
+        answers to another loop that is still open, or processes are not to be had. The waiters,
+        the request in flight and the process belong to the process's loop: only that loop
+        touches them (or any thread, once that loop is closed)."""
+        with self._cond:
+            proc = self._process
+            if proc is not None and not proc.closed:
+                if proc.loop is loop:
+                    return proc
+                if not proc.loop.is_closed():
+                    return None
+            if self._no_process:
+                return None
+            # none yet, or its loop is gone (and its waiters with it)
             self._process, self._loop_waiters, self._requested = None, [], 0
-        if self._process is None:
-            try:
-                self._process = SyncProcess(self.wal, loop, self._answered)
-            except OSError:
-                return None  # no process to be had (out of processes or descriptors): a thread
-        return self._process
+        if proc is not None:
+            proc.close()
+        try:
+            new = SyncProcess(self.wal, loop, self._answered)
+        except (OSError, RuntimeError, NotImplementedError, ValueError) as exc:
+            self._give_up_processes(f"could not start one ({exc})")
+            return None
+        with self._cond:
+            if self._process is None:
+                self._process = new
+                return new
+            other = self._process  # another thread's loop started one meanwhile
+        new.close()
+        return other if other.loop is loop else None
+
+    def _give_up_processes(self, why: str) -> None:
+        with self._cond:
+            if self._no_process:
+                return
+            self._no_process = True
+        _log.warning("%s: group commit by a thread from now on: sync process %s", self.wal, why)
 
     def _request(self) -> None:
         """Ask the loop's process for a sync covering every ticket issued so far."""
@@ -381,53 +448,49 @@ class WalSync:
         assert proc is not None
         self._requested = self._issued
         if not proc.request(self._requested):
-            self._restart()
+            self._process_ended()
 
-    def _restart(self) -> None:
-        """The process is gone (idle exit, killed) with waiters: a new one, or a thread."""
-        proc, self._process = self._process, None
-        requested, self._requested = self._requested, 0
-        if proc is not None:
-            proc.close()
-            if self._process_for(proc.loop) is not None:
-                if requested or self._loop_waiters:
-                    self._request()
-                return
-            waiters, self._loop_waiters = self._loop_waiters, []
-            with self._cond:
-                self._futures.extend((t, proc.loop, f) for t, f in waiters)
-                if self._futures:
-                    self._wake_drainer()
+    def _process_ended(self) -> None:
+        """On the process's loop: it ended (idle exit, killed, failed to run). Waiters go to a
+        new process, or to the thread after :data:`PROCESS_DEATHS` ends in a row without an
+        answer."""
+        proc = self._process
+        assert proc is not None
+        with self._cond:
+            self._process = None
+        proc.close()
+        self._requested = 0
+        waiters, self._loop_waiters = [w for w in self._loop_waiters if not w[1].done()], []
+        if not waiters:
+            self._deaths = 0  # an idle exit: nothing owed
+            return
+        self._deaths += 1
+        if self._deaths >= PROCESS_DEATHS:
+            self._give_up_processes(f"ended {self._deaths} times without answering")
+        if self._process_for(proc.loop) is None:
+            self._to_drainer(proc.loop, waiters)
+            return
+        self._loop_waiters = waiters
+        self._request()  # a failed write ends here again: at most PROCESS_DEATHS deep
 
     def _answered(self, target: int, errno: int) -> None:
-        """On the loop: the process synced (``errno`` 0) everything up to ``target``, or failed."""
-        if target < 0:  # the process ended
-            if self._requested or self._loop_waiters:
-                self._restart()
-            else:
-                proc, self._process = self._process, None
-                if proc is not None:
-                    proc.close()
+        """On the loop: the process synced (``errno`` 0) everything up to ``target``, or failed;
+        ``target`` -1: it ended."""
+        if target < 0:
+            self._process_ended()
             return
-        error: BaseException | None = None
+        self._deaths = 0
         with self._cond:
-            self.syncs += 1
-            if errno == 0:
-                self._synced = max(self._synced, target)
-                if self._board is not None:
-                    _U64.pack_into(self._board, self._slot * BOARD_SLOT + 8, self._synced)
-            else:
-                self._failed = (target, OSError(errno, os.strerror(errno)))
-                error = _sync_error(self.wal, self._failed[1])
-            synced = self._synced
-            self._cond.notify_all()
+            self._synced_to(target, None if errno == 0 else OSError(errno, os.strerror(errno)))
         self._requested = 0
         keep: list[tuple[int, asyncio.Future[None]]] = []
         for t, fut in self._loop_waiters:
-            if t <= synced:
+            if fut.done():
+                continue  # its session went away
+            if self._tainted(t):
+                _settle(fut, self._failure())
+            elif t <= self._synced:
                 _settle(fut, None)
-            elif error is not None and t <= target:
-                _settle(fut, error)
             else:
                 keep.append((t, fut))
         self._loop_waiters = keep
@@ -447,20 +510,20 @@ class WalSync:
                 while not self._futures:
                     self._work.wait()
                 target = max(t for t, _, _ in self._futures)
-            error: BaseException | None = None
-            try:
+            with contextlib.suppress(DatabaseError):  # each waiter's own outcome below
                 self.wait(target)
-            except BaseException as exc:  # handed to the waiters
-                error = exc
             with self._cond:
-                done = [w for w in self._futures if error is not None or w[0] <= self._synced]
-                self._futures = [w for w in self._futures if w not in done]
-            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-            for _, loop, fut in done:
-                by_loop.setdefault(loop, []).append(fut)
-            for loop, futs in by_loop.items():
+                done: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+                keep: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+                for w in self._futures:
+                    (done if self._tainted(w[0]) or w[0] <= self._synced else keep).append(w)
+                self._futures = keep
+                outcomes = [
+                    (loop, fut, self._failure() if self._tainted(t) else None) for t, loop, fut in done
+                ]
+            for loop, fut, error in outcomes:
                 with contextlib.suppress(RuntimeError):  # a loop that closed meanwhile
-                    loop.call_soon_threadsafe(_settle_all, futs, error)
+                    loop.call_soon_threadsafe(_settle, fut, error)
 
     def _sync(self) -> None:
         self._inode = sync_wal(self.wal, self.dir, self._inode)
@@ -468,73 +531,107 @@ class WalSync:
 
 class SyncProcess:
     """The process (``changefeed/wal_syncer.py``) that syncs one ``-wal`` file for one event
-    loop; ``on_answer(target, errno)`` is called on the loop for each answer, and
-    ``on_answer(-1, 0)`` once if the process ends (it exits after a minute without requests)."""
+    loop. ``on_answer(target, errno)`` is called on the loop for each answer, and
+    ``on_answer(-1, 0)`` once if the process ends (it exits after a minute without requests,
+    or when its input closes). Closing never blocks: a process still running then (in a slow
+    sync) is reaped later, when another starts."""
 
     def __init__(
         self, wal: str, loop: asyncio.AbstractEventLoop, on_answer: Callable[[int, int], None]
     ) -> None:
+        _sweep()
         self.loop = loop
-        self.on_answer = on_answer
-        self.proc = subprocess.Popen(
+        self.closed = False
+        self._on_answer = on_answer
+        self._proc = subprocess.Popen(
             [sys.executable, "-I", wal_syncer.__file__, wal],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
             start_new_session=True,  # a terminal's Ctrl-C is for the server, which ends it
         )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.wfd = self.proc.stdin.fileno()
-        self.rfd = self.proc.stdout.fileno()
-        os.set_blocking(self.rfd, False)
-        self.buffer = b""
-        self.closed = False
-        loop.add_reader(self.rfd, self._readable)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._wfd = self._proc.stdin.fileno()
+        self._rfd = self._proc.stdout.fileno()
+        self._buffer = b""
+        try:
+            os.set_blocking(self._rfd, False)
+            loop.add_reader(self._rfd, self._readable)
+        except BaseException:
+            self.closed = True
+            self._proc.kill()
+            self._proc.stdin.close()
+            self._proc.stdout.close()
+            self._proc.wait()
+            raise
+        with _processes_lock:
+            _processes.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
 
     def request(self, target: int) -> bool:
         """Send a request; False if the process is gone."""
         try:
-            os.write(self.wfd, wal_syncer.REQUEST.pack(target))
+            os.write(self._wfd, wal_syncer.REQUEST.pack(target))
         except OSError:
             return False
         return True
 
     def _readable(self) -> None:
         try:
-            data = os.read(self.rfd, 1 << 12)
+            data = os.read(self._rfd, 1 << 12)
         except BlockingIOError:
             return
         except OSError:
             data = b""
         if not data:
-            self.on_answer(-1, 0)
+            self._on_answer(-1, 0)
             return
-        self.buffer += data
+        self._buffer += data
         size = wal_syncer.ANSWER.size
-        whole = len(self.buffer) - len(self.buffer) % size
-        answers, self.buffer = self.buffer[:whole], self.buffer[whole:]
+        whole = len(self._buffer) - len(self._buffer) % size
+        answers, self._buffer = self._buffer[:whole], self._buffer[whole:]
         for target, errno in wal_syncer.ANSWER.iter_unpack(answers):
-            self.on_answer(target, errno)
+            self._on_answer(target, errno)
 
     def close(self) -> None:
+        """Stop reading it and close its input (it exits at the end of its input); on the loop,
+        or anywhere once the loop is closed."""
         if self.closed:
             return
         self.closed = True
         if not self.loop.is_closed():
-            self.loop.remove_reader(self.rfd)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.loop.remove_reader(self._rfd)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
         with contextlib.suppress(OSError):
-            self.proc.stdin.close()  # the process exits at the end of its input
-        self.proc.stdout.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=1.0)
-        if self.proc.returncode is None:
-            self.proc.kill()
+            self._proc.stdin.close()
+        self._proc.stdout.close()
+        with _processes_lock:
+            _processes.discard(self)
+            if self._proc.poll() is None:
+                _unreaped.append(self._proc)
 
 
-def _settle_all(futs: list[asyncio.Future[None]], error: BaseException | None) -> None:
-    for fut in futs:
-        _settle(fut, error)
+#: Sync processes not closed, and closed ones that had not exited yet (see :func:`_sweep`).
+_processes: set[SyncProcess] = set()
+_unreaped: list[subprocess.Popen[bytes]] = []
+_processes_lock = threading.Lock()
+#: A loop's sync process ending this many times in a row with waiters and no answer (it cannot
+#: run here) makes its ``WalSync`` sync by a thread from then on.
+PROCESS_DEATHS = 3
+
+
+def _sweep() -> None:
+    """Close the sync processes of loops that are closed (a process that ran servers one after
+    the other, as a test suite does) and reap the closed ones that have exited."""
+    with _processes_lock:
+        stale = [p for p in _processes if p.loop.is_closed()]
+    for p in stale:
+        p.close()
+    with _processes_lock:
+        _unreaped[:] = [p for p in _unreaped if p.poll() is None]
 
 
 def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:

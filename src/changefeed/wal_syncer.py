@@ -83,7 +83,10 @@ def serve(wal: str, stdin: int = 0, stdout: int = 1) -> None:
             errno = 0
         except OSError as exc:
             errno = exc.errno or 5  # EIO when the error names none
-        os.write(stdout, ANSWER.pack(target, errno))
+        try:
+            os.write(stdout, ANSWER.pack(target, errno))
+        except BrokenPipeError:
+            return  # the asker is gone
 
 
 if __name__ == "__main__":

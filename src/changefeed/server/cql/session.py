@@ -273,8 +273,8 @@ class CqlSession:
         """Write an answer; held (with the ones after it) while a commit it acknowledges, or one
         of this server it may show, is not durable yet. The session goes on reading and running
         the client's next requests meanwhile, so a client with many requests in flight (a
-        driver's pool) gets one sync for many commits, and one sync worker thread serves every
-        waiting session (``WalSync.wait_async``)."""
+        driver's pool) gets one sync for many commits, and one sync process serves every
+        waiting session of the loop (``WalSync.wait_async``)."""
         if self.lz4 and body:
             frame = w.frame(self.version, stream, opcode, lz4_compress(body), w.FLAG_COMPRESSION)
         else:

@@ -251,8 +251,8 @@ class PgSession:
         try:
             if len(self.endpoint.registry.sessions) == 1:
                 # The only session of this process: nobody else's statement waits on the loop, so
-                # it syncs here, without handing over to the sync thread and back (two thread
-                # switches per commit, which cost more than the sync itself on one client).
+                # it syncs here, without asking the loop's sync process and waiting for its
+                # answer (a hand-over that costs more than the sync itself on one client).
                 db.syncer.wait(ticket)
             else:
                 await db.syncer.wait_async(ticket, self.endpoint.pool)
