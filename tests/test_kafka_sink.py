@@ -466,6 +466,7 @@ def test_broker_refusals_as_cockroachdb_words_them(
     kafka_broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(KW, "METADATA_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(KW, "TOPIC_PROPAGATION_S", 3.0)
     # bob has no ACL at all: the broker refuses the topic
     with pytest.raises(SinkError) as err:
         KW.KafkaWriter(_sasl(kafka_broker, "bob")).append(

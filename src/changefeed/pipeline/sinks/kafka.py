@@ -77,6 +77,12 @@ _FNV_OFFSET = 0x811C9DC5
 _FNV_PRIME = 0x01000193
 #: Re-read a topic's partition count at most this often (CockroachDB refreshes once a minute).
 METADATA_REFRESH_S = 60.0
+#: How long a topic missing from the cluster's metadata is waited for before it counts as refused:
+#: the brokers' auto-creation, or a broker that has just started and is still loading its
+#: metadata, answer UNKNOWN_TOPIC_OR_PARTITION / LEADER_NOT_AVAILABLE for a while (librdkafka
+#: waits ``topic.metadata.propagation.max.ms``, 30 s). Each metadata request has
+#: ``METADATA_TIMEOUT_S``.
+TOPIC_PROPAGATION_S = 10.0
 #: How long a TCP connection to a broker may take when CREATE CHANGEFEED dials the sink.
 DIAL_TIMEOUT_S = 5.0
 
@@ -235,10 +241,12 @@ def topic_partitions(cfg: KafkaConfig, topic: str, *, refresh: bool = False) -> 
     from confluent_kafka import KafkaError, KafkaException
 
     producer = producer_for(cfg)
-    deadline = now + METADATA_TIMEOUT_S
+    deadline = now + TOPIC_PROPAGATION_S
     while True:
         try:
-            meta = producer.list_topics(topic, timeout=max(0.5, deadline - time.monotonic()))
+            meta = producer.list_topics(
+                topic, timeout=max(0.5, min(METADATA_TIMEOUT_S, deadline - time.monotonic()))
+            )
         except KafkaException as exc:
             _drop_producer(cfg)
             text, retryable = error_text(exc.args[0])

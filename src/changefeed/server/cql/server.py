@@ -45,8 +45,10 @@ POOL_SIZE = 32
 #: Seconds between looks at the catalog for schema changes made elsewhere (other endpoints,
 #: ``changefeed sql``, other processes), which are then sent as SCHEMA_CHANGE events.
 SCHEMA_POLL_S = 1.0
-#: How long a DDL that created CDC logs waits for subscribed drivers to re-read their schema.
-LOG_REFRESH_WAIT_S = 2.5
+#: How long a DDL that created CDC logs waits for subscribed drivers to re-read their schema (it
+#: answers as soon as they have: the Python driver's debounce is up to 2 s, and a loaded machine
+#: adds the refresh's own queries; the Python driver itself waits up to 10 s for schema agreement).
+LOG_REFRESH_WAIT_S = 6.0
 #: Seconds a client has to finish STARTUP and authentication.
 STARTUP_TIMEOUT = 30.0
 #: Seconds to wait for a client that stopped reading before its connection is closed.
