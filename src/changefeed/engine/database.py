@@ -9,6 +9,7 @@ neither rows nor journal entries, because the journal is written in the same SQL
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -143,11 +144,12 @@ class WriteGate:
     waiter the moment it is released (and releases itself if its holder dies). A writer of a
     process that does not share the gate still meets the others at SQLite's lock."""
 
-    def __init__(self, file: str, shared: bool) -> None:
+    def __init__(self, file: str, shared: bool, bell: tuple[int, int] | None = None) -> None:
         self.lock = threading.Lock()
         self.path = file + GATE_FILE_SUFFIX
         self.shared = shared
         self._fd = -1
+        self._bell = bell if shared and bell is not None else (-1, -1)
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if not self.lock.acquire(blocking, timeout):
@@ -175,18 +177,40 @@ class WriteGate:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             self.lock.release()
+        if self.shared:
+            self._ring()
+
+    def bell(self) -> int:
+        """A shared gate's doorbell: the read end of a non-blocking pipe that every process
+        sharing the gate inherited (see :func:`share_write_gate`), -1 if there is none. Every
+        release writes a byte to it, so a writer of another process that waits on an event loop
+        (``server.gate_wait``) wakes the moment the gate is free, without a thread blocking on
+        the lock for it (a thread that takes the lock must then wait for its interpreter lock
+        while every writer of every process waits for it). A full pipe (nobody waiting) drops
+        the byte; waiters drain the pipe before they look."""
+        return self._bell[0]
+
+    def _ring(self) -> None:
+        fd = self._bell[1]
+        if fd >= 0:
+            with contextlib.suppress(OSError):  # full: the waiters have a byte to wake on already
+                os.write(fd, b"\0")
 
 
 _gates: dict[str, WriteGate] = {}
 _gates_lock = threading.Lock()
 _shared_gates = False
+_gate_bell: tuple[int, int] | None = None
 
 
-def share_write_gate(shared: bool) -> None:
+def share_write_gate(shared: bool, bell: tuple[int, int] | None = None) -> None:
     """Share the write gates this process makes from now on with the other processes that do
-    (see :class:`WriteGate`); the PostgreSQL endpoint's workers call it before opening anything."""
-    global _shared_gates
+    (see :class:`WriteGate`); the PostgreSQL endpoint's workers call it before opening anything.
+    ``bell``: (read, write) ends of a non-blocking pipe all of them share, rung at each release
+    (see :meth:`WriteGate.bell`)."""
+    global _shared_gates, _gate_bell
     _shared_gates = shared
+    _gate_bell = bell
 
 
 def write_gate(file: Path) -> WriteGate:
@@ -195,7 +219,7 @@ def write_gate(file: Path) -> WriteGate:
     with _gates_lock:
         gate = _gates.get(key)
         if gate is None:
-            gate = _gates[key] = WriteGate(key, _shared_gates)
+            gate = _gates[key] = WriteGate(key, _shared_gates, _gate_bell)
         return gate
 
 

@@ -9,7 +9,8 @@ the listening socket in its own process and hands each accepted connection to on
 connections, by passing the socket's file descriptor over a Unix socket (``SCM_RIGHTS``). Each
 worker runs the whole protocol for its connections on its own event loop, with its own engine
 connections (the engine is multi-process safe: SQLite's locking, plus a cross-process write gate
-so that writers of different workers queue instead of sleeping in SQLite's busy handler) and its
+so that writers of different workers queue instead of sleeping in SQLite's busy handler, with a
+doorbell pipe its releases ring for writers that wait on a loop: ``server.gate_wait``) and its
 own group commit (one ``fdatasync`` covers every process's frames already in the WAL).
 
 What spans workers goes through the process that accepts (the *dispatcher*), over one
@@ -396,6 +397,9 @@ class WorkerSpec:
     board_slots: int
     control_fd: int
     trust_root_on_loopback: bool = True
+    #: The write gate's doorbell, a non-blocking pipe every worker shares (``WriteGate.bell``).
+    bell_read_fd: int = -1
+    bell_write_fd: int = -1
 
     def to_json(self) -> str:
         return orjson.dumps(self.__dict__).decode()
@@ -433,12 +437,14 @@ class Dispatcher:
         self.answers = Answers()
         self.stopping = False
         self.board_fd = -1
+        self.bell: tuple[int, int] = (-1, -1)
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, host: str, port: int) -> tuple[str, int]:
         self.loop = asyncio.get_running_loop()
         self.board_fd = _board(len(self.workers))
+        self.bell = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, kind, proto, _, addr = infos[0]
         lsock = socket.socket(family, kind, proto)
@@ -493,6 +499,10 @@ class Dispatcher:
         if self.board_fd >= 0:
             os.close(self.board_fd)
             self.board_fd = -1
+        for fd in self.bell:
+            if fd >= 0:
+                os.close(fd)
+        self.bell = (-1, -1)
 
     async def _spawn(self, w: Worker) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -504,6 +514,8 @@ class Dispatcher:
             board_slots=len(self.workers),
             control_fd=child.fileno(),
             trust_root_on_loopback=self.trust_root_on_loopback,
+            bell_read_fd=self.bell[0],
+            bell_write_fd=self.bell[1],
         )
         env = dict(os.environ)
         root = package_root()
@@ -511,7 +523,7 @@ class Dispatcher:
         try:
             w.proc = subprocess.Popen(
                 [sys.executable, "-m", "changefeed.server.pg.worker", spec.to_json()],
-                pass_fds=(child.fileno(), self.board_fd),
+                pass_fds=(child.fileno(), self.board_fd, *self.bell),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a terminal's Ctrl-C reaches the dispatcher, which stops them

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from changefeed.connection import Connection, Result
 from changefeed.exceptions import ChangefeedError, LockNotAvailable
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
+from changefeed.server import gate_wait
 from changefeed.server.pg import batch as batches
 from changefeed.server.pg import catalog
 from changefeed.server.pg import normalise as norm_
@@ -79,6 +80,10 @@ WRITE_TIMEOUT = 30.0
 
 #: Bytes of DataRows buffered before waiting for the client to take them.
 FLUSH_BYTES = 256 * 1024
+#: How long a statement that runs on the loop waits there (for the write gate's doorbell, see
+#: ``server.gate_wait``) when another worker or session holds the write lock, before it waits on
+#: the pool instead (the holder is a long transaction, e.g. a client's open BEGIN).
+GATE_WAIT_ON_LOOP_S = 0.05
 #: Rows encoded at a time; results larger than this are encoded on the pool, chunk by chunk.
 ENCODE_CHUNK = 2000
 #: Parsed query texts kept per connection.
@@ -505,13 +510,22 @@ class PgSession:
                 if prep.template is not None:
                     stmts, params = norm_.bind(prep.template, prep.values), []
                 db = self.conn.db
-                db.writers_wait = False
-                try:
-                    return self._run_engine(stmts, params)
-                except LockNotAvailable:
-                    pass  # another session is writing: wait for it on the pool
-                finally:
-                    db.writers_wait = True
+                deadline = 0.0
+                while True:
+                    db.writers_wait = False
+                    try:
+                        return self._run_engine(stmts, params)
+                    except LockNotAvailable:
+                        pass  # another session or worker is writing
+                    finally:
+                        db.writers_wait = True
+                    # Wait for the gate's doorbell on the loop, then try again here; a long wait
+                    # (an explicit transaction holds the lock) goes on on the pool.
+                    now = self.loop.time()
+                    deadline = deadline or now + GATE_WAIT_ON_LOOP_S
+                    if not db.write_gate.shared or now >= deadline:
+                        break
+                    await gate_wait.released(db.write_gate, min(gate_wait.LOOK_AGAIN_S, deadline - now))
             return await self.call(self._run_engine, stmts, params)
         finally:
             self.running = None
