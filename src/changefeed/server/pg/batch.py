@@ -232,18 +232,23 @@ def _same_size(
             cols.append([None] * n)
             continue
         lo, _ = next(values)
-        block = grid[:n, lo : lo + ln]
-        wide = _NP_INTS.get(shape.oids[i]) if shape.binary[i] else None
-        if wide is not None and wide[1] == ln:
-            cols.append(np.ascontiguousarray(block).view(wide[0]).ravel().tolist())
+        col, done = _fixed_width_column(grid[:n, lo : lo + ln], ln, shape, i)
+        cols.append(col)
+        if done:
             decoded.add(i)
-            continue
-        raw = block.tobytes()
-        if ln and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
-            cols.append(np.frombuffer(raw, dtype=f"S{ln}").tolist())
-        else:
-            cols.append([raw[r * ln : (r + 1) * ln] for r in range(n)])
     return cols, n, frozenset(decoded)
+
+
+def _fixed_width_column(block: Any, width: int, shape: RunShape, i: int) -> tuple[list[Any], bool]:
+    """Parameter ``i`` of every row, all ``width`` bytes (the rows of ``block``, a NumPy byte
+    grid): binary integers read in their width (True: decoded), else the raw values."""
+    wide = _NP_INTS.get(shape.oids[i]) if shape.binary[i] else None
+    if wide is not None and wide[1] == width:
+        return np.ascontiguousarray(block).view(wide[0]).ravel().tolist(), True
+    raw = block.tobytes()
+    if width and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
+        return np.frombuffer(raw, dtype=f"S{width}").tolist(), False
+    return [raw[r * width : (r + 1) * width] for r in range(block.shape[0])], False
 
 
 def _any_size(
@@ -299,16 +304,11 @@ def _any_size(
             if width < 0:
                 cols.append([None] * n)
                 continue
-            block = flat[vs[:, None] + np.arange(width)]
-            wide = _NP_INTS.get(shape.oids[i]) if shape.binary[i] else None
-            if wide is not None and wide[1] == width:
-                cols.append(np.ascontiguousarray(block).view(wide[0]).ravel().tolist())
+            col, done = _fixed_width_column(flat[vs[:, None] + np.arange(width)], width, shape, i)
+            cols.append(col)
+            if done:
                 decoded.add(i)
-                continue
-            raw = block.tobytes()
-            if width and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
-                cols.append(np.frombuffer(raw, dtype=f"S{width}").tolist())
-                continue
+            continue
         cols.append(
             [None if ln < 0 else region[a : a + ln] for a, ln in zip(vs.tolist(), vl.tolist(), strict=True)]
         )
