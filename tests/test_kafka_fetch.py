@@ -367,7 +367,12 @@ def test_a_produced_batch_is_stored_as_framed_and_fetched_byte_for_byte(tmp_path
     framed = _produced_batch(
         [_record(0, 0, b"a", b"1", header), _record(3, 1, None, None), _record(9, 2, b"c", b"")]
     )
-    wrong = bytearray(_produced_batch([_record(0, 0, b"x", b"9"), _record(0, 5, b"y", b"8")]))  # deltas 0, 5
+    other = _zz(1) + _zz(3) + b"h-2" + _zz(-1)  # one header, its value null
+    wrong = bytearray(  # offset deltas 0, 5: framed anew
+        _produced_batch(
+            [_record(0, 0, b"x", b"9", other), _record(0, 5, b"y", None), _record(0, 6, b"z", b"7")]
+        )
+    )
     struct.pack_into(">q", wrong, 43, 8)  # another producer id
     struct.pack_into(">I", wrong, 17, crc32c.crc32c(bytes(wrong[21:])))
     broker = Broker(tmp_path)
@@ -381,14 +386,18 @@ def test_a_produced_batch_is_stored_as_framed_and_fetched_byte_for_byte(tmp_path
         assert got[:8] == struct.pack(">q", 0) and struct.unpack_from(">q", got, 35)[0] == 1_700_000_000_009
         a, b = parse_batches(got)
         assert (a.keys, a.values) == ([b"a", None, b"c"], [b"1", None, b""])
-        # offsets the log must assign: re-encoded from base offset 3, offsets consecutive
-        assert struct.unpack_from(">qi", got, first)[0] == 3 and b.offset_deltas.tolist() == [0, 1]
+        # offsets the log must assign: framed anew from base offset 3, offsets consecutive; keys,
+        # values (the null one too) and headers as the producer sent them
+        assert struct.unpack_from(">qi", got, first)[0] == 3 and b.offset_deltas.tolist() == [0, 1, 2]
+        assert (b.keys, b.values) == ([b"x", b"y", b"z"], [b"9", None, b"7"])
+        assert other in got[first:] and struct.unpack_from(">q", got, first + 43)[0] == 8  # its producer
         assert [(r.offset, r.key, r.value) for r in st.read("t", 0, 0)] == [
             (0, b"a", b"1"),
             (1, None, b""),  # the log's own readers see a tombstone as an empty value
             (2, b"c", b""),
             (3, b"x", b"9"),
-            (4, b"y", b"8"),
+            (4, b"y", b""),
+            (5, b"z", b"7"),
         ]
     finally:
         broker.close()

@@ -40,6 +40,7 @@ __all__ = [
     "encode_batch",
     "parse_records",
     "patch_batch",
+    "reframe_batch",
 ]
 
 Int64s = npt.NDArray[np.int64]
@@ -304,6 +305,37 @@ def parse_records(body: bytes, count: int, base_ts: int) -> tuple[Int64s, ...]:
     if count and (int(vl.min()) < -1 or bool((vs + np.maximum(vl, 0) > end).any())):
         raise MalformedBatch("record fields run past the record")
     return ks, kl, vs, vl, _add_saturating(tdelta, base_ts), odelta
+
+
+def reframe_batch(
+    body: bytes,
+    count: int,
+    timestamps_ms: Sequence[int],
+    producer: tuple[int, int, int] = (-1, -1, -1),
+) -> bytes:
+    """The ``count`` records of an uncompressed records ``body`` as one new uncompressed batch
+    (base offset 0) with offset deltas 0..count-1 and the given timestamps (a producer's batch
+    the log cannot keep as framed: records without a timestamp, gaps in its offset deltas).
+    Only each record's attributes, timestamp and offset deltas are written anew: its key, value
+    (a null one stays null) and headers are copied byte for byte. ``producer``: the producer
+    id, epoch and base sequence the new header carries."""
+    starts, ends = _record_bounds(body, count)
+    if (ends[-1] if ends else 0) != len(body):
+        raise MalformedBatch("record batch holds more bytes than its records")
+    base_ts = int(timestamps_ms[0])
+    max_ts = max(int(t) for t in timestamps_ms)
+    parts: list[bytes] = []
+    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        _, p = _read_varint(body, start + 1)  # the timestamp delta, after the attributes byte
+        _, p = _read_varint(body, p)  # the offset delta; the key length starts here
+        if p > end:
+            raise MalformedBatch("record fields run past the record")
+        record = b"\x00" + varint(int(timestamps_ms[i]) - base_ts) + varint(i) + body[p:end]
+        parts.append(varint(len(record)))
+        parts.append(record)
+    pid, epoch, seq = producer
+    tail = _AFTER_CRC.pack(0, count - 1, base_ts, max_ts, pid, epoch, seq, count) + b"".join(parts)
+    return _BEFORE_CRC.pack(0, 9 + len(tail), 0, 2, crc32c.crc32c(tail)) + tail
 
 
 def _add_saturating(deltas: Int64s, base: int) -> Int64s:

@@ -32,7 +32,7 @@ from changefeed.server.kafka.authz import Authorizer
 from changefeed.server.kafka.groups import Coordinator
 from changefeed.server.kafka.records import ProducedBatch, encode_batch
 from changefeed.sqlite_wal import use_wal
-from changefeed.topics.batch import patch_batch
+from changefeed.topics.batch import MalformedBatch, patch_batch, reframe_batch
 from changefeed.topics.segments import StoredBatches
 from changefeed.topics.store import Appended, RecordSlices, TopicInfo, TopicStore
 
@@ -414,19 +414,33 @@ class Broker:
                     return store.append_batch(info, partition, writer, batch_id, raw, expect_after=after)
 
             else:
-                # offsets or timestamps to assign (records without one get now): encoded anew
+                # offsets or timestamps to assign (records without one get now)
                 if b.count and int(tss.min()) < 0:
                     tss = np.where(tss < 0, time.time_ns() // 1_000_000, tss)
-                if b.count and int(vls.min()) < 0:  # a null value (tombstone) is kept as an empty one
-                    vls = np.maximum(vls, 0)
-                recs = RecordSlices(b.data, b.key_starts, b.key_lengths, b.value_starts, vls, tss)
+                if b.raw is not None and b.count:
+                    # framed anew: keys, values (null ones too) and headers as they came
+                    try:
+                        raw = reframe_batch(
+                            b.data, b.count, tss.tolist(), (b.producer_id, b.producer_epoch, b.base_sequence)
+                        )
+                    except MalformedBatch as exc:
+                        return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
 
-                def append(
-                    writer: str, batch_id: int, after: int | None, recs: RecordSlices = recs
-                ) -> Appended:
-                    return store.append_slices(
-                        info, partition, writer, batch_id, recs, 1_000_000, expect_after=after
-                    )
+                    def append(writer: str, batch_id: int, after: int | None, raw: bytes = raw) -> Appended:
+                        return store.append_batch(info, partition, writer, batch_id, raw, expect_after=after)
+
+                else:
+                    # records given as lists (no headers): encoded from their slices
+                    if b.count and int(vls.min()) < 0:  # a null value is kept as an empty one
+                        vls = np.maximum(vls, 0)
+                    recs = RecordSlices(b.data, b.key_starts, b.key_lengths, b.value_starts, vls, tss)
+
+                    def append(
+                        writer: str, batch_id: int, after: int | None, recs: RecordSlices = recs
+                    ) -> Appended:
+                        return store.append_slices(
+                            info, partition, writer, batch_id, recs, 1_000_000, expect_after=after
+                        )
 
             if b.producer_id >= 0:
                 last_seq = b.base_sequence + b.count - 1
