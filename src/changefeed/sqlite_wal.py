@@ -167,7 +167,7 @@ class WalSync:
         self._issued = 0
         self._synced = 0
         self._leading = False
-        #: The last sync that failed: (synced before it, its target, its error); see _tainted.
+        #: The last sync that failed: (synced before it, its target, its error); see _outcome.
         self._failed: tuple[int, int, OSError] | None = None
         self._inode: tuple[int, int] | None = None
         #: Syncs done (for tests and benchmarks: commits / syncs is the group size).
@@ -326,9 +326,10 @@ class WalSync:
         cond = self._cond
         with cond:
             while True:
-                if self._tainted(ticket):
-                    raise self._failure()
-                if self._synced >= ticket:
+                decided, failure = self._outcome(ticket)
+                if failure is not None:
+                    raise failure
+                if decided:
                     return
                 if self._leading:
                     cond.wait()
@@ -346,17 +347,16 @@ class WalSync:
                     self._leading = False
                     self._synced_to(target, error)
 
-    def _tainted(self, ticket: int) -> bool:
-        """Whether ``ticket``'s commit was covered by a sync that failed (and none before it had
-        made it durable): it stays failed, whatever later syncs do, since after a failed
-        ``fdatasync`` the kernel may have dropped the pages it could not write, and a later sync
-        that succeeds says nothing about them."""
+    def _outcome(self, ticket: int) -> tuple[bool, DatabaseError | None]:
+        """(decided, error) of ``ticket``: decided once a sync made it durable (no error), or once
+        a sync that covered it failed (and none before it had made it durable): the durability
+        error, for good, whatever later syncs do, since after a failed ``fdatasync`` the kernel
+        may have dropped the pages it could not write, and a later sync that succeeds says
+        nothing about them."""
         failed = self._failed
-        return failed is not None and failed[0] < ticket <= failed[1]
-
-    def _failure(self) -> DatabaseError:
-        assert self._failed is not None
-        return _sync_error(self.wal, self._failed[2])
+        if failed is not None and failed[0] < ticket <= failed[1]:
+            return True, _sync_error(self.wal, failed[2])
+        return self._synced >= ticket, None
 
     def _synced_to(self, target: int, error: OSError | None) -> None:
         """Under the lock: a sync that began after ``target`` was issued ended (``error``: failed)."""
@@ -382,9 +382,10 @@ class WalSync:
         answers to (rare: one loop serves a process's endpoints), or any loop once processes
         could not be started or kept ending without answering, is served by one thread of this
         ``WalSync`` instead, which wakes each loop once per group (``executor`` is not used)."""
-        if self._tainted(ticket):
-            raise self._failure()
-        if self._synced >= ticket:
+        decided, error = self._outcome(ticket)
+        if error is not None:
+            raise error
+        if decided:
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
@@ -487,10 +488,9 @@ class WalSync:
         for t, fut in self._loop_waiters:
             if fut.done():
                 continue  # its session went away
-            if self._tainted(t):
-                _settle(fut, self._failure())
-            elif t <= self._synced:
-                _settle(fut, None)
+            decided, error = self._outcome(t)
+            if decided:
+                _settle(fut, error)
             else:
                 keep.append((t, fut))
         self._loop_waiters = keep
@@ -513,14 +513,17 @@ class WalSync:
             with contextlib.suppress(DatabaseError):  # each waiter's own outcome below
                 self.wait(target)
             with self._cond:
-                done: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
                 keep: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-                for w in self._futures:
-                    (done if self._tainted(w[0]) or w[0] <= self._synced else keep).append(w)
+                outcomes: list[
+                    tuple[asyncio.AbstractEventLoop, asyncio.Future[None], DatabaseError | None]
+                ] = []
+                for t, loop, fut in self._futures:
+                    decided, error = self._outcome(t)
+                    if decided:
+                        outcomes.append((loop, fut, error))
+                    else:
+                        keep.append((t, loop, fut))
                 self._futures = keep
-                outcomes = [
-                    (loop, fut, self._failure() if self._tainted(t) else None) for t, loop, fut in done
-                ]
             for loop, fut, error in outcomes:
                 with contextlib.suppress(RuntimeError):  # a loop that closed meanwhile
                     loop.call_soon_threadsafe(_settle, fut, error)

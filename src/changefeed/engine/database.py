@@ -177,8 +177,7 @@ class WriteGate:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             self.lock.release()
-        if self.shared:
-            self._ring()
+        self._ring()
 
     def bell(self) -> int:
         """A shared gate's doorbell: the read end of a non-blocking pipe that every process
@@ -191,7 +190,7 @@ class WriteGate:
         return self._bell[0]
 
     def _ring(self) -> None:
-        fd = self._bell[1]
+        fd = self._bell[1]  # -1: not shared, or no bell
         if fd >= 0:
             with contextlib.suppress(OSError):  # full: the waiters have a byte to wake on already
                 os.write(fd, b"\0")

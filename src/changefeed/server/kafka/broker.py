@@ -404,15 +404,12 @@ class Broker:
             if b.count and (top := int(tss.max())) > _MAX_TIMESTAMP_MS:
                 return ProduceResult(E.INVALID_TIMESTAMP, -1, -1, f"timestamp {top} ms is out of range")
             append: Callable[[str, int, int | None], Appended]
+            raw: bytes | None = None
             if b.storable and b.raw is not None:
                 # kept as the producer framed it: a Fetch returns these bytes
                 raw = b.raw
                 if b.header is not None and b.header.max_ts != int(tss.max()):
                     raw = patch_batch(raw, 0, int(tss.max()))
-
-                def append(writer: str, batch_id: int, after: int | None, raw: bytes = raw) -> Appended:
-                    return store.append_batch(info, partition, writer, batch_id, raw, expect_after=after)
-
             else:
                 # offsets or timestamps to assign (records without one get now)
                 if b.count and int(tss.min()) < 0:
@@ -425,22 +422,23 @@ class Broker:
                         )
                     except MalformedBatch as exc:
                         return ProduceResult(E.CORRUPT_MESSAGE, -1, -1, str(exc))
+            if raw is not None:
 
-                    def append(writer: str, batch_id: int, after: int | None, raw: bytes = raw) -> Appended:
-                        return store.append_batch(info, partition, writer, batch_id, raw, expect_after=after)
+                def append(writer: str, batch_id: int, after: int | None, raw: bytes = raw) -> Appended:
+                    return store.append_batch(info, partition, writer, batch_id, raw, expect_after=after)
 
-                else:
-                    # records given as lists (no headers): encoded from their slices
-                    if b.count and int(vls.min()) < 0:  # a null value is kept as an empty one
-                        vls = np.maximum(vls, 0)
-                    recs = RecordSlices(b.data, b.key_starts, b.key_lengths, b.value_starts, vls, tss)
+            else:
+                # records given as lists (no headers): encoded from their slices
+                if b.count and int(vls.min()) < 0:  # a null value is kept as an empty one
+                    vls = np.maximum(vls, 0)
+                recs = RecordSlices(b.data, b.key_starts, b.key_lengths, b.value_starts, vls, tss)
 
-                    def append(
-                        writer: str, batch_id: int, after: int | None, recs: RecordSlices = recs
-                    ) -> Appended:
-                        return store.append_slices(
-                            info, partition, writer, batch_id, recs, 1_000_000, expect_after=after
-                        )
+                def append(
+                    writer: str, batch_id: int, after: int | None, recs: RecordSlices = recs
+                ) -> Appended:
+                    return store.append_slices(
+                        info, partition, writer, batch_id, recs, 1_000_000, expect_after=after
+                    )
 
             if b.producer_id >= 0:
                 last_seq = b.base_sequence + b.count - 1

@@ -138,7 +138,7 @@ def scan_run(session: PgSession) -> bool:
     buffer, in a few passes over all of them instead of a parse per message: the buffer is split
     at the Execute (and Describe) that end each group, every piece is checked to be exactly one
     Bind of the run's shape (its length field, statement, formats), and the parameters are cut
-    out and decoded column by column (:func:`_columns`, :func:`_decode`). A group that differs
+    out and decoded column by column (:func:`_same_size` or :func:`_any_size`, then :func:`_decode`). A group that differs
     in any way (another statement or portal, other formats, a row limit, Describe in some groups
     and not others, a value that does not decode) ends the run there and is left to
     :func:`batch_message`, message by message. True if it took any."""
@@ -162,7 +162,7 @@ def scan_run(session: PgSession) -> bool:
     cols, n, decoded = (
         _same_size(buf, pos, same, group, term, shape) if same >= SAME_SIZE_ROWS else ([], 0, frozenset())
     )
-    ends: list[int] = []  # where each group ends, when they differ in length
+    sizes: list[int] | None = None  # each group's Bind, when they differ in length
     if n < SAME_SIZE_ROWS:
         # At most ``room`` groups; a bound on the bytes looked at (values vary in length).
         region = buf[pos : pos + max(4 * group * room, 1 << 16)]
@@ -175,11 +175,10 @@ def scan_run(session: PgSession) -> bool:
         cols, n, decoded = _any_size(region, sizes, len(term), shape)
         if not n:
             return False
-        ends = list(itertools.accumulate((sz + len(term) for sz in sizes[:n]), initial=pos))
     rows, n = _decode(cols, shape, n, decoded)
     if not n:
         return False
-    stream.pos = ends[n] if ends else pos + n * group
+    stream.pos = pos + (sum(sizes[:n]) + n * len(term) if sizes is not None else n * group)
     batch.rows.extend(rows)
     batch.pre.extend([_PRE_DESCRIBED if described else p.BIND_COMPLETE] * n)
     # The unnamed portal is the last group's, as if each Bind had been run.
@@ -534,7 +533,7 @@ async def flush_batch(session: PgSession) -> None:
 def replies(pre: list[bytes], tag: bytes) -> bytes:
     """Each row's replies: what is due before its CommandComplete, then the CommandComplete (one
     multiplication per run of rows with the same replies)."""
-    return b"".join((r + tag) * len(list(g)) for r, g in itertools.groupby(pre))
+    return b"".join((r + tag) * sum(1 for _ in g) for r, g in itertools.groupby(pre))
 
 
 def _tag(stmt: ast.Statement) -> bytes:
