@@ -234,12 +234,13 @@ def _fixed_width_column(
     block: Any, width: int, shape: RunShape, i: int
 ) -> tuple[list[Any], ColumnFacts | int]:
     """Parameter ``i`` of every row, all ``width`` bytes (the rows of ``block``, a NumPy byte
-    grid): binary integers read in their width, decoded, with their facts (smallest, largest);
-    else the raw values, with their width."""
+    grid): binary integers read in their width, decoded, with their facts (the range of their
+    wire type: a column as wide takes them unchecked, a narrower one checks each); else the raw
+    values, with their width."""
     wire = t.BINARY_INTS.get(shape.oids[i]) if shape.binary[i] else None
     if wire is not None and wire.width == width:
         ints = np.ascontiguousarray(block).view(wire.numpy).ravel()
-        return ints.tolist(), ColumnFacts(INTS, int(ints.min()), int(ints.max()))
+        return ints.tolist(), ColumnFacts(INTS, wire.lo, wire.hi)
     raw = block.tobytes()
     if width and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
         return np.frombuffer(raw, dtype=f"S{width}").tolist(), width

@@ -425,6 +425,16 @@ class BinaryInt:
     numpy: str
     signed: bool
 
+    @property
+    def lo(self) -> int:
+        """The smallest value the format carries."""
+        return -(1 << (8 * self.width - 1)) if self.signed else 0
+
+    @property
+    def hi(self) -> int:
+        """The largest value the format carries."""
+        return (1 << (8 * self.width - 1 if self.signed else 8 * self.width)) - 1
+
 
 #: The integer types by OID, read in their width (PostgreSQL's int8recv, int4recv, int2recv, oidrecv).
 BINARY_INTS: dict[int, BinaryInt] = {
