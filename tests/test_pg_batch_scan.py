@@ -19,7 +19,7 @@ from changefeed.exceptions import ChangefeedError
 from changefeed.server.pg import batch as batches
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
-from changefeed.server.pg.portals import Batch, Portal, Prepared
+from changefeed.server.pg.portals import Batch, BatchRows, Portal, Prepared
 from changefeed.server.pg.values import fmt_of
 
 DESCRIBE = batches._DESCRIBE_UNNAMED
@@ -86,7 +86,7 @@ def _scan_all(buf: bytes, prep: Prepared, first: Portal) -> tuple[list[tuple[Any
     ``take_pipelined`` does, taking a group message by message when the scan does not (as
     ``batch_message`` would: here by the reference parse). Rows taken by the scan, rows in all,
     and where the stream stopped."""
-    batch = Batch(prep, [first.params], [b""], shape=batches.run_shape(first))
+    batch = Batch(prep, BatchRows([first.params]), [b""], shape=batches.run_shape(first))
     stream = SimpleNamespace(buf=buf, pos=0)
     session = SimpleNamespace(batch=batch, messages=stream, portals={"": first})
     scanned = 0
@@ -98,7 +98,7 @@ def _scan_all(buf: bytes, prep: Prepared, first: Portal) -> tuple[list[tuple[Any
             continue
         got = _one_group(buf, stream.pos, prep, first)
         if got is None:
-            return [tuple(r) for r in batch.rows[1:]], scanned, stream.pos
+            return [tuple(r) for r in list(batch.rows)[1:]], scanned, stream.pos
         row, stream.pos = got
         batch.rows.append(row)
 

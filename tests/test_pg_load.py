@@ -518,6 +518,70 @@ def test_bulk_clients_with_mixed_values_land_with_their_changes(tmp_path: Path) 
         server.stop()
 
 
+def test_bulk_run_values_that_do_not_fit_fail_at_their_row(tmp_path: Path) -> None:
+    """Binary int8 parameters into an INT4 column (Parse declaring int8, as a client may) and
+    asyncpg's text into a STRING(3) one: a run's column is stored unchecked only when all of it
+    fits; a value that does not fails its own row with PostgreSQL's code (22003, 22001) after
+    the rows before it completed, nothing of the transaction stays, and a run that fits lands."""
+    import asyncio
+
+    import asyncpg
+
+    from tests.pg_server import start_server
+
+    server = start_server(tmp_path / "db")
+    try:
+        with changefeed.connect(tmp_path / "db") as conn:
+            conn.execute("CREATE TABLE f (id INT PRIMARY KEY, v STRING(3), n INT4)")
+        s = _startup(server)
+        prepare = _msg(
+            b"P",
+            b"ins\x00INSERT INTO f (id, v, n) VALUES ($1, $2, $3)\x00" + struct.pack("!hiii", 3, 20, 25, 20),
+        )
+        s.sendall(_msg(b"Q", b"BEGIN\x00"))
+        _read(s, b"Z")
+        n = [-(2**31) + i for i in range(1000)]
+        n[700] = 2**31
+        s.sendall(
+            prepare
+            + b"".join(
+                _run_bind(b"ins", [struct.pack("!q", i), b"abc", struct.pack("!q", n[i])])
+                for i in range(1000)
+            )
+            + _msg(b"S", b"")
+        )
+        got = _read(s, b"Z")
+        assert [k for k, _ in got] == [b"1"] + [b"2", b"C"] * 700 + [b"2", b"E", b"Z"]
+        assert b"C22003\x00" in got[-2][1]
+        s.sendall(_msg(b"Q", b"ROLLBACK\x00"))
+        _read(s, b"Z")
+        s.close()
+
+        async def run() -> None:
+            c = await asyncpg.connect(
+                host=server.host, port=server.port, user="root", database="defaultdb", ssl=False
+            )
+            try:
+                sql = "INSERT INTO f (id, v, n) VALUES ($1, $2, $3)"
+                rows = [(i, "abc", -(2**31) + i) for i in range(1000)]
+                rows[300] = (300, "abcd", 1)
+                with pytest.raises(asyncpg.PostgresError) as err:
+                    async with c.transaction():
+                        await c.executemany(sql, rows)
+                assert err.value.sqlstate == "22001"
+                async with c.transaction():
+                    await c.executemany(sql, [(i, "é☃", 2**31 - 1 - i) for i in range(1000)])
+            finally:
+                await c.close()
+
+        asyncio.run(run())
+        with changefeed.connect(tmp_path / "db") as conn:
+            stored = conn.execute("SELECT id, v, n FROM f ORDER BY id").rows
+        assert stored == [(i, "é☃", 2**31 - 1 - i) for i in range(1000)]
+    finally:
+        server.stop()
+
+
 def test_bulk_write_waits_for_another_writer_off_the_loop(tmp_path: Path) -> None:
     """The only session of its process writes its bulk on the loop, but never waits there: while
     another writer holds the write lock, its rows wait on the pool (the loop keeps serving: a

@@ -14,8 +14,7 @@ The dialects: ``cql`` (ScyllaDB/Cassandra) and ``sql`` (YDB YQL and CockroachDB)
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -36,6 +35,7 @@ from changefeed.exceptions import (
 from changefeed.sql import ast, astjson
 from changefeed.sql.evaluator import Evaluator, Params, Scope
 from changefeed.sql.functions import EvalContext
+from changefeed.sql.param_columns import ParamColumns
 from changefeed.sql.result import Result
 
 # ===================================================================================== the seam
@@ -43,7 +43,7 @@ from changefeed.sql.result import Result
 #: Runs one statement inside ``txn`` (the session's explicit transaction or its own).
 Run = Callable[["Session", Transaction, Any, Params], Result]
 #: Compiles a statement for many parameter tuples: a writer of all the rows, or None (row by row).
-BulkWriter = Callable[[Transaction, list[Sequence[Any]]], int]
+BulkWriter = Callable[[Transaction, Sequence[Sequence[Any]]], int]
 Plan = Callable[["Session", Transaction, Any], BulkWriter | None]
 #: ``SHOW <what>``.
 ShowRun = Callable[["Session", Transaction, ast.Show], Result]
@@ -139,16 +139,12 @@ class RunAgain(Exception):
         self.timeout_error = timeout_error
 
 
-@contextmanager
-def at_row(r: int) -> Iterator[None]:
-    """A ChangefeedError raised inside is about parameter row ``r`` of a bulk statement (its
-    ``row``, unless an inner one set it already)."""
-    try:
-        yield
-    except ChangefeedError as exc:
-        if exc.row is None:
-            exc.row = r
-        raise
+def at_row(exc: ChangefeedError, r: int) -> None:
+    """``exc`` as about parameter row ``r`` of a bulk statement (its ``row``, unless an inner one
+    set it already). A loop over the rows catches once around the whole loop and names the row it
+    was at, rather than entering a handler per row."""
+    if exc.row is None:
+        exc.row = r
 
 
 def _claim(table: dict[Any, Any], key: Any, value: Any, family: str) -> None:
@@ -279,17 +275,23 @@ class Session:
     def execute_many(self, stmt: ast.Statement, param_rows: Iterable[Sequence[Any]]) -> int:
         """Run ``stmt`` once per parameter tuple in the current transaction; statements whose
         family compiles a bulk plan (single-row INSERT/UPSERT/REPLACE of bound values) write all
-        rows at once, everything else runs row by row."""
-        rows = list(param_rows)
+        rows at once, everything else runs row by row. ``param_rows`` may be a
+        :class:`~changefeed.sql.param_columns.ParamColumns` (rows held as columns)."""
+        rows: Sequence[Sequence[Any]] = (
+            param_rows if isinstance(param_rows, ParamColumns) else list(param_rows)
+        )
         plan_many = self.statements.handler(stmt).plan_many
         if plan_many is not None:
             plan = self.run(lambda t: Result(rows=[(plan_many(self, t, stmt),)]), write=False).rows[0][0]
             if plan is not None:
                 return self.run(lambda t: Result(rowcount=plan(t, rows)), write=True).rowcount
-        total = 0
-        for r, params in enumerate(rows):
-            with at_row(r):
-                total += self.execute(stmt, params).rowcount
+        total = r = 0
+        try:
+            for r in range(len(rows)):
+                total += self.execute(stmt, rows[r]).rowcount
+        except ChangefeedError as exc:
+            at_row(exc, r)
+            raise
         return total
 
     # ------------------------------------------------------------------ privileges

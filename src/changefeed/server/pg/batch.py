@@ -27,6 +27,7 @@ from changefeed.server.pg import types as t
 from changefeed.server.pg.portals import Portal, Prepared, Running, RunShape, new_query_id
 from changefeed.server.pg.values import fmt_of, normalise_tag
 from changefeed.sql import ast
+from changefeed.sql.param_columns import INTS, STRS, ColumnFacts, ParamColumns
 
 if TYPE_CHECKING:
     from changefeed.server.pg.session import PgSession
@@ -72,6 +73,8 @@ def run_shape(portal: Portal) -> RunShape | None:
     oids = portal.prepared.param_oids
     rf = portal.formats
     return RunShape(
+        bind_head=portal.bind_head,
+        param_formats=portal.param_formats,
         head=portal.bind_head + _H.pack(n),
         tail=struct.pack(f"!h{len(rf)}h", len(rf), *rf),
         oids=tuple(oids[i] if i < len(oids) else 0 for i in range(n)),
@@ -159,9 +162,7 @@ def scan_run(session: PgSession) -> bool:
         return False
     group = b_end + len(term) - pos
     same = min(room, (len(buf) - pos) // group)
-    cols, n, decoded = (
-        _same_size(buf, pos, same, group, term, shape) if same >= SAME_SIZE_ROWS else ([], 0, frozenset())
-    )
+    cols, n, known = _same_size(buf, pos, same, group, term, shape) if same >= SAME_SIZE_ROWS else ([], 0, {})
     sizes: list[int] | None = None  # each group's Bind, when they differ in length
     if n < SAME_SIZE_ROWS:
         # At most ``room`` groups; a bound on the bytes looked at (values vary in length).
@@ -172,30 +173,31 @@ def scan_run(session: PgSession) -> bool:
             return False
         sizes = list(map(len, pieces))
         del pieces
-        cols, n, decoded = _any_size(region, sizes, len(term), shape)
+        cols, n, known = _any_size(region, sizes, len(term), shape)
         if not n:
             return False
-    rows, n = _decode(cols, shape, n, decoded)
+    run = _decode(cols, shape, n, known)
+    n = len(run)
     if not n:
         return False
     stream.pos = pos + (sum(sizes[:n]) + n * len(term) if sizes is not None else n * group)
-    batch.rows.extend(rows)
+    batch.rows.add(run)
     batch.pre.extend([_PRE_DESCRIBED if described else p.BIND_COMPLETE] * n)
     # The unnamed portal is the last group's, as if each Bind had been run.
-    portal = session.portals[""] = Portal(batch.prepared, list(rows[-1]), list(shape.result_formats))
+    portal = session.portals[""] = Portal(batch.prepared, list(run[-1]), list(shape.result_formats))
     portal.described = described
-    portal.bind_head = shape.head[:-2]
-    portal.param_formats = tuple(1 if b else 0 for b in shape.binary)
+    portal.bind_head = shape.bind_head
+    portal.param_formats = shape.param_formats
     return True
 
 
 def _same_size(
     buf: bytes, pos: int, k: int, group: int, term: bytes, shape: RunShape
-) -> tuple[list[list[Any]], int, frozenset[int]]:
+) -> tuple[list[list[Any]], int, dict[int, ColumnFacts | int]]:
     """The parameter columns of the groups from ``pos`` that are each ``group`` bytes long with
     every byte the same as in the first one except its values' (type byte, length field, head,
     each value's length, tail, Describe/Execute), at most ``k`` of them; how many (0: not even
-    two); and which columns are decoded already (binary integers of their type's width). The
+    two); and what is known of each column (:func:`_fixed_width_column`). The
     first group starts at a message and is whole; each that matches it byte for byte outside its
     values ends where the next begins: each counted is whole. The groups are read as the rows of
     a NumPy byte grid: the fixed bytes of all compared at once, integers read in their wire width
@@ -203,59 +205,54 @@ def _same_size(
     head, tail = shape.head, shape.tail
     first = buf[pos : pos + group]
     if not (first.startswith(head, 5) and first.endswith(tail + term)):
-        return [], 0, frozenset()
-    lengths = _value_lengths(first, 5 + len(head), len(shape.oids), group - len(term) - len(tail))
-    if lengths is None:
-        return [], 0, frozenset()
-    spans: list[tuple[int, int]] = []  # (offset, length) of each non-NULL value
-    off = 5 + len(head)
-    for ln in lengths:
-        off += 4
-        if ln >= 0:
-            spans.append((off, ln))
-            off += ln
+        return [], 0, {}
+    spans = _value_spans(first, 5 + len(head), len(shape.oids), group - len(term) - len(tail))
+    if spans is None:
+        return [], 0, {}
     grid = np.frombuffer(buf, dtype=np.uint8, count=k * group, offset=pos).reshape(k, group)
     fixed = np.ones(group, dtype=bool)
     for lo, ln in spans:
-        fixed[lo : lo + ln] = False
+        if ln > 0:
+            fixed[lo : lo + ln] = False
     idx = np.flatnonzero(fixed)
     same = (grid[:, idx] == grid[0, idx]).all(axis=1)
     n = k if bool(same.all()) else int(np.argmin(same))
     if n < 2:
-        return [], 0, frozenset()
+        return [], 0, {}
     cols: list[list[Any]] = []
-    decoded: set[int] = set()
-    values = iter(spans)
-    for i, ln in enumerate(lengths):
+    known: dict[int, ColumnFacts | int] = {}
+    for i, (lo, ln) in enumerate(spans):
         if ln < 0:
             cols.append([None] * n)
             continue
-        lo, _ = next(values)
-        col, done = _fixed_width_column(grid[:n, lo : lo + ln], ln, shape, i)
+        col, known[i] = _fixed_width_column(grid[:n, lo : lo + ln], ln, shape, i)
         cols.append(col)
-        if done:
-            decoded.add(i)
-    return cols, n, frozenset(decoded)
+    return cols, n, known
 
 
-def _fixed_width_column(block: Any, width: int, shape: RunShape, i: int) -> tuple[list[Any], bool]:
+def _fixed_width_column(
+    block: Any, width: int, shape: RunShape, i: int
+) -> tuple[list[Any], ColumnFacts | int]:
     """Parameter ``i`` of every row, all ``width`` bytes (the rows of ``block``, a NumPy byte
-    grid): binary integers read in their width (True: decoded), else the raw values."""
-    wide = _NP_INTS.get(shape.oids[i]) if shape.binary[i] else None
-    if wide is not None and wide[1] == width:
-        return np.ascontiguousarray(block).view(wide[0]).ravel().tolist(), True
+    grid): binary integers read in their width, decoded, with their facts (the range of their
+    wire type: a column as wide takes them unchecked, a narrower one checks each); else the raw
+    values, with their width."""
+    wire = t.BINARY_INTS.get(shape.oids[i]) if shape.binary[i] else None
+    if wire is not None and wire.width == width:
+        ints = np.ascontiguousarray(block).view(wire.numpy).ravel()
+        return ints.tolist(), ColumnFacts(INTS, wire.lo, wire.hi)
     raw = block.tobytes()
     if width and 0 not in raw:  # as NumPy byte strings (which would drop trailing NULs)
-        return np.frombuffer(raw, dtype=f"S{width}").tolist(), False
-    return [raw[r * width : (r + 1) * width] for r in range(block.shape[0])], False
+        return np.frombuffer(raw, dtype=f"S{width}").tolist(), width
+    return [raw[r * width : (r + 1) * width] for r in range(block.shape[0])], width
 
 
 def _any_size(
     region: bytes, sizes: list[int], tlen: int, shape: RunShape
-) -> tuple[list[list[Any]], int, frozenset[int]]:
+) -> tuple[list[list[Any]], int, dict[int, ColumnFacts | int]]:
     """The parameter columns of the groups that ``region`` holds back to back (Binds of
     ``sizes`` bytes, each followed by the ``tlen`` bytes of its Describe/Execute), as far as each
-    is exactly one Bind of ``shape``; how many; and which columns are decoded already. The first
+    is exactly one Bind of ``shape``; how many; and what is known of each column. The first
     group starts at a message; a Bind whose type byte, length field (which must count its piece
     to the end), head, value lengths and tail all hold ends at the message's end, so the next
     starts at the next message (a value holding the Execute's bytes cuts its piece short, which
@@ -271,7 +268,7 @@ def _any_size(
     tail = np.frombuffer(shape.tail, dtype=np.uint8)
     least = 5 + len(head) + len(tail)
     if len(flat) < least + tlen:
-        return [], 0, frozenset()
+        return [], 0, {}
     ok = size >= least
     at = np.minimum(starts, len(flat) - least)  # in range for any piece (a short one fails anyway)
     ok &= flat[at] == 0x42
@@ -293,9 +290,9 @@ def _any_size(
     ok &= off == limit
     n = n if bool(ok.all()) else int(np.argmin(ok))
     if not n:
-        return [], 0, frozenset()
+        return [], 0, {}
     cols: list[list[Any]] = []
-    decoded: set[int] = set()
+    known: dict[int, ColumnFacts | int] = {}
     for i, (vs, vl) in enumerate(spans):
         vs, vl = vs[:n], vl[:n]
         width = int(vl[0])
@@ -303,26 +300,24 @@ def _any_size(
             if width < 0:
                 cols.append([None] * n)
                 continue
-            col, done = _fixed_width_column(flat[vs[:, None] + np.arange(width)], width, shape, i)
+            col, known[i] = _fixed_width_column(flat[vs[:, None] + np.arange(width)], width, shape, i)
             cols.append(col)
-            if done:
-                decoded.add(i)
             continue
+        known[i] = int(vl.max())
         cols.append(
             [None if ln < 0 else region[a : a + ln] for a, ln in zip(vs.tolist(), vl.tolist(), strict=True)]
         )
-    return cols, n, frozenset(decoded)
+    return cols, n, known
 
 
 def _int32_at(flat: np.ndarray[Any, Any], at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The big-endian signed 32-bit integers at each index ``at`` of the byte array ``flat``."""
-    b = flat[at[:, None] + np.arange(4)].astype(np.int64)
-    v = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
-    return np.where(v >= 1 << 31, v - (1 << 32), v)
+    return flat[at[:, None] + _FOUR].view(">i4").ravel().astype(np.int64)
 
 
-def _value_lengths(piece: bytes, off: int, nparams: int, end: int) -> list[int] | None:
-    """The value lengths of one Bind's parameters (-1: NULL), if they fill it exactly."""
+def _value_spans(piece: bytes, off: int, nparams: int, end: int) -> list[tuple[int, int]] | None:
+    """Where each of one Bind's parameter values starts in ``piece`` and its length (-1: NULL),
+    if they fill it exactly from ``off`` to ``end``."""
     out = []
     for _ in range(nparams):
         if off + 4 > end:
@@ -330,52 +325,68 @@ def _value_lengths(piece: bytes, off: int, nparams: int, end: int) -> list[int] 
         (ln,) = _I.unpack_from(piece, off)
         if ln < -1:
             return None
-        out.append(ln)
-        off += 4 + max(ln, 0)
+        off += 4
+        out.append((off, ln))
+        off += max(ln, 0)
     return out if off == end else None
 
 
 def _decode(
-    cols: list[list[Any]], shape: RunShape, n: int, decoded: frozenset[int] = frozenset()
-) -> tuple[list[Sequence[Any]], int]:
-    """The ``n`` rows' decoded parameters (the columns in ``decoded`` are already), and how many:
-    all of them, or those before the first row with a value that does not decode (that row's
-    Bind fails when taken on its own)."""
+    cols: list[list[Any]], shape: RunShape, n: int, known: dict[int, ColumnFacts | int]
+) -> ParamColumns:
+    """The ``n`` rows' decoded parameters as columns, with what is known of each (``known``:
+    the facts of a column decoded already, or the longest raw value of one that is not): all of
+    the rows, or those before the first row with a value that does not decode (that row's Bind
+    fails when taken on its own)."""
     kinds = list(zip(shape.oids, shape.binary, strict=True))
     try:
-        out = [col if i in decoded else _decode_column(col, *kinds[i]) for i, col in enumerate(cols)]
+        out = [col if _done(known, i) else _decode_column(col, *kinds[i]) for i, col in enumerate(cols)]
     except (ChangefeedError, ValueError, TypeError, LookupError):
         for r in range(n):
             try:
                 for i, col in enumerate(cols):
-                    if i not in decoded:
+                    if not _done(known, i):
                         t.decode_param(col[r], *kinds[i], i)
             except (ChangefeedError, ValueError, TypeError, LookupError):
                 n = r
                 break
         if not n:
-            return [], 0
-        out = [col[:n] if i in decoded else _decode_column(col[:n], *kinds[i]) for i, col in enumerate(cols)]
-    if not out:
-        return [() for _ in range(n)], n
-    return list(zip(*out, strict=True)), n  # rows as tuples: the engine reads them by position
+            return ParamColumns([[] for _ in cols], [None] * len(cols), 0)
+        out = [
+            col[:n] if _done(known, i) else _decode_column(col[:n], *kinds[i]) for i, col in enumerate(cols)
+        ]
+    facts: list[ColumnFacts | None] = []
+    for i, col in enumerate(out):
+        k = known.get(i)
+        if isinstance(k, ColumnFacts):
+            facts.append(k)
+        elif k is not None and kinds[i][0] in _STRS and None not in col:
+            facts.append(ColumnFacts(STRS, 0, k))  # a string is no longer than its UTF-8 bytes
+        else:
+            facts.append(None)
+    return ParamColumns(out, facts, n)
+
+
+def _done(known: dict[int, ColumnFacts | int], i: int) -> bool:
+    """Whether column ``i`` is decoded already."""
+    return isinstance(known.get(i), ColumnFacts)
 
 
 def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]:
     """One parameter's values of many rows (as ``types.decode_param`` decodes each): integers and
     text in one pass, other types value by value."""
     try:
-        if oid in _INTS:
+        wire = t.BINARY_INTS.get(oid)
+        if wire is not None:
             if not binary:
                 return [None if v is None else int(v) for v in col]
-            code, size = _INT_CODES[oid]
+            size = wire.width
             if None not in col:
                 joined = b"".join(col)  # type: ignore[arg-type]
                 if len(joined) == size * len(col):  # every value of the type's width: one unpack
-                    return list(struct.unpack(f"!{len(col)}{code}", joined))
+                    return list(struct.unpack(f"!{len(col)}{wire.struct_code}", joined))
             if all(v is None or len(v) == size for v in col):  # else decode_param names the bad one
-                signed = oid != t.OID
-                return [None if v is None else int.from_bytes(v, "big", signed=signed) for v in col]
+                return [None if v is None else int.from_bytes(v, "big", signed=wire.signed) for v in col]
         if oid in _STRS:  # text in either format is its UTF-8 bytes
             if None not in col:
                 return list(map(bytes.decode, col))  # type: ignore[arg-type]
@@ -385,12 +396,8 @@ def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]
     return [t.decode_param(v, oid, binary) for v in col]
 
 
-_INTS = frozenset({t.INT8, t.INT4, t.INT2, t.OID})
-#: The binary width of each integer type, and its ``struct`` code.
-_INT_CODES = {t.INT8: ("q", 8), t.INT4: ("i", 4), t.INT2: ("h", 2), t.OID: ("I", 4)}
 _STRS = frozenset({0, t.TEXT, t.VARCHAR, t.UNKNOWN})
-#: The same, as NumPy's big-endian dtypes.
-_NP_INTS = {t.INT8: (">i8", 8), t.INT4: (">i4", 4), t.INT2: (">i2", 2), t.OID: (">u4", 4)}
+_FOUR = np.arange(4)
 _I = struct.Struct("!i")
 _H = struct.Struct("!h")
 #: Describe and Execute (no row limit) of the unnamed portal, as the wire carries them.
@@ -415,7 +422,7 @@ def start_chunk(session: PgSession, taken: int) -> None:
         if not batch.inflight.done() or batch.inflight.exception() is not None:
             return  # one at a time; an error is the batch's at its end
         batch.inflight = None
-    rows = batch.rows[batch.executed :]
+    rows = batch.rows.since(batch.executed)
     batch.inflight_from = batch.executed
     batch.executed = len(batch.rows)
     stmt = batch.prepared.stmts[0]
@@ -432,7 +439,7 @@ def start_chunk(session: PgSession, taken: int) -> None:
     batch.chunks += 1
 
 
-def write_rows(session: PgSession, stmt: ast.Statement, rows: list[Sequence[Any]]) -> asyncio.Future[int]:
+def write_rows(session: PgSession, stmt: ast.Statement, rows: Sequence[Sequence[Any]]) -> asyncio.Future[int]:
     """The engine's bulk write of ``rows`` (``execute_many``): on the loop itself when this is
     the only session of its process (nobody else's statement waits on the loop, and handing the
     rows to a pool thread and the result back costs two thread switches and two hand-overs of the
@@ -503,7 +510,7 @@ async def flush_batch(session: PgSession) -> None:
     try:
         if batch.inflight is not None:
             await batch.inflight
-        rows = batch.rows[batch.executed :]
+        rows = batch.rows.since(batch.executed)
         failed_at = batch.executed
         batch.executed = len(batch.rows)
         if len(rows) == 1 and not batch.chunks:

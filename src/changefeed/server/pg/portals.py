@@ -7,7 +7,7 @@ import asyncio
 import datetime as dt
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,7 @@ from changefeed.connection import Result
 from changefeed.server.pg.commands import Command
 from changefeed.server.pg.normalise import Template
 from changefeed.sql import ast
+from changefeed.sql.param_columns import ParamColumns
 from changefeed.sql.statements.point import PointRead
 
 
@@ -40,13 +41,74 @@ class RunShape:
     """What every Bind of a pipelined run of one statement repeats (``batch.scan_run`` takes such
     runs straight from the buffer): its bytes up to and including the parameter count (unnamed
     portal, statement name, parameter format codes), its result format codes at the end, and how
-    each parameter is decoded."""
+    each parameter is decoded. ``bind_head`` and ``param_formats`` are the first Bind's portal's
+    (what :class:`Portal` keeps of its Bind), handed on to the portal the run leaves."""
 
+    bind_head: bytes
+    param_formats: tuple[int, ...]
     head: bytes
     tail: bytes
     oids: tuple[int, ...]
     binary: tuple[bool, ...]
     result_formats: tuple[int, ...]
+
+
+class BatchRows:
+    """The parameter rows of a batch in the order of the messages: a run the scan took column-wise
+    kept as its columns (:class:`ParamColumns`), rows taken message by message as they came."""
+
+    __slots__ = ("n", "parts")
+
+    def __init__(self, rows: Sequence[Sequence[Any]] = ()) -> None:
+        self.parts: list[ParamColumns | list[Sequence[Any]]] = []
+        self.n = 0
+        for row in rows:
+            self.append(row)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def append(self, row: Sequence[Any]) -> None:
+        last = self.parts[-1] if self.parts else None
+        if not isinstance(last, list):
+            last = []
+            self.parts.append(last)
+        last.append(row)
+        self.n += 1
+
+    def add(self, run: ParamColumns) -> None:
+        self.parts.append(run)
+        self.n += len(run)
+
+    def __iter__(self) -> Iterator[Sequence[Any]]:
+        return itertools.chain.from_iterable(self.parts)
+
+    def __getitem__(self, i: int) -> Sequence[Any]:
+        if i < 0:
+            i += self.n
+        for part in self.parts:
+            if i < len(part):
+                return part[i]
+            i -= len(part)
+        raise IndexError("batch row out of range")
+
+    def since(self, start: int) -> Sequence[Sequence[Any]]:
+        """The rows from ``start`` on, for ``Session.execute_many``: as one :class:`ParamColumns`
+        when some came as columns (the others joined to them), else as the list they are."""
+        parts: list[ParamColumns | list[Sequence[Any]]] = []
+        for part in self.parts:
+            if start < len(part):
+                parts.append(part[start:] if start else part)
+            start = max(start - len(part), 0)
+        if all(isinstance(p, list) for p in parts):
+            return [row for p in parts for row in p]
+        widths = {len(p.columns) for p in parts if isinstance(p, ParamColumns)}
+        widths.update(len(row) for p in parts if isinstance(p, list) for row in p)
+        if len(widths) != 1:
+            return [row for p in parts for row in p]  # Binds of other widths: as rows
+        return ParamColumns.concat(
+            [p if isinstance(p, ParamColumns) else ParamColumns.of_rows(p) for p in parts]
+        )
 
 
 @dataclass
@@ -57,7 +119,7 @@ class Batch:
 
     prepared: Prepared
     #: Each Execute's parameters, decoded, in the order of the messages.
-    rows: list[Sequence[Any]] = field(default_factory=list)
+    rows: BatchRows = field(default_factory=BatchRows)
     #: Per row: the replies due before its CommandComplete (its BindComplete, NoData).
     pre: list[bytes] = field(default_factory=list)
     #: Replies of the messages after the last Execute (a Bind, a Describe of the next row).

@@ -50,7 +50,7 @@ from changefeed.server.pg.errors import (
 )
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
-from changefeed.server.pg.portals import Batch, Portal, Prepared, Running, new_query_id
+from changefeed.server.pg.portals import Batch, BatchRows, Portal, Prepared, Running, new_query_id
 from changefeed.server.pg.sessions import QUERY_COLUMNS, Registry
 from changefeed.server.pg.values import (
     Encoder,
@@ -914,7 +914,7 @@ class PgSession:
         prep = portal.prepared
         if portal.result is None and batches.batchable(self, prep) and name == "" and limit == 0:
             # Its BindComplete (and NoData) went out already: only its CommandComplete is due.
-            self.batch = Batch(prep, [portal.params], [b""], shape=batches.run_shape(portal))
+            self.batch = Batch(prep, BatchRows([portal.params]), [b""], shape=batches.run_shape(portal))
             batches.start_chunk(self, 1 + batches.take_pipelined(self))
             if len(self.batch.rows) >= batches.BATCH_ROWS:
                 await batches.flush_batch(self)

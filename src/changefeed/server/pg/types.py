@@ -14,6 +14,7 @@ import re
 import struct
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -414,7 +415,34 @@ def _numeric_from_binary(b: bytes) -> Decimal:
     return value.quantize(Decimal(1).scaleb(-dscale)) if dscale else value.quantize(Decimal(1))
 
 
-_INT_WIDTHS = {INT8: 8, INT4: 4, INT2: 2, OID: 4}
+@dataclass(frozen=True)
+class BinaryInt:
+    """How an integer type's binary format carries it: a big-endian integer of ``width`` bytes,
+    as ``struct`` and NumPy read it."""
+
+    width: int
+    struct_code: str
+    numpy: str
+    signed: bool
+
+    @property
+    def lo(self) -> int:
+        """The smallest value the format carries."""
+        return -(1 << (8 * self.width - 1)) if self.signed else 0
+
+    @property
+    def hi(self) -> int:
+        """The largest value the format carries."""
+        return (1 << (8 * self.width - 1 if self.signed else 8 * self.width)) - 1
+
+
+#: The integer types by OID, read in their width (PostgreSQL's int8recv, int4recv, int2recv, oidrecv).
+BINARY_INTS: dict[int, BinaryInt] = {
+    INT8: BinaryInt(8, "q", ">i8", True),
+    INT4: BinaryInt(4, "i", ">i4", True),
+    INT2: BinaryInt(2, "h", ">i2", True),
+    OID: BinaryInt(4, "I", ">u4", False),
+}
 
 
 def _from_binary(b: bytes, oid: int) -> Any:
@@ -422,10 +450,11 @@ def _from_binary(b: bytes, oid: int) -> Any:
         if len(b) != 1:
             raise ValueError("bool is one byte")
         return b != b"\x00"
-    if oid in (INT8, INT4, INT2, OID):
-        if len(b) != _INT_WIDTHS[oid]:  # PostgreSQL's int4recv and the others read their width
+    wire = BINARY_INTS.get(oid)
+    if wire is not None:
+        if len(b) != wire.width:  # PostgreSQL's int4recv and the others read their width
             raise ValueError("integer of another width")
-        return int.from_bytes(b, "big", signed=oid != OID)
+        return int.from_bytes(b, "big", signed=wire.signed)
     if oid == FLOAT8:
         return struct.unpack("!d", b)[0]
     if oid == FLOAT4:

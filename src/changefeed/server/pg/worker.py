@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import mmap
 import os
@@ -61,6 +62,10 @@ async def serve(spec: cluster.WorkerSpec) -> None:
     )
     registry.cluster = link
     server.on_closed = link.closed_one
+    # What is set up by now (modules, grammars, the catalog) lives as long as the worker: the
+    # collector's full passes, which a bulk write's allocations set off, skip it from here on.
+    gc.collect()
+    gc.freeze()
     link.ready()
     tallies = loop.create_task(link.hand_tallies(tally))
     try:

@@ -32,6 +32,7 @@ from changefeed.exceptions import (
 from changefeed.sql import ast, astjson
 from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts
 from changefeed.sql.functions import EvalContext
+from changefeed.sql.param_columns import ParamColumns, stored_as_given
 from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, Session, StatementFamily, at_row
 from changefeed.sql.statements.cdc_log import LogView
@@ -116,15 +117,18 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
         return None
     fill = [c.id for c in missing] if (session.dialect == "sql" and s.mode == "replace") else []
     storers = [c.type.storer(f"column {c.name}") for c in cols]
+    types = [c.type for c in cols]
     consts = [v.value if isinstance(v, ast.Literal) else None for v in s.rows[0]]
     params_at = [v.index if isinstance(v, ast.Param) else -1 for v in s.rows[0]]
     last_param = max(params_at)
     ttl = _ttl(session, s.ttl, Evaluator(session, Params(()), EvalContext(0, session.dialect)))
     mode, dialect, version = s.mode, session.dialect, schema.version
 
-    def check_rows(rows: list[Sequence[Any]]) -> None:
-        for r, params in enumerate(rows):
-            with at_row(r):
+    def check_rows(rows: Sequence[Sequence[Any]]) -> None:
+        r = 0
+        try:
+            for r in range(len(rows)):
+                params = rows[r]
                 vals = [
                     store(params[pi] if pi >= 0 else const)
                     for store, pi, const in zip(storers, params_at, consts, strict=True)
@@ -132,24 +136,43 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
                 for i, c in zip(key_pos, schema.key, strict=True):
                     if vals[i] is None:
                         raise InvalidStatement(f"missing value for primary key column {c.name}")
+        except ChangefeedError as exc:
+            at_row(exc, r)
+            raise
 
-    def run(t: Transaction, rows: list[Sequence[Any]]) -> int:
+    def run(t: Transaction, rows: Sequence[Sequence[Any]]) -> int:
         current = t.db.table_by_id(schema.id)
         if current.version != version:
             raise InvalidStatement(f"table {schema.name} changed while the statement was prepared; retry")
         n = len(rows)
         if n == 0:
             return 0
-        for r, params in enumerate(rows):
-            if len(params) <= last_param:
-                with at_row(r):
-                    Params(params).get(last_param)  # raises: a parameter has no value
+        given = rows if isinstance(rows, ParamColumns) and len(rows.columns) > last_param else None
+        if given is None:
+            for r, params in enumerate(rows):
+                if len(params) <= last_param:
+                    try:
+                        Params(params).get(last_param)  # raises: a parameter has no value
+                    except ChangefeedError as exc:
+                        at_row(exc, r)
+                        raise
         try:
-            # Column-wise: each value column is checked and converted in one pass over the rows.
-            vals = [
-                list(map(store, map(itemgetter(pi), rows))) if pi >= 0 else [store(const)] * n
-                for store, pi, const in zip(storers, params_at, consts, strict=True)
-            ]
+            # Column-wise: each value column is checked and converted in one pass over the rows;
+            # a column of parameters whose facts show that every value is stored as it is, as is.
+            if given is not None:
+                vals = [
+                    [store(const)] * n
+                    if pi < 0
+                    else given.columns[pi]
+                    if stored_as_given(ty, given.facts[pi])
+                    else list(map(store, given.columns[pi]))
+                    for store, ty, pi, const in zip(storers, types, params_at, consts, strict=True)
+                ]
+            else:
+                vals = [
+                    list(map(store, map(itemgetter(pi), rows))) if pi >= 0 else [store(const)] * n
+                    for store, pi, const in zip(storers, params_at, consts, strict=True)
+                ]
             for i, c in zip(key_pos, schema.key, strict=True):
                 if None in vals[i]:
                     raise InvalidStatement(f"missing value for primary key column {c.name}")
@@ -161,9 +184,13 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
         for cid in fill:
             cells[cid] = [None] * n
         if len(set(keys)) != n:
-            for r, params in enumerate(rows):  # the same key twice: keep statement order, row by row
-                with at_row(r):
-                    insert(session, t, s, Params(params))
+            r = 0
+            try:
+                for r in range(n):  # the same key twice: keep statement order, row by row
+                    insert(session, t, s, Params(rows[r]))
+            except ChangefeedError as exc:
+                at_row(exc, r)
+                raise
             return n
         olds = None
         if dialect == "sql" and mode == "insert":
@@ -176,10 +203,11 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
                     vals_shown = ", ".join(
                         str(c.type.from_db(v)) for c, v in zip(current.key, keys[r], strict=True)
                     )
-                    with at_row(r):
-                        raise UniqueViolation(
-                            f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
-                        )
+                    dup = UniqueViolation(
+                        f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
+                    )
+                    at_row(dup, r)
+                    raise dup
                 keep = [r for r, k in enumerate(keys) if k not in olds]
                 keys = [keys[r] for r in keep]
                 cells = {cid: [col[r] for r in keep] for cid, col in cells.items()}
