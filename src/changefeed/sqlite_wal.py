@@ -397,28 +397,6 @@ class WalSync:
             self._to_drainer(loop, [(ticket, fut)])
         await fut
 
-    def kick(self) -> None:
-        """Right after a commit of an event loop's session took its ticket (the session answers
-        later, once :meth:`wait_async` says the commit is durable): ask the loop's sync process
-        for a sync now if none is in flight, so that it runs while the loop finishes the
-        statement and composes its reply, as PostgreSQL's backend flushes its WAL at commit. The
-        commits that arrive while it runs are the next group, as before. Off an event loop, or
-        with no process to be had: nothing (the waiter syncs or asks then)."""
-        if self._requested or self._no_process:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        proc = self._process
-        if (proc is None or proc.closed or proc.loop is not loop) and self._process_for(loop) is None:
-            return
-        self._request()
-
-    def requested(self, ticket: int) -> bool:
-        """Whether a sync the loop's process is running covers ``ticket`` (see :meth:`kick`)."""
-        return self._requested >= ticket > 0
-
     def _to_drainer(
         self, loop: asyncio.AbstractEventLoop, waiters: list[tuple[int, asyncio.Future[None]]]
     ) -> None:

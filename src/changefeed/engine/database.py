@@ -410,7 +410,6 @@ class Database:
         if ticket and self.syncer is not None:
             if self.defer_durable:
                 self.pending_durable = max(self.pending_durable, ticket)
-                self.syncer.kick()
             else:
                 self.syncer.wait(ticket)
 

@@ -254,11 +254,10 @@ class PgSession:
             if not ticket:
                 return
         try:
-            if len(self.endpoint.registry.sessions) == 1 and not db.syncer.requested(ticket):
-                # The only session of this process, and no sync running for it yet (one is, for
-                # a commit it made: asked for at the commit, WalSync.kick): nobody else's
-                # statement waits on the loop, so it syncs here, without asking the loop's sync
-                # process and waiting for its answer (a hand-over that costs more than the sync).
+            if len(self.endpoint.registry.sessions) == 1:
+                # The only session of this process: nobody else's statement waits on the loop, so
+                # it syncs here, without asking the loop's sync process and waiting for its
+                # answer (a hand-over that costs more than the sync itself on one client).
                 db.syncer.wait(ticket)
             else:
                 await db.syncer.wait_async(ticket, self.endpoint.pool)
