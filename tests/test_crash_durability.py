@@ -421,3 +421,29 @@ def test_sync_processes_of_closed_loops_are_closed_and_reaped(tmp_path: Path) ->
             break
         time.sleep(0.1)
     assert all(s == "gone" for s in states), states  # exited and reaped: no zombie
+
+
+def test_file_identity_matches_stat_without_reading_timestamps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The identity the syncs and the WAL reserve compare (device, inode, size) is stat's, read
+    by statx without asking for timestamps (asking for them makes the next write dirty the
+    inode on file systems with multigrain timestamps); without statx it falls back to stat."""
+    from changefeed import wal_syncer
+
+    f = tmp_path / "x-wal"
+    f.write_bytes(b"\0" * 12345)
+    st = os.stat(f)
+    want = ((st.st_dev, st.st_ino), st.st_size)
+    assert wal_syncer.file_identity(str(f)) == want
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        assert wal_syncer.file_identity(fd=fd) == want
+        monkeypatch.setattr(wal_syncer, "_statx", None)
+        assert wal_syncer.file_identity(str(f)) == want
+        assert wal_syncer.file_identity(fd=fd) == want
+    finally:
+        os.close(fd)
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError):
+        wal_syncer.file_identity(str(tmp_path / "missing"))

@@ -244,10 +244,9 @@ class WalSync:
 
     def _reserve(self) -> None:
         try:
-            st = os.stat(self.wal)
+            inode, size = wal_syncer.file_identity(self.wal)  # not os.stat: see file_identity
         except FileNotFoundError:
             return
-        inode, size = (st.st_dev, st.st_ino), st.st_size
         self._reserve_calls += 1
         if (
             inode == self._reserve_inode
@@ -279,7 +278,7 @@ class WalSync:
             at = _WAL_HEADER + (probe - _WAL_HEADER) // frame * frame
             if os.pread(fd, _FRAME_HEADER, at)[8:16] != salts:
                 return  # SQLite has not written that far yet
-        size = os.fstat(fd).st_size  # the inode checked above: the same file
+        _, size = wal_syncer.file_identity(fd=fd)  # the inode checked above: the same file
         for off in range(size, size + chunk, len(_ZEROS)):
             os.pwrite(fd, _ZEROS[: min(len(_ZEROS), size + chunk - off)], off)
         # Not synced here, under the write lock (a stall of every writer): the next group sync

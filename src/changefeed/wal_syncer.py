@@ -22,10 +22,12 @@ starting one costs an interpreter and nothing else.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import struct
 import sys
+from typing import Any
 
 #: A request: the target ticket.
 REQUEST = struct.Struct("<Q")
@@ -33,6 +35,46 @@ REQUEST = struct.Struct("<Q")
 ANSWER = struct.Struct("<Qq")
 #: Seconds without a request after which the process exits.
 IDLE_EXIT_S = 60.0
+
+# statx(2), asked for the inode number and size only (see file_identity).
+_AT_FDCWD = -100
+_AT_EMPTY_PATH = 0x1000
+_STATX_INO = 0x100
+_STATX_SIZE = 0x200
+_STATX_BUFFER = 256  # sizeof(struct statx)
+_statx: Any = None
+try:
+    _statx = ctypes.CDLL(None, use_errno=True).statx
+    _statx.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_char_p]
+    _statx.restype = ctypes.c_int
+except (AttributeError, OSError):  # not Linux, or a C library without statx
+    _statx = None
+
+
+def file_identity(path: str | None = None, fd: int = -1) -> tuple[tuple[int, int], int]:
+    """``((st_dev, st_ino), st_size)`` of ``path`` (or of the open descriptor ``fd``), without
+    asking for its timestamps.
+
+    Why not ``os.stat``: since Linux 6.13 a file system with multigrain timestamps (ext4, XFS,
+    btrfs, tmpfs) marks a file whose change time was read, and the next write to it then stamps
+    a fine-grained time, which dirties the inode; on ext4 the ``fdatasync`` of a ``-wal`` file
+    that was stat'ed before each commit took about 100 µs more (p50 0.26 ms against 0.15 ms,
+    2 cores, virtio disk). ``statx`` asked for the inode and size only reads no timestamp.
+    Elsewhere: ``os.stat`` / ``os.fstat``."""
+    if _statx is None:
+        st = os.fstat(fd) if path is None else os.stat(path)
+        return (st.st_dev, st.st_ino), st.st_size
+    buf = ctypes.create_string_buffer(_STATX_BUFFER)
+    if path is None:
+        rc = _statx(fd, b"", _AT_EMPTY_PATH, _STATX_INO | _STATX_SIZE, buf)
+    else:
+        rc = _statx(_AT_FDCWD, os.fsencode(path), 0, _STATX_INO | _STATX_SIZE, buf)
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path) if path is not None else OSError(err, os.strerror(err))
+    ino, size = struct.unpack_from("<QQ", buf, 32)
+    major, minor = struct.unpack_from("<II", buf, 136)
+    return (os.makedev(major, minor), ino), size
 
 
 def sync_wal(wal: str, directory: str, last_inode: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -46,11 +88,10 @@ def sync_wal(wal: str, directory: str, last_inode: tuple[int, int] | None) -> tu
     except FileNotFoundError:
         return last_inode
     try:
-        st = os.fstat(fd)
+        inode, _ = file_identity(fd=fd)
         os.fdatasync(fd)
     finally:
         os.close(fd)
-    inode = (st.st_dev, st.st_ino)
     if inode != last_inode:
         dfd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
         try:
