@@ -55,12 +55,12 @@ def file_identity(path: str | None = None, fd: int = -1) -> tuple[tuple[int, int
     """``((st_dev, st_ino), st_size)`` of ``path`` (or of the open descriptor ``fd``), without
     asking for its timestamps.
 
-    Why not ``os.stat``: since Linux 6.13 a file system with multigrain timestamps (ext4, XFS,
-    btrfs, tmpfs) marks a file whose change time was read, and the next write to it then stamps
-    a fine-grained time, which dirties the inode; on ext4 the ``fdatasync`` of a ``-wal`` file
-    that was stat'ed before each commit took about 100 µs more (p50 0.26 ms against 0.15 ms,
-    2 cores, virtio disk). ``statx`` asked for the inode and size only reads no timestamp.
-    Elsewhere: ``os.stat`` / ``os.fstat``."""
+    Why not ``os.stat``: on ext4 (Linux 6.18, virtio disk) the ``fdatasync`` of a ``-wal`` file
+    that was stat'ed before each commit took about 100 µs more (p50 0.26 ms against 0.15 ms);
+    ``statx`` asked for the inode and size only costs nothing. The likely cause: since Linux
+    6.13 a file system with multigrain timestamps marks a file whose change time was read, and
+    its next write then stamps a fine-grained time, which dirties the inode. Without ``statx``:
+    ``os.stat`` / ``os.fstat``."""
     if _statx is None:
         st = os.fstat(fd) if path is None else os.stat(path)
         return (st.st_dev, st.st_ino), st.st_size
