@@ -14,8 +14,9 @@ import fcntl
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -24,8 +25,10 @@ from changefeed.engine.cdc_streams import GENERATION_KEY
 from changefeed.engine.clock import CommitTs, SystemClock, WallClock
 from changefeed.engine.regions import register_functions
 from changefeed.engine.storage import TableStore
-from changefeed.exceptions import CorruptFile, DatabaseError, UndefinedTable
+from changefeed.exceptions import CorruptFile, DatabaseError, LockNotAvailable, UndefinedTable
 from changefeed.sqlite_wal import Durability, WalSync, durability, use_wal, wal_sync
+
+T = TypeVar("T")
 
 DB_FILE = "changefeed.db"
 FORMAT = "changefeed-db"
@@ -397,6 +400,20 @@ class Database:
         """The ``COMMIT`` announced by :meth:`commit_intent` failed."""
         if self.syncer is not None:
             self.syncer.withdraw()
+
+    def run_if_free(self, fn: Callable[..., T], *args: Any) -> tuple[bool, T | None]:
+        """``(True, fn(*args))`` if its write transactions find the write lock free; ``(False,
+        None)`` if one found it held (by another thread or process), which refuses at once,
+        before changing anything, instead of waiting (:attr:`writers_wait`). For an event loop
+        that runs short statements itself and must never block; its callers then wait another
+        way (``server.gate_wait.run_inline``)."""
+        self.writers_wait = False
+        try:
+            return True, fn(*args)
+        except LockNotAvailable:
+            return False, None
+        finally:
+            self.writers_wait = True
 
     def commit_ticket(self) -> int:
         """Right after a ``COMMIT`` of this connection returned: the ticket to :meth:`wait_durable`

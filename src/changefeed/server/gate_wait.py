@@ -14,14 +14,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
 
-from changefeed.engine.database import WriteGate
+from changefeed.engine.database import Database, WriteGate
 
-__all__ = ["LOOK_AGAIN_S", "released"]
+__all__ = ["LOOK_AGAIN_S", "ON_LOOP_S", "released", "run_inline"]
+
+T = TypeVar("T")
 
 #: A waiter looks again after this long even without a ring (a holder killed before it rang, a
 #: gate whose doorbell could not be opened).
 LOOK_AGAIN_S = 0.005
+#: How long :func:`run_inline` waits on the loop for a held gate (another worker's statement
+#: ends in well under this) before it hands the work to the pool: a writer that holds the gate
+#: longer is in an explicit transaction, which may take as long as its client does.
+ON_LOOP_S = 0.05
+
+
+async def run_inline(
+    db: Database,
+    pool: Callable[..., Awaitable[T]],
+    fn: Callable[..., T],
+    *args: Any,
+    wait_on_loop_s: float = ON_LOOP_S,
+) -> T:
+    """``fn(*args)`` on the running loop when its write transactions find ``db``'s write lock
+    free (``Database.run_if_free``); when another writer holds it, wait for the gate's doorbell
+    on the loop and try again there, for up to ``wait_on_loop_s``, then run it with ``pool``
+    (which may block on the lock, off the loop). Only gates shared by several processes ring;
+    a gate of this process alone goes to the pool at once."""
+    loop = asyncio.get_running_loop()
+    deadline = 0.0
+    while True:
+        ran, result = db.run_if_free(fn, *args)
+        if ran:
+            return cast(T, result)  # fn's own result, None included
+        now = loop.time()
+        deadline = deadline or now + wait_on_loop_s
+        if not db.write_gate.shared or now >= deadline:
+            return await pool(fn, *args)
+        await released(db.write_gate, min(LOOK_AGAIN_S, deadline - now))
 
 
 class _Bell:

@@ -40,6 +40,7 @@ from changefeed.exceptions import (
     TypeMismatch,
 )
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
+from changefeed.server import gate_wait
 from changefeed.server.cql import system
 from changefeed.server.cql import wire as w
 from changefeed.server.cql.columnar import EncodedRows, encode_rows
@@ -580,14 +581,7 @@ class CqlSession:
         engine (then, like everything else, on the pool)."""
         assert self.conn is not None
         if inline:
-            db = self.conn.db
-            db.writers_wait = False
-            try:
-                return self._execute(stmt, values)
-            except LockNotAvailable:
-                pass
-            finally:
-                db.writers_wait = True
+            return await gate_wait.run_inline(self.conn.db, self.call, self._execute, stmt, values)
         return await self.call(self._execute, stmt, values)
 
     def _parse_for_query(self, query: str) -> ast.Statement:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from changefeed.connection import Result
-from changefeed.exceptions import ChangefeedError, LockNotAvailable
+from changefeed.exceptions import ChangefeedError
+from changefeed.server import gate_wait
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.portals import Portal, Prepared, Running, RunShape, new_query_id
@@ -416,7 +417,7 @@ def start_chunk(session: PgSession, taken: int) -> None:
     batch = session.batch
     if batch is None or session.conn is None or len(batch.rows) - batch.executed < CHUNK_ROWS:
         return
-    if taken >= LINGER_ROWS and len(session.endpoint.registry.sessions) == 1:
+    if taken >= LINGER_ROWS and session.alone:
         return
     if batch.inflight is not None:
         if not batch.inflight.done() or batch.inflight.exception() is not None:
@@ -443,25 +444,26 @@ def write_rows(session: PgSession, stmt: ast.Statement, rows: Sequence[Sequence[
     """The engine's bulk write of ``rows`` (``execute_many``): on the loop itself when this is
     the only session of its process (nobody else's statement waits on the loop, and handing the
     rows to a pool thread and the result back costs two thread switches and two hand-overs of the
-    interpreter lock), unless another writer holds the write lock (the engine refuses at once
-    instead of waiting there); otherwise on the pool."""
+    interpreter lock), started at once when the write lock is free, else once another writer
+    ends it (``gate_wait.run_inline``); otherwise on the pool."""
     assert session.conn is not None
     engine = session.conn.session
-    if len(session.endpoint.registry.sessions) == 1:
-        db = session.conn.db
-        fut: asyncio.Future[int] = session.loop.create_future()
-        db.writers_wait = False
-        try:
-            fut.set_result(engine.execute_many(stmt, rows))
-            return fut
-        except LockNotAvailable:
-            pass  # another session or process is writing: wait for it on the pool
-        except Exception as exc:  # the caller's await raises it
-            fut.set_exception(exc)
-            return fut
-        finally:
-            db.writers_wait = True
-    return session.calls.start(engine.execute_many, stmt, rows)
+    if not session.alone:
+        return session.calls.start(engine.execute_many, stmt, rows)
+    fut: asyncio.Future[int] = session.loop.create_future()
+    try:
+        ran, n = session.conn.db.run_if_free(engine.execute_many, stmt, rows)
+    except Exception as exc:  # the caller's await raises it
+        fut.set_exception(exc)
+        return fut
+    if ran:
+        assert n is not None
+        fut.set_result(n)
+        return fut
+    # Another session or process is writing: wait for it (on the loop, then on the pool).
+    return asyncio.ensure_future(
+        gate_wait.run_inline(session.conn.db, session.call, engine.execute_many, stmt, rows)
+    )
 
 
 async def linger(session: PgSession, taken: int) -> None:

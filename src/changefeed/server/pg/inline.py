@@ -5,8 +5,9 @@ hand-overs of the interpreter lock: on this kind of machine several hundred micr
 more than a single-row INSERT itself. Statements that are certain to be short are run on the
 loop: a few-row ``INSERT``/``UPSERT``, and ``SELECT``/``UPDATE``/``DELETE`` that name the whole
 primary key with ``=`` (one row at most), plus ``BEGIN``/``COMMIT``/``ROLLBACK``. Writes among them never
-wait on the loop: when another session of this server is writing, the engine raises
-``LockNotAvailable`` before doing anything and the statement goes to the pool after all.
+block the loop: when another writer holds the write lock, the engine refuses before doing
+anything, and the statement waits for it on the loop for a short while, then on the pool
+(``server.gate_wait.run_inline``).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from changefeed.connection import Connection, Result
-from changefeed.exceptions import ChangefeedError, LockNotAvailable
+from changefeed.exceptions import ChangefeedError
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import gate_wait
 from changefeed.server.pg import batch as batches
@@ -80,10 +80,6 @@ WRITE_TIMEOUT = 30.0
 
 #: Bytes of DataRows buffered before waiting for the client to take them.
 FLUSH_BYTES = 256 * 1024
-#: How long a statement that runs on the loop waits there (for the write gate's doorbell, see
-#: ``server.gate_wait``) when another worker or session holds the write lock, before it waits on
-#: the pool instead (the holder is a long transaction, e.g. a client's open BEGIN).
-GATE_WAIT_ON_LOOP_S = 0.05
 #: Rows encoded at a time; results larger than this are encoded on the pool, chunk by chunk.
 ENCODE_CHUNK = 2000
 #: Parsed query texts kept per connection.
@@ -208,6 +204,12 @@ class PgSession:
         await self.calls.settle()
 
     @property
+    def alone(self) -> bool:
+        """Whether this is the only session of its process: nobody else's statement waits on
+        the loop while it runs something there."""
+        return len(self.endpoint.registry.sessions) == 1
+
+    @property
     def txn_status(self) -> bytes:
         s = self.conn.session if self.conn is not None else None
         if s is None or not s.in_transaction:
@@ -254,7 +256,7 @@ class PgSession:
             if not ticket:
                 return
         try:
-            if len(self.endpoint.registry.sessions) == 1:
+            if self.alone:
                 # The only session of this process: nobody else's statement waits on the loop, so
                 # it syncs here, without asking the loop's sync process and waiting for its
                 # answer (a hand-over that costs more than the sync itself on one client).
@@ -509,23 +511,8 @@ class PgSession:
                     self.forget_plan(prep)  # stale (the catalog moved) or not for these values
                 if prep.template is not None:
                     stmts, params = norm_.bind(prep.template, prep.values), []
-                db = self.conn.db
-                deadline = 0.0
-                while True:
-                    db.writers_wait = False
-                    try:
-                        return self._run_engine(stmts, params)
-                    except LockNotAvailable:
-                        pass  # another session or worker is writing
-                    finally:
-                        db.writers_wait = True
-                    # Wait for the gate's doorbell on the loop, then try again here; a long wait
-                    # (an explicit transaction holds the lock) goes on on the pool.
-                    now = self.loop.time()
-                    deadline = deadline or now + GATE_WAIT_ON_LOOP_S
-                    if not db.write_gate.shared or now >= deadline:
-                        break
-                    await gate_wait.released(db.write_gate, min(gate_wait.LOOK_AGAIN_S, deadline - now))
+                # On the loop; waiting for another worker's write there, then on the pool.
+                return await gate_wait.run_inline(self.conn.db, self.call, self._run_engine, stmts, params)
             return await self.call(self._run_engine, stmts, params)
         finally:
             self.running = None
