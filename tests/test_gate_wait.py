@@ -7,7 +7,11 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
+
+import pytest
 
 from changefeed.engine.database import WriteGate
 from changefeed.server import gate_wait
@@ -52,3 +56,80 @@ def test_without_a_bell_the_waiter_looks_again_on_a_timer(tmp_path: Path) -> Non
         return time.monotonic() - t0
 
     assert 0.04 < asyncio.run(once()) < 1.0
+
+
+def test_run_if_free_reports_a_refusal_and_restores_the_flag(tmp_path: Path) -> None:
+    import changefeed
+    from changefeed.exceptions import LockNotAvailable
+
+    conn = changefeed.connect(tmp_path / "db")
+    db = conn.db
+    try:
+
+        def refuse() -> int:
+            assert db.writers_wait is False  # the write transactions inside refuse at once
+            raise LockNotAvailable("another process is writing")
+
+        def boom() -> int:
+            raise ValueError("not a lock")
+
+        assert db.run_if_free(lambda: 7) == (True, 7)
+        assert db.run_if_free(refuse) == (False, None)
+        assert db.writers_wait is True
+        with pytest.raises(ValueError):
+            db.run_if_free(boom)
+        assert db.writers_wait is True
+        db.writers_wait = False  # an outer caller's setting is kept
+        assert db.run_if_free(refuse) == (False, None)
+        assert db.writers_wait is False
+        db.writers_wait = True
+    finally:
+        conn.close()
+
+
+class _Db:
+    """What run_inline uses of a Database: a writer that refuses ``refusals`` times."""
+
+    def __init__(self, gate: WriteGate, refusals: int) -> None:
+        self.write_gate = gate
+        self.refusals = refusals
+        self.tries = 0
+
+    def run_if_free(self, fn: Callable[..., int], *args: Any) -> tuple[bool, int | None]:
+        self.tries += 1
+        if self.tries <= self.refusals:
+            return False, None
+        return True, fn(*args)
+
+
+def test_run_inline_waits_on_the_loop_for_a_shared_gate_then_goes_to_the_pool(tmp_path: Path) -> None:
+    pooled: list[tuple[Any, ...]] = []
+
+    async def pool(fn: Callable[..., int], *args: Any) -> int:
+        pooled.append(args)
+        return fn(*args)
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    async def run(db: _Db, **kw: Any) -> tuple[int, float]:
+        t0 = time.monotonic()
+        got = await gate_wait.run_inline(cast(Any, db), pool, add, 2, 3, **kw)
+        return got, time.monotonic() - t0
+
+    shared = WriteGate(str(tmp_path / "s.db"), shared=True)  # no bell: looks again every 5 ms
+    # free at the third look, on the loop
+    db = _Db(shared, refusals=2)
+    assert asyncio.run(run(db))[0] == 5 and db.tries == 3 and not pooled
+    # the caller's own try was refused already: the wait comes first, no second try at once
+    db = _Db(shared, refusals=1)
+    assert asyncio.run(run(db, refused=True))[0] == 5 and db.tries == 2 and not pooled
+    # held all along: on the pool once the wait on the loop is over
+    db = _Db(shared, refusals=10**6)
+    got, took = asyncio.run(run(db, wait_on_loop_s=0.05))
+    assert got == 5 and pooled == [(2, 3)] and 0.04 < took < 1.0
+    # a gate of this process alone does not ring: on the pool at once
+    pooled.clear()
+    db = _Db(WriteGate(str(tmp_path / "u.db"), shared=False), refusals=10**6)
+    got, took = asyncio.run(run(db))
+    assert got == 5 and pooled == [(2, 3)] and db.tries == 1 and took < 0.04

@@ -160,8 +160,9 @@ class StatementTooComplex(ChangefeedError):
 
 
 class LockNotAvailable(TransactionError):
-    """A write that was asked not to wait found another writer of this process at work (the
-    PostgreSQL endpoint then runs the statement on its worker pool, where it may wait)."""
+    """A write transaction that was asked not to wait found another writer (of this process or
+    another) at work, and refused as it started, before changing anything (an endpoint's event
+    loop then waits for the writer another way: ``server.gate_wait``). Raised nowhere else."""
 
     code = "55P03"
 

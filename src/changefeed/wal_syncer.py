@@ -17,12 +17,13 @@ sync succeeded) for the largest target it read. It exits when its input closes (
 gone) or after :data:`IDLE_EXIT_S` without a request (the asker starts another when it needs one).
 
 This file imports nothing of the package: the process runs it by path, in isolated mode, so that
-starting one costs an interpreter and nothing else.
+starting one costs an interpreter and a few standard modules (``ctypes`` for ``statx``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import select
 import struct
@@ -42,6 +43,11 @@ _AT_EMPTY_PATH = 0x1000
 _STATX_INO = 0x100
 _STATX_SIZE = 0x200
 _STATX_BUFFER = 256  # sizeof(struct statx)
+_STATX_MASK = struct.Struct("=I")  # stx_mask: what the kernel filled in
+_STATX_INO_SIZE = struct.Struct("=QQ")  # stx_ino, stx_size at 32
+_STATX_DEV = struct.Struct("=II")  # stx_dev_major, stx_dev_minor at 136
+#: statx failing so means it cannot be used here (not the file's doing): stat instead.
+_STATX_UNUSABLE = frozenset({errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP, errno.EINVAL})
 _statx: Any = None
 try:
     _statx = ctypes.CDLL(None, use_errno=True).statx
@@ -61,20 +67,27 @@ def file_identity(path: str | None = None, fd: int = -1) -> tuple[tuple[int, int
     6.13 a file system with multigrain timestamps marks a file whose change time was read, and
     its next write then stamps a fine-grained time, which dirties the inode. Without ``statx``:
     ``os.stat`` / ``os.fstat``."""
-    if _statx is None:
-        st = os.fstat(fd) if path is None else os.stat(path)
-        return (st.st_dev, st.st_ino), st.st_size
-    buf = ctypes.create_string_buffer(_STATX_BUFFER)
-    if path is None:
-        rc = _statx(fd, b"", _AT_EMPTY_PATH, _STATX_INO | _STATX_SIZE, buf)
-    else:
-        rc = _statx(_AT_FDCWD, os.fsencode(path), 0, _STATX_INO | _STATX_SIZE, buf)
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), path) if path is not None else OSError(err, os.strerror(err))
-    ino, size = struct.unpack_from("<QQ", buf, 32)
-    major, minor = struct.unpack_from("<II", buf, 136)
-    return (os.makedev(major, minor), ino), size
+    global _statx
+    if _statx is not None:
+        buf = ctypes.create_string_buffer(_STATX_BUFFER)
+        want = _STATX_INO | _STATX_SIZE
+        if path is None:
+            rc = _statx(fd, b"", _AT_EMPTY_PATH, want, buf)
+        else:
+            rc = _statx(_AT_FDCWD, os.fsencode(path), 0, want, buf)
+        if rc == 0:
+            (mask,) = _STATX_MASK.unpack_from(buf, 0)
+            if mask & want == want:
+                ino, size = _STATX_INO_SIZE.unpack_from(buf, 32)
+                major, minor = _STATX_DEV.unpack_from(buf, 136)
+                return (os.makedev(major, minor), ino), size
+        else:
+            err = ctypes.get_errno()
+            if err not in _STATX_UNUSABLE:
+                raise OSError(err, os.strerror(err), *(() if path is None else (path,)))
+            _statx = None  # not allowed or not there (a seccomp filter, an old kernel): stat from now on
+    st = os.fstat(fd) if path is None else os.stat(path)
+    return (st.st_dev, st.st_ino), st.st_size
 
 
 def sync_wal(wal: str, directory: str, last_inode: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -121,11 +134,11 @@ def serve(wal: str, stdin: int = 0, stdout: int = 1) -> None:
         pending = pending[whole:]
         try:
             inode = sync_wal(wal, directory, inode)
-            errno = 0
+            failure = 0
         except OSError as exc:
-            errno = exc.errno or 5  # EIO when the error names none
+            failure = exc.errno or errno.EIO  # EIO when the error names none
         try:
-            os.write(stdout, ANSWER.pack(target, errno))
+            os.write(stdout, ANSWER.pack(target, failure))
         except BrokenPipeError:
             return  # the asker is gone
 

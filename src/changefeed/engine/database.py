@@ -404,16 +404,18 @@ class Database:
     def run_if_free(self, fn: Callable[..., T], *args: Any) -> tuple[bool, T | None]:
         """``(True, fn(*args))`` if its write transactions find the write lock free; ``(False,
         None)`` if one found it held (by another thread or process), which refuses at once,
-        before changing anything, instead of waiting (:attr:`writers_wait`). For an event loop
-        that runs short statements itself and must never block; its callers then wait another
-        way (``server.gate_wait.run_inline``)."""
-        self.writers_wait = False
+        before changing anything, instead of waiting (:attr:`writers_wait`): ``LockNotAvailable``
+        is raised only there, when a transaction starts. For an event loop that runs short
+        statements itself and must never block; its callers then wait another way
+        (``server.gate_wait.run_inline``). ``fn`` runs one transaction: a refusal after an
+        earlier commit of its own would be taken for one before it."""
+        before, self.writers_wait = self.writers_wait, False
         try:
             return True, fn(*args)
         except LockNotAvailable:
             return False, None
         finally:
-            self.writers_wait = True
+            self.writers_wait = before
 
     def commit_ticket(self) -> int:
         """Right after a ``COMMIT`` of this connection returned: the ticket to :meth:`wait_durable`

@@ -38,18 +38,22 @@ async def run_inline(
     fn: Callable[..., T],
     *args: Any,
     wait_on_loop_s: float = ON_LOOP_S,
+    refused: bool = False,
 ) -> T:
     """``fn(*args)`` on the running loop when its write transactions find ``db``'s write lock
     free (``Database.run_if_free``); when another writer holds it, wait for the gate's doorbell
     on the loop and try again there, for up to ``wait_on_loop_s``, then run it with ``pool``
     (which may block on the lock, off the loop). Only gates shared by several processes ring;
-    a gate of this process alone goes to the pool at once."""
+    a gate of this process alone goes to the pool at once. ``refused``: the caller's own try
+    just found the lock held (the wait comes first)."""
     loop = asyncio.get_running_loop()
     deadline = 0.0
     while True:
-        ran, result = db.run_if_free(fn, *args)
-        if ran:
-            return cast(T, result)  # fn's own result, None included
+        if not refused:
+            ran, result = db.run_if_free(fn, *args)
+            if ran:
+                return cast(T, result)  # fn's own result, None included
+        refused = False
         now = loop.time()
         deadline = deadline or now + wait_on_loop_s
         if not db.write_gate.shared or now >= deadline:

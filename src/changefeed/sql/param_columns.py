@@ -2,12 +2,14 @@
 
 The PostgreSQL endpoint reads a pipelined run of Binds a parameter column at a time (NumPy over
 the wire bytes, see ``server/pg/batch.py``) and knows things of a whole column at once: every
-value a binary integer, and the smallest and largest; every value text, and the longest. Handed
+value a binary integer, and bounds of them all (its wire type's range); every value text, and a
+bound of the longest's length. Handed
 to ``Session.execute_many`` as :class:`ParamColumns`, such a run is written without being turned
 into row tuples and back into columns, and a column whose facts show every value already fits its
 table column (:func:`stored_as_given`) is stored as it is instead of checked value by value. Any
 other use (an error's row, the row-by-row fallbacks) sees ordinary rows: :class:`ParamColumns` is
-a sequence of row tuples.
+a sequence of row tuples. A column stored as it is goes to the transaction by reference, kept
+until its commit: nothing changes a :class:`ParamColumns` once it is handed over.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ STRS = "str"
 
 @dataclass(frozen=True, slots=True)
 class ColumnFacts:
-    """What holds for every value of one parameter column: ``kind`` :data:`INTS` with ``lo`` and
-    ``hi`` the smallest and largest, or :data:`STRS` with ``hi`` at least the longest's length."""
+    """What holds for every value of one parameter column: ``kind`` :data:`INTS` with ``lo <= v
+    <= hi`` for each, or :data:`STRS` with ``hi`` at least the longest's length."""
 
     kind: str
     lo: int

@@ -577,8 +577,8 @@ class CqlSession:
     async def _run_write(
         self, stmt: ast.Statement, values: Sequence[Any], inline: bool
     ) -> tuple[Result, list[SchemaChange]]:
-        """Run a non-SELECT statement: short ones on the loop unless another writer holds the
-        engine (then, like everything else, on the pool)."""
+        """Run a non-SELECT statement: short ones on the loop (waiting there a short while for
+        another writer, then on the pool: ``gate_wait.run_inline``), the others on the pool."""
         assert self.conn is not None
         if inline:
             return await gate_wait.run_inline(self.conn.db, self.call, self._execute, stmt, values)

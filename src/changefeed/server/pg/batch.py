@@ -462,7 +462,7 @@ def write_rows(session: PgSession, stmt: ast.Statement, rows: Sequence[Sequence[
         return fut
     # Another session or process is writing: wait for it (on the loop, then on the pool).
     return asyncio.ensure_future(
-        gate_wait.run_inline(session.conn.db, session.call, engine.execute_many, stmt, rows)
+        gate_wait.run_inline(session.conn.db, session.call, engine.execute_many, stmt, rows, refused=True)
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from changefeed.server.pg import cluster
 from changefeed.server.pg.server import PgServer
 from changefeed.server.pg.sessions import Registry
+from changefeed.sql.grammar import load_grammar
 from changefeed.sqlite_wal import BOARD_SLOT, wal_sync
 
 
@@ -62,8 +63,10 @@ async def serve(spec: cluster.WorkerSpec) -> None:
     )
     registry.cluster = link
     server.on_closed = link.closed_one
-    # What is set up by now (modules, grammars, the catalog) lives as long as the worker: the
-    # collector's full passes, which a bulk write's allocations set off, skip it from here on.
+    # What is set up by now lives as long as the worker (the modules, and the SQL grammar,
+    # built here rather than at the first query): the collector's full passes, which a bulk
+    # write's allocations set off, skip it from here on.
+    load_grammar("sql")
     gc.collect()
     gc.freeze()
     link.ready()
