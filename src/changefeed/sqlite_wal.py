@@ -53,7 +53,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from changefeed import wal_syncer
@@ -374,13 +373,13 @@ class WalSync:
         proc = self._process
         return proc if proc is not None and not proc.closed else None
 
-    async def wait_async(self, ticket: int, executor: Executor | None = None) -> None:
+    async def wait_async(self, ticket: int) -> None:
         """:meth:`wait` for an event loop, which never blocks: the loop's :class:`SyncProcess`
         syncs (one request in flight: the commits that arrive meanwhile are the next group), and
         the answer is one more readable pipe for the loop. A loop other than the one the process
         answers to (rare: one loop serves a process's endpoints), or any loop once processes
         could not be started or kept ending without answering, is served by one thread of this
-        ``WalSync`` instead, which wakes each loop once per group (``executor`` is not used)."""
+        ``WalSync`` instead, which wakes each loop once per group."""
         decided, error = self._outcome(ticket)
         if error is not None:
             raise error

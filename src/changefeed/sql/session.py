@@ -139,12 +139,23 @@ class RunAgain(Exception):
         self.timeout_error = timeout_error
 
 
-def at_row(exc: ChangefeedError, r: int) -> None:
-    """``exc`` as about parameter row ``r`` of a bulk statement (its ``row``, unless an inner one
-    set it already). A loop over the rows catches once around the whole loop and names the row it
-    was at, rather than entering a handler per row."""
-    if exc.row is None:
-        exc.row = r
+class RowMark:
+    """Names the parameter row of a bulk statement that a ``ChangefeedError`` raised inside is
+    about (its ``row``, unless an inner one set it already). One handler around a whole loop over
+    the rows, which moves the mark as it goes: ``with RowMark() as at: for at.r, params in
+    enumerate(rows): ...``."""
+
+    __slots__ = ("r",)
+
+    def __init__(self, r: int = 0) -> None:
+        self.r = r
+
+    def __enter__(self) -> RowMark:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, ChangefeedError) and exc.row is None:
+            exc.row = self.r
 
 
 def _claim(table: dict[Any, Any], key: Any, value: Any, family: str) -> None:
@@ -285,13 +296,10 @@ class Session:
             plan = self.run(lambda t: Result(rows=[(plan_many(self, t, stmt),)]), write=False).rows[0][0]
             if plan is not None:
                 return self.run(lambda t: Result(rowcount=plan(t, rows)), write=True).rowcount
-        total = r = 0
-        try:
-            for r in range(len(rows)):
-                total += self.execute(stmt, rows[r]).rowcount
-        except ChangefeedError as exc:
-            at_row(exc, r)
-            raise
+        total = 0
+        with RowMark() as at:
+            for at.r, params in enumerate(rows):
+                total += self.execute(stmt, params).rowcount
         return total
 
     # ------------------------------------------------------------------ privileges

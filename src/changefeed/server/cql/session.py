@@ -308,7 +308,7 @@ class CqlSession:
                 conn = self.conn
                 if ticket and conn is not None and conn.db.syncer is not None:
                     try:
-                        await conn.db.syncer.wait_async(ticket, self.shared.pool)
+                        await conn.db.syncer.wait_async(ticket)
                     except ChangefeedError as exc:
                         failed, self.held = self.held, []
                         for _, stream, _ in failed:

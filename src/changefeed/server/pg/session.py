@@ -262,7 +262,7 @@ class PgSession:
                 # answer (a hand-over that costs more than the sync itself on one client).
                 db.syncer.wait(ticket)
             else:
-                await db.syncer.wait_async(ticket, self.endpoint.pool)
+                await db.syncer.wait_async(ticket)
         except ChangefeedError as exc:
             self.out.clear()
             self.pending = 0

@@ -37,10 +37,7 @@ async def serve(spec: cluster.WorkerSpec) -> None:
 
     # Writers of every worker queue on one cross-process gate; commits publish their durability
     # on the board so that a reply of any worker waits for what it may show.
-    bell = (spec.bell_read_fd, spec.bell_write_fd)
-    for fd in bell:
-        if fd >= 0:
-            os.set_blocking(fd, False)  # the pipe's flags are shared: set so by the dispatcher too
+    bell = (spec.bell_read_fd, spec.bell_write_fd)  # non-blocking: the dispatcher's pipe2
     share_write_gate(True, bell if min(bell) >= 0 else None)
     wal_sync(db / DB_FILE).share(board, spec.index, spec.board_slots)
     registry = Registry(spec.index)

@@ -34,7 +34,7 @@ from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns, stored_as_given
 from changefeed.sql.result import Result
-from changefeed.sql.session import BulkWriter, Session, StatementFamily, at_row
+from changefeed.sql.session import BulkWriter, RowMark, Session, StatementFamily
 from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values, log_base_table
 
@@ -125,10 +125,8 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
     mode, dialect, version = s.mode, session.dialect, schema.version
 
     def check_rows(rows: Sequence[Sequence[Any]]) -> None:
-        r = 0
-        try:
-            for r in range(len(rows)):
-                params = rows[r]
+        with RowMark() as at:
+            for at.r, params in enumerate(rows):
                 vals = [
                     store(params[pi] if pi >= 0 else const)
                     for store, pi, const in zip(storers, params_at, consts, strict=True)
@@ -136,9 +134,6 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
                 for i, c in zip(key_pos, schema.key, strict=True):
                     if vals[i] is None:
                         raise InvalidStatement(f"missing value for primary key column {c.name}")
-        except ChangefeedError as exc:
-            at_row(exc, r)
-            raise
 
     def run(t: Transaction, rows: Sequence[Sequence[Any]]) -> int:
         current = t.db.table_by_id(schema.id)
@@ -149,30 +144,23 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
             return 0
         given = rows if isinstance(rows, ParamColumns) and len(rows.columns) > last_param else None
         if given is None:
-            for r, params in enumerate(rows):
-                if len(params) <= last_param:
-                    try:
+            with RowMark() as at:
+                for at.r, params in enumerate(rows):
+                    if len(params) <= last_param:
                         Params(params).get(last_param)  # raises: a parameter has no value
-                    except ChangefeedError as exc:
-                        at_row(exc, r)
-                        raise
         try:
             # Column-wise: each value column is checked and converted in one pass over the rows;
             # a column of parameters whose facts show that every value is stored as it is, as is.
-            if given is not None:
-                vals = [
-                    [store(const)] * n
-                    if pi < 0
-                    else given.columns[pi]
-                    if stored_as_given(ty, given.facts[pi])
-                    else list(map(store, given.columns[pi]))
-                    for store, ty, pi, const in zip(storers, types, params_at, consts, strict=True)
-                ]
-            else:
-                vals = [
-                    list(map(store, map(itemgetter(pi), rows))) if pi >= 0 else [store(const)] * n
-                    for store, pi, const in zip(storers, params_at, consts, strict=True)
-                ]
+            vals: list[list[Any]] = []
+            for store, ty, pi, const in zip(storers, types, params_at, consts, strict=True):
+                if pi < 0:
+                    vals.append([store(const)] * n)
+                elif given is None:
+                    vals.append(list(map(store, map(itemgetter(pi), rows))))
+                elif stored_as_given(ty, given.facts[pi]):
+                    vals.append(given.columns[pi])
+                else:
+                    vals.append(list(map(store, given.columns[pi])))
             for i, c in zip(key_pos, schema.key, strict=True):
                 if None in vals[i]:
                     raise InvalidStatement(f"missing value for primary key column {c.name}")
@@ -184,13 +172,9 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
         for cid in fill:
             cells[cid] = [None] * n
         if len(set(keys)) != n:
-            r = 0
-            try:
-                for r in range(n):  # the same key twice: keep statement order, row by row
-                    insert(session, t, s, Params(rows[r]))
-            except ChangefeedError as exc:
-                at_row(exc, r)
-                raise
+            with RowMark() as at:
+                for at.r, params in enumerate(rows):  # the same key twice: statement order, row by row
+                    insert(session, t, s, Params(params))
             return n
         olds = None
         if dialect == "sql" and mode == "insert":
@@ -203,11 +187,10 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
                     vals_shown = ", ".join(
                         str(c.type.from_db(v)) for c, v in zip(current.key, keys[r], strict=True)
                     )
-                    dup = UniqueViolation(
-                        f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
-                    )
-                    at_row(dup, r)
-                    raise dup
+                    with RowMark(r):
+                        raise UniqueViolation(
+                            f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
+                        )
                 keep = [r for r, k in enumerate(keys) if k not in olds]
                 keys = [keys[r] for r in keep]
                 cells = {cid: [col[r] for r in keep] for cid, col in cells.items()}
