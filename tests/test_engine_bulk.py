@@ -425,3 +425,81 @@ def test_chunked_bulk_writes_match_one_statement(
     slow = run(tmp_path / "slow", "bulk")
     assert fast == slow == single
     assert len(fast[0]) == 40  # one change per key and transaction
+
+
+# ---------------------------------------------------------------------- multi-row parameters
+def _values(rows: int, width: int) -> str:
+    return ", ".join(
+        "(" + ", ".join(f"${r * width + j + 1}" for j in range(width)) + ")" for r in range(rows)
+    )
+
+
+@pytest.mark.parametrize("cdc", CDC_OPTIONS[1:3])
+@pytest.mark.parametrize("verb", ["INSERT", "UPSERT", "INSERT_NOTHING"])
+def test_multi_row_parameter_insert_matches_row_by_row(tmp_path: Path, cdc: str, verb: str) -> None:
+    """``INSERT .. VALUES ($1, $2, $3), ($4, $5, $6), ..`` (pgjdbc's reWriteBatchedInserts) is
+    written as executemany's bulk write: table, ScyllaDB log and change stream as one row at a
+    time."""
+    rows = [
+        (k, None if k % 4 == 0 else f"v{k}", k * 7) for k in range(40) if verb != "INSERT" or k not in (3, 5)
+    ]
+    head = {"INSERT": "INSERT", "UPSERT": "UPSERT", "INSERT_NOTHING": "INSERT"}[verb]
+    tail = " ON CONFLICT DO NOTHING" if verb == "INSERT_NOTHING" else ""
+    out = []
+    for how in ("bulk", "single"):
+        db = tmp_path / how
+        conn = changefeed.connect(db)
+        conn.execute("CREATE TABLE `ks.t` (k Int64, a Utf8, b Int64, c Double, PRIMARY KEY (k))")
+        conn.execute("UPSERT INTO `ks.t` (k, a, b, c) VALUES (3, 'three', 3, 3.5), (5, NULL, 5, NULL)")
+        with changefeed.connect(db, dialect="cql") as cql:
+            cql.execute(f"ALTER TABLE ks.t WITH cdc = {cdc}")
+        conn.execute(
+            "ALTER TABLE `ks.t` ADD CHANGEFEED f WITH (FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES')"
+        )
+        if how == "bulk":
+            flat = [v for r in rows for v in r]
+            res = conn.execute(f"{head} INTO `ks.t` (k, a, b) VALUES {_values(len(rows), 3)}{tail}", flat)
+            written = res.rowcount
+        else:
+            written = 0
+            with conn.transaction():
+                for r in rows:
+                    written += conn.execute(
+                        f"{head} INTO `ks.t` (k, a, b) VALUES ($1, $2, $3){tail}", r
+                    ).rowcount
+        conn.close()
+        with changefeed.connect(db, dialect="cql") as cql:
+            out.append((written, _log_and_table(cql, "ks.t"), _change_rows(db, "ks.t")))
+    assert out[0] == out[1]
+    assert out[0][0] == (38 if verb != "UPSERT" else 40)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [(10, "x", 1), (3, "dup", 2)],  # a key that is there already
+        [(10, "x", 1), (11, "y", 2), (10, "again", 3)],  # a key twice in the statement
+        [(10, "x", 1), (11, "y", "seven")],  # not an integer
+        [(10, "x", 1), (None, "y", 2)],  # no key
+        [(10, "x", 1), (11, "y", 2**70)],  # out of range
+    ],
+)
+def test_multi_row_parameter_insert_fails_as_its_first_bad_row(
+    tmp_path: Path, bad: list[tuple[Any, ...]]
+) -> None:
+    """The error of a multi-row parameter INSERT is the one its first bad row gets on its own,
+    and the statement writes nothing."""
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (k INT PRIMARY KEY, a TEXT, b INT)")
+    conn.execute("INSERT INTO t VALUES (3, 'three', 3)")
+    with pytest.raises(exc.ChangefeedError) as first, conn.transaction():
+        for r in bad:
+            conn.execute("INSERT INTO t (k, a, b) VALUES ($1, $2, $3)", r)
+    flat = [v for r in bad for v in r]
+    with pytest.raises(exc.ChangefeedError) as multi:
+        conn.execute(f"INSERT INTO t (k, a, b) VALUES {_values(len(bad), 3)}", flat)
+    assert (type(multi.value), str(multi.value)) == (type(first.value), str(first.value))
+    assert multi.value.row is None  # a row of the statement, not of an executemany around it
+    with pytest.raises(exc.InvalidStatement, match=r"bind parameter 6 has no value \(5 given\)"):
+        conn.execute(f"INSERT INTO t (k, a, b) VALUES {_values(2, 3)}", [10, "x", 1, 11, "y"])
+    assert conn.execute("SELECT k FROM t").rows == [(3,)]

@@ -373,6 +373,65 @@ def test_jdbc_connects_and_queries(server: RunningServer, tmp_path: Path) -> Non
     assert proc.stdout.splitlines()[:2] == ["700=jdbc", "13.0.0"]
 
 
+JAVA_BATCH = """
+import java.sql.*;
+public class Batch {
+    public static void main(String[] args) throws Exception {
+        try (Connection c = DriverManager.getConnection(args[0], "alice", "wonderland")) {
+            String table = args[1];
+            try (Statement s = c.createStatement()) { s.execute("CREATE TABLE " + table + " (id INT PRIMARY KEY, v TEXT, n INT)"); }
+            c.setAutoCommit(false);
+            try (PreparedStatement p = c.prepareStatement("INSERT INTO " + table + " (id, v, n) VALUES (?, ?, ?)")) {
+                for (int round = 0; round < 3; round++) {
+                    for (int i = 0; i < 700; i++) {
+                        p.setLong(1, round * 1000 + i); p.setString(2, "r" + round + "." + i); p.setLong(3, i);
+                        p.addBatch();
+                    }
+                    int[] counts = p.executeBatch();
+                    c.commit();
+                    System.out.println("batch " + counts.length + " " + java.util.Arrays.stream(counts).sum());
+                }
+                for (int i = 0; i < 300; i++) { p.setLong(1, 5000 + i); p.setString(2, "x"); p.setLong(3, i); p.addBatch(); }
+                p.setLong(1, 1002); p.setString(2, "dup"); p.setLong(3, 0); p.addBatch();
+                try { p.executeBatch(); System.out.println("no error"); }
+                catch (BatchUpdateException e) { System.out.println("error " + e.getSQLState()); c.rollback(); }
+            }
+            try (Statement s = c.createStatement(); ResultSet r = s.executeQuery("SELECT count(*), sum(n), max(v) FROM " + table)) {
+                r.next(); System.out.println("rows " + r.getLong(1) + " " + r.getLong(2) + " " + r.getString(3));
+            }
+            c.commit();
+        }
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_jdbc_batches_are_written_whole(server: RunningServer, tmp_path: Path, rewrite: bool) -> None:
+    """pgjdbc's executeBatch: Bind/Describe/Execute per row with a row limit of 1, a Sync every
+    256 rows; with reWriteBatchedInserts, multi-row INSERTs of parameters. Both are written as
+    bulk writes (a row limit does not matter to a statement that returns no rows); a duplicate
+    key fails the batch with 23505 and the rollback leaves nothing of it."""
+    assert JDBC_JAR.exists() and shutil.which("java"), (
+        "the PostgreSQL JDBC driver (Debian libpostgresql-jdbc-java) or java is missing: make setup installs it"
+    )
+    src = tmp_path / "Batch.java"
+    src.write_text(JAVA_BATCH)
+    table = "jb_rewrite" if rewrite else "jb_plain"
+    url = f"jdbc:postgresql://{server.host}:{server.port}/defaultdb?sslmode=disable&reWriteBatchedInserts={str(rewrite).lower()}"
+    proc = subprocess.run(
+        ["java", "-cp", str(JDBC_JAR), str(src), url, table], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    # With reWriteBatchedInserts pgjdbc reports SUCCESS_NO_INFO (-2) for each row of a rewritten batch.
+    per_row = -2 if rewrite else 1
+    assert proc.stdout.splitlines() == [
+        *[f"batch 700 {700 * per_row}"] * 3,
+        "error 23505",
+        f"rows 2100 {3 * sum(range(700))} r2.99",
+    ]
+
+
 # -------------------------------------------------------------------------------------- bad input
 def test_unknown_protocol_version(server: RunningServer) -> None:
     with _raw(server) as s:

@@ -158,9 +158,13 @@ def scan_run(session: PgSession) -> bool:
     (length,) = _I.unpack_from(buf, pos + 1)
     b_end = pos + 1 + length
     described = buf.startswith(_DESCRIBE_UNNAMED, b_end)
-    term = _DESCRIBE_UNNAMED + _EXECUTE_UNNAMED if described else _EXECUTE_UNNAMED
-    if not buf.startswith(term, b_end):
+    at = b_end + len(_DESCRIBE_UNNAMED) if described else b_end
+    # The Execute with its row limit as the first group has it: any limit (pgjdbc asks for one
+    # row in a batch), as the statement returns none; every group must repeat it.
+    execute = buf[at : at + _EXECUTE_LEN]
+    if len(execute) < _EXECUTE_LEN or not execute.startswith(_EXECUTE_UNNAMED_HEAD):
         return False
+    term = _DESCRIBE_UNNAMED + execute if described else execute
     group = b_end + len(term) - pos
     same = min(room, (len(buf) - pos) // group)
     cols, n, known = _same_size(buf, pos, same, group, term, shape) if same >= SAME_SIZE_ROWS else ([], 0, {})
@@ -403,7 +407,9 @@ _I = struct.Struct("!i")
 _H = struct.Struct("!h")
 #: Describe and Execute (no row limit) of the unnamed portal, as the wire carries them.
 _DESCRIBE_UNNAMED = b"D\x00\x00\x00\x06P\x00"
-_EXECUTE_UNNAMED = b"E\x00\x00\x00\x09\x00\x00\x00\x00\x00"
+#: An Execute of the unnamed portal up to its row limit, and its whole length with the limit.
+_EXECUTE_UNNAMED_HEAD = b"E\x00\x00\x00\x09\x00"
+_EXECUTE_LEN = len(_EXECUTE_UNNAMED_HEAD) + 4
 _PRE_DESCRIBED = p.BIND_COMPLETE + p.NO_DATA
 
 

@@ -7,7 +7,8 @@ loop: a few-row ``INSERT``/``UPSERT``, and ``SELECT``/``UPDATE``/``DELETE`` that
 primary key with ``=`` (one row at most), plus ``BEGIN``/``COMMIT``/``ROLLBACK``. Writes among them never
 block the loop: when another writer holds the write lock, the engine refuses before doing
 anything, and the statement waits for it on the loop for a short while, then on the pool
-(``server.gate_wait.run_inline``).
+(``server.gate_wait.run_inline``). A session alone in its process also runs a long
+``INSERT`` of literals and parameters there (:func:`bulk_insert`): nobody waits behind it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ def runs_inline(session: Session, stmts: Sequence[ast.Statement]) -> bool:
     if isinstance(stmt, ast.Update | ast.Delete):
         return _point(session, stmt.table, stmt.where)
     return False
+
+
+def bulk_insert(stmts: Sequence[ast.Statement]) -> bool:
+    """One ``INSERT``/``UPSERT`` of literals and parameters only, however many rows: run on the
+    loop by a session alone in its process, as a pipelined batch is (``batch.write_rows``)."""
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.Insert):
+        return False
+    stmt = stmts[0]
+    return not stmt.returning and all(_simple(e) for row in stmt.rows for e in row)
 
 
 def _simple(e: object) -> bool:

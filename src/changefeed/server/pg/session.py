@@ -48,7 +48,7 @@ from changefeed.server.pg.errors import (
     UndefinedStatement,
     UndefinedVariable,
 )
-from changefeed.server.pg.inline import runs_inline
+from changefeed.server.pg.inline import bulk_insert, runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
 from changefeed.server.pg.portals import Batch, BatchRows, Portal, Prepared, Running, new_query_id
 from changefeed.server.pg.sessions import QUERY_COLUMNS, Registry
@@ -513,6 +513,9 @@ class PgSession:
                     stmts, params = norm_.bind(prep.template, prep.values), []
                 # On the loop; waiting for another worker's write there, then on the pool.
                 return await gate_wait.run_inline(self.conn.db, self.call, self._run_engine, stmts, params)
+            if self.alone and bulk_insert(stmts):
+                # Long, but nobody else's statement waits on the loop (as a pipelined batch).
+                return await gate_wait.run_inline(self.conn.db, self.call, self._run_engine, stmts, params)
             return await self.call(self._run_engine, stmts, params)
         finally:
             self.running = None
@@ -898,7 +901,8 @@ class PgSession:
         if portal is None:
             raise UndefinedCursor(f'portal "{name}" does not exist')
         prep = portal.prepared
-        if portal.result is None and batches.batchable(self, prep) and name == "" and limit == 0:
+        # Any row limit: a batchable statement returns no rows (pgjdbc's executeBatch asks for one).
+        if portal.result is None and batches.batchable(self, prep) and name == "":
             # Its BindComplete (and NoData) went out already: only its CommandComplete is due.
             self.batch = Batch(prep, BatchRows([portal.params]), [b""], shape=batches.run_shape(portal))
             batches.start_chunk(self, 1 + batches.take_pipelined(self))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
@@ -217,6 +217,9 @@ def _default(session: Session, col: ColumnSchema, ev: Params, ctx: EvalContext) 
 
 @FAMILY.statement(ast.Insert, plan_many=insert_plan)
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
+    bulk = _insert_rows_in_bulk(session, txn, s, ev)
+    if bulk is not None:
+        return bulk
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_insert_privileges(session, s))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
@@ -247,7 +250,37 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
     if s.if_not_exists and session.dialect == "cql":
         return Result(columns=["[applied]"], rows=applied_rows[-1:], types=[bool_type()])
     tag = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}[s.mode]
-    return Result(status=f"{tag} {n if session.dialect == 'sql' else len(s.rows)}", rowcount=n or len(s.rows))
+    return Result(
+        status=f"{tag} {n if session.dialect == 'sql' else len(s.rows)}",
+        rowcount=n if session.dialect == "sql" else len(s.rows),
+    )
+
+
+def _insert_rows_in_bulk(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result | None:
+    """A multi-row ``INSERT``/``UPSERT`` whose values are all bind parameters (``VALUES ($1, $2),
+    ($3, $4), ..``, as pgjdbc's ``reWriteBatchedInserts`` sends a batch) written as the bulk write
+    of ``executemany``: its rows as the parameter rows of the one-row statement it repeats
+    (:func:`insert_plan`, which says None for whatever it does not take: then row by row)."""
+    if session.dialect != "sql" or len(s.rows) < 2:
+        return None
+    width = len(s.rows[0])
+    at: list[list[int]] = []  # each row's parameter numbers
+    for row in s.rows:
+        at.append([v.index for v in row if isinstance(v, ast.Param)])
+        if len(row) != width or len(at[-1]) != width:
+            return None
+    one = replace(s, rows=(tuple(ast.Param(i) for i in range(width)),))
+    plan = insert_plan(session, txn, one)
+    if plan is None:
+        return None
+    rows = [[ev.get(i) for i in row_at] for row_at in at]
+    try:
+        n = plan(txn, rows)
+    except ChangefeedError as exc:
+        exc.row = None  # a row of this statement, not of an executemany around it
+        raise
+    tag = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}[s.mode]
+    return Result(status=f"{tag} {n}", rowcount=n)
 
 
 def _key_of(
