@@ -24,9 +24,10 @@ PostgreSQL, which has no UPSERT):
 * ``txn``: ``BEGIN; UPDATE; SELECT; UPSERT; COMMIT`` (``-M prepared``);
 
 Then the bulk figure: ``executemany`` of ``--bulk`` transactions of 1,000 rows through
-``changefeed.connect`` in this process and through the endpoint with psycopg and with asyncpg,
-taking turns a transaction at a time so that all three meet the same load: rows/s, server and
-client CPU per row, and each client's ratio to ``connect``.
+``changefeed.connect`` in this process and through the endpoint with psycopg, asyncpg and
+pgjdbc (``executeBatch``, plain and with ``reWriteBatchedInserts``), taking turns a transaction
+at a time so that all meet the same load: rows/s, server and client CPU per row, and each
+client's ratio to ``connect``.
 ``--scripts ''`` runs the bulk figure alone (no PostgreSQL, no pgbench needed).
 
 ``--feed`` adds a YDB changefeed (``NEW_AND_OLD_IMAGES``) to the changefeed table, so each write
@@ -47,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -318,6 +320,42 @@ def load_changefeed(db: Path, rows: int, feed: bool) -> None:
             )
 
 
+JDBC_JAR = Path("/usr/share/java/postgresql.jar")
+JDBC_BULK = Path(__file__).resolve().parent / "jdbc" / "BulkInsert.java"
+
+
+class JdbcBulk:
+    """A JVM running ``jdbc/BulkInsert.java`` against the endpoint: each call writes transaction
+    ``t``'s 1,000 rows with pgjdbc's ``addBatch``/``executeBatch`` (``rewrite``: with
+    ``reWriteBatchedInserts``, multi-row INSERTs) and returns once it committed."""
+
+    def __init__(self, port: int, table: str, varied: bool, rewrite: bool) -> None:
+        if not JDBC_JAR.exists() or shutil.which("java") is None:
+            sys.exit("the bulk figure needs java and /usr/share/java/postgresql.jar: run `make setup`")
+        url = f"jdbc:postgresql://127.0.0.1:{port}/defaultdb?sslmode=disable&reWriteBatchedInserts={str(rewrite).lower()}"
+        args = ["java", "-cp", str(JDBC_JAR), str(JDBC_BULK), url, table] + (["varied"] if varied else [])
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        if self.stdout.readline().strip() != "ready":
+            sys.exit(f"{JDBC_BULK.name} did not start (exit status {self.proc.wait()})")
+        for t in range(-2, -32, -1):  # the JIT compiles the driver's hot paths first
+            self.run(t)
+
+    def run(self, t: int) -> None:
+        self.stdin.write(f"{t}\n")
+        self.stdin.flush()
+        if not self.stdout.readline():
+            sys.exit(f"{JDBC_BULK.name} failed (exit status {self.proc.wait()})")
+
+    def cpu(self) -> float:
+        return cpu_seconds([self.proc.pid])
+
+    def close(self) -> None:
+        self.stdin.close()
+        self.proc.wait(30)
+
+
 @dataclass(frozen=True)
 class Bulk:
     local_rows_s: float
@@ -329,11 +367,13 @@ class Bulk:
 def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
     """``executemany`` of 1,000-row transactions through ``changefeed.connect`` in this process,
     and through a fresh ``changefeed serve --pg`` with psycopg (pipelined Bind/Describe/Execute,
-    one message flushed per row, as its executemany sends them) and with asyncpg (pipelined
-    Bind/Execute in large writes), each into a table of its own. The three take turns a
-    transaction at a time (in a rotating order), so that on a shared machine each meets the same
-    load: the ratios compare like with like. Each one's time, server CPU and own CPU are summed
-    over its transactions only."""
+    one message flushed per row, as its executemany sends them), with asyncpg (pipelined
+    Bind/Execute in large writes) and with pgjdbc in a JVM (``executeBatch``: Bind/Describe/
+    Execute with a Sync every 256 rows; and with ``reWriteBatchedInserts``, multi-row INSERTs),
+    each into a table of its own. They take turns a transaction at a time (in a rotating order),
+    so that on a shared machine each meets the same load: the ratios compare like with like.
+    Each one's time, server CPU and own CPU (the JVM's for pgjdbc) are summed over its
+    transactions only."""
     import asyncio
 
     import asyncpg
@@ -345,10 +385,12 @@ def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
         for t in range(transactions)
     ]
     with changefeed.connect(db) as conn:
-        for name in ("b1", "b2", "b3"):
+        for name in ("b1", "b2", "b3", "b4", "b5"):
             conn.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v TEXT, n INT)")
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    # A worker process per client (the dispatcher gives each new connection to the worker with
+    # the fewest): each loads as a bulk loader alone in its worker does, its writes on the loop.
+    env = {**os.environ, "PYTHONPATH": str(SRC), "CHANGEFEED_PG_WORKERS": "4"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--pg", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
@@ -379,27 +421,41 @@ def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
         def with_asyncpg(batch: list[tuple[int, str, int]]) -> None:
             loop.run_until_complete(asyncpg_txn(batch))
 
-        ways = {"connect": with_connect, "psycopg": with_psycopg, "asyncpg": with_asyncpg}
         warm = [(-i - 1, "w", 0) for i in range(1000)]
-        for way in ways.values():
+        for way in (with_connect, with_psycopg, with_asyncpg):
             way(warm)
+        jdbc = JdbcBulk(port, "b4", varied, rewrite=False)
+        jdbc_rw = JdbcBulk(port, "b5", varied, rewrite=True)
+        # Each way: its call with the transaction's number and rows, and its own CPU seconds.
+        ways: dict[str, tuple[Callable[[int, list[tuple[int, str, int]]], None], Callable[[], float]]] = {
+            "connect": (lambda t, b: with_connect(b), time.process_time),
+            "psycopg": (lambda t, b: with_psycopg(b), time.process_time),
+            "asyncpg": (lambda t, b: with_asyncpg(b), time.process_time),
+            "jdbc": (lambda t, b: jdbc.run(t), jdbc.cpu),
+            "jdbc-rewrite": (lambda t, b: jdbc_rw.run(t), jdbc_rw.cpu),
+        }
         pids = tree(proc.pid)  # the dispatcher and its workers (all started by now), found once
         spent = {name: [0.0, 0.0, 0.0] for name in ways}  # seconds, server CPU s, own CPU s
         order = list(ways)
         for t, batch in enumerate(rows):
-            for name in order[t % 3 :] + order[: t % 3]:
-                cpu0, t0, c0 = cpu_seconds(pids), time.perf_counter(), time.process_time()
-                ways[name](batch)
-                took, own, cpu1 = time.perf_counter() - t0, time.process_time() - c0, cpu_seconds(pids)
+            k = t % len(order)
+            for name in order[k:] + order[:k]:
+                call, own_cpu = ways[name]
+                cpu0, t0, c0 = cpu_seconds(pids), time.perf_counter(), own_cpu()
+                call(t, batch)
+                took, own, cpu1 = time.perf_counter() - t0, own_cpu() - c0, cpu_seconds(pids)
                 spent[name][0] += took
                 spent[name][1] += cpu1 - cpu0
                 spent[name][2] += own
+        jdbc.close()
+        jdbc_rw.close()
         loop.run_until_complete(ac.close())
         pc.close()
         conn.close()
         wire = {
             name: (n / spent[name][0], spent[name][1] * 1e6 / n, spent[name][2] * 1e6 / n)
-            for name in ("psycopg", "asyncpg")
+            for name in order
+            if name != "connect"
         }
         return Bulk(n / spent["connect"][0], spent["connect"][2] * 1e6 / n, wire)
     finally:
@@ -582,7 +638,7 @@ def print_bulk(transactions: int, varied: bool) -> None:
     )
     for client, (rate, server_us, client_us) in b.wire.items():
         print(
-            f"  through the endpoint with {client:<8} {rate:>9,.0f} rows/s (server {server_us:.1f} us CPU/row,"
+            f"  through the endpoint with {client:<12} {rate:>9,.0f} rows/s (server {server_us:.1f} us CPU/row,"
             f" client {client_us:.1f} us CPU/row): ratio {rate / b.local_rows_s:.2f} (target >= 0.7)"
         )
 

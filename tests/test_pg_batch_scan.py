@@ -1,8 +1,10 @@
 """The pipelined-run scan of the PostgreSQL endpoint's bulk path (``server/pg/batch.scan_run``)
 against a message-by-message reference: random runs of Bind/[Describe]/Execute of one statement,
 binary and text formats, NULLs, values of one size and of many, values holding the Execute's own
-bytes, and groups that break the run (another statement, other formats, a row limit, a value that
-does not decode, a malformed Bind). The scan must take exactly the rows the reference takes, with
+bytes, Executes with no row limit and with a limit of one (pgjdbc's executeBatch), and groups that
+break the run (another statement, other formats, a value that does not decode, a malformed Bind);
+an Execute with another row limit ends the scan's fast path but not the run (the statement returns
+no rows: any limit takes them all). The scan must take exactly the rows the reference takes, with
 the same decoded values, and leave the stream at the same message. No server: the scan reads a
 buffer; ``test_pg_load.py`` drives it through real clients."""
 
@@ -22,8 +24,13 @@ from changefeed.server.pg import types as t
 from changefeed.server.pg.portals import Batch, BatchRows, Portal, Prepared
 from changefeed.server.pg.values import fmt_of
 
-DESCRIBE = batches._DESCRIBE_UNNAMED
-EXECUTE = batches._EXECUTE_UNNAMED
+#: Describe of the unnamed portal, and Execute of it with no row limit, as the wire carries them.
+DESCRIBE = b"D\x00\x00\x00\x06P\x00"
+EXECUTE = b"E\x00\x00\x00\x09\x00\x00\x00\x00\x00"
+
+
+def _execute(limit: int) -> bytes:
+    return b"E\x00\x00\x00\x09\x00" + struct.pack("!i", limit)
 
 
 def _msg(kind: bytes, body: bytes) -> bytes:
@@ -105,8 +112,8 @@ def _scan_all(buf: bytes, prep: Prepared, first: Portal) -> tuple[list[tuple[Any
 
 def _one_group(buf: bytes, pos: int, prep: Prepared, first: Portal) -> tuple[list[Any], int] | None:
     """The reference: the group at ``pos`` if it belongs to the run (a Bind of the statement with
-    the first one's formats whose parameters decode, then Execute with no limit, with Describe
-    if the first had it): its parameters and where the next group starts."""
+    the first one's formats whose parameters decode, then Execute with any row limit, with
+    Describe if the first had it): its parameters and where the next group starts."""
     if len(buf) - pos < 5 or buf[pos : pos + 1] != b"B":
         return None
     (n,) = struct.unpack_from("!i", buf, pos + 1)
@@ -124,22 +131,22 @@ def _one_group(buf: bytes, pos: int, prep: Prepared, first: Portal) -> tuple[lis
     if row is None:
         return None
     nxt = pos + 1 + n
-    term = DESCRIBE + EXECUTE if first.described else EXECUTE
-    if not buf.startswith(term, nxt):
+    if first.described:
+        if not buf.startswith(DESCRIBE, nxt):
+            return None
+        nxt += len(DESCRIBE)
+    if not buf.startswith(EXECUTE[:6], nxt) or len(buf) < nxt + len(EXECUTE):
         return None
-    return row, nxt + len(term)
+    return row, nxt + len(EXECUTE)
 
 
 def _breaker(rng: random.Random, oids: list[int], formats: list[int]) -> bytes:
     """A group that ends the run."""
-    kind = rng.randrange(6)
+    kind = rng.choice([0, 2, 3, 4, 5])
     width = len(oids)
     good = [b"1"] * width if not any(fmt_of(formats, i) for i in range(width)) else None
     if kind == 0:  # another statement
         return _bind(b"s2", formats, good or [b"\x00" * 8] * width, [1]) + EXECUTE
-    if kind == 1:  # a row limit
-        vals = [_value(rng, o, fmt_of(formats, i) == 1, False) for i, o in enumerate(oids)]
-        return _bind(b"s1", formats, vals, [1]) + _msg(b"E", b"\x00" + struct.pack("!i", 5))
     if kind == 2:  # a value that does not decode: bad UTF-8 or a wrong integer width
         vals = [_value(rng, o, fmt_of(formats, i) == 1, False) for i, o in enumerate(oids)]
         vals[0] = b"\xff\xfe" if oids[0] in (t.TEXT, 0, t.VARCHAR) else b"\x01\x02\x03"
@@ -159,6 +166,7 @@ def test_scan_run_takes_what_message_by_message_takes(seed: int) -> None:
     oids, formats = SHAPES[seed % len(SHAPES)]
     described = seed % 3 == 0
     same = seed % 4 in (1, 2)  # every group the same size (the fixed-layout path)
+    limit = int(seed % 5 == 4)  # pgjdbc's executeBatch asks for one row
     prep = Prepared("INSERT ..", "engine", param_oids=list(oids))
     first_vals = [_value(rng, o, fmt_of(formats, i) == 1, same) for i, o in enumerate(oids)]
     first_row = _decode_ref(first_vals, oids, formats)
@@ -168,7 +176,7 @@ def test_scan_run_takes_what_message_by_message_takes(seed: int) -> None:
     first.described = described
     first_bind = _bind(b"s1", formats, first_vals, [1])
     first.bind_head = first_bind[5 : 5 + 1 + 3 + 2 + 2 * len(formats)]
-    term = DESCRIBE + EXECUTE if described else EXECUTE
+    term = DESCRIBE + _execute(limit) if described else _execute(limit)
     groups = []
     expected: list[tuple[Any, ...]] = []
     ended = False
@@ -178,7 +186,10 @@ def test_scan_run_takes_what_message_by_message_takes(seed: int) -> None:
             ended = True
             continue
         vals = [_value(rng, o, fmt_of(formats, i) == 1, same) for i, o in enumerate(oids)]
-        groups.append(_bind(b"s1", formats, vals, [1]) + term)
+        other = rng.random() < 0.01  # another row limit: still the run's
+        groups.append(
+            _bind(b"s1", formats, vals, [1]) + (term[: -len(EXECUTE)] + _execute(5) if other else term)
+        )
         if not ended:
             row = _decode_ref(vals, oids, formats)
             assert row is not None

@@ -27,6 +27,8 @@ class Prepared:
     command: Command | None = None
     param_oids: list[int] = field(default_factory=list)
     inline: bool = False  # short: run on the event loop (see inline.py)
+    #: Not short, but an INSERT of literals and parameters only (``inline.bulk_insert``).
+    bulk_insert: bool = False
     #: A compiled point read of the statement (``sql.statements.point``), once planned.
     point: PointRead | None = None
     planned: bool = False

@@ -420,7 +420,10 @@ class PgSession:
         self.conn.db.refresh_catalog()
         if len(stmts) == 1 and (norm := norm_.normalise(sql)) is not None and norm_.cached(norm) is None:
             norm_.template(norm, stmts)  # the next texts of this shape skip the parse
-        return Prepared(sql, "engine", stmts=stmts, inline=runs_inline(self.conn.session, stmts))
+        inline = runs_inline(self.conn.session, stmts)
+        return Prepared(
+            sql, "engine", stmts=stmts, inline=inline, bulk_insert=not inline and bulk_insert(stmts)
+        )
 
     def from_template(self, sql: str) -> Prepared | None:
         """``sql`` from the cache of normalised statements (see normalise.py), or None."""
@@ -513,7 +516,7 @@ class PgSession:
                     stmts, params = norm_.bind(prep.template, prep.values), []
                 # On the loop; waiting for another worker's write there, then on the pool.
                 return await gate_wait.run_inline(self.conn.db, self.call, self._run_engine, stmts, params)
-            if self.alone and bulk_insert(stmts):
+            if prep.bulk_insert and self.alone:
                 # Long, but nobody else's statement waits on the loop (as a pipelined batch).
                 return await gate_wait.run_inline(self.conn.db, self.call, self._run_engine, stmts, params)
             return await self.call(self._run_engine, stmts, params)
@@ -775,7 +778,9 @@ class PgSession:
         if prep is None:
             prep = await self.call(self.classify, sql)
         if prep.param_oids != oids:
-            prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids, prep.inline)
+            prep = Prepared(
+                prep.sql, prep.kind, prep.stmts, prep.command, oids, prep.inline, prep.bulk_insert
+            )
         self.prepared[name] = prep
         self.send(p.PARSE_COMPLETE)
 
@@ -815,7 +820,9 @@ class PgSession:
                 for i in range(n)
             ]
             if oids != prep.param_oids:  # Bind decodes by what was described
-                prep = Prepared(prep.sql, prep.kind, prep.stmts, prep.command, oids, prep.inline)
+                prep = Prepared(
+                    prep.sql, prep.kind, prep.stmts, prep.command, oids, prep.inline, prep.bulk_insert
+                )
                 self.prepared[name] = prep
             self.send(p.parameter_description(oids))
             cols = await self.describe_columns(prep)

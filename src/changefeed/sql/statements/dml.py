@@ -261,19 +261,22 @@ def _insert_rows_in_bulk(session: Session, txn: Transaction, s: ast.Insert, ev: 
     ($3, $4), ..``, as pgjdbc's ``reWriteBatchedInserts`` sends a batch) written as the bulk write
     of ``executemany``: its rows as the parameter rows of the one-row statement it repeats
     (:func:`insert_plan`, which says None for whatever it does not take: then row by row)."""
-    if session.dialect != "sql" or len(s.rows) < 2:
+    if session.dialect != "sql" or len(s.rows) < 2 or not s.rows[0]:
         return None
     width = len(s.rows[0])
-    at: list[list[int]] = []  # each row's parameter numbers
-    for row in s.rows:
-        at.append([v.index for v in row if isinstance(v, ast.Param)])
-        if len(row) != width or len(at[-1]) != width:
-            return None
+    values = [v for row in s.rows for v in row]
+    if len(values) != width * len(s.rows) or not all(type(v) is ast.Param for v in values):
+        return None
     one = replace(s, rows=(tuple(ast.Param(i) for i in range(width)),))
     plan = insert_plan(session, txn, one)
     if plan is None:
         return None
-    rows = [[ev.get(i) for i in row_at] for row_at in at]
+    at = [v.index for v in values if isinstance(v, ast.Param)]  # each value's parameter number
+    given = ev.values
+    if max(at) >= len(given):
+        ev.get(max(at))  # raises: a parameter has no value
+    flat = itemgetter(*at)(given)
+    rows = [flat[r : r + width] for r in range(0, len(flat), width)]
     try:
         n = plan(txn, rows)
     except ChangefeedError as exc:
