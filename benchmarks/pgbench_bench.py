@@ -385,12 +385,12 @@ def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
         for t in range(transactions)
     ]
     with changefeed.connect(db) as conn:
-        for name in ("b1", "b2", "b3", "b4", "b5"):
+        for name in ("b1", "b2", "b3", "b4", "b5", "b6", "b7"):
             conn.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v TEXT, n INT)")
     port = free_port()
     # A worker process per client (the dispatcher gives each new connection to the worker with
     # the fewest): each loads as a bulk loader alone in its worker does, its writes on the loop.
-    env = {**os.environ, "PYTHONPATH": str(SRC), "CHANGEFEED_PG_WORKERS": "4"}
+    env = {**os.environ, "PYTHONPATH": str(SRC), "CHANGEFEED_PG_WORKERS": "6"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--pg", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
@@ -421,8 +421,16 @@ def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
         def with_asyncpg(batch: list[tuple[int, str, int]]) -> None:
             loop.run_until_complete(asyncpg_txn(batch))
 
+        def with_psycopg_copy(batch: list[tuple[int, str, int]]) -> None:
+            with pc.transaction(), pc.cursor() as cur, cur.copy("COPY b6 (id, v, n) FROM STDIN") as cp:
+                for row in batch:
+                    cp.write_row(row)
+
+        def with_asyncpg_copy(batch: list[tuple[int, str, int]]) -> None:
+            loop.run_until_complete(ac.copy_records_to_table("b7", records=batch, columns=["id", "v", "n"]))
+
         warm = [(-i - 1, "w", 0) for i in range(1000)]
-        for way in (with_connect, with_psycopg, with_asyncpg):
+        for way in (with_connect, with_psycopg, with_asyncpg, with_psycopg_copy, with_asyncpg_copy):
             way(warm)
         jdbc = JdbcBulk(port, "b4", varied, rewrite=False)
         jdbc_rw = JdbcBulk(port, "b5", varied, rewrite=True)
@@ -431,6 +439,8 @@ def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
             "connect": (lambda t, b: with_connect(b), time.process_time),
             "psycopg": (lambda t, b: with_psycopg(b), time.process_time),
             "asyncpg": (lambda t, b: with_asyncpg(b), time.process_time),
+            "psycopg-copy": (lambda t, b: with_psycopg_copy(b), time.process_time),
+            "asyncpg-copy": (lambda t, b: with_asyncpg_copy(b), time.process_time),
             "jdbc": (lambda t, b: jdbc.run(t), jdbc.cpu),
             "jdbc-rewrite": (lambda t, b: jdbc_rw.run(t), jdbc_rw.cpu),
         }

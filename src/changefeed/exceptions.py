@@ -17,6 +17,9 @@ class ChangefeedError(Exception):
     #: For an error of one parameter row of a bulk statement (``Session.execute_many``): that
     #: row's 0-based index among them (the PostgreSQL endpoint answers that row's Execute).
     row: int | None = None
+    #: Where in the client's input the error is, beyond the statement (PostgreSQL's CONTEXT
+    #: field: ``COPY t, line 3, column n: "x"``).
+    context: str | None = None
 
 
 class SyntaxError_(ChangefeedError):
@@ -112,6 +115,13 @@ class DatatypeMismatch(TypeMismatch):
 
 class NumericValueOutOfRange(TypeMismatch):
     code = "22003"
+
+
+class BadCopyFormat(ChangefeedError):
+    """``COPY .. FROM STDIN`` data that does not have the shape its format says (a row with
+    too few or too many fields, a bad binary header)."""
+
+    code = "22P04"
 
 
 class NotNullViolation(ChangefeedError):

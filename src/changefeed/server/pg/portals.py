@@ -13,6 +13,7 @@ from typing import Any
 
 from changefeed.connection import Result
 from changefeed.server.pg.commands import Command
+from changefeed.server.pg.copy_spec import CopySpec
 from changefeed.server.pg.normalise import Template
 from changefeed.sql import ast
 from changefeed.sql.param_columns import ParamColumns
@@ -22,13 +23,15 @@ from changefeed.sql.statements.point import PointRead
 @dataclass
 class Prepared:
     sql: str
-    kind: str  # empty | command | catalog | engine | stream
+    kind: str  # empty | command | catalog | engine | stream | copy
     stmts: list[ast.Statement] = field(default_factory=list)
     command: Command | None = None
     param_oids: list[int] = field(default_factory=list)
     inline: bool = False  # short: run on the event loop (see inline.py)
     #: Not short, but an INSERT of literals and parameters only (``inline.bulk_insert``).
     bulk_insert: bool = False
+    #: kind "copy": the COPY statement (``copy_spec.CopySpec``).
+    copy: CopySpec | None = None
     #: A compiled point read of the statement (``sql.statements.point``), once planned.
     point: PointRead | None = None
     planned: bool = False

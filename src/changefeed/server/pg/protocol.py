@@ -267,10 +267,14 @@ def negotiate_protocol_version(minor: int, unknown: list[str]) -> bytes:
     return message(b"v", struct.pack("!ii", minor, len(unknown)) + b"".join(cstr(u) for u in unknown))
 
 
-def error_response(code: str, text: str, *, severity: str = "ERROR", hint: str | None = None) -> bytes:
+def error_response(
+    code: str, text: str, *, severity: str = "ERROR", hint: str | None = None, context: str | None = None
+) -> bytes:
     fields = [b"S" + cstr(severity), b"V" + cstr(severity), b"C" + cstr(code), b"M" + cstr(text)]
     if hint:
         fields.append(b"H" + cstr(hint))
+    if context:
+        fields.append(b"W" + cstr(context))
     return message(b"E", b"".join(fields) + b"\x00")
 
 

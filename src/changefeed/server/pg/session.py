@@ -37,6 +37,8 @@ from changefeed.server.pg import normalise as norm_
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.commands import Command, parse_command, split_statements
+from changefeed.server.pg.copy import copy_in, copy_out
+from changefeed.server.pg.copy_spec import parse_copy
 from changefeed.server.pg.errors import (
     AbortedTransaction,
     CancelledQuery,
@@ -273,7 +275,8 @@ class PgSession:
     def send_error(self, exc: BaseException) -> None:
         self.endpoint.metrics.error("pg")
         code, message = self.error_of(exc)
-        self.send(p.error_response(code, message))
+        context = exc.context if isinstance(exc, ChangefeedError) else None
+        self.send(p.error_response(code, message, context=context))
         if self.conn is not None and self.conn.session.in_transaction:
             self.conn.session.aborted = True
 
@@ -409,6 +412,9 @@ class PgSession:
             cmd = parse_command(pieces[0])
             if cmd is not None:
                 return Prepared(sql, "command", command=cmd)
+            spec = parse_copy(pieces[0])
+            if spec is not None:
+                return Prepared(sql, "copy", copy=spec)
             if catalog.wants(pieces[0]):
                 return Prepared(sql, "catalog")
         stmts = parse(sql, "sql")
@@ -495,6 +501,8 @@ class PgSession:
         self.cancelled.clear()
         self.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
         try:
+            if prep.copy is not None:
+                return await (copy_out if prep.copy.to else copy_in)(self, prep.copy)
             if prep.kind == "command":
                 assert prep.command is not None
                 spanning = await self.run_cluster_command(prep.command)

@@ -22,7 +22,7 @@ import orjson
 
 from changefeed.engine.type_errors import crdb_parse_error
 from changefeed.engine.types import Kind, SqlType
-from changefeed.exceptions import InvalidBinaryRepresentation, TypeMismatch
+from changefeed.exceptions import InvalidBinaryRepresentation, InvalidTextRepresentation, TypeMismatch
 
 # ------------------------------------------------------------------------------------------ OIDs
 BOOL = 16
@@ -495,6 +495,35 @@ _PARSE_AS = {
     TIMESTAMPTZ: ("timestamp", "timestamptz"), TIME: ("time", "time"),
     INTERVAL: ("interval", "interval"), JSON: ("json", "jsonb"), JSONB: ("json", "jsonb"),
 }  # fmt: skip
+
+
+def decode_binary(data: bytes | None, oid: int) -> Any:
+    """A value's binary form as its Python value (COPY's binary format)."""
+    if data is None:
+        return None
+    try:
+        return _from_binary(data, oid)
+    except (ValueError, struct.error, UnicodeDecodeError, IndexError, orjson.JSONDecodeError):
+        name = TYPE_NAMES.get(oid, str(oid))
+        raise InvalidBinaryRepresentation(f"incorrect binary data format for type {name}") from None
+
+
+def text_in(oid: int) -> Callable[[str], Any] | None:
+    """The parser of a value's text form for ``oid`` (None: the text is the value); it raises
+    ValueError and the others :func:`decode_param` catches on text it does not take."""
+    return _TEXT_IN.get(oid)
+
+
+#: What a parser of :func:`text_in` raises on text it does not take.
+TEXT_ERRORS = (ValueError, TypeMismatch, IndexError, orjson.JSONDecodeError)
+
+
+def text_error(text: str, oid: int) -> TypeMismatch:
+    """The error of ``text`` that the parser of ``oid`` did not take, as CockroachDB words it."""
+    if oid not in _PARSE_AS:
+        return InvalidTextRepresentation(f"invalid input for type {TYPE_NAMES.get(oid, str(oid))}")
+    kind, name = _PARSE_AS[oid]
+    return crdb_parse_error(kind, name, text)
 
 
 def decode_param(data: bytes | None, oid: int, binary: bool, index: int = 0) -> Any:

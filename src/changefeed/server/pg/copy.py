@@ -1,0 +1,208 @@
+"""``COPY .. FROM STDIN`` and ``COPY .. TO STDOUT`` on a PostgreSQL endpoint session.
+
+FROM STDIN: the table and columns are resolved and the INSERT privilege checked first (an error
+then is the statement's, before any data); the session answers CopyInResponse and reads
+CopyData until CopyDone (the rows written, ``COPY n``) or CopyFail (57014, nothing written).
+Rows are decoded a column at a time from their text or binary form by the columns' types and
+written :data:`CHUNK_BYTES` of input at a time by the engine's bulk write (the table's one-row
+INSERT through ``Session.execute_many``, as a pipelined batch is, ``batch.write_rows``), all in
+one transaction: the client's own, or one begun for the COPY and committed at CopyDone, so a COPY
+writes all of its rows or none (as PostgreSQL's, and CockroachDB's by default since 23.1).
+Errors carry PostgreSQL's context (``COPY t, line 3, column n: "x"``). Flush and Sync during
+the copy are ignored, any other message is a protocol violation, as in PostgreSQL; after an error
+the rest of the client's CopyData is dropped by the session's loop.
+
+TO STDOUT: the table's rows (or the query's) in the same formats, a CopyData message a row.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from changefeed.connection import Result
+from changefeed.engine.catalog import TableSchema
+from changefeed.exceptions import ChangefeedError, QueryCanceled, UndefinedTable, UnsupportedFeature
+from changefeed.server.pg import batch as batches
+from changefeed.server.pg import protocol as p
+from changefeed.server.pg import types as t
+from changefeed.server.pg.copy_data import SIGNATURE, binary_row, csv_row, reader_for, text_row
+from changefeed.server.pg.copy_spec import CopySpec
+from changefeed.server.pg.params import param_types
+from changefeed.server.pg.values import column_oids, encoders
+from changefeed.sql import ast
+from changefeed.sql.param_columns import ColumnFacts, ParamColumns
+from changefeed.sql.parser import parse
+
+if TYPE_CHECKING:
+    from changefeed.server.pg.session import PgSession
+
+__all__ = ["CHUNK_BYTES", "copy_in", "copy_out"]
+
+#: Input gathered before its whole rows are written (the rest of a COPY keeps arriving).
+CHUNK_BYTES = 1 << 20
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _resolve(session: PgSession, spec: CopySpec) -> tuple[ast.Insert, list[str], list[int]]:
+    """The one-row INSERT of the COPY's columns, their names and their types' OIDs."""
+    assert session.conn is not None
+    engine, db = session.conn.session, session.conn.db
+    db.refresh_catalog()
+    (probe,) = parse(f"INSERT INTO {spec.table} VALUES ($1)", "sql")
+    assert isinstance(probe, ast.Insert)
+    schema: TableSchema | None = db.find_table(engine.table_name(probe.table))
+    if schema is None:
+        raise UndefinedTable(f'relation "{spec.table}" does not exist')
+    if spec.columns:
+        cols = list(spec.columns)
+        names = [c[1:-1].replace('""', '"') if c.startswith('"') else c.lower() for c in cols]
+    else:
+        names = [c.name for c in schema.columns if c.computed is None]
+        cols = [_quoted(n) for n in names]
+    values = ", ".join(f"${i + 1}" for i in range(len(cols)))
+    (stmt,) = parse(f"INSERT INTO {spec.table} ({', '.join(cols)}) VALUES ({values})", "sql")
+    assert isinstance(stmt, ast.Insert)
+    return stmt, names, param_types(stmt, db.tables(), len(cols))
+
+
+def _decode(
+    col: list[Any], oid: int, binary: bool, spec: CopySpec, name: str, first: int
+) -> tuple[list[Any], ColumnFacts | None]:
+    """A column of raw values as the table's values, with what holds for all of them."""
+    fn = t.text_in(oid) if not binary else None
+    if binary:
+        out: list[Any] = []
+        for r, v in enumerate(col):
+            try:
+                out.append(t.decode_binary(v, oid))
+            except ChangefeedError as exc:
+                exc.context = f"{spec.target}, line {first + r}, column {name}"
+                raise
+    elif fn is None:
+        out = col
+    else:
+        try:
+            out = list(map(fn, col)) if None not in col else [None if v is None else fn(v) for v in col]
+        except t.TEXT_ERRORS:
+            for r, v in enumerate(col):
+                try:
+                    if v is not None:
+                        fn(v)
+                except t.TEXT_ERRORS:
+                    err = t.text_error(v, oid)
+                    err.context = f'{spec.target}, line {first + r}, column {name}: "{v[:80]}"'
+                    raise err from None
+            raise
+    return out, ColumnFacts.of(out)
+
+
+async def copy_in(session: PgSession, spec: CopySpec) -> Result:
+    assert session.conn is not None
+    engine = session.conn.session
+    stmt, names, oids = _resolve(session, spec)
+    own = not engine.in_transaction  # a transaction of the COPY's own, committed at CopyDone
+    if own:
+        engine.begin()
+    try:
+        engine.execute_many(stmt, [])  # the INSERT privilege and the statement, before any data
+        fmt = 1 if spec.binary else 0
+        session.send(
+            p.message(b"G", struct.pack(f"!bh{len(names)}h", fmt, len(names), *([fmt] * len(names))))
+        )
+        await session.flush(force=True)
+        reader = reader_for(spec, names)
+        written = 0
+        while True:
+            kind, msg = await session.messages.read()
+            if kind == b"d":
+                reader.feed(msg.data)
+                if len(reader.buf) < CHUNK_BYTES:
+                    continue
+                written += await _write(session, spec, stmt, names, oids, reader.take(final=False))
+            elif kind == b"c":
+                written += await _write(session, spec, stmt, names, oids, reader.take(final=True))
+                break
+            elif kind == b"f":
+                raise QueryCanceled(f"COPY from stdin failed: {msg.cstr()}")
+            elif kind in (b"H", b"S"):
+                continue  # ignored during COPY, as PostgreSQL does
+            else:
+                raise p.ProtocolViolation(f"unexpected message type 0x{kind[0]:02X} during COPY from stdin")
+        if own:
+            engine.commit()
+    except BaseException:
+        if own and engine.in_transaction:
+            engine.rollback()
+        raise
+    return Result(status=f"COPY {written}", rowcount=written)
+
+
+async def _write(
+    session: PgSession,
+    spec: CopySpec,
+    stmt: ast.Insert,
+    names: Sequence[str],
+    oids: Sequence[int],
+    taken: tuple[list[list[Any]], int, int],
+) -> int:
+    raw, n, first = taken
+    if not n:
+        return 0
+    columns: list[list[Any]] = []
+    facts: list[ColumnFacts | None] = []
+    for col, oid, name in zip(raw, oids, names, strict=True):
+        values, fact = _decode(col, oid, spec.binary, spec, name, first)
+        columns.append(values)
+        facts.append(fact)
+    try:
+        return await batches.write_rows(session, stmt, ParamColumns(columns, facts, n))
+    except ChangefeedError as exc:
+        if exc.context is None:
+            exc.context = f"{spec.target}, line {first + exc.row}" if exc.row is not None else spec.target
+        exc.row = None
+        raise
+
+
+async def copy_out(session: PgSession, spec: CopySpec) -> Result:
+    assert session.conn is not None
+    engine = session.conn.session
+    sql = spec.query or f"SELECT {', '.join(spec.columns) or '*'} FROM {spec.table}"
+    stmts = parse(sql, "sql")
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.Select):
+        raise UnsupportedFeature("COPY (query) TO STDOUT takes one SELECT")
+    res = await session.call(engine.execute, stmts[0], [])
+    oids = column_oids(res.types, res.rows, len(res.columns))
+    encs, fmts = encoders(oids, [1 if spec.binary else 0])
+    if spec.binary and 0 in fmts:
+        bad = next(t.TYPE_NAMES.get(o, str(o)) for o, f in zip(oids, fmts, strict=True) if f == 0)
+        raise UnsupportedFeature(f"COPY TO in binary format does not write type {bad}")
+    n = len(res.columns)
+    fmt = 1 if spec.binary else 0
+    session.send(p.message(b"H", struct.pack(f"!bh{n}h", fmt, n, *([fmt] * n))))
+    out: list[bytes] = []
+    if spec.binary:
+        out.extend(
+            binary_row([None if v is None else e(v) for e, v in zip(encs, row, strict=True)])
+            for row in res.rows
+        )
+        out.append(struct.pack("!h", -1))
+        # The header goes with the first row, as PostgreSQL sends it (psycopg reads it so).
+        out[0] = SIGNATURE + struct.pack("!ii", 0, 0) + out[0]
+    else:
+        line = text_row if spec.format == "text" else csv_row
+        if spec.header:
+            out.append(line(list(res.columns), spec))
+        for row in res.rows:
+            out.append(
+                line([None if v is None else e(v).decode() for e, v in zip(encs, row, strict=True)], spec)
+            )
+    for data in out:
+        session.send(p.message(b"d", data))
+        await session.flush()  # once a buffer's worth is waiting
+    session.send(p.message(b"c", b""))
+    return Result(status=f"COPY {len(res.rows)}", rowcount=len(res.rows))

@@ -1,0 +1,391 @@
+"""COPY's three data formats, both ways: rows read from the CopyData a client sends and rows
+written as the CopyData it reads.
+
+* **text**: a row a line, fields split at the delimiter (tab), the NULL string (``\\N``) as is
+  for NULL, backslash escapes (``\\t``, ``\\n``, ``\\\\``, octal and ``\\x`` hex) inside fields,
+  ``\\.`` alone on a line ends the data. A line without a backslash is split in one call.
+* **csv**: RFC 4180 with PostgreSQL's rules (a quoted field may hold delimiters and newlines; an
+  unquoted field equal to the NULL string is NULL, a quoted one never is), parsed by Arrow's CSV
+  reader a chunk of whole records at a time.
+* **binary**: the ``PGCOPY\\n\\377\\r\\n\\0`` signature, flags and header extension, then per row
+  a field count and length-prefixed fields in each type's binary form, and a -1 trailer.
+
+A reader is fed the CopyData as it arrives and hands out the rows of whole lines (records) so
+far, as columns of the row's raw values (text: ``str``; binary: ``bytes``; NULL: None), with
+the input line of its first row; ``final`` takes the rest at CopyDone. Errors are
+``BadCopyFormat`` (22P04) with PostgreSQL's words and its context (``COPY t, line 3``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import struct
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from changefeed.exceptions import BadCopyFormat, ChangefeedError
+from changefeed.server.pg.copy_spec import CopySpec
+
+__all__ = ["SIGNATURE", "RowReader", "binary_row", "csv_row", "reader_for", "text_row"]
+
+#: The first bytes of COPY's binary format.
+SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+_HEADER = struct.Struct("!ii")
+_I = struct.Struct("!i")
+_H = struct.Struct("!h")
+#: Text-format escapes (a backslash and what follows) and what they stand for.
+_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|(.))", re.S)
+_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def _unescape(m: re.Match[str]) -> str:
+    octal, hexa, other = m.groups()
+    if octal is not None:
+        return chr(int(octal, 8) & 0xFF)
+    if hexa is not None:
+        return chr(int(hexa, 16))
+    return _SIMPLE.get(other, other)
+
+
+class RowReader(ABC):
+    """Rows of one format from a stream of CopyData."""
+
+    def __init__(self, spec: CopySpec, names: Sequence[str]) -> None:
+        self.spec = spec
+        self.names = list(names)
+        self.width = len(names)
+        self.buf = bytearray()
+        self.line = 1  # the input line of the next row
+        self.ended = False  # the data said it ends (text's \., binary's trailer)
+
+    def feed(self, data: bytes) -> None:
+        if not self.ended:
+            self.buf += data
+
+    @abstractmethod
+    def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
+        """The columns of the whole rows fed so far (all of them when ``final``), how many, and
+        the input line of the first."""
+
+    def error(self, message: str, line: int, raw: str | None = None) -> BadCopyFormat:
+        err = BadCopyFormat(message)
+        err.context = f"{self.spec.target}, line {line}" + (f': "{raw[:80]}"' if raw is not None else "")
+        return err
+
+
+def _utf8(chunk: bytes, reader: RowReader) -> str:
+    try:
+        return chunk.decode()
+    except UnicodeDecodeError as exc:
+        line = reader.line + chunk.count(b"\n", 0, exc.start)
+        err = ChangefeedError(f'invalid byte sequence for encoding "UTF8": 0x{chunk[exc.start]:02x}')
+        err.code = "22021"
+        err.context = f"{reader.spec.target}, line {line}"
+        raise err from None
+
+
+class TextRows(RowReader):
+    def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
+        end = len(self.buf) if final else self.buf.rfind(b"\n") + 1
+        first = self.line
+        if end <= 0:
+            return [[] for _ in range(self.width)], 0, first
+        text = _utf8(bytes(self.buf[:end]), self)
+        del self.buf[:end]
+        delim, null, width = self.spec.delimiter, self.spec.null, self.width
+        if "\\" not in text and "\r" not in text:
+            fast = self._split_all(text)
+            if fast is not None:
+                return fast
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        cols: list[list[Any]] = [[] for _ in range(width)]
+        rows = 0
+        for raw in lines:
+            line = self.line
+            self.line += 1
+            if raw.endswith("\r"):
+                raw = raw[:-1]
+            if raw == "\\.":
+                self.ended = True
+                self.buf.clear()
+                break
+            if self.spec.header and line == 1:
+                continue
+            if "\\" in raw:
+                fields = [self._field(f) for f in _split_escaped(raw, delim)]
+            else:
+                fields = [None if f == null else f for f in raw.split(delim)]
+            if len(fields) != width:
+                if len(fields) < width:
+                    missing = self.names[len(fields)] if width else ""
+                    raise self.error(f'missing data for column "{missing}"', line, raw)
+                raise self.error("extra data after last expected column", line, raw)
+            for col, v in zip(cols, fields, strict=True):
+                col.append(v)
+            if rows == 0:
+                first = line
+            rows += 1
+        return cols, rows, first
+
+    def _split_all(self, text: str) -> tuple[list[list[Any]], int, int] | None:
+        """Lines without escapes or carriage returns, split in two calls: every field of every
+        line in one list, each column a slice of it. None when a line has another field count
+        (the line-by-line path names it)."""
+        first = self.line
+        if text.endswith("\n"):
+            text = text[:-1]
+        rows = text.count("\n") + 1
+        if self.spec.header and first == 1:
+            _, _, text = text.partition("\n")
+            rows -= 1
+            first += 1
+        if rows <= 0 or not text:
+            self.line = first + max(rows, 0)
+            return [[] for _ in range(self.width)], 0, first
+        fields = text.replace("\n", self.spec.delimiter).split(self.spec.delimiter)
+        width = self.width
+        if len(fields) != rows * width or (
+            width > 1 and text.count(self.spec.delimiter) != rows * (width - 1)
+        ):
+            return None
+        null = self.spec.null
+        cols: list[list[Any]] = [fields[i::width] for i in range(width)]
+        if null in fields:
+            cols = [[None if v == null else v for v in col] if null in col else col for col in cols]
+        self.line = first + rows
+        return cols, rows, first
+
+    def _field(self, raw: str) -> str | None:
+        if raw == self.spec.null:
+            return None  # the NULL string is matched before the escapes are undone
+        return _ESCAPE.sub(_unescape, raw) if "\\" in raw else raw
+
+
+def _split_escaped(line: str, delim: str) -> list[str]:
+    """``line`` split at the delimiters that no backslash escapes, fields still escaped."""
+    out: list[str] = []
+    start = i = 0
+    while True:
+        d = line.find(delim, i)
+        b = line.find("\\", i)
+        if b >= 0 and (d < 0 or b < d):
+            i = b + 2
+            continue
+        if d < 0:
+            out.append(line[start:])
+            return out
+        out.append(line[start:d])
+        start = i = d + 1
+
+
+class CsvRows(RowReader):
+    """CSV through Arrow's reader: whole records only, cut at a newline outside quotes (an even
+    number of quote characters before it, when the escape is the quote; with another escape
+    character everything waits for CopyDone)."""
+
+    def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
+        end = len(self.buf) if final else self._cut()
+        first = self.line
+        if end <= 0:
+            return [[] for _ in range(self.width)], 0, first
+        chunk = bytes(self.buf[:end])
+        del self.buf[:end]
+        skip = 1 if self.spec.header and self.line == 1 else 0
+        first += skip
+        if not chunk.strip(b"\r\n"):
+            return [[] for _ in range(self.width)], 0, first
+        try:
+            table = self._parse(chunk, skip)
+        except (pa.ArrowInvalid, ValueError) as exc:
+            raise self._locate(chunk, skip, exc) from None
+        rows = table.num_rows
+        self.line += skip + rows
+        cols = [table.column(i).to_pylist() for i in range(self.width)]
+        return cols, rows, first
+
+    def _cut(self) -> int:
+        spec = self.spec
+        if spec.escape != spec.quote:
+            return 0
+        q = spec.quote.encode()
+        end = self.buf.rfind(b"\n") + 1
+        while end > 0 and self.buf.count(q, 0, end) % 2:
+            end = self.buf.rfind(b"\n", 0, end - 1) + 1
+        return end
+
+    def _parse(self, chunk: bytes, skip: int) -> pa.Table:
+        spec = self.spec
+        names = [f"c{i}" for i in range(self.width)]
+        escape: str | bool = spec.escape if spec.escape != spec.quote else False
+        return pacsv.read_csv(
+            io.BytesIO(chunk),
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip, use_threads=False),
+            parse_options=pacsv.ParseOptions(
+                delimiter=spec.delimiter,
+                quote_char=spec.quote,
+                double_quote=spec.escape == spec.quote,
+                escape_char=escape,
+                newlines_in_values=True,
+                ignore_empty_lines=False,
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names},
+                null_values=[spec.null],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+
+    def _locate(self, chunk: bytes, skip: int, exc: Exception) -> ChangefeedError:
+        """The record Arrow refused, found again with Python's CSV reader for its line."""
+        spec = self.spec
+        text = chunk.decode("utf-8", "replace")
+        reader = csv.reader(
+            io.StringIO(text, newline=""),
+            delimiter=spec.delimiter,
+            quotechar=spec.quote,
+            doublequote=spec.escape == spec.quote,
+            escapechar=None if spec.escape == spec.quote else spec.escape,
+            strict=True,
+        )
+        line = self.line
+        try:
+            for n, record in enumerate(reader):
+                here = line + n
+                if n < skip:
+                    continue
+                if len(record) < self.width:
+                    return self.error(f'missing data for column "{self.names[len(record)]}"', here)
+                if len(record) > self.width:
+                    return self.error("extra data after last expected column", here)
+        except csv.Error:
+            return self.error("unterminated CSV quoted field", line + max(reader.line_num - 1, 0))
+        return self.error(f"malformed CSV data: {str(exc).splitlines()[0]}", line)
+
+
+class BinaryRows(RowReader):
+    """Rows of the binary format; a row's "line" is its number (PostgreSQL counts them so)."""
+
+    def __init__(self, spec: CopySpec, names: Sequence[str]) -> None:
+        super().__init__(spec, names)
+        self.headed = False
+
+    def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
+        buf, width = self.buf, self.width
+        first = self.line
+        cols: list[list[Any]] = [[] for _ in range(width)]
+        pos = 0
+        if not self.headed:
+            if len(buf) < 19:
+                if final:
+                    raise self.error("COPY file signature not recognized", 1)
+                return cols, 0, first
+            if not buf.startswith(SIGNATURE):
+                raise self.error("COPY file signature not recognized", 1)
+            flags, ext = _HEADER.unpack_from(buf, 11)
+            if flags & 0xFFFF0000:
+                raise self.error("unrecognized critical flags in COPY file header", 1)
+            if len(buf) < 19 + ext:
+                if final:
+                    raise self.error("invalid COPY file header (wrong length)", 1)
+                return cols, 0, first
+            pos = 19 + ext
+            self.headed = True
+        rows = 0
+        n = len(buf)
+        while pos + 2 <= n and not self.ended:
+            (count,) = _H.unpack_from(buf, pos)
+            if count == -1:
+                self.ended = True
+                pos += 2
+                break
+            if count != width:
+                raise self.error(f"row field count is {count}, expected {width}", self.line)
+            at = pos + 2
+            values: list[bytes | None] = []
+            for _ in range(width):
+                if at + 4 > n:
+                    break
+                (size,) = _I.unpack_from(buf, at)
+                at += 4
+                if size == -1:
+                    values.append(None)
+                    continue
+                if size < 0:
+                    raise self.error(f"invalid field size {size}", self.line)
+                if at + size > n:
+                    break
+                values.append(bytes(buf[at : at + size]))
+                at += size
+            if len(values) < width:
+                break  # the rest of the row is still on its way
+            for col, v in zip(cols, values, strict=True):
+                col.append(v)
+            rows += 1
+            self.line += 1
+            pos = at
+        del buf[:pos]
+        if final and buf and not self.ended:
+            raise self.error("unexpected EOF in COPY data", self.line)
+        return cols, rows, first
+
+
+def reader_for(spec: CopySpec, names: Sequence[str]) -> RowReader:
+    """The reader of ``spec``'s format for rows of the columns ``names``."""
+    kind: Callable[[CopySpec, Sequence[str]], RowReader] = {
+        "text": TextRows,
+        "csv": CsvRows,
+        "binary": BinaryRows,
+    }[spec.format]
+    return kind(spec, names)
+
+
+# ------------------------------------------------------------------------------------ writing
+_TEXT_OUT = str.maketrans(
+    {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f", "\v": "\\v"}
+)
+
+
+def text_row(values: Sequence[str | None], spec: CopySpec) -> bytes:
+    """One row in the text format: each value's text form escaped, NULLs as the NULL string."""
+    delim = spec.delimiter
+    out = []
+    for v in values:
+        if v is None:
+            out.append(spec.null)
+        else:
+            e = v.translate(_TEXT_OUT)
+            out.append(e.replace(delim, "\\" + delim) if delim not in "\\\n\r\t\b\f\v" and delim in e else e)
+    return (delim.join(out) + "\n").encode()
+
+
+def csv_row(values: Sequence[str | None], spec: CopySpec) -> bytes:
+    """One row in CSV: a value quoted when it holds the delimiter, the quote, a newline or the
+    escape, or reads as the NULL string (so that it comes back as itself, not as NULL)."""
+    q, esc, delim = spec.quote, spec.escape, spec.delimiter
+    out = []
+    for v in values:
+        if v is None:
+            out.append(spec.null)
+        elif v == spec.null or any(c in v for c in (delim, q, "\n", "\r", esc)) or v.startswith("\\."):
+            body = v.replace(esc, esc + esc) if esc != q else v
+            out.append(q + body.replace(q, esc + q) + q)
+        else:
+            out.append(v)
+    return (delim.join(out) + "\n").encode()
+
+
+def binary_row(values: Sequence[bytes | None]) -> bytes:
+    """One row in the binary format: the field count, then each field length-prefixed."""
+    parts = [_H.pack(len(values))]
+    for v in values:
+        parts.append(b"\xff\xff\xff\xff" if v is None else _I.pack(len(v)) + v)
+    return b"".join(parts)
