@@ -390,3 +390,30 @@ def test_copy_statement_forms() -> None:
     query = parse_copy("COPY (SELECT a FROM t WHERE b = ')') TO STDOUT (FORMAT binary)")
     assert query is not None and query.to and query.query == "SELECT a FROM t WHERE b = ')'" and query.binary
     assert parse_copy("SELECT 1") is None
+
+
+def test_copy_needs_the_privileges_of_insert_and_select(server: RunningServer) -> None:
+    """COPY FROM needs INSERT (refused before any data is read), COPY TO needs SELECT."""
+    import psycopg
+
+    _sql(server, "CREATE TABLE pv (id INT PRIMARY KEY, v TEXT)")
+    _sql(server, "CREATE USER copier WITH PASSWORD 'pw'")
+    _sql(server, "GRANT SELECT ON pv TO copier")
+    with psycopg.connect(server.dsn("copier", "pw"), autocommit=True) as c:
+        with (
+            pytest.raises(psycopg.errors.InsufficientPrivilege, match="does not have INSERT privilege"),
+            c.cursor() as cur,
+            cur.copy("COPY pv FROM STDIN") as cp,
+        ):
+            cp.write_row((1, "a"))
+        with c.cursor() as cur, cur.copy("COPY pv TO STDOUT") as cp:
+            assert list(cp.rows()) == []
+    _sql(server, "REVOKE SELECT ON pv FROM copier")
+    with (
+        psycopg.connect(server.dsn("copier", "pw"), autocommit=True) as c,
+        pytest.raises(psycopg.errors.InsufficientPrivilege, match="does not have SELECT privilege"),
+        c.cursor() as cur,
+        cur.copy("COPY pv TO STDOUT") as cp,
+    ):
+        list(cp.rows())
+    assert _sql(server, "SELECT count(*) FROM pv") == [(0,)]
