@@ -202,3 +202,35 @@ def test_the_durability_board_holds_replies_for_other_processes_commits(tmp_path
     a.announce()
     a.withdraw()  # the commit failed
     assert b.pending() == 0
+
+
+def test_each_worker_runs_on_a_core_of_its_own(server: RunningServer) -> None:
+    """``CHANGEFEED_PG_PIN=auto`` (the default): with no more workers than cores, each worker is
+    pinned to a core of its own; otherwise they are left to the scheduler."""
+    expected = cluster.worker_cpus(2)
+    want = sorted((cpu,) for cpu in expected)
+    deadline = time.monotonic() + 60  # a worker started by an earlier test pins itself once set up
+    while True:
+        got = sorted(tuple(sorted(os.sched_getaffinity(pid))) for pid in _workers())
+        if got == want or not expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if expected:
+        assert got == sorted((cpu,) for cpu in expected)
+        assert len(set(expected)) == 2
+    else:
+        assert got == [tuple(sorted(os.sched_getaffinity(0)))] * 2
+
+
+def test_pin_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    monkeypatch.setenv(cluster.PIN_ENV, "on")
+    assert cluster.worker_cpus(3) == [cpus[i % len(cpus)] for i in range(3)]
+    assert cluster.worker_cpus(1) == []  # one worker: nothing to keep apart
+    monkeypatch.setenv(cluster.PIN_ENV, "off")
+    assert cluster.worker_cpus(2) == []
+    monkeypatch.setenv(cluster.PIN_ENV, "auto")
+    assert cluster.worker_cpus(len(cpus) + 1) == []
+    monkeypatch.setenv(cluster.PIN_ENV, "sometimes")
+    with pytest.raises(changefeed.exceptions.InvalidOption, match="expected auto, on or off"):
+        cluster.worker_cpus(2)

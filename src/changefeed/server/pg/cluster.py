@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 
 #: Worker processes serving the endpoint; 0 or 1 serves in the process that listens.
 WORKERS_ENV = "CHANGEFEED_PG_WORKERS"
+#: Whether each worker runs on a core of its own: ``auto`` (the default: when there are no more
+#: workers than cores this process may use), ``on`` (core ``index % cores``) or ``off``.
+PIN_ENV = "CHANGEFEED_PG_PIN"
 #: Most worker processes (beyond the core count they only add memory).
 MAX_WORKERS = 64
 #: Seconds a worker has to start and report ready.
@@ -77,6 +80,25 @@ def worker_count() -> int:
             f"{WORKERS_ENV}={raw!r}: expected a number of worker processes from 0 to {MAX_WORKERS}"
         )
     return int(raw)
+
+
+def worker_cpus(workers: int) -> list[int]:
+    """The core each of ``workers`` workers is pinned to (:data:`PIN_ENV`), or none (empty).
+
+    A pinned worker keeps its caches and its sync process's on one core instead of following the
+    scheduler from core to core with the other processes (pgbench on 2 cores, 8 clients: point
+    SELECTs 65 against 80 us of CPU a transaction, single-row upserts about 12% more); with more
+    workers than cores, ``auto`` leaves them to the scheduler."""
+    raw = os.environ.get(PIN_ENV, "auto").strip().lower() or "auto"
+    if raw not in ("auto", "on", "off"):
+        raise InvalidOption(f"{PIN_ENV}={raw!r}: expected auto, on or off")
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return []
+    if raw == "off" or workers < 2 or (raw == "auto" and workers > len(cpus)):
+        return []
+    return [cpus[i % len(cpus)] for i in range(workers)]
 
 
 def owner_of(pid: int) -> int:
@@ -400,6 +422,8 @@ class WorkerSpec:
     #: The write gate's doorbell, a non-blocking pipe every worker shares (``WriteGate.bell``).
     bell_read_fd: int = -1
     bell_write_fd: int = -1
+    #: The core the worker runs on (:func:`worker_cpus`); -1: wherever the scheduler puts it.
+    cpu: int = -1
 
     def to_json(self) -> str:
         return orjson.dumps(self.__dict__).decode()
@@ -433,6 +457,7 @@ class Dispatcher:
         self.certs_dir = certs_dir
         self.trust_root_on_loopback = trust_root_on_loopback
         self.workers = [Worker(i) for i in range(workers)]
+        self.cpus = worker_cpus(workers)  # checked here: a bad setting fails the start
         self.listener: socket.socket | None = None
         self.answers = Answers()
         self.stopping = False
@@ -516,6 +541,7 @@ class Dispatcher:
             trust_root_on_loopback=self.trust_root_on_loopback,
             bell_read_fd=self.bell[0],
             bell_write_fd=self.bell[1],
+            cpu=self.cpus[w.index] if w.index < len(self.cpus) else -1,
         )
         env = dict(os.environ)
         root = package_root()

@@ -66,6 +66,10 @@ async def serve(spec: cluster.WorkerSpec) -> None:
     load_grammar("sql")
     gc.collect()
     gc.freeze()
+    if spec.cpu >= 0:
+        # Its pool threads and its sync process, started later, run on this core too.
+        with contextlib.suppress(OSError):  # a core taken away since the dispatcher looked
+            os.sched_setaffinity(0, {spec.cpu})
     link.ready()
     tallies = loop.create_task(link.hand_tallies(tally))
     try:
