@@ -365,7 +365,7 @@ def _decode(
         k = known.get(i)
         if isinstance(k, ColumnFacts):
             facts.append(k)
-        elif k is not None and kinds[i][0] in _STRS and None not in col:
+        elif k is not None and kinds[i][0] in t.TEXT_OIDS and None not in col:
             facts.append(ColumnFacts(STRS, 0, k))  # a string is no longer than its UTF-8 bytes
         else:
             facts.append(None)
@@ -392,7 +392,7 @@ def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]
                     return list(struct.unpack(f"!{len(col)}{wire.struct_code}", joined))
             if all(v is None or len(v) == size for v in col):  # else decode_param names the bad one
                 return [None if v is None else int.from_bytes(v, "big", signed=wire.signed) for v in col]
-        if oid in _STRS:  # text in either format is its UTF-8 bytes
+        if oid in t.TEXT_OIDS:  # text in either format is its UTF-8 bytes
             if None not in col:
                 return list(map(bytes.decode, col))  # type: ignore[arg-type]
             return [None if v is None else v.decode() for v in col]
@@ -401,7 +401,6 @@ def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]
     return [t.decode_param(v, oid, binary) for v in col]
 
 
-_STRS = frozenset({0, t.TEXT, t.VARCHAR, t.UNKNOWN})
 _FOUR = np.arange(4)
 _I = struct.Struct("!i")
 _H = struct.Struct("!h")

@@ -17,9 +17,12 @@ TO STDOUT: the table's rows (or the query's) in the same formats, a CopyData mes
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from changefeed.connection import Result
 from changefeed.engine.catalog import TableSchema
@@ -75,8 +78,17 @@ def _decode(
 ) -> tuple[list[Any], ColumnFacts | None]:
     """A column of raw values as the table's values, with what holds for all of them."""
     fn = t.text_in(oid) if not binary else None
-    if binary:
-        out: list[Any] = []
+    wire = t.BINARY_INTS.get(oid) if binary else None
+    fast: list[Any] | None = None
+    if wire is not None and None not in col and all(len(v) == wire.width for v in col):
+        fast = np.frombuffer(b"".join(col), dtype=wire.numpy).tolist()  # the column at once
+    elif binary and oid in t.TEXT_OIDS and None not in col:
+        with contextlib.suppress(UnicodeDecodeError):  # the value by value path names it
+            fast = [v.decode() for v in col]
+    if fast is not None:
+        out: list[Any] = fast
+    elif binary:
+        out = []
         for r, v in enumerate(col):
             try:
                 out.append(t.decode_binary(v, oid))

@@ -299,39 +299,43 @@ class BinaryRows(RowReader):
                 return cols, 0, first
             pos = 19 + ext
             self.headed = True
-        rows = 0
-        n = len(buf)
+        data = bytes(buf)  # one copy; slices of it are the values
+        unpack_h, unpack_i = _H.unpack_from, _I.unpack_from
+        n = len(data)
+        got: list[list[bytes | None]] = []
         while pos + 2 <= n and not self.ended:
-            (count,) = _H.unpack_from(buf, pos)
+            (count,) = unpack_h(data, pos)
             if count == -1:
                 self.ended = True
                 pos += 2
                 break
             if count != width:
-                raise self.error(f"row field count is {count}, expected {width}", self.line)
+                raise self.error(f"row field count is {count}, expected {width}", self.line + len(got))
             at = pos + 2
-            values: list[bytes | None] = []
+            row: list[bytes | None] = []
             for _ in range(width):
                 if at + 4 > n:
                     break
-                (size,) = _I.unpack_from(buf, at)
+                (size,) = unpack_i(data, at)
                 at += 4
-                if size == -1:
-                    values.append(None)
-                    continue
                 if size < 0:
-                    raise self.error(f"invalid field size {size}", self.line)
+                    if size != -1:
+                        raise self.error(f"invalid field size {size}", self.line + len(got))
+                    row.append(None)
+                    continue
                 if at + size > n:
                     break
-                values.append(bytes(buf[at : at + size]))
+                row.append(data[at : at + size])
                 at += size
-            if len(values) < width:
-                break  # the rest of the row is still on its way
-            for col, v in zip(cols, values, strict=True):
-                col.append(v)
-            rows += 1
-            self.line += 1
-            pos = at
+            else:
+                got.append(row)
+                pos = at
+                continue
+            break  # the rest of the row is still on its way
+        rows = len(got)
+        self.line += rows
+        if rows:
+            cols = [list(c) for c in zip(*got, strict=True)]
         del buf[:pos]
         if final and buf and not self.ended:
             raise self.error("unexpected EOF in COPY data", self.line)

@@ -437,6 +437,9 @@ class BinaryInt:
 
 
 #: The integer types by OID, read in their width (PostgreSQL's int8recv, int4recv, int2recv, oidrecv).
+#: Types whose values are text as they are, in either format (0: a parameter of no declared type).
+TEXT_OIDS = frozenset({0, TEXT, VARCHAR, UNKNOWN})
+
 BINARY_INTS: dict[int, BinaryInt] = {
     INT8: BinaryInt(8, "q", ">i8", True),
     INT4: BinaryInt(4, "i", ">i4", True),
