@@ -503,3 +503,13 @@ def test_multi_row_parameter_insert_fails_as_its_first_bad_row(
     with pytest.raises(exc.InvalidStatement, match=r"bind parameter 6 has no value \(5 given\)"):
         conn.execute(f"INSERT INTO t (k, a, b) VALUES {_values(2, 3)}", [10, "x", 1, 11, "y"])
     assert conn.execute("SELECT k FROM t").rows == [(3,)]
+
+
+def test_multi_row_insert_do_nothing_counts_rows_written_with_a_key_twice(tmp_path: Path) -> None:
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (k INT PRIMARY KEY, a TEXT)")
+    res = conn.execute(
+        f"INSERT INTO t (k, a) VALUES {_values(3, 2)} ON CONFLICT DO NOTHING", [1, "x", 1, "y", 2, "z"]
+    )
+    assert (res.status, res.rowcount) == ("INSERT 2", 2)
+    assert conn.execute("SELECT k, a FROM t ORDER BY k").rows == [(1, "x"), (2, "z")]

@@ -211,12 +211,22 @@ def test_each_worker_runs_on_a_core_of_its_own(server: RunningServer) -> None:
     want = sorted((cpu,) for cpu in expected)
     deadline = time.monotonic() + 60  # a worker started by an earlier test pins itself once set up
     while True:
-        got = sorted(tuple(sorted(os.sched_getaffinity(pid))) for pid in _workers())
+        got = sorted(
+            tuple(sorted(os.sched_getaffinity(int(tid))))
+            for pid in _workers()
+            for tid in os.listdir(f"/proc/{pid}/task")[:1]
+        )
+        threads = {
+            tuple(sorted(os.sched_getaffinity(int(tid))))
+            for pid in _workers()
+            for tid in os.listdir(f"/proc/{pid}/task")
+        }
         if got == want or not expected or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     if expected:
         assert got == sorted((cpu,) for cpu in expected)
+        assert threads == {(cpu,) for cpu in expected}  # every thread of each worker
         assert len(set(expected)) == 2
     else:
         assert got == [tuple(sorted(os.sched_getaffinity(0)))] * 2

@@ -79,6 +79,12 @@ class DuplicateObject(ChangefeedError):
     code = "42710"
 
 
+class DuplicateColumn(DuplicateObject):
+    """A column named twice where each may appear once (``COPY t (a, a)``)."""
+
+    code = "42701"
+
+
 class TypeMismatch(ChangefeedError):
     """A value does not fit its column's type (wrong type, out of range, too long, bad literal)."""
 
@@ -115,6 +121,12 @@ class DatatypeMismatch(TypeMismatch):
 
 class NumericValueOutOfRange(TypeMismatch):
     code = "22003"
+
+
+class CharacterNotInRepertoire(ChangefeedError):
+    """Bytes that are not UTF-8 where text is (``invalid byte sequence for encoding "UTF8"``)."""
+
+    code = "22021"
 
 
 class BadCopyFormat(ChangefeedError):

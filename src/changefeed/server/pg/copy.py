@@ -17,23 +17,33 @@ TO STDOUT: the table's rows (or the query's) in the same formats, a CopyData mes
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from changefeed.connection import Result
 from changefeed.engine.catalog import TableSchema
-from changefeed.exceptions import ChangefeedError, QueryCanceled, UndefinedTable, UnsupportedFeature
+from changefeed.engine.txn import Transaction
+from changefeed.exceptions import (
+    ChangefeedError,
+    DuplicateColumn,
+    QueryCanceled,
+    UndefinedTable,
+    UnsupportedFeature,
+)
+from changefeed.server import gate_wait
 from changefeed.server.pg import batch as batches
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
 from changefeed.server.pg.copy_data import SIGNATURE, binary_row, csv_row, reader_for, text_row
 from changefeed.server.pg.copy_spec import CopySpec
 from changefeed.server.pg.params import param_types
-from changefeed.server.pg.values import column_oids, encoders
+from changefeed.server.pg.values import Encoder, column_oids, encoders
 from changefeed.sql import ast
 from changefeed.sql.param_columns import ColumnFacts, ParamColumns
 from changefeed.sql.parser import parse
@@ -64,6 +74,9 @@ def _resolve(session: PgSession, spec: CopySpec) -> tuple[ast.Insert, list[str],
     if spec.columns:
         cols = list(spec.columns)
         names = [c[1:-1].replace('""', '"') if c.startswith('"') else c.lower() for c in cols]
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            raise DuplicateColumn(f'column "{twice}" specified more than once')
     else:
         names = [c.name for c in schema.columns if c.computed is None]
         cols = [_quoted(n) for n in names]
@@ -115,13 +128,22 @@ def _decode(
 
 async def copy_in(session: PgSession, spec: CopySpec) -> Result:
     assert session.conn is not None
-    engine = session.conn.session
+    engine, db = session.conn.session, session.conn.db
     stmt, names, oids = _resolve(session, spec)
+    # The INSERT privilege and the statement, before any data: a read of the catalog (in the
+    # client's transaction, if any, which may wait for the write lock: never on the loop).
+    plan_many = engine.statements.handler(stmt).plan_many
+    if plan_many is not None:
+
+        def check(txn: Transaction) -> Result:
+            plan_many(engine, txn, stmt)
+            return Result()
+
+        await gate_wait.run_inline(db, session.call, functools.partial(engine.run, check, write=False))
     own = not engine.in_transaction  # a transaction of the COPY's own, committed at CopyDone
     if own:
-        engine.begin()
+        engine.begin()  # its write lock is taken by the first rows written, not here
     try:
-        engine.execute_many(stmt, [])  # the INSERT privilege and the statement, before any data
         fmt = 1 if spec.binary else 0
         session.send(
             p.message(b"G", struct.pack(f"!bh{len(names)}h", fmt, len(names), *([fmt] * len(names))))
@@ -146,7 +168,7 @@ async def copy_in(session: PgSession, spec: CopySpec) -> Result:
             else:
                 raise p.ProtocolViolation(f"unexpected message type 0x{kind[0]:02X} during COPY from stdin")
         if own:
-            engine.commit()
+            await gate_wait.run_inline(db, session.call, engine.commit)
     except BaseException:
         if own and engine.in_transaction:
             engine.rollback()
@@ -171,8 +193,15 @@ async def _write(
         values, fact = _decode(col, oid, spec.binary, spec, name, first)
         columns.append(values)
         facts.append(fact)
+    fut = batches.write_rows(session, stmt, ParamColumns(columns, facts, n))
     try:
-        return await batches.write_rows(session, stmt, ParamColumns(columns, facts, n))
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        # The session is being stopped: the rows may be in a pool thread on the engine's
+        # connection; they end before the caller rolls back on it.
+        with contextlib.suppress(BaseException):
+            await fut
+        raise
     except ChangefeedError as exc:
         if exc.context is None:
             exc.context = f"{spec.target}, line {first + exc.row}" if exc.row is not None else spec.target
@@ -196,25 +225,24 @@ async def copy_out(session: PgSession, spec: CopySpec) -> Result:
     n = len(res.columns)
     fmt = 1 if spec.binary else 0
     session.send(p.message(b"H", struct.pack(f"!bh{n}h", fmt, n, *([fmt] * n))))
-    out: list[bytes] = []
-    if spec.binary:
-        out.extend(
-            binary_row([None if v is None else e(v) for e, v in zip(encs, row, strict=True)])
-            for row in res.rows
-        )
-        out.append(struct.pack("!h", -1))
-        # The header goes with the first row, as PostgreSQL sends it (psycopg reads it so).
-        out[0] = SIGNATURE + struct.pack("!ii", 0, 0) + out[0]
-    else:
-        line = text_row if spec.format == "text" else csv_row
-        if spec.header:
-            out.append(line(list(res.columns), spec))
-        for row in res.rows:
-            out.append(
-                line([None if v is None else e(v).decode() for e, v in zip(encs, row, strict=True)], spec)
-            )
-    for data in out:
+    for data in _copy_data(spec, res, encs):  # a row at a time, sent a buffer's worth at a time
         session.send(p.message(b"d", data))
-        await session.flush()  # once a buffer's worth is waiting
+        await session.flush()
     session.send(p.message(b"c", b""))
     return Result(status=f"COPY {len(res.rows)}", rowcount=len(res.rows))
+
+
+def _copy_data(spec: CopySpec, res: Result, encs: Sequence[Encoder]) -> Iterator[bytes]:
+    """The CopyData bodies of ``res``'s rows in ``spec``'s format."""
+    if spec.binary:
+        head = SIGNATURE + struct.pack("!ii", 0, 0)  # with the first row, as PostgreSQL sends it
+        for row in res.rows:
+            yield head + binary_row([None if v is None else e(v) for e, v in zip(encs, row, strict=True)])
+            head = b""
+        yield head + struct.pack("!h", -1)
+        return
+    line = text_row if spec.format == "text" else csv_row
+    if spec.header:
+        yield line(list(res.columns), spec)
+    for row in res.rows:
+        yield line([None if v is None else e(v).decode() for e, v in zip(encs, row, strict=True)], spec)

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from changefeed.exceptions import BadCopyFormat, ChangefeedError
+from changefeed.exceptions import BadCopyFormat, ChangefeedError, CharacterNotInRepertoire
 from changefeed.server.pg.copy_spec import CopySpec
 
 __all__ = ["SIGNATURE", "RowReader", "binary_row", "csv_row", "reader_for", "text_row"]
@@ -39,17 +39,18 @@ SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _HEADER = struct.Struct("!ii")
 _I = struct.Struct("!i")
 _H = struct.Struct("!h")
-#: Text-format escapes (a backslash and what follows) and what they stand for.
-_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|(.))", re.S)
-_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+#: Text-format escapes (a backslash and what follows) and what they stand for: octal and hex
+#: escapes are bytes, the field's bytes then read as UTF-8 (as PostgreSQL reads them).
+_ESCAPE = re.compile(rb"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|(.))", re.S)
+_SIMPLE = {b"b": b"\b", b"f": b"\f", b"n": b"\n", b"r": b"\r", b"t": b"\t", b"v": b"\v"}
 
 
-def _unescape(m: re.Match[str]) -> str:
+def _unescape(m: re.Match[bytes]) -> bytes:
     octal, hexa, other = m.groups()
     if octal is not None:
-        return chr(int(octal, 8) & 0xFF)
+        return bytes([int(octal, 8) & 0xFF])
     if hexa is not None:
-        return chr(int(hexa, 16))
+        return bytes([int(hexa, 16)])
     return _SIMPLE.get(other, other)
 
 
@@ -73,6 +74,11 @@ class RowReader(ABC):
         """The columns of the whole rows fed so far (all of them when ``final``), how many, and
         the input line of the first."""
 
+    def utf8_error(self, data: bytes, at: int, line: int) -> ChangefeedError:
+        err = CharacterNotInRepertoire(f'invalid byte sequence for encoding "UTF8": 0x{data[at]:02x}')
+        err.context = f"{self.spec.target}, line {line}"
+        return err
+
     def error(self, message: str, line: int, raw: str | None = None) -> BadCopyFormat:
         err = BadCopyFormat(message)
         err.context = f"{self.spec.target}, line {line}" + (f': "{raw[:80]}"' if raw is not None else "")
@@ -83,11 +89,7 @@ def _utf8(chunk: bytes, reader: RowReader) -> str:
     try:
         return chunk.decode()
     except UnicodeDecodeError as exc:
-        line = reader.line + chunk.count(b"\n", 0, exc.start)
-        err = ChangefeedError(f'invalid byte sequence for encoding "UTF8": 0x{chunk[exc.start]:02x}')
-        err.code = "22021"
-        err.context = f"{reader.spec.target}, line {line}"
-        raise err from None
+        raise reader.utf8_error(chunk, exc.start, reader.line + chunk.count(b"\n", 0, exc.start)) from None
 
 
 class TextRows(RowReader):
@@ -120,7 +122,7 @@ class TextRows(RowReader):
             if self.spec.header and line == 1:
                 continue
             if "\\" in raw:
-                fields = [self._field(f) for f in _split_escaped(raw, delim)]
+                fields = [self._field(f, line) for f in _split_escaped(raw, delim)]
             else:
                 fields = [None if f == null else f for f in raw.split(delim)]
             if len(fields) != width:
@@ -147,14 +149,14 @@ class TextRows(RowReader):
             _, _, text = text.partition("\n")
             rows -= 1
             first += 1
-        if rows <= 0 or not text:
-            self.line = first + max(rows, 0)
+        if rows <= 0:
+            self.line = first
             return [[] for _ in range(self.width)], 0, first
-        fields = text.replace("\n", self.spec.delimiter).split(self.spec.delimiter)
-        width = self.width
-        if len(fields) != rows * width or (
-            width > 1 and text.count(self.spec.delimiter) != rows * (width - 1)
-        ):
+        delim, width = self.spec.delimiter, self.width
+        if width > 1 and any(line.count(delim) != width - 1 for line in text.split("\n")):
+            return None  # a line of another shape: the line-by-line path names it
+        fields = text.replace("\n", delim).split(delim)
+        if len(fields) != rows * width:
             return None
         null = self.spec.null
         cols: list[list[Any]] = [fields[i::width] for i in range(width)]
@@ -163,10 +165,23 @@ class TextRows(RowReader):
         self.line = first + rows
         return cols, rows, first
 
-    def _field(self, raw: str) -> str | None:
+    def _field(self, raw: str, line: int) -> str | None:
         if raw == self.spec.null:
             return None  # the NULL string is matched before the escapes are undone
-        return _ESCAPE.sub(_unescape, raw) if "\\" in raw else raw
+        if "\\" not in raw:
+            return raw
+        data = _ESCAPE.sub(_unescape, raw.encode())
+        if b"\x00" in data:
+            raise self.utf8_error(data, data.index(b"\x00"), line)
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise self.utf8_error(data, exc.start, line) from None
+
+
+def _after(newline: int) -> int:
+    """The start of the line after the newline at ``newline`` (-1: none found)."""
+    return newline + 1 if newline >= 0 else -1
 
 
 def _split_escaped(line: str, delim: str) -> list[str]:
@@ -188,16 +203,20 @@ def _split_escaped(line: str, delim: str) -> list[str]:
 
 class CsvRows(RowReader):
     """CSV through Arrow's reader: whole records only, cut at a newline outside quotes (an even
-    number of quote characters before it, when the escape is the quote; with another escape
-    character everything waits for CopyDone)."""
+    number of quote characters before it: the escape is the quote, see ``copy_spec``). A line
+    ``\\.`` outside quotes ends the data, as in PostgreSQL (psql sends it after inline data)."""
 
     def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
         end = len(self.buf) if final else self._cut()
+        marker = self._marker(end)
+        if marker >= 0:
+            end = marker
+            self.ended = True
         first = self.line
         if end <= 0:
             return [[] for _ in range(self.width)], 0, first
         chunk = bytes(self.buf[:end])
-        del self.buf[:end]
+        del self.buf[: len(self.buf) if self.ended else end]
         skip = 1 if self.spec.header and self.line == 1 else 0
         first += skip
         if not chunk.strip(b"\r\n"):
@@ -212,27 +231,36 @@ class CsvRows(RowReader):
         return cols, rows, first
 
     def _cut(self) -> int:
-        spec = self.spec
-        if spec.escape != spec.quote:
-            return 0
-        q = spec.quote.encode()
+        q = self.spec.quote.encode()
         end = self.buf.rfind(b"\n") + 1
         while end > 0 and self.buf.count(q, 0, end) % 2:
             end = self.buf.rfind(b"\n", 0, end - 1) + 1
         return end
 
+    def _marker(self, end: int) -> int:
+        """Where a ``\\.`` line outside quotes starts within the first ``end`` bytes (a last line
+        without its newline counts when ``end`` is the whole buffer), or -1."""
+        buf, q = self.buf, self.spec.quote.encode()
+        at = 0 if buf.startswith(b"\\.") else _after(buf.find(b"\n\\."))
+        while 0 <= at < end:
+            after = buf[at + 2 : at + 4]
+            whole = after[:1] == b"\n" or after == b"\r\n" or at + 2 == len(buf) == end
+            if whole and buf.count(q, 0, at) % 2 == 0:
+                return at
+            at = _after(buf.find(b"\n\\.", at))
+        return -1
+
     def _parse(self, chunk: bytes, skip: int) -> pa.Table:
         spec = self.spec
         names = [f"c{i}" for i in range(self.width)]
-        escape: str | bool = spec.escape if spec.escape != spec.quote else False
         return pacsv.read_csv(
             io.BytesIO(chunk),
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip, use_threads=False),
             parse_options=pacsv.ParseOptions(
                 delimiter=spec.delimiter,
                 quote_char=spec.quote,
-                double_quote=spec.escape == spec.quote,
-                escape_char=escape,
+                double_quote=True,
+                escape_char=False,
                 newlines_in_values=True,
                 ignore_empty_lines=False,
             ),
@@ -252,8 +280,7 @@ class CsvRows(RowReader):
             io.StringIO(text, newline=""),
             delimiter=spec.delimiter,
             quotechar=spec.quote,
-            doublequote=spec.escape == spec.quote,
-            escapechar=None if spec.escape == spec.quote else spec.escape,
+            doublequote=True,
             strict=True,
         )
         line = self.line
@@ -278,6 +305,11 @@ class BinaryRows(RowReader):
         super().__init__(spec, names)
         self.headed = False
 
+    def feed(self, data: bytes) -> None:
+        if self.ended and data:
+            raise self.error("received copy data after EOF marker", self.line)
+        super().feed(data)
+
     def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
         buf, width = self.buf, self.width
         first = self.line
@@ -293,6 +325,8 @@ class BinaryRows(RowReader):
             flags, ext = _HEADER.unpack_from(buf, 11)
             if flags & 0xFFFF0000:
                 raise self.error("unrecognized critical flags in COPY file header", 1)
+            if ext < 0:
+                raise self.error("invalid COPY file header (wrong length)", 1)
             if len(buf) < 19 + ext:
                 if final:
                     raise self.error("invalid COPY file header (wrong length)", 1)
@@ -336,6 +370,8 @@ class BinaryRows(RowReader):
         self.line += rows
         if rows:
             cols = [list(c) for c in zip(*got, strict=True)]
+        if self.ended and pos < n:
+            raise self.error("received copy data after EOF marker", self.line)
         del buf[:pos]
         if final and buf and not self.ended:
             raise self.error("unexpected EOF in COPY data", self.line)

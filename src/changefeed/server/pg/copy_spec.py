@@ -233,8 +233,19 @@ def _spec(
         out.setdefault("escape", out["quote"])
         if out["delimiter"] == out["quote"]:
             raise UnsupportedFeature("COPY delimiter and quote must be different")
-    if fmt != "binary" and (out["delimiter"] in out["null"] or out["delimiter"] in "\r\n"):
-        raise UnsupportedFeature("COPY delimiter must not appear in the NULL specification")
+        if out["escape"] != out["quote"]:
+            # PostgreSQL honours it only inside quotes and only before the quote or itself;
+            # refused rather than read by other rules.
+            raise UnsupportedFeature("COPY ESCAPE other than the QUOTE character is not supported")
+        if out["quote"] in out["null"]:
+            raise InvalidOption("CSV quote character must not appear in the NULL specification")
+    if fmt != "binary":
+        if out["delimiter"] in "\r\n":
+            raise InvalidOption("COPY delimiter cannot be newline or carriage return")
+        if not csv and out["delimiter"] in "\\.abcdefghijklmnopqrstuvwxyz0123456789":
+            raise InvalidOption(f'COPY delimiter cannot be "{out["delimiter"]}"')
+        if out["delimiter"] in out["null"]:
+            raise UnsupportedFeature("COPY delimiter must not appear in the NULL specification")
     return CopySpec(to, table, columns, query, **out)
 
 

@@ -787,7 +787,14 @@ class PgSession:
             prep = await self.call(self.classify, sql)
         if prep.param_oids != oids:
             prep = Prepared(
-                prep.sql, prep.kind, prep.stmts, prep.command, oids, prep.inline, prep.bulk_insert
+                prep.sql,
+                prep.kind,
+                prep.stmts,
+                prep.command,
+                oids,
+                prep.inline,
+                prep.bulk_insert,
+                copy=prep.copy,
             )
         self.prepared[name] = prep
         self.send(p.PARSE_COMPLETE)
@@ -829,7 +836,14 @@ class PgSession:
             ]
             if oids != prep.param_oids:  # Bind decodes by what was described
                 prep = Prepared(
-                    prep.sql, prep.kind, prep.stmts, prep.command, oids, prep.inline, prep.bulk_insert
+                    prep.sql,
+                    prep.kind,
+                    prep.stmts,
+                    prep.command,
+                    oids,
+                    prep.inline,
+                    prep.bulk_insert,
+                    copy=prep.copy,
                 )
                 self.prepared[name] = prep
             self.send(p.parameter_description(oids))

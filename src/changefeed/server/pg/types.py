@@ -22,7 +22,12 @@ import orjson
 
 from changefeed.engine.type_errors import crdb_parse_error
 from changefeed.engine.types import Kind, SqlType
-from changefeed.exceptions import InvalidBinaryRepresentation, InvalidTextRepresentation, TypeMismatch
+from changefeed.exceptions import (
+    InvalidBinaryRepresentation,
+    InvalidTextRepresentation,
+    NumericValueOutOfRange,
+    TypeMismatch,
+)
 
 # ------------------------------------------------------------------------------------------ OIDs
 BOOL = 16
@@ -381,6 +386,17 @@ def _parse_bytea(s: str) -> bytes:
     return bytes(out)
 
 
+#: PostgreSQL's numeric holds up to 131,072 digits before the point and 16,383 after.
+_NUMERIC_DIGITS = (131_072, 16_383)
+
+
+def _parse_numeric(text: str) -> Decimal:
+    value = Decimal(text)  # InvalidOperation (an ArithmeticError) on what is not a number
+    if value.is_finite() and value and not -_NUMERIC_DIGITS[1] <= value.adjusted() < _NUMERIC_DIGITS[0]:
+        raise NumericValueOutOfRange("value overflows numeric format")
+    return value
+
+
 _TEXT_IN: dict[int, Callable[[str], Any]] = {
     BOOL: _parse_bool,
     INT8: int,
@@ -389,7 +405,7 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID: int,
     FLOAT8: float,
     FLOAT4: float,
-    NUMERIC: Decimal,
+    NUMERIC: _parse_numeric,
     BYTEA: _parse_bytea,
     UUID: uuid.UUID,
     DATE: dt.date.fromisoformat,
@@ -506,7 +522,14 @@ def decode_binary(data: bytes | None, oid: int) -> Any:
         return None
     try:
         return _from_binary(data, oid)
-    except (ValueError, struct.error, UnicodeDecodeError, IndexError, orjson.JSONDecodeError):
+    except (
+        ValueError,
+        struct.error,
+        UnicodeDecodeError,
+        IndexError,
+        orjson.JSONDecodeError,
+        ArithmeticError,
+    ):
         name = TYPE_NAMES.get(oid, str(oid))
         raise InvalidBinaryRepresentation(f"incorrect binary data format for type {name}") from None
 
@@ -517,8 +540,8 @@ def text_in(oid: int) -> Callable[[str], Any] | None:
     return _TEXT_IN.get(oid)
 
 
-#: What a parser of :func:`text_in` raises on text it does not take.
-TEXT_ERRORS = (ValueError, TypeMismatch, IndexError, orjson.JSONDecodeError)
+#: What a parser of :func:`text_in` raises on text it does not take (``Decimal``: InvalidOperation).
+TEXT_ERRORS = (ValueError, TypeMismatch, IndexError, orjson.JSONDecodeError, ArithmeticError)
 
 
 def text_error(text: str, oid: int) -> TypeMismatch:
@@ -541,7 +564,15 @@ def decode_param(data: bytes | None, oid: int, binary: bool, index: int = 0) -> 
         text = data.decode()
         fn = _TEXT_IN.get(oid)
         return fn(text) if fn is not None else text
-    except (ValueError, TypeMismatch, struct.error, UnicodeDecodeError, IndexError, orjson.JSONDecodeError):
+    except (
+        ValueError,
+        TypeMismatch,
+        struct.error,
+        UnicodeDecodeError,
+        IndexError,
+        orjson.JSONDecodeError,
+        ArithmeticError,
+    ):
         where = f"error in argument for ${index + 1}"
         if binary or oid not in _PARSE_AS:
             name = TYPE_NAMES.get(oid, str(oid))

@@ -67,9 +67,11 @@ async def serve(spec: cluster.WorkerSpec) -> None:
     gc.collect()
     gc.freeze()
     if spec.cpu >= 0:
-        # Its pool threads and its sync process, started later, run on this core too.
-        with contextlib.suppress(OSError):  # a core taken away since the dispatcher looked
-            os.sched_setaffinity(0, {spec.cpu})
+        # Every thread of it (affinity is a thread's), and the pool threads and the sync
+        # process it starts later, which inherit it.
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):  # a thread gone, a core taken away since
+                os.sched_setaffinity(int(tid), {spec.cpu})
     link.ready()
     tallies = loop.create_task(link.hand_tallies(tally))
     try:

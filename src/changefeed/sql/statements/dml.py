@@ -172,10 +172,11 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
         for cid in fill:
             cells[cid] = [None] * n
         if len(set(keys)) != n:
+            written = 0
             with RowMark() as at:
                 for at.r, params in enumerate(rows):  # the same key twice: statement order, row by row
-                    insert(session, t, s, Params(params))
-            return n
+                    written += insert(session, t, s, Params(params)).rowcount
+            return written
         olds = None
         if dialect == "sql" and mode == "insert":
             olds = t.store(current).get_rows(t.conn, keys, t.now_ns)
