@@ -288,7 +288,7 @@ FORMAT_CASES = [
         b"1\ta\\tb\t\\N\n2\t\\\\x\t3\n3\t\\101\\x42\tz\n",
         [("1", "a\tb", None), ("2", "\\x", "3"), ("3", "AB", "z")],
     ),
-    ("COPY t FROM STDIN (HEADER)", b"a\tb\tc\r\n1\tx\ty\r\n\\.\nignored\n", [("1", "x", "y")]),
+    ("COPY t FROM STDIN (HEADER)", b"a\tb\tc\r\n1\tx\ty\r\n\\.\r\nignored\n", [("1", "x", "y")]),
     (
         "COPY t FROM STDIN (DELIMITER '|', NULL 'nil')",
         b"1|nil|\n2|a\\|b|nil\n",
@@ -309,6 +309,12 @@ FORMAT_CASES = [
         "COPY t FROM STDIN CSV",
         b'1,a,b\n2,"x\n\\.\n",y\n\\.\n3,no,more\n',
         [("1", "a", "b"), ("2", "x\n\\.\n", "y")],
+    ),
+    # A backslash before a newline makes it data; an escaped carriage return is data too.
+    (
+        "COPY t FROM STDIN",
+        b"1\ttwo\\\nlines\t\\\r\n2\tx\\\\\ty\n",
+        [("1", "two\nlines", "\r"), ("2", "x\\", "y")],
     ),
     # Octal and hex escapes are bytes, read as UTF-8 with the rest of the field.
     ("COPY t FROM STDIN", b"1\tcaf\\303\\251\t\\x41\n", [("1", "caf\u00e9", "A")]),
@@ -358,6 +364,9 @@ def test_readers_give_the_same_rows_however_the_data_is_cut(
         ("COPY t FROM STDIN CSV", b'1,"open\n', "unterminated CSV quoted field"),
         ("COPY t FROM STDIN", b"1\t\xff\t3\n", 'invalid byte sequence for encoding "UTF8": 0xff'),
         ("COPY t FROM STDIN", b"1\t\\0\t3\n", 'invalid byte sequence for encoding "UTF8": 0x00'),
+        # The first line's end is every line's.
+        ("COPY t FROM STDIN", b"1\ta\tb\n2\tc\td\r\n", "literal carriage return found in data"),
+        ("COPY t FROM STDIN", b"1\ta\tb\r\n2\tc\td\n", "literal newline found in data"),
         # Too many fields in one line and too few in the next: not paired up across lines.
         ("COPY t FROM STDIN", b"1\tb\t2\t9\n3\tx\n", "extra data after last expected column"),
         (

@@ -92,16 +92,38 @@ def _utf8(chunk: bytes, reader: RowReader) -> str:
         raise reader.utf8_error(chunk, exc.start, reader.line + chunk.count(b"\n", 0, exc.start)) from None
 
 
+def _escaped(data: bytes | bytearray | str, i: int) -> bool:
+    """Whether the character at ``i`` follows an odd number of backslashes (is escaped)."""
+    k = i
+    while k > 0 and data[k - 1] in (0x5C, "\\"):
+        k -= 1
+    return (i - k) % 2 == 1
+
+
 class TextRows(RowReader):
+    """The text format. A backslash before a newline makes the newline data (the row goes on, as
+    in PostgreSQL). The first line's end (``\\n`` or ``\\r\\n``) is every line's: a carriage
+    return elsewhere must be escaped."""
+
+    def __init__(self, spec: CopySpec, names: Sequence[str]) -> None:
+        super().__init__(spec, names)
+        self.crlf: bool | None = None  # lines end with \r\n; None: no line seen yet
+
+    def _cut(self) -> int:
+        end = self.buf.rfind(b"\n") + 1
+        while end > 0 and _escaped(self.buf, end - 1):
+            end = self.buf.rfind(b"\n", 0, end - 1) + 1
+        return end
+
     def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
-        end = len(self.buf) if final else self.buf.rfind(b"\n") + 1
+        end = len(self.buf) if final else self._cut()
         first = self.line
         if end <= 0:
             return [[] for _ in range(self.width)], 0, first
         text = _utf8(bytes(self.buf[:end]), self)
         del self.buf[:end]
         delim, null, width = self.spec.delimiter, self.spec.null, self.width
-        if "\\" not in text and "\r" not in text:
+        if "\\" not in text and "\r" not in text and not self.crlf:
             fast = self._split_all(text)
             if fast is not None:
                 return fast
@@ -110,11 +132,27 @@ class TextRows(RowReader):
             lines.pop()
         cols: list[list[Any]] = [[] for _ in range(width)]
         rows = 0
-        for raw in lines:
+        at = 0
+        while at < len(lines):
+            raw = lines[at]
+            at += 1
             line = self.line
             self.line += 1
-            if raw.endswith("\r"):
+            while at < len(lines) and raw and _escaped(raw, len(raw)):  # an escaped newline: data
+                raw += "\n" + lines[at]
+                at += 1
+                self.line += 1
+            if self.crlf is None:
+                self.crlf = raw.endswith("\r") and not _escaped(raw, len(raw) - 1)
+            if self.crlf:
+                if not raw.endswith("\r"):
+                    raise self.error("literal newline found in data", line, raw)
                 raw = raw[:-1]
+            cr = raw.find("\r")
+            while cr >= 0:
+                if not _escaped(raw, cr):
+                    raise self.error("literal carriage return found in data", line, raw)
+                cr = raw.find("\r", cr + 1)
             if raw == "\\.":
                 self.ended = True
                 self.buf.clear()
@@ -159,6 +197,8 @@ class TextRows(RowReader):
         if len(fields) != rows * width:
             return None
         null = self.spec.null
+        if self.crlf is None:
+            self.crlf = False  # these lines end with \n alone
         cols: list[list[Any]] = [fields[i::width] for i in range(width)]
         if null in fields:
             cols = [[None if v == null else v for v in col] if null in col else col for col in cols]
