@@ -2,11 +2,14 @@
 statements and portals, and the simple and extended query protocols.
 
 Where a statement goes (decided once per query text, cached):
-- session statements (SET, SHOW <variable>, RESET, CANCEL QUERY, SHOW QUERIES ...) are answered here;
+- session statements (SET, SHOW <variable>, RESET, CANCEL QUERY, SHOW QUERIES ...) are answered
+  by :mod:`changefeed.server.pg.session_commands`;
 - statements naming ``pg_catalog``, ``information_schema`` or ``pg_*`` functions go to
   :mod:`changefeed.server.pg.catalog`;
 - a core changefeed (``EXPERIMENTAL CHANGEFEED FOR``, ``CREATE CHANGEFEED`` without ``INTO``)
-  streams rows from ``Connection.stream`` as they are produced;
+  streams rows from ``Connection.stream`` as they are produced (:mod:`.core_feeds`);
+- ``COPY .. FROM STDIN`` / ``TO STDOUT`` runs the copy sub-protocol (:mod:`.copy`);
+- pipelined single-row INSERTs are gathered into bulk writes (:mod:`.batch`);
 - everything else runs on the engine session, ``$n`` parameters as they are.
 """
 
@@ -32,36 +35,30 @@ from changefeed.exceptions import ChangefeedError
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import gate_wait
 from changefeed.server.pg import batch as batches
-from changefeed.server.pg import catalog
+from changefeed.server.pg import catalog, core_feeds, session_commands
 from changefeed.server.pg import normalise as norm_
 from changefeed.server.pg import protocol as p
 from changefeed.server.pg import types as t
-from changefeed.server.pg.commands import Command, parse_command, split_statements
+from changefeed.server.pg.commands import parse_command, split_statements
 from changefeed.server.pg.copy import copy_in, copy_out
 from changefeed.server.pg.copy_spec import parse_copy
 from changefeed.server.pg.errors import (
     AbortedTransaction,
-    CancelledQuery,
     DuplicateCursor,
     DuplicateStatement,
-    InvalidValue,
     UndefinedCursor,
-    UndefinedQuery,
     UndefinedStatement,
-    UndefinedVariable,
 )
 from changefeed.server.pg.inline import bulk_insert, runs_inline
 from changefeed.server.pg.params import param_count, param_types, returning_columns
 from changefeed.server.pg.portals import Batch, BatchRows, Portal, Prepared, Running, new_query_id
-from changefeed.server.pg.sessions import QUERY_COLUMNS, Registry
+from changefeed.server.pg.sessions import Registry
 from changefeed.server.pg.values import (
     Encoder,
     column_oids,
     data_rows,
     encoders,
     fmt_of,
-    hex_bytea,
-    join_rows,
     normalise_tag,
 )
 from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
@@ -71,7 +68,7 @@ from changefeed.sql.parser import parse
 from changefeed.sql.statements.point import PointRead, plan_point
 
 if TYPE_CHECKING:
-    from changefeed.pipeline.sinkless import Chunk, CoreChangefeed
+    pass
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -152,7 +149,7 @@ class PgSession:
                 continue
             if name == "options":
                 continue
-            key = self._var_name(name)
+            key = session_commands.var_name(self.vars, name)
             self.vars[key] = value
         self.vars["database"] = self.startup.get("database", "defaultdb") or "defaultdb"
         self.vars["client_encoding"] = "UTF8"
@@ -385,13 +382,6 @@ class PgSession:
         return exc
 
     # ------------------------------------------------------------------ classification
-    def _var_name(self, name: str) -> str:
-        low = name.lower()
-        for k in self.vars:
-            if k.lower() == low:
-                return k
-        return low
-
     def classify(self, sql: str) -> Prepared:
         hit = self.cache.get(sql)
         if hit is not None:
@@ -496,7 +486,7 @@ class PgSession:
             await self.call(session.rollback)
             return Result(status="ROLLBACK")
         if prep.kind == "stream":
-            await self.run_stream(prep)
+            await core_feeds.run_stream(self, prep)
             return None
         self.cancelled.clear()
         self.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
@@ -505,8 +495,8 @@ class PgSession:
                 return await (copy_out if prep.copy.to else copy_in)(self, prep.copy)
             if prep.kind == "command":
                 assert prep.command is not None
-                spanning = await self.run_cluster_command(prep.command)
-                return spanning if spanning is not None else self.run_command(prep.command)
+                spanning = await session_commands.run_cluster_command(self, prep.command)
+                return spanning if spanning is not None else session_commands.run_command(self, prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
             stmts = prep.stmts
@@ -611,168 +601,6 @@ class PgSession:
         self.send(p.command_complete(res.status or normalise_tag(res, prep.stmts[0] if prep.stmts else None)))
 
     # ------------------------------------------------------------------ session statements
-    def run_command(self, cmd: Command) -> Result:
-        if cmd.kind == "set":
-            name = self._var_name(cmd.name)
-            if name in ("server_version", "server_encoding", "is_superuser", "session_authorization"):
-                raise ChangefeedError(f'parameter "{cmd.name}" cannot be changed')
-            value = (
-                cmd.value
-                if cmd.value is not None
-                else defaults(self.user, self.vars["server_version"]).get(name, "")
-            )
-            if name == "client_encoding" and value.upper().replace("-", "") not in ("UTF8", "UNICODE"):
-                raise InvalidValue(f'invalid value for parameter "client_encoding": "{value}"')
-            if name == "client_encoding":
-                value = "UTF8"
-            if name == "TimeZone" and value.lower() in ("utc", "etc/utc", "z", "0", "+00", "gmt"):
-                value = "UTC"
-            self.vars[name] = value
-            if name in REPORTED:
-                self.send(p.parameter_status(name, value))
-            return Result(status="SET")
-        if cmd.kind == "reset":
-            base = defaults(self.user, self.vars["server_version"])
-            names = list(base) if cmd.name == "all" else [self._var_name(cmd.name)]
-            for n in names:
-                if (n in base and n not in ("application_name",)) or cmd.name != "all":
-                    self.vars[n] = base.get(n, "")
-            return Result(status="RESET")
-        if cmd.kind == "show":
-            name = self._var_name(cmd.name)
-            if name not in self.vars:
-                raise UndefinedVariable(f'unrecognized configuration parameter "{cmd.name}"')
-            return Result(columns=[cmd.name], rows=[(self.vars[name],)], types=[None], status="SHOW")
-        if cmd.kind == "show_all":
-            rows = [(k, v, "") for k, v in sorted(self.vars.items(), key=lambda kv: kv[0].lower())]
-            return Result(
-                columns=["name", "setting", "description"], rows=rows, types=[None] * 3, status="SHOW"
-            )
-        if cmd.kind == "show_queries":  # the rows come from run_cluster_command; this shape describes it
-            return Result(
-                columns=list(QUERY_COLUMNS), rows=[], types=[None] * len(QUERY_COLUMNS), status="SELECT 0"
-            )
-        if cmd.kind == "discard":
-            self.prepared.clear()
-            self.portals.clear()
-            return Result(status="DISCARD ALL")
-        if cmd.kind == "deallocate":
-            if cmd.name == "all":
-                self.prepared.clear()
-            else:
-                self.prepared.pop(cmd.name, None)
-            return Result(status="DEALLOCATE")
-        return Result(status=cmd.name or "SET")
-
-    async def run_cluster_command(self, cmd: Command) -> Result | None:
-        """SHOW QUERIES and CANCEL QUERY, which span every process of the endpoint; None for
-        other commands."""
-        registry = self.endpoint.registry
-        if cmd.kind == "show_queries":
-            return await registry.queries()
-        if cmd.kind == "cancel":
-            assert cmd.value is not None
-            if not await registry.cancel_by_query_id(cmd.value):
-                raise UndefinedQuery(f"query ID {cmd.value} not found")
-            return Result(status="CANCEL QUERIES 1")
-        return None
-
-    # ------------------------------------------------------------------ core changefeeds
-    async def run_stream(
-        self, prep: Prepared, formats: Sequence[int] = (), describe: bool = True, params: Sequence[Any] = ()
-    ) -> None:
-        """Send a core changefeed's rows as they are produced; ends on cancel or disconnect.
-
-        The feed runs on a thread of its own with a connection of its own: the thread hands each
-        group of messages to the loop and waits until it is written, so nothing is buffered here.
-        On cancel, disconnect or shutdown the client is answered at once and the feed is cancelled:
-        its thread ends within one poll interval, even on an idle table, closing its connection."""
-        oids = [t.TEXT, t.BYTEA, t.BYTEA]
-        fmts = [fmt_of(list(formats), i) for i in range(3)]
-        if describe:
-            self.send(p.row_description(list(zip(["table", "key", "value"], oids, fmts, strict=True))))
-        await self.flush(True)
-        self.cancelled.clear()
-        self.running = Running(new_query_id(), prep.sql, dt.datetime.now(dt.UTC))
-        done: asyncio.Future[int] = self.loop.create_future()
-        stop = threading.Event()
-        feeds: list[CoreChangefeed] = []
-        sent = 0
-
-        def encode(i: int, v: Any) -> bytes | None:
-            if v is None:
-                return None
-            if fmts[i] == 1 or i == 0:
-                return v if isinstance(v, bytes) else str(v).encode()
-            return b"\\x" + bytes(v).hex().encode()
-
-        async def emit(data: bytes, count: int) -> None:
-            nonlocal sent
-            if stop.is_set():
-                return
-            self.send(data)
-            sent += count
-            await self.flush(True)
-
-        def wire(group: Chunk) -> bytes:
-            """A group's DataRows, column-wise when it is an ordinary batch of messages."""
-            if group.keys is not None and not group.keys.null_count and not group.values.null_count:
-                import pyarrow as pa
-
-                n = len(group.values)
-                cols = [pa.repeat(pa.scalar((group.table or "").encode(), pa.binary()), n)]
-                for i, arr in ((1, group.keys), (2, group.values)):
-                    cols.append(arr if fmts[i] == 1 else hex_bytea(arr))
-                return join_rows(cols, n)
-            return b"".join(p.data_row([encode(i, v) for i, v in enumerate(m)]) for m in group.messages())
-
-        def finish(fn: Callable[[Any], None], value: Any) -> None:
-            if not done.done():
-                fn(value)
-
-        def produce() -> None:
-            feed: CoreChangefeed | None = None
-            own: Connection | None = None
-            try:
-                own = Connection(self.endpoint.db, user=self.user)
-                feed = own.stream(prep.sql, list(params))
-                feeds.append(feed)
-                if stop.is_set():  # cancelled before the feed existed
-                    feed.cancel()
-                for group in feed.batches():
-                    if stop.is_set():
-                        break
-                    data = wire(group)
-                    asyncio.run_coroutine_threadsafe(emit(data, len(group.values)), self.loop).result()
-                self.loop.call_soon_threadsafe(finish, done.set_result, sent)
-            except BaseException as exc:
-                self.loop.call_soon_threadsafe(finish, done.set_exception, exc)
-            finally:
-                with contextlib.suppress(Exception):
-                    if feed is not None:
-                        feed.close()
-                with contextlib.suppress(Exception):
-                    if own is not None:
-                        own.close()
-
-        thread = threading.Thread(target=produce, name=f"pg-changefeed-{self.pid}", daemon=True)
-        thread.start()
-        try:
-            while not done.done():
-                await asyncio.wait([done], timeout=0.2)
-                if self.cancelled.is_set() or self.closing or self.reader.at_eof():
-                    break
-        finally:
-            stop.set()
-            for feed in feeds:
-                feed.cancel()
-            self.running = None
-        if not done.done():
-            done.cancel()
-            raise CancelledQuery("canceling statement due to user request")
-        done.result()
-        self.send(p.command_complete(f"SELECT {sent}"))
-
     # ------------------------------------------------------------------ extended protocol
     async def on_parse(self, msg: p.Reader) -> None:
         name = msg.cstr()
@@ -892,7 +720,7 @@ class PgSession:
         if prep.kind == "stream":
             return [("table", t.TEXT), ("key", t.BYTEA), ("value", t.BYTEA)]
         if prep.kind == "command" and prep.command is not None and prep.command.kind.startswith("show"):
-            shown = self.run_command(prep.command)
+            shown = session_commands.run_command(self, prep.command)
             return [(c, t.TEXT) for c in shown.columns]
         if prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Insert | ast.Update | ast.Delete):
             conn = self.conn
@@ -941,7 +769,7 @@ class PgSession:
         if self.batch is not None:
             await batches.flush_batch(self)
         if prep.kind == "stream":
-            await self.run_stream(prep, portal.formats, describe=False, params=portal.params)
+            await core_feeds.run_stream(self, prep, portal.formats, describe=False, params=portal.params)
             return
         if portal.result is None:
             portal.result = await self.execute(prep, portal.params)
