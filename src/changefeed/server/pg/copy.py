@@ -155,7 +155,7 @@ async def copy_in(session: PgSession, spec: CopySpec) -> Result:
             kind, msg = await session.messages.read()
             if kind == b"d":
                 reader.feed(msg.data)
-                if len(reader.buf) < CHUNK_BYTES:
+                if len(reader.buf) < CHUNK_BYTES or not reader.ready():
                     continue
                 written += await _write(session, spec, stmt, names, oids, reader.take(final=False))
             elif kind == b"c":

@@ -64,10 +64,18 @@ class RowReader(ABC):
         self.buf = bytearray()
         self.line = 1  # the input line of the next row
         self.ended = False  # the data said it ends (text's \., binary's trailer)
+        self.fresh_newline = False  # a newline fed since the last take
 
     def feed(self, data: bytes) -> None:
         if not self.ended:
             self.buf += data
+            if b"\n" in data:
+                self.fresh_newline = True
+
+    def ready(self) -> bool:
+        """Whether what was fed since the last :meth:`take` may complete a row (a text or CSV
+        row ends with a newline: until one arrives, a long value is not looked at again)."""
+        return self.fresh_newline
 
     @abstractmethod
     def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
@@ -116,6 +124,7 @@ class TextRows(RowReader):
         return end
 
     def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
+        self.fresh_newline = False
         end = len(self.buf) if final else self._cut()
         first = self.line
         if end <= 0:
@@ -247,6 +256,7 @@ class CsvRows(RowReader):
     ``\\.`` outside quotes ends the data, as in PostgreSQL (psql sends it after inline data)."""
 
     def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
+        self.fresh_newline = False
         end = len(self.buf) if final else self._cut()
         marker = self._marker(end)
         if marker >= 0:
@@ -344,16 +354,24 @@ class BinaryRows(RowReader):
     def __init__(self, spec: CopySpec, names: Sequence[str]) -> None:
         super().__init__(spec, names)
         self.headed = False
+        #: Bytes the buffer must hold before the row it ends with can be whole (a long value
+        #: arriving over many CopyData is not parsed again for each).
+        self.need = 0
 
     def feed(self, data: bytes) -> None:
         if self.ended and data:
             raise self.error("received copy data after EOF marker", self.line)
         super().feed(data)
 
+    def ready(self) -> bool:
+        return len(self.buf) >= self.need
+
     def take(self, final: bool) -> tuple[list[list[Any]], int, int]:
         buf, width = self.buf, self.width
         first = self.line
         cols: list[list[Any]] = [[] for _ in range(width)]
+        if not final and len(buf) < self.need:
+            return cols, 0, first
         pos = 0
         if not self.headed:
             if len(buf) < 19:
@@ -376,6 +394,7 @@ class BinaryRows(RowReader):
         data = bytes(buf)  # one copy; slices of it are the values
         unpack_h, unpack_i = _H.unpack_from, _I.unpack_from
         n = len(data)
+        short = 0  # where the buffer must reach for the partial row at its end to be whole
         got: list[list[bytes | None]] = []
         while pos + 2 <= n and not self.ended:
             (count,) = unpack_h(data, pos)
@@ -389,6 +408,7 @@ class BinaryRows(RowReader):
             row: list[bytes | None] = []
             for _ in range(width):
                 if at + 4 > n:
+                    short = at + 4
                     break
                 (size,) = unpack_i(data, at)
                 at += 4
@@ -398,6 +418,7 @@ class BinaryRows(RowReader):
                     row.append(None)
                     continue
                 if at + size > n:
+                    short = at + size
                     break
                 row.append(data[at : at + size])
                 at += size
@@ -405,7 +426,7 @@ class BinaryRows(RowReader):
                 got.append(row)
                 pos = at
                 continue
-            break  # the rest of the row is still on its way
+            break  # the rest of the row is still on its way: at least up to ``short``
         rows = len(got)
         self.line += rows
         if rows:
@@ -413,6 +434,7 @@ class BinaryRows(RowReader):
         if self.ended and pos < n:
             raise self.error("received copy data after EOF marker", self.line)
         del buf[:pos]
+        self.need = max(short - pos, 0)
         if final and buf and not self.ended:
             raise self.error("unexpected EOF in COPY data", self.line)
         return cols, rows, first
