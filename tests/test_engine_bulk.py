@@ -513,3 +513,12 @@ def test_multi_row_insert_do_nothing_counts_rows_written_with_a_key_twice(tmp_pa
     )
     assert (res.status, res.rowcount) == ("INSERT 2", 2)
     assert conn.execute("SELECT k, a FROM t ORDER BY k").rows == [(1, "x"), (2, "z")]
+
+
+def test_multi_row_parameter_insert_with_a_row_of_another_width_is_refused(tmp_path: Path) -> None:
+    """Rows of 2, 3 and 1 values hold 6 parameters, as three rows of 2 would: still an error."""
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (k INT PRIMARY KEY, a TEXT)")
+    with pytest.raises(exc.InvalidStatement, match="INSERT has 3 values for 2 columns"):
+        conn.execute("INSERT INTO t (k, a) VALUES ($1, $2), ($3, $4, $5), ($6)", [1, "a", 2, "b", 3, 4])
+    assert conn.execute("SELECT count(*) FROM t").rows == [(0,)]

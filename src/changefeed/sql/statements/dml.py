@@ -265,8 +265,10 @@ def _insert_rows_in_bulk(session: Session, txn: Transaction, s: ast.Insert, ev: 
     if session.dialect != "sql" or len(s.rows) < 2 or not s.rows[0]:
         return None
     width = len(s.rows[0])
+    if any(len(row) != width for row in s.rows):
+        return None  # row by row names the row of the wrong width
     values = [v for row in s.rows for v in row]
-    if len(values) != width * len(s.rows) or not all(type(v) is ast.Param for v in values):
+    if not all(type(v) is ast.Param for v in values):
         return None
     one = replace(s, rows=(tuple(ast.Param(i) for i in range(width)),))
     plan = insert_plan(session, txn, one)
