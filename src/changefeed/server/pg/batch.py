@@ -345,7 +345,7 @@ def _decode(
     fails when taken on its own)."""
     kinds = list(zip(shape.oids, shape.binary, strict=True))
     try:
-        out = [col if _done(known, i) else _decode_column(col, *kinds[i]) for i, col in enumerate(cols)]
+        out = [col if _done(known, i) else t.decode_column(col, *kinds[i]) for i, col in enumerate(cols)]
     except (ChangefeedError, ValueError, TypeError, LookupError):
         for r in range(n):
             try:
@@ -358,7 +358,7 @@ def _decode(
         if not n:
             return ParamColumns([[] for _ in cols], [None] * len(cols), 0)
         out = [
-            col[:n] if _done(known, i) else _decode_column(col[:n], *kinds[i]) for i, col in enumerate(cols)
+            col[:n] if _done(known, i) else t.decode_column(col[:n], *kinds[i]) for i, col in enumerate(cols)
         ]
     facts: list[ColumnFacts | None] = []
     for i, col in enumerate(out):
@@ -375,30 +375,6 @@ def _decode(
 def _done(known: dict[int, ColumnFacts | int], i: int) -> bool:
     """Whether column ``i`` is decoded already."""
     return isinstance(known.get(i), ColumnFacts)
-
-
-def _decode_column(col: list[bytes | None], oid: int, binary: bool) -> list[Any]:
-    """One parameter's values of many rows (as ``types.decode_param`` decodes each): integers and
-    text in one pass, other types value by value."""
-    try:
-        wire = t.BINARY_INTS.get(oid)
-        if wire is not None:
-            if not binary:
-                return [None if v is None else int(v) for v in col]
-            size = wire.width
-            if None not in col:
-                joined = b"".join(col)  # type: ignore[arg-type]
-                if len(joined) == size * len(col):  # every value of the type's width: one unpack
-                    return list(struct.unpack(f"!{len(col)}{wire.struct_code}", joined))
-            if all(v is None or len(v) == size for v in col):  # else decode_param names the bad one
-                return [None if v is None else int.from_bytes(v, "big", signed=wire.signed) for v in col]
-        if oid in t.TEXT_OIDS:  # text in either format is its UTF-8 bytes
-            if None not in col:
-                return list(map(bytes.decode, col))  # type: ignore[arg-type]
-            return [None if v is None else v.decode() for v in col]
-    except (ValueError, UnicodeDecodeError):
-        pass  # the value at fault gets its error from decode_param below
-    return [t.decode_param(v, oid, binary) for v in col]
 
 
 _FOUR = np.arange(4)

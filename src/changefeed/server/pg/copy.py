@@ -24,8 +24,6 @@ import struct
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from changefeed.connection import Result
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.txn import Transaction
@@ -89,40 +87,33 @@ def _resolve(session: PgSession, spec: CopySpec) -> tuple[ast.Insert, list[str],
 def _decode(
     col: list[Any], oid: int, binary: bool, spec: CopySpec, name: str, first: int
 ) -> tuple[list[Any], ColumnFacts | None]:
-    """A column of raw values as the table's values, with what holds for all of them."""
-    fn = t.text_in(oid) if not binary else None
-    wire = t.BINARY_INTS.get(oid) if binary else None
-    fast: list[Any] | None = None
-    if wire is not None and None not in col and all(len(v) == wire.width for v in col):
-        fast = np.frombuffer(b"".join(col), dtype=wire.numpy).tolist()  # the column at once
-    elif binary and oid in t.TEXT_OIDS and None not in col:
-        with contextlib.suppress(UnicodeDecodeError):  # the value by value path names it
-            fast = [v.decode() for v in col]
-    if fast is not None:
-        out: list[Any] = fast
-    elif binary:
-        out = []
-        for r, v in enumerate(col):
-            try:
-                out.append(t.decode_binary(v, oid))
-            except ChangefeedError as exc:
-                exc.context = f"{spec.target}, line {first + r}, column {name}"
-                raise
-    elif fn is None:
-        out = col
-    else:
-        try:
+    """A column of raw values (binary: bytes; text and CSV: str) as the table's values, with
+    what holds for all of them; a value that does not decode fails with its line and column."""
+    fn = t.text_in(oid)
+    try:
+        if binary:
+            out = t.decode_column(col, oid, True, lambda v, o, _: t.decode_binary(v, o))
+        elif fn is None:
+            out = col
+        else:
             out = list(map(fn, col)) if None not in col else [None if v is None else fn(v) for v in col]
-        except t.TEXT_ERRORS:
-            for r, v in enumerate(col):
+    except t.DECODE_ERRORS:
+        for r, v in enumerate(col):  # the value at fault, for its line and column
+            where = f"{spec.target}, line {first + r}, column {name}"
+            if binary:
                 try:
-                    if v is not None:
-                        fn(v)
-                except t.TEXT_ERRORS:
+                    t.decode_binary(v, oid)
+                except ChangefeedError as exc:
+                    exc.context = where
+                    raise
+            elif v is not None and fn is not None:
+                try:
+                    fn(v)
+                except t.DECODE_ERRORS:
                     err = t.text_error(v, oid)
-                    err.context = f'{spec.target}, line {first + r}, column {name}: "{v[:80]}"'
+                    err.context = f'{where}: "{v[:80]}"'
                     raise err from None
-            raise
+        raise
     return out, ColumnFacts.of(out)
 
 
@@ -144,10 +135,7 @@ async def copy_in(session: PgSession, spec: CopySpec) -> Result:
     if own:
         engine.begin()  # its write lock is taken by the first rows written, not here
     try:
-        fmt = 1 if spec.binary else 0
-        session.send(
-            p.message(b"G", struct.pack(f"!bh{len(names)}h", fmt, len(names), *([fmt] * len(names))))
-        )
+        session.send(p.copy_response(b"G", spec.binary, len(names)))
         await session.flush(force=True)
         reader = reader_for(spec, names)
         written = 0
@@ -222,13 +210,11 @@ async def copy_out(session: PgSession, spec: CopySpec) -> Result:
     if spec.binary and 0 in fmts:
         bad = next(t.TYPE_NAMES.get(o, str(o)) for o, f in zip(oids, fmts, strict=True) if f == 0)
         raise UnsupportedFeature(f"COPY TO in binary format does not write type {bad}")
-    n = len(res.columns)
-    fmt = 1 if spec.binary else 0
-    session.send(p.message(b"H", struct.pack(f"!bh{n}h", fmt, n, *([fmt] * n))))
+    session.send(p.copy_response(b"H", spec.binary, len(res.columns)))
     for data in _copy_data(spec, res, encs):  # a row at a time, sent a buffer's worth at a time
-        session.send(p.message(b"d", data))
+        session.send(p.message(b"d", data))  # CopyData
         await session.flush()
-    session.send(p.message(b"c", b""))
+    session.send(p.COPY_DONE)
     return Result(status=f"COPY {len(res.rows)}", rowcount=len(res.rows))
 
 

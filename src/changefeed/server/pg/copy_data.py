@@ -82,6 +82,16 @@ class RowReader(ABC):
         """The columns of the whole rows fed so far (all of them when ``final``), how many, and
         the input line of the first."""
 
+    def nothing(self, line: int) -> tuple[list[list[Any]], int, int]:
+        """What :meth:`take` gives when no row is whole yet."""
+        return [[] for _ in range(self.width)], 0, line
+
+    def shape_error(self, fields: int, line: int, raw: str | None = None) -> BadCopyFormat:
+        """The error of a row of ``fields`` fields where :attr:`width` are due."""
+        if fields < self.width:
+            return self.error(f'missing data for column "{self.names[fields]}"', line, raw)
+        return self.error("extra data after last expected column", line, raw)
+
     def utf8_error(self, data: bytes, at: int, line: int) -> ChangefeedError:
         err = CharacterNotInRepertoire(f'invalid byte sequence for encoding "UTF8": 0x{data[at]:02x}')
         err.context = f"{self.spec.target}, line {line}"
@@ -128,7 +138,7 @@ class TextRows(RowReader):
         end = len(self.buf) if final else self._cut()
         first = self.line
         if end <= 0:
-            return [[] for _ in range(self.width)], 0, first
+            return self.nothing(first)
         text = _utf8(bytes(self.buf[:end]), self)
         del self.buf[:end]
         delim, null, width = self.spec.delimiter, self.spec.null, self.width
@@ -173,10 +183,7 @@ class TextRows(RowReader):
             else:
                 fields = [None if f == null else f for f in raw.split(delim)]
             if len(fields) != width:
-                if len(fields) < width:
-                    missing = self.names[len(fields)] if width else ""
-                    raise self.error(f'missing data for column "{missing}"', line, raw)
-                raise self.error("extra data after last expected column", line, raw)
+                raise self.shape_error(len(fields), line, raw)
             for col, v in zip(cols, fields, strict=True):
                 col.append(v)
             if rows == 0:
@@ -198,7 +205,7 @@ class TextRows(RowReader):
             first += 1
         if rows <= 0:
             self.line = first
-            return [[] for _ in range(self.width)], 0, first
+            return self.nothing(first)
         delim, width = self.spec.delimiter, self.width
         if width > 1 and any(line.count(delim) != width - 1 for line in text.split("\n")):
             return None  # a line of another shape: the line-by-line path names it
@@ -264,13 +271,13 @@ class CsvRows(RowReader):
             self.ended = True
         first = self.line
         if end <= 0:
-            return [[] for _ in range(self.width)], 0, first
+            return self.nothing(first)
         chunk = bytes(self.buf[:end])
         del self.buf[: len(self.buf) if self.ended else end]
         skip = 1 if self.spec.header and self.line == 1 else 0
         first += skip
         if not chunk.strip(b"\r\n"):
-            return [[] for _ in range(self.width)], 0, first
+            return self.nothing(first)
         try:
             table = self._parse(chunk, skip)
         except (pa.ArrowInvalid, ValueError) as exc:
@@ -281,10 +288,13 @@ class CsvRows(RowReader):
         return cols, rows, first
 
     def _cut(self) -> int:
-        q = self.spec.quote.encode()
-        end = self.buf.rfind(b"\n") + 1
-        while end > 0 and self.buf.count(q, 0, end) % 2:
-            end = self.buf.rfind(b"\n", 0, end - 1) + 1
+        buf, q = self.buf, self.spec.quote.encode()
+        end = buf.rfind(b"\n") + 1
+        quotes = buf.count(q, 0, end)  # counted once; each step back takes off its line's
+        while end > 0 and quotes % 2:
+            back = buf.rfind(b"\n", 0, end - 1) + 1
+            quotes -= buf.count(q, back, end)
+            end = back
         return end
 
     def _marker(self, end: int) -> int:
@@ -339,10 +349,8 @@ class CsvRows(RowReader):
                 here = line + n
                 if n < skip:
                     continue
-                if len(record) < self.width:
-                    return self.error(f'missing data for column "{self.names[len(record)]}"', here)
-                if len(record) > self.width:
-                    return self.error("extra data after last expected column", here)
+                if len(record) != self.width:
+                    return self.shape_error(len(record), here)
         except csv.Error:
             return self.error("unterminated CSV quoted field", line + max(reader.line_num - 1, 0))
         return self.error(f"malformed CSV data: {str(exc).splitlines()[0]}", line)

@@ -148,8 +148,7 @@ class _Build(Transformer[Token, Any]):
     def option_list(self, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         return items
 
-    def legacy_list(self, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-        return items
+    legacy_list = option_list  # the older form gives the same (name, value) pairs
 
     def l_binary(self, _: list[Any]) -> tuple[str, Any]:
         return ("format", "binary")

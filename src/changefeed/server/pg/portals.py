@@ -8,7 +8,7 @@ import datetime as dt
 import itertools
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from changefeed.connection import Result
@@ -39,6 +39,11 @@ class Prepared:
     #: template (``$n`` for the constants) and ``values`` the constants, bound when needed.
     template: Template | None = None
     values: tuple[Any, ...] = ()
+
+    def retyped(self, oids: Sequence[int]) -> Prepared:
+        """This statement with parameters of the types ``oids`` (a Parse or Describe that
+        declares them): all it is, without a plan made for other parameter types."""
+        return replace(self, param_oids=list(oids), point=None, planned=False)
 
 
 @dataclass(frozen=True)

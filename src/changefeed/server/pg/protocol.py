@@ -267,6 +267,12 @@ def negotiate_protocol_version(minor: int, unknown: list[str]) -> bytes:
     return message(b"v", struct.pack("!ii", minor, len(unknown)) + b"".join(cstr(u) for u in unknown))
 
 
+def copy_response(kind: bytes, binary: bool, columns: int) -> bytes:
+    """CopyInResponse (``G``) or CopyOutResponse (``H``): the overall format and each column's."""
+    fmt = 1 if binary else 0
+    return message(kind, struct.pack(f"!bh{columns}h", fmt, columns, *([fmt] * columns)))
+
+
 def error_response(
     code: str, text: str, *, severity: str = "ERROR", hint: str | None = None, context: str | None = None
 ) -> bytes:
@@ -319,3 +325,4 @@ CLOSE_COMPLETE = message(b"3")
 NO_DATA = message(b"n")
 EMPTY_QUERY = message(b"I")
 PORTAL_SUSPENDED = message(b"s")
+COPY_DONE = message(b"c")

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from changefeed.connection import Connection, Result
 from changefeed.exceptions import ChangefeedError
@@ -66,9 +66,6 @@ from changefeed.server.pool_calls import PoolCalls
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
 from changefeed.sql.statements.point import PointRead, plan_point
-
-if TYPE_CHECKING:
-    pass
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -614,16 +611,7 @@ class PgSession:
         if prep is None:
             prep = await self.call(self.classify, sql)
         if prep.param_oids != oids:
-            prep = Prepared(
-                prep.sql,
-                prep.kind,
-                prep.stmts,
-                prep.command,
-                oids,
-                prep.inline,
-                prep.bulk_insert,
-                copy=prep.copy,
-            )
+            prep = prep.retyped(oids)
         self.prepared[name] = prep
         self.send(p.PARSE_COMPLETE)
 
@@ -663,16 +651,7 @@ class PgSession:
                 for i in range(n)
             ]
             if oids != prep.param_oids:  # Bind decodes by what was described
-                prep = Prepared(
-                    prep.sql,
-                    prep.kind,
-                    prep.stmts,
-                    prep.command,
-                    oids,
-                    prep.inline,
-                    prep.bulk_insert,
-                    copy=prep.copy,
-                )
+                prep = prep.retyped(oids)
                 self.prepared[name] = prep
             self.send(p.parameter_description(oids))
             cols = await self.describe_columns(prep)

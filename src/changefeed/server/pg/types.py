@@ -452,10 +452,10 @@ class BinaryInt:
         return (1 << (8 * self.width - 1 if self.signed else 8 * self.width)) - 1
 
 
-#: The integer types by OID, read in their width (PostgreSQL's int8recv, int4recv, int2recv, oidrecv).
 #: Types whose values are text as they are, in either format (0: a parameter of no declared type).
 TEXT_OIDS = frozenset({0, TEXT, VARCHAR, UNKNOWN})
 
+#: The integer types by OID, read in their width (PostgreSQL's int8recv, int4recv, int2recv, oidrecv).
 BINARY_INTS: dict[int, BinaryInt] = {
     INT8: BinaryInt(8, "q", ">i8", True),
     INT4: BinaryInt(4, "i", ">i4", True),
@@ -516,32 +516,34 @@ _PARSE_AS = {
 }  # fmt: skip
 
 
+#: What decoding a value raises on bytes or text that are not one of its type (``Decimal``:
+#: InvalidOperation, an ArithmeticError).
+DECODE_ERRORS = (
+    ValueError,
+    TypeMismatch,
+    struct.error,
+    UnicodeDecodeError,
+    IndexError,
+    orjson.JSONDecodeError,
+    ArithmeticError,
+)
+
+
 def decode_binary(data: bytes | None, oid: int) -> Any:
     """A value's binary form as its Python value (COPY's binary format)."""
     if data is None:
         return None
     try:
         return _from_binary(data, oid)
-    except (
-        ValueError,
-        struct.error,
-        UnicodeDecodeError,
-        IndexError,
-        orjson.JSONDecodeError,
-        ArithmeticError,
-    ):
+    except DECODE_ERRORS:
         name = TYPE_NAMES.get(oid, str(oid))
         raise InvalidBinaryRepresentation(f"incorrect binary data format for type {name}") from None
 
 
 def text_in(oid: int) -> Callable[[str], Any] | None:
     """The parser of a value's text form for ``oid`` (None: the text is the value); it raises
-    ValueError and the others :func:`decode_param` catches on text it does not take."""
+    one of :data:`DECODE_ERRORS` on text it does not take."""
     return _TEXT_IN.get(oid)
-
-
-#: What a parser of :func:`text_in` raises on text it does not take (``Decimal``: InvalidOperation).
-TEXT_ERRORS = (ValueError, TypeMismatch, IndexError, orjson.JSONDecodeError, ArithmeticError)
 
 
 def text_error(text: str, oid: int) -> TypeMismatch:
@@ -564,15 +566,7 @@ def decode_param(data: bytes | None, oid: int, binary: bool, index: int = 0) -> 
         text = data.decode()
         fn = _TEXT_IN.get(oid)
         return fn(text) if fn is not None else text
-    except (
-        ValueError,
-        TypeMismatch,
-        struct.error,
-        UnicodeDecodeError,
-        IndexError,
-        orjson.JSONDecodeError,
-        ArithmeticError,
-    ):
+    except DECODE_ERRORS:
         where = f"error in argument for ${index + 1}"
         if binary or oid not in _PARSE_AS:
             name = TYPE_NAMES.get(oid, str(oid))
@@ -581,6 +575,36 @@ def decode_param(data: bytes | None, oid: int, binary: bool, index: int = 0) -> 
                 if binary
                 else f"{where}: invalid input for type {name}"
             ) from None
-        kind, name = _PARSE_AS[oid]
-        err = crdb_parse_error(kind, name, data.decode("utf-8", "replace"))
+        err = text_error(data.decode("utf-8", "replace"), oid)
         raise type(err)(f"{where}: {err}") from None
+
+
+def decode_column(
+    col: list[bytes | None],
+    oid: int,
+    binary: bool,
+    one: Callable[[bytes | None, int, bool], Any] | None = None,
+) -> list[Any]:
+    """Values of one type from many rows (as :func:`decode_param` decodes each): integers and
+    text in one pass, other types value by value with ``one`` (default :func:`decode_param`),
+    which also names the value at fault when the one pass fails."""
+    try:
+        wire = BINARY_INTS.get(oid)
+        if wire is not None:
+            if not binary:
+                return [None if v is None else int(v) for v in col]
+            size = wire.width
+            if None not in col:
+                joined = b"".join(col)  # type: ignore[arg-type]
+                if len(joined) == size * len(col):  # every value of the type's width: one unpack
+                    return list(struct.unpack(f"!{len(col)}{wire.struct_code}", joined))
+            if all(v is None or len(v) == size for v in col):  # else decode_param names the bad one
+                return [None if v is None else int.from_bytes(v, "big", signed=wire.signed) for v in col]
+        if oid in TEXT_OIDS:  # text in either format is its UTF-8 bytes
+            if None not in col:
+                return list(map(bytes.decode, col))  # type: ignore[arg-type]
+            return [None if v is None else v.decode() for v in col]
+    except (ValueError, UnicodeDecodeError):
+        pass  # the value at fault gets its error from decode_param below
+    decode = one or decode_param
+    return [decode(v, oid, binary) for v in col]

@@ -216,6 +216,10 @@ def _default(session: Session, col: ColumnSchema, ev: Params, ctx: EvalContext) 
     return coerce(col, session.const(astjson.from_json(col.default), ev, ctx))
 
 
+#: An INSERT's command tag by its mode.
+_TAGS = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}
+
+
 @FAMILY.statement(ast.Insert, plan_many=insert_plan)
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
     bulk = _insert_rows_in_bulk(session, txn, s, ev)
@@ -250,7 +254,7 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
             n += _sql_insert(session, txn, schema, given, s, ev, ctx)
     if s.if_not_exists and session.dialect == "cql":
         return Result(columns=["[applied]"], rows=applied_rows[-1:], types=[bool_type()])
-    tag = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}[s.mode]
+    tag = _TAGS[s.mode]
     return Result(
         status=f"{tag} {n if session.dialect == 'sql' else len(s.rows)}",
         rowcount=n if session.dialect == "sql" else len(s.rows),
@@ -285,8 +289,7 @@ def _insert_rows_in_bulk(session: Session, txn: Transaction, s: ast.Insert, ev: 
     except ChangefeedError as exc:
         exc.row = None  # a row of this statement, not of an executemany around it
         raise
-    tag = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}[s.mode]
-    return Result(status=f"{tag} {n}", rowcount=n)
+    return Result(status=f"{_TAGS[s.mode]} {n}", rowcount=n)
 
 
 def _key_of(
