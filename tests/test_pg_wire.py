@@ -340,6 +340,29 @@ def test_asyncpg_connects_and_queries(server: RunningServer) -> None:
     assert asyncio.run(go()) == [(500, "from asyncpg")]
 
 
+def test_asyncpg_gets_errors_of_a_statement_it_prepares(server: RunningServer) -> None:
+    """asyncpg prepares with Parse, Describe and Flush (no Sync) and waits for the answer: an
+    error must be sent at once, although the messages after it up to Sync are skipped."""
+    import asyncpg
+
+    async def go() -> None:
+        conn = await asyncpg.connect(
+            host=server.host, port=server.port, user="root", database="defaultdb", ssl=False
+        )
+        try:
+            with pytest.raises(asyncpg.PostgresSyntaxError):
+                await asyncio.wait_for(conn.prepare("SELEC 1"), 10)
+            with pytest.raises(asyncpg.PostgresSyntaxError):
+                await asyncio.wait_for(conn.fetch("SELECT FROM WHERE"), 10)
+            with pytest.raises(asyncpg.UndefinedTableError):
+                await asyncio.wait_for(conn.fetch("SELECT * FROM no_such_table WHERE k = $1", 1), 10)
+            assert await asyncio.wait_for(conn.fetchval("SELECT count(*) FROM kv WHERE k = $1", -1), 10) == 0
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+
+
 # ------------------------------------------------------------------------------------------- JDBC
 JDBC_JAR = Path("/usr/share/java/postgresql.jar")
 JAVA_MAIN = """

@@ -45,6 +45,12 @@ class InvalidStatement(ChangefeedError):
     code = "42000"
 
 
+class GroupingError(InvalidStatement):
+    """An aggregate where none may stand (``RETURNING count(*)``)."""
+
+    code = "42803"
+
+
 class UnsupportedFeature(ChangefeedError):
     """A statement or option that is understood but not supported by this implementation."""
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
 from changefeed.engine.changes import CHANGE_SNAPSHOT
+from changefeed.engine.patterns import like_regex
 from changefeed.engine.storage import CHANGE_ERASE
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import ChangefeedFailed
@@ -227,26 +228,6 @@ def _meta_py(name: str, rows: _Rows, q: CdcQuery) -> Callable[[int], Any]:
 
 def _truth(v: Any) -> bool | None:
     return None if v is None else bool(v)
-
-
-def like_regex(pattern: str, escape: str = "\\") -> str:
-    """A LIKE pattern as a Python regular expression (``%`` any run, ``_`` one character)."""
-    out = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if escape and ch == escape and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        if ch == "%":
-            out.append(".*")
-        elif ch == "_":
-            out.append(".")
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return "".join(out)
 
 
 def _cmp_key(v: Any, t: SqlType) -> Any:
@@ -602,7 +583,6 @@ __all__ = [
     "apply_spark",
     "evaluate_batch",
     "hlc_decimal",
-    "like_regex",
     "out_name",
     "output_columns",
 ]

@@ -131,6 +131,16 @@ class Between:
 
 
 @dataclass(frozen=True, slots=True)
+class Like:
+    """``expr [NOT] LIKE pattern`` (``ILIKE``: ignoring case; the escape is a backslash)."""
+
+    expr: Expr
+    pattern: Expr
+    negated: bool = False
+    insensitive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ArrayLit:
     """``ARRAY[1, 2]`` (SQL) or ``[1, 2]`` (CQL list literal)."""
 
@@ -163,6 +173,7 @@ Expr = (
     | InList
     | IsNull
     | Between
+    | Like
     | ArrayLit
     | MapLit
     | TupleLit

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from changefeed.engine.clock import timeuuid_key
 from changefeed.engine.database import Database
+from changefeed.engine.patterns import like
 from changefeed.engine.storage import token
 from changefeed.engine.type_errors import crdb_parse_error, value_type
 from changefeed.engine.types import Kind, parse_interval, parse_timestamp, resolve_type
@@ -177,6 +178,16 @@ class Evaluator:
             if not hit and any(x is None for x in items):
                 return None
             return (not hit) if e.negated else hit
+        if isinstance(e, ast.Like):
+            v, pattern = self.eval(e.expr, scope), self.eval(e.pattern, scope)
+            if v is None or pattern is None:
+                return None
+            if not isinstance(v, str) or not isinstance(pattern, str):
+                word = "ILIKE" if e.insensitive else "LIKE"
+                raise UndefinedFunction(
+                    f"unsupported comparison operator: <{value_type(v)}> {word} <{value_type(pattern)}>"
+                )
+            return like(v, pattern, insensitive=e.insensitive) != e.negated
         if isinstance(e, ast.Between):
             v, lo, hi = (self.eval(x, scope) for x in (e.expr, e.low, e.high))
             if v is None or lo is None or hi is None:

@@ -15,3 +15,9 @@ SELECT * FROM missing;
 \d accounts
 \dt acc*
 \du
+CREATE TABLE people (id INT PRIMARY KEY DEFAULT unique_rowid(), name STRING NOT NULL DEFAULT 'anon', joined TIMESTAMPTZ DEFAULT now(), tag INT AS (id % 10 + 1) STORED);
+INSERT INTO people (id, name) VALUES (41, 'eve'), (52, 'fay') RETURNING id, name, tag;
+UPDATE people SET name = upper(name) WHERE id = 41 RETURNING id, name || '!' AS shout;
+DELETE FROM people WHERE id = 52 RETURNING name;
+\d people
+\d+ people

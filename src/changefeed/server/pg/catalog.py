@@ -36,7 +36,9 @@ from changefeed.exceptions import (
     UndefinedTable,
 )
 from changefeed.server.pg import types as t
+from changefeed.sql import ast, astjson
 from changefeed.sql.functions import version_string
+from changefeed.sql.render import expr_sql
 
 PG_CATALOG, PUBLIC, INFORMATION_SCHEMA = 11, 2200, 13183
 TABLE_OID, INDEX_OID = 100_000, 200_000
@@ -407,37 +409,50 @@ def _put_table(
         notnull = c.not_null or c.is_key
         length = t.TYPE_LENGTHS.get(typ, -1)
         default = _default_text(c.default)
+        generated = _default_text(c.computed)
+        # PostgreSQL keeps a generated column's expression where a default's is (pg_attrdef)
+        stored_expr = generated if generated is not None else default
         put(
             "pg_catalog.pg_attribute",
             (oid, c.name, typ, -1, length, num, 0, -1, typmod, _b(0 < length <= 8), "p", "i", _b(notnull),
-             _b(default is not None), 0, "", "s" if c.computed is not None else "", 0, 1, 0, 0, None, None, None,
-             None, ""),
+             _b(stored_expr is not None), 0, "", "s" if c.computed is not None else "", 0, 1, 0, 0, None, None,
+             None, None, ""),
         )  # fmt: skip
-        if default is not None:
-            put("pg_catalog.pg_attrdef", (400_000 + s.id * 1000 + num, oid, num, default))
+        if stored_expr is not None:
+            put("pg_catalog.pg_attrdef", (400_000 + s.id * 1000 + num, oid, num, stored_expr))
         put(
             "information_schema.columns",
             (dbname, space, name, c.name, num, default, "NO" if notnull else "YES", format_type(typ, typmod),
              None, None, None, None, None, None, dbname, "pg_catalog", t.TYPE_NAMES.get(typ, "text"), "NO",
-             "ALWAYS" if c.computed is not None else "NEVER", None, "YES"),
+             "ALWAYS" if c.computed is not None else "NEVER", generated, "YES"),
         )  # fmt: skip
 
 
+def _get_expr(expr: str | None, _rel: Any = None, pretty: Any = False) -> str | None:
+    """``pg_get_expr(adbin, relid [, pretty])``: pretty printing drops the outermost parentheses
+    (``(id * 10) + 1``), as PostgreSQL's does."""
+    if expr is None or not pretty or not (expr.startswith("(") and expr.endswith(")")):
+        return expr
+    depth = 0
+    for i, ch in enumerate(expr):  # the first parenthesis must close at the very end
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(expr) - 1:
+            return expr
+    return expr[1:-1]
+
+
 def _default_text(default: Any) -> str | None:
+    """A column's DEFAULT or generation expression (kept as the AST's JSON) as ``pg_get_expr``
+    shows it: ``now()``, ``(id * 10)``, ``'x'::text``."""
     if default is None:
         return None
-    try:
-        from changefeed.sql import astjson
-
-        node = astjson.from_json(default) if not isinstance(default, str) else None
-        value = getattr(node, "value", None)
-        if isinstance(value, str):
-            return "'" + value.replace("'", "''") + "'::text"
-        if value is not None:
-            return t.text_value(value)
-    except Exception:
-        pass
-    return str(default)
+    if isinstance(default, str):
+        return default
+    node = astjson.from_json(default)
+    if isinstance(node, ast.Literal) and isinstance(node.value, str):
+        return "'" + node.value.replace("'", "''") + "'::text"
+    return expr_sql(node)
 
 
 # ------------------------------------------------------------------------------------- functions
@@ -529,7 +544,7 @@ def _functions(db: sqlite3.Connection, conn: Connection, session_vars: dict[str,
         "pg_function_is_visible": (1, lambda oid: 1),
         "pg_encoding_to_char": (1, lambda n: "UTF8"),
         "format_type": (2, format_type),
-        "pg_get_expr": (-1, lambda expr, *_: expr),
+        "pg_get_expr": (-1, _get_expr),
         "pg_get_indexdef": (-1, indexdef),
         "pg_get_constraintdef": (-1, constraintdef),
         "pg_get_viewdef": (-1, lambda *_: None),
@@ -650,8 +665,10 @@ def _rewrite(node: Any) -> Any:
     if isinstance(node, exp.Table) and isinstance(node.this, exp.Explode):
         alias = node.args.get("alias")
         cols = alias.columns if isinstance(alias, exp.TableAlias) else []
-        col = cols[0].name if cols else "unnest"
         name = alias.name if isinstance(alias, exp.TableAlias) and alias.name else "unnest"
+        # A scalar function's column is named by the column alias, else by the table alias
+        # (``unnest(a) x``: the column is ``x``), as in PostgreSQL.
+        col = cols[0].name if cols else name
         arg = node.this.this.sql("sqlite")
         sub = sqlglot.parse_one(
             f'SELECT value AS "{col}" FROM json_each(pg_array_json({arg}))', read="sqlite"
@@ -668,7 +685,11 @@ def _rewrite(node: Any) -> Any:
     ):
         sub = node.expressions[0]
         select = sub.this if isinstance(sub, exp.Subquery) else sub
-        col = select.expressions[0].alias_or_name or "x"
+        first = select.expressions[0]
+        col = first.alias_or_name if isinstance(first, exp.Alias | exp.Column) else ""
+        if not col:  # an expression: named here, so that the aggregate below can name it
+            col = "_item"
+            first.replace(exp.alias_(first.copy(), col))
         inner = select.sql("postgres")
         return exp.paren(
             sqlglot.parse_one(

@@ -1,10 +1,11 @@
 """Types of a statement's ``$n`` parameters, for ParameterDescription (asyncpg and JDBC encode
 their arguments by what the server says here).
 
-A parameter takes the type of the column it is compared with (``col = $1``, ``col IN ($1, $2)``,
-``col BETWEEN $1 AND $2``), assigned to (``SET col = $1``) or inserted into (``VALUES ($1, ..)``);
-LIMIT takes ``int8``; anything else is ``text``, which the engine converts as PostgreSQL's
-``unknown`` would.
+A parameter takes the type it is cast to (``$1::INT``), or the type of the column it is compared
+with (``col = $1``, ``col IN ($1, $2)``, ``col BETWEEN $1 AND $2``), added to or multiplied by
+(``n + $1``, a number column), assigned to (``SET col = $1``) or inserted into (``VALUES ($1,
+..)``); LIMIT takes ``int8``; anything else is ``text``, which the engine converts as
+PostgreSQL's ``unknown`` would.
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from changefeed.engine.catalog import TableSchema
+from changefeed.engine.types import Kind, resolve_type
+from changefeed.exceptions import ChangefeedError
 from changefeed.server.pg import types as t
 from changefeed.sql import ast
 
 _COMPARE = frozenset({"=", "==", "<>", "!=", "<", "<=", ">", ">=", "LIKE", "like"})
+_ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
+_NUMBERS = frozenset({Kind.INT, Kind.FLOAT, Kind.DECIMAL})
 
 
 def _children(node: Any) -> Iterator[Any]:
@@ -60,7 +65,19 @@ def param_types(stmt: ast.Statement, tables: list[TableSchema], count: int) -> l
         for ident, value in stmt.assignments:
             set_param(value, ident.name)
     for node in _walk(stmt):
-        if isinstance(node, ast.BinaryOp) and str(node.op) in _COMPARE:
+        if isinstance(node, ast.Cast) and isinstance(node.expr, ast.Param) and 0 <= node.expr.index < count:
+            try:  # ``$1::INT``: the type it is cast to, as PostgreSQL infers it
+                cast = resolve_type(node.type.name, node.type.params, node.type.array, dialect="sql")
+            except ChangefeedError:
+                continue
+            out[node.expr.index] = t.oid_of(cast)
+        elif isinstance(node, ast.BinaryOp) and str(node.op) in _ARITHMETIC:
+            # ``n + $1``: the number column's type
+            for col, other in ((node.left, node.right), (node.right, node.left)):
+                named = cols.get(col.name.name) if isinstance(col, ast.Column) else None
+                if named is not None and named.type.kind in _NUMBERS:
+                    set_param(other, named.name)
+        elif isinstance(node, ast.BinaryOp) and str(node.op) in _COMPARE:
             if isinstance(node.left, ast.Column):
                 set_param(node.right, node.left.name.name)
             if isinstance(node.right, ast.Column):
@@ -68,36 +85,14 @@ def param_types(stmt: ast.Statement, tables: list[TableSchema], count: int) -> l
         elif isinstance(node, ast.InList) and isinstance(node.expr, ast.Column):
             for item in node.items:
                 set_param(item, node.expr.name.name)
+        elif isinstance(node, ast.Like) and isinstance(node.expr, ast.Column):
+            set_param(node.pattern, node.expr.name.name)
         elif isinstance(node, ast.Between) and isinstance(node.expr, ast.Column):
             set_param(node.low, node.expr.name.name)
             set_param(node.high, node.expr.name.name)
     limit = getattr(stmt, "limit", None)
     if isinstance(limit, ast.Param) and 0 <= limit.index < count:
         out[limit.index] = t.INT8
-    return out
-
-
-def returning_columns(stmt: ast.Statement, tables: list[TableSchema]) -> list[tuple[str, int]] | None:
-    """Columns of an INSERT/UPDATE/DELETE .. RETURNING, from the table's schema (writes cannot be
-    run to describe them); None when the statement returns no rows."""
-    items = getattr(stmt, "returning", ())
-    table_name = getattr(stmt, "table", None)
-    if not items or not isinstance(table_name, ast.QName):
-        return None
-    wanted = ".".join(p.name for p in table_name.parts)
-    schema = next((s for s in tables if s.name == wanted or s.name.split(".")[-1] == wanted), None)
-    cols = {c.name: c for c in schema.columns} if schema is not None else {}
-    out: list[tuple[str, int]] = []
-    for item in items:
-        if isinstance(item.expr, ast.Star):
-            out += [(c.name, t.oid_of(c.type)) for c in (schema.columns if schema is not None else ())]
-            continue
-        name = item.alias.name if item.alias is not None else None
-        if isinstance(item.expr, ast.Column):
-            col = cols.get(item.expr.name.name)
-            out.append((name or item.expr.name.name, t.oid_of(col.type) if col is not None else t.TEXT))
-        else:
-            out.append((name or "?column?", t.TEXT))
     return out
 
 

@@ -39,11 +39,17 @@ class Prepared:
     #: template (``$n`` for the constants) and ``values`` the constants, bound when needed.
     template: Template | None = None
     values: tuple[Any, ...] = ()
+    #: The result column OIDs a Describe of the statement told the client (None: not described).
+    row_oids: tuple[int, ...] | None = None
 
     def retyped(self, oids: Sequence[int]) -> Prepared:
         """This statement with parameters of the types ``oids`` (a Parse or Describe that
         declares them): all it is, without a plan made for other parameter types."""
-        return replace(self, param_oids=list(oids), point=None, planned=False)
+        return replace(self, param_oids=list(oids), point=None, planned=False, row_oids=None)
+
+    def described_as(self, row_oids: tuple[int, ...]) -> Prepared:
+        """This statement, its result columns described to the client as ``row_oids``."""
+        return replace(self, row_oids=row_oids)
 
 
 @dataclass(frozen=True)

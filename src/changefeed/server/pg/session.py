@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from changefeed.connection import Connection, Result
-from changefeed.exceptions import ChangefeedError
+from changefeed.exceptions import ChangefeedError, UndefinedObject
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import gate_wait
 from changefeed.server.pg import batch as batches
@@ -50,11 +50,12 @@ from changefeed.server.pg.errors import (
     UndefinedStatement,
 )
 from changefeed.server.pg.inline import bulk_insert, runs_inline
-from changefeed.server.pg.params import param_count, param_types, returning_columns
+from changefeed.server.pg.params import param_count, param_types
 from changefeed.server.pg.portals import Batch, BatchRows, Portal, Prepared, Running, new_query_id
 from changefeed.server.pg.sessions import Registry
 from changefeed.server.pg.values import (
     Encoder,
+    as_described,
     column_oids,
     data_rows,
     encoders,
@@ -65,6 +66,7 @@ from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
 from changefeed.server.pool_calls import PoolCalls
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
+from changefeed.sql.statements.dml import returning_shape
 from changefeed.sql.statements.point import PointRead, plan_point
 
 T = TypeVar("T")
@@ -324,6 +326,7 @@ class PgSession:
                 except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
                     self.send_error(await self.flush_before(exc))
                     skipping = True
+                    await self.flush(True)  # the error goes out now (see below)
                 if skipping and kind not in (b"S",):
                     continue
             try:
@@ -360,9 +363,12 @@ class PgSession:
                 self.send_error(await self.flush_before(exc) if self.batch is not None else exc)
                 if kind == b"Q":
                     self.send(p.ready_for_query(self.txn_status))
-                    await self.flush(True)
                 else:
+                    # Messages up to Sync are skipped, a Flush among them too; the error is sent
+                    # at once, as PostgreSQL sends it: a client that sent Parse, Describe and
+                    # Flush (asyncpg's prepare) waits for it before it sends Sync.
                     skipping = True
+                await self.flush(True)
 
     async def flush_before(self, exc: BaseException) -> BaseException:
         """A message taken into the batch failed (a Bind whose parameters do not decode): as in
@@ -574,6 +580,9 @@ class PgSession:
             oids, encs, fmts, description = self.shape(res, formats)
             if describe:
                 self.send(description)
+            elif portal is not None and not portal.described and prep.row_oids is not None:
+                # The client learned the columns from Describe of the statement: their types then.
+                oids, encs, fmts = as_described(oids, encs, fmts, prep.row_oids)
             start = portal.pos if portal is not None else 0
             end = len(res.rows) if limit <= 0 else min(len(res.rows), start + limit)
             rows = res.rows
@@ -655,6 +664,9 @@ class PgSession:
                 self.prepared[name] = prep
             self.send(p.parameter_description(oids))
             cols = await self.describe_columns(prep)
+            if cols:
+                # Rows of its portals are sent as these columns' types (see send_result).
+                self.prepared[name] = prep.described_as(tuple(o for _, o in cols))
             self.send(p.row_description([(c, o, 0) for c, o in cols]) if cols else p.NO_DATA)
             return
         if what != b"P":
@@ -701,14 +713,20 @@ class PgSession:
         if prep.kind == "command" and prep.command is not None and prep.command.kind.startswith("show"):
             shown = session_commands.run_command(self, prep.command)
             return [(c, t.TEXT) for c in shown.columns]
-        if prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Insert | ast.Update | ast.Delete):
+        stmt = prep.stmts[-1] if prep.stmts else None
+        if prep.kind == "engine" and isinstance(stmt, ast.Insert | ast.Update | ast.Delete):
             conn = self.conn
             assert conn is not None
-            stmt = prep.stmts[-1]
+            write = stmt
 
             def describe_returning() -> list[tuple[str, int]]:
-                conn.db.refresh_catalog()
-                return returning_columns(stmt, conn.db.tables()) or []
+                try:
+                    res = conn.session.run(lambda txn: returning_shape(conn.session, txn, write), write=False)
+                except UndefinedObject:
+                    raise  # a missing table or column: PostgreSQL says so when it is prepared
+                except ChangefeedError:
+                    return []  # the statement's own error when it runs
+                return list(zip(res.columns, column_oids(res.types, [], len(res.columns)), strict=True))
 
             return await self.call(describe_returning)
         if prep.kind == "catalog" or (
@@ -719,6 +737,8 @@ class PgSession:
             aborted = self.conn.session.aborted
             try:
                 res = await self.execute(prep, params)
+            except UndefinedObject:
+                raise  # a missing table, column or function, whatever the parameters
             except (ChangefeedError, sqlite3.Error, ValueError, TypeError):
                 return []
             finally:

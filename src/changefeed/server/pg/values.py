@@ -42,6 +42,33 @@ def column_oids(types: Sequence[SqlType | None], rows: Sequence[tuple[Any, ...]]
     return oids
 
 
+#: Described types whose wire form, text or binary, is the text of any value.
+_TEXT_LIKE = frozenset({t.TEXT, t.VARCHAR, t.NAME, t.UNKNOWN})
+
+
+def as_described(
+    oids: Sequence[int], encs: Sequence[Encoder], fmts: Sequence[int], described: Sequence[int]
+) -> tuple[list[int], list[Encoder], list[int]]:
+    """A result's OIDs, encoders and formats (:func:`encoders`) made to send its columns as the
+    types ``described`` to the client before the statement ran (Describe of a statement), where
+    the rows' own types differ: a column described as text gets each value's text (the same
+    bytes in either format); any other gets the described type's encoder. A result of another
+    width is left as it is."""
+    out_oids, out_encs, out_fmts = list(oids), list(encs), list(fmts)
+    if len(described) != len(oids):
+        return out_oids, out_encs, out_fmts
+    for i, (own, told) in enumerate(zip(oids, described, strict=True)):
+        if own == told:
+            continue
+        if told in _TEXT_LIKE:
+            (enc,), _ = encoders([own], [0])
+            out_encs[i], out_fmts[i] = enc, 0
+        else:
+            (enc,), (fmt,) = encoders([told], [fmts[i]])
+            out_oids[i], out_encs[i], out_fmts[i] = told, enc, fmt
+    return out_oids, out_encs, out_fmts
+
+
 def encoders(oids: Sequence[int], formats: Sequence[int]) -> tuple[list[Encoder], list[int]]:
     """Per-column encoders and the format codes actually used (binary where we can write it)."""
     fmts = [fmt_of(formats, i) for i in range(len(oids))]

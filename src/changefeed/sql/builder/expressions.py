@@ -106,6 +106,18 @@ class ExpressionRules(Rules):
     def not_between(self, c: list[ast.Expr]) -> ast.Expr:
         return ast.Between(c[0], c[1], c[2], negated=True)
 
+    def like(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.Like(c[0], c[1])
+
+    def not_like(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.Like(c[0], c[1], negated=True)
+
+    def ilike(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.Like(c[0], c[1], insensitive=True)
+
+    def not_ilike(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.Like(c[0], c[1], negated=True, insensitive=True)
+
     def neg(self, c: list[ast.Expr]) -> ast.Expr:
         e = c[0]
         if (

@@ -25,18 +25,20 @@ from changefeed.engine.txn import Bound, Transaction
 from changefeed.engine.type_errors import sql_text
 from changefeed.exceptions import (
     ChangefeedError,
+    GroupingError,
     InvalidStatement,
     NotNullViolation,
     UniqueViolation,
 )
 from changefeed.sql import ast, astjson
-from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts
+from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts, has_aggregate
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns, stored_as_given
 from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, RowMark, Session, StatementFamily
 from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values, log_base_table
+from changefeed.sql.statements.select import Relation, select_over
 
 FAMILY = StatementFamily("dml")
 
@@ -241,7 +243,7 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
     evaluator = Evaluator(session, ev, ctx)
     ttl = _ttl(session, s.ttl, evaluator)
     applied_rows: list[tuple[Any, ...]] = []
-    n = 0
+    written: list[dict[int, Any]] = []
     for values in s.rows:
         if len(values) != len(cols):
             raise InvalidStatement(f"INSERT has {len(values)} values for {len(cols)} columns")
@@ -251,14 +253,48 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
             if s.if_not_exists:
                 applied_rows.append((applied,))
         else:
-            n += _sql_insert(session, txn, schema, given, s, ev, ctx)
+            row = _sql_insert(session, txn, schema, given, s, ev, ctx)
+            if row is not None:
+                written.append(row)
     if s.if_not_exists and session.dialect == "cql":
         return Result(columns=["[applied]"], rows=applied_rows[-1:], types=[bool_type()])
-    tag = _TAGS[s.mode]
-    return Result(
-        status=f"{tag} {n if session.dialect == 'sql' else len(s.rows)}",
-        rowcount=n if session.dialect == "sql" else len(s.rows),
-    )
+    n = len(written) if session.dialect == "sql" else len(s.rows)
+    return _returning(session, txn, schema, s.returning, written, ev, f"{_TAGS[s.mode]} {n}", n)
+
+
+def returning_shape(session: Session, txn: Transaction, s: ast.Insert | ast.Update | ast.Delete) -> Result:
+    """The columns and types a write's ``RETURNING`` list gives, without writing (a client that
+    prepares the statement learns them before running it); no columns without ``RETURNING``."""
+    if not s.returning:
+        return Result()
+    schema = session.resolve_table(txn, s.table)
+    return _returning(session, txn, schema, s.returning, [], Params(()), "", 0)
+
+
+def _returning(
+    session: Session,
+    txn: Transaction,
+    schema: TableSchema,
+    items: tuple[ast.SelectItem, ...],
+    rows: list[dict[int, Any]],
+    ev: Params,
+    status: str,
+    count: int,
+) -> Result:
+    """A write's result: its command tag, and with ``RETURNING`` the rows it wrote (the row as
+    written: after an INSERT, UPSERT or UPDATE; before a DELETE) projected by the list, which
+    takes what a select list takes over the table's columns (``*``, expressions, aliases, not
+    aggregates)."""
+    if not items:
+        return Result(status=status, rowcount=count)
+    for it in items:
+        if has_aggregate(it.expr):
+            raise GroupingError("aggregate functions are not allowed in RETURNING")
+    names = [c.name for c in schema.columns]
+    values = [tuple(py.get(n) for n in names) for py in (session.py_row(schema, r) for r in rows)]
+    rel = Relation(schema.name, names, [c.type for c in schema.columns], lambda _: values)
+    out = select_over(session, txn, ast.Select(items=items, table=None), ev, rel)
+    return Result(columns=out.columns, rows=out.rows, types=out.types, status=status, rowcount=count)
 
 
 def _insert_rows_in_bulk(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result | None:
@@ -348,7 +384,9 @@ def _sql_insert(
     s: ast.Insert,
     ev: Params,
     ctx: EvalContext,
-) -> int:
+) -> dict[int, Any] | None:
+    """Write one row of an INSERT/UPSERT/REPLACE; the row as written, None if nothing was (``ON
+    CONFLICT DO NOTHING`` on a key that is there)."""
     st = txn.store(schema)
     # Key columns not given take their DEFAULT (e.g. unique_rowid()).
     for c in schema.key:
@@ -358,7 +396,7 @@ def _sql_insert(
     old = st.get_row(txn.conn, key, txn.now_ns)
     if s.mode == "insert" and old is not None:
         if s.on_conflict_do_nothing:
-            return 0
+            return None
         shown = ", ".join(f"{c.name}" for c in schema.key)
         vals = ", ".join(str(schema.column_by_id(c.id).type.from_db(given[c.id])) for c in schema.key)
         raise UniqueViolation(
@@ -378,7 +416,8 @@ def _sql_insert(
     cells = _with_computed(session, schema, key, cells, old, ev, ctx)
     _check_not_null(session, schema, {**(old or {}), **cells} if s.mode == "upsert" else cells)
     txn.write_row(schema, key, cells, marker=True, op=OP_INSERT, old=old)
-    return 1
+    kept = old if (old is not None and s.mode == "upsert") else {}
+    return {**kept, **dict(zip((c.id for c in schema.key), key, strict=True)), **cells}
 
 
 def _with_computed(
@@ -439,6 +478,7 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
     # failing row (a NOT NULL, a bad value) stops the statement before anything is written.
     groups: dict[tuple[int, ...], tuple[list[tuple[Any, ...]], list[dict[int, Any]]]] = {}
     olds: dict[tuple[Any, ...], dict[int, Any]] = {}
+    news: list[dict[int, Any]] = []
     for key, row in list(_matching_rows(session, txn, schema, s.where, evaluator)):
         scope = Scope(session.py_row(schema, row))
         cells = {c.id: coerce(c, evaluator.eval(e, scope)) for c, e in assigns}
@@ -448,11 +488,13 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
         keys.append(key)
         values.append(cells)
         olds[key] = row
+        if s.returning:
+            news.append({**row, **cells})
     for ids, (keys, values) in groups.items():
         columns = {i: [v[i] for v in values] for i in ids}
         txn.write_rows(schema, keys, columns, marker=True, op=OP_UPDATE, olds=olds)
     n = len(olds)
-    return Result(status=f"UPDATE {n}", rowcount=n)
+    return _returning(session, txn, schema, s.returning, news, ev, f"UPDATE {n}", n)
 
 
 def _cql_update(
@@ -509,7 +551,8 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
         raise InvalidStatement("DELETE of individual columns is CQL; use UPDATE .. SET c = NULL")
     olds = dict(_matching_rows(session, txn, schema, s.where, evaluator))
     txn.delete_rows(schema, list(olds), olds=olds)
-    return Result(status=f"DELETE {len(olds)}", rowcount=len(olds))
+    n = len(olds)
+    return _returning(session, txn, schema, s.returning, list(olds.values()), ev, f"DELETE {n}", n)
 
 
 def _cql_delete(

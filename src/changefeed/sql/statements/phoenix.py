@@ -386,6 +386,8 @@ def _rewrite(e: Any) -> Any:
         return ast.UnaryOp(e.op, _rewrite(e.operand))
     if isinstance(e, ast.Between):
         return ast.Between(_rewrite(e.expr), _rewrite(e.low), _rewrite(e.high), e.negated)
+    if isinstance(e, ast.Like):
+        return ast.Like(_rewrite(e.expr), _rewrite(e.pattern), e.negated, e.insensitive)
     if isinstance(e, ast.InList):
         return ast.InList(_rewrite(e.expr), tuple(_rewrite(x) for x in e.items), e.negated)
     if isinstance(e, ast.IsNull):
@@ -415,6 +417,8 @@ def _mentions_pid(e: Any) -> bool:
         return _mentions_pid(e.operand)
     if isinstance(e, ast.Between):
         return _mentions_pid(e.expr) or _mentions_pid(e.low) or _mentions_pid(e.high)
+    if isinstance(e, ast.Like):
+        return _mentions_pid(e.expr) or _mentions_pid(e.pattern)
     if isinstance(e, ast.InList):
         return _mentions_pid(e.expr) or any(_mentions_pid(x) for x in e.items)
     if isinstance(e, ast.IsNull | ast.Cast):

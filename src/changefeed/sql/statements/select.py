@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from itertools import islice
 from typing import Any
 
@@ -12,8 +13,8 @@ from changefeed.engine.privileges import Privilege, check_any_table_privilege
 from changefeed.engine.storage import TableStore, token
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import sql_text
-from changefeed.engine.types import SqlType, resolve_type
-from changefeed.exceptions import InvalidStatement, UnsupportedFeature
+from changefeed.engine.types import Kind, SqlType, resolve_type
+from changefeed.exceptions import ChangefeedError, InvalidStatement, UnsupportedFeature
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, has_aggregate, sort_key
 from changefeed.sql.functions import AGGREGATES, EvalContext
@@ -427,6 +428,85 @@ def _expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[str,
         return rel.types[i] if i is not None else None
     if isinstance(e, ast.FuncCall) and e.name.lower() == "count":
         return resolve_type("bigint", dialect="cql")
+    if session.dialect != "sql":
+        return None
+    return _sql_expr_type(session, e, rel, index)
+
+
+#: Result types of SQL expressions whose type follows from their shape (see _sql_expr_type).
+_SQL_TYPE = {
+    n: resolve_type(n, dialect="sql")
+    for n in ("INT8", "FLOAT8", "DECIMAL", "STRING", "BOOL", "BYTES", "TIMESTAMPTZ")
+}
+_LITERAL_TYPE = {
+    bool: "BOOL",
+    int: "INT8",
+    float: "FLOAT8",
+    Decimal: "DECIMAL",
+    str: "STRING",
+    bytes: "BYTES",
+}
+_PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR"})
+_CLOCKS = frozenset({"now", "current_timestamp", "transaction_timestamp", "statement_timestamp"})
+_LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "bit_length"})
+_TEXTS = frozenset(
+    {"lower", "upper", "btrim", "ltrim", "rtrim", "concat", "substr", "substring", "replace", "lpad", "rpad",
+     "reverse", "repeat", "initcap", "left", "right", "split_part", "md5", "to_hex"}
+)  # fmt: skip
+
+
+def _sql_expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[str, int]) -> SqlType | None:
+    """The type an expression of a SQL select list evaluates to, where its shape says it (a
+    client that prepares the statement learns the columns' types before any row exists): a
+    literal's, a cast's target, predicates BOOL, ``||`` of text STRING, arithmetic of integers
+    INT8 (``/`` too: the evaluator divides integers as PostgreSQL does), with a DECIMAL DECIMAL,
+    else with a FLOAT FLOAT8 (as the evaluator computes them), the length functions INT8, text
+    functions STRING, ``now()`` TIMESTAMPTZ; None otherwise (the first value's type then)."""
+    if isinstance(e, ast.Literal):
+        name = _LITERAL_TYPE.get(type(e.value))
+        return _SQL_TYPE[name] if name is not None else None
+    if isinstance(e, ast.Cast):
+        try:
+            return resolve_type(e.type.name, e.type.params, e.type.array, dialect="sql")
+        except ChangefeedError:
+            return None
+    if isinstance(e, ast.InList | ast.IsNull | ast.Between | ast.Like):
+        return _SQL_TYPE["BOOL"]
+    if isinstance(e, ast.UnaryOp):
+        if e.op == "NOT":
+            return _SQL_TYPE["BOOL"]
+        inner = _expr_type(session, e.operand, rel, index)
+        return _arithmetic(inner, inner)
+    if isinstance(e, ast.BinaryOp):
+        if e.op in _PREDICATES:
+            return _SQL_TYPE["BOOL"]
+        left = _expr_type(session, e.left, rel, index)
+        right = _expr_type(session, e.right, rel, index)
+        if e.op == "||":
+            kinds = {left.kind if left is not None else None, right.kind if right is not None else None}
+            return _SQL_TYPE["STRING"] if kinds == {Kind.TEXT} else None
+        return _arithmetic(left, right)
+    if isinstance(e, ast.FuncCall):
+        name = e.name.lower()
+        if name in _LENGTHS:
+            return _SQL_TYPE["INT8"]
+        if name in _TEXTS:
+            return _SQL_TYPE["STRING"]
+        if name in _CLOCKS and not e.args:
+            return _SQL_TYPE["TIMESTAMPTZ"]
+    return None
+
+
+def _arithmetic(left: SqlType | None, right: SqlType | None) -> SqlType | None:
+    if left is None or right is None:
+        return None
+    kinds = {left.kind, right.kind}
+    if kinds == {Kind.INT}:
+        return _SQL_TYPE["INT8"]
+    if Kind.DECIMAL in kinds and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
+        return _SQL_TYPE["DECIMAL"]  # the evaluator keeps a DECIMAL operand's exactness
+    if Kind.FLOAT in kinds and kinds <= {Kind.INT, Kind.FLOAT}:
+        return _SQL_TYPE["FLOAT8"]
     return None
 
 
