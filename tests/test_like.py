@@ -10,7 +10,7 @@ import pytest
 
 import changefeed
 from changefeed.engine.patterns import like
-from changefeed.exceptions import UndefinedFunction
+from changefeed.exceptions import InvalidEscape, UndefinedFunction
 
 
 @pytest.mark.parametrize(
@@ -53,6 +53,11 @@ def test_like_in_statements(tmp_path: Path) -> None:
         assert res.rows == [(1, False), (2, True), (3, None), (4, False)]
         assert conn.execute("UPDATE u SET email = upper(email) WHERE email LIKE '%.org'").rowcount == 1
         assert conn.execute("DELETE FROM u WHERE email ILIKE '%@Y.ORG'").rowcount == 1
+        assert ids("email LIKE '50!%!_off' ESCAPE '!'") == [4]
+        assert ids("email LIKE '50%' ESCAPE ''") == [4]  # no escape character at all
+        with pytest.raises(InvalidEscape) as bad:
+            conn.execute("SELECT id FROM u WHERE email LIKE 'a' ESCAPE 'ab'")
+        assert bad.value.code == "22025"
         with pytest.raises(UndefinedFunction) as err:
             conn.execute("SELECT id FROM u WHERE id LIKE '1'")
         assert err.value.code == "42883"

@@ -250,6 +250,7 @@ def test_jdbc_generated_keys(server: RunningServer, tmp_path: Path) -> None:
         ("x BETWEEN 1 AND 2.5", "(x BETWEEN 1 AND 2.5)"),
         ("ARRAY[1, NULL, true]", "ARRAY[1, NULL, true]"),
         ("email NOT ILIKE 'a%'", "(email NOT ILIKE 'a%')"),
+        ("s LIKE '5!%' ESCAPE '!'", "(s LIKE '5!%' ESCAPE '!')"),
     ],
 )
 def test_expressions_render_as_postgresql_prints_them(sql: str, text: str) -> None:

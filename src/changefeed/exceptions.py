@@ -135,6 +135,12 @@ class CharacterNotInRepertoire(ChangefeedError):
     code = "22021"
 
 
+class InvalidEscape(ChangefeedError):
+    """A ``LIKE .. ESCAPE`` string that is neither empty nor one character."""
+
+    code = "22025"
+
+
 class BadCopyFormat(ChangefeedError):
     """``COPY .. FROM STDIN`` data that does not have the shape its format says (a row with
     too few or too many fields, a bad binary header)."""

@@ -132,12 +132,14 @@ class Between:
 
 @dataclass(frozen=True, slots=True)
 class Like:
-    """``expr [NOT] LIKE pattern`` (``ILIKE``: ignoring case; the escape is a backslash)."""
+    """``expr [NOT] LIKE pattern [ESCAPE e]`` (``ILIKE``: ignoring case); without ``ESCAPE`` the
+    escape character is a backslash."""
 
     expr: Expr
     pattern: Expr
     negated: bool = False
     insensitive: bool = False
+    escape: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from changefeed.engine.type_errors import crdb_parse_error, value_type
 from changefeed.engine.types import Kind, parse_interval, parse_timestamp, resolve_type
 from changefeed.exceptions import (
     DatatypeMismatch,
+    InvalidEscape,
     InvalidStatement,
     TypeMismatch,
     UndefinedColumn,
@@ -187,7 +188,12 @@ class Evaluator:
                 raise UndefinedFunction(
                     f"unsupported comparison operator: <{value_type(v)}> {word} <{value_type(pattern)}>"
                 )
-            return like(v, pattern, insensitive=e.insensitive) != e.negated
+            escape = "\\" if e.escape is None else self.eval(e.escape, scope)
+            if escape is None:
+                return None
+            if not isinstance(escape, str) or len(escape) > 1:
+                raise InvalidEscape("invalid escape string: must be empty or one character")
+            return like(v, pattern, insensitive=e.insensitive, escape=escape) != e.negated
         if isinstance(e, ast.Between):
             v, lo, hi = (self.eval(x, scope) for x in (e.expr, e.low, e.high))
             if v is None or lo is None or hi is None:

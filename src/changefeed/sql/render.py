@@ -42,7 +42,8 @@ def expr_sql(e: ast.Expr) -> str:
         return f"({expr_sql(e.expr)} {word} {expr_sql(e.low)} AND {expr_sql(e.high)})"
     if isinstance(e, ast.Like):
         word = ("NOT " if e.negated else "") + ("ILIKE" if e.insensitive else "LIKE")
-        return f"({expr_sql(e.expr)} {word} {expr_sql(e.pattern)})"
+        escape = f" ESCAPE {expr_sql(e.escape)}" if e.escape is not None else ""
+        return f"({expr_sql(e.expr)} {word} {expr_sql(e.pattern)}{escape})"
     if isinstance(e, ast.ArrayLit):
         return f"ARRAY[{', '.join(expr_sql(i) for i in e.items)}]"
     if isinstance(e, ast.TupleLit):

@@ -106,17 +106,20 @@ class ExpressionRules(Rules):
     def not_between(self, c: list[ast.Expr]) -> ast.Expr:
         return ast.Between(c[0], c[1], c[2], negated=True)
 
-    def like(self, c: list[ast.Expr]) -> ast.Expr:
-        return ast.Like(c[0], c[1])
+    def like_escape(self, c: list[ast.Expr]) -> ast.Expr:
+        return c[0]
 
-    def not_like(self, c: list[ast.Expr]) -> ast.Expr:
-        return ast.Like(c[0], c[1], negated=True)
+    def like(self, c: list[Any]) -> ast.Expr:
+        return ast.Like(c[0], c[1], escape=c[2])
 
-    def ilike(self, c: list[ast.Expr]) -> ast.Expr:
-        return ast.Like(c[0], c[1], insensitive=True)
+    def not_like(self, c: list[Any]) -> ast.Expr:
+        return ast.Like(c[0], c[1], negated=True, escape=c[2])
 
-    def not_ilike(self, c: list[ast.Expr]) -> ast.Expr:
-        return ast.Like(c[0], c[1], negated=True, insensitive=True)
+    def ilike(self, c: list[Any]) -> ast.Expr:
+        return ast.Like(c[0], c[1], insensitive=True, escape=c[2])
+
+    def not_ilike(self, c: list[Any]) -> ast.Expr:
+        return ast.Like(c[0], c[1], negated=True, insensitive=True, escape=c[2])
 
     def neg(self, c: list[ast.Expr]) -> ast.Expr:
         e = c[0]

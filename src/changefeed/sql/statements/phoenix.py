@@ -387,7 +387,7 @@ def _rewrite(e: Any) -> Any:
     if isinstance(e, ast.Between):
         return ast.Between(_rewrite(e.expr), _rewrite(e.low), _rewrite(e.high), e.negated)
     if isinstance(e, ast.Like):
-        return ast.Like(_rewrite(e.expr), _rewrite(e.pattern), e.negated, e.insensitive)
+        return replace(e, expr=_rewrite(e.expr), pattern=_rewrite(e.pattern))
     if isinstance(e, ast.InList):
         return ast.InList(_rewrite(e.expr), tuple(_rewrite(x) for x in e.items), e.negated)
     if isinstance(e, ast.IsNull):
