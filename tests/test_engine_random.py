@@ -27,6 +27,23 @@ def test_scylla_log_replay_and_images(tmp_path: Path, seed: int) -> None:
         assert images.ok, str(images)
 
 
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_change_stream_with_savepoints_vs_shadow_history(tmp_path: Path, seed: int) -> None:
+    """Transactions that take savepoints, roll back to them (at random, and to recover from a
+    failed statement) and release them: the change stream holds exactly the committed changes,
+    each image the table's state before and after its transaction."""
+    db = tmp_path / "db"
+    w.setup_sql(db, initial_rows=10, seed=seed)
+    history = w.History()
+    stats = w.run_sql(
+        db, seed=seed, txns=250, snapshots=True, history=history, multi_rate=0.6, savepoint_rate=0.4
+    )
+    assert stats.committed > 150 and stats.savepoints > 100 and stats.rolled_back_to > 40
+    with changefeed.connect(db) as conn:
+        rep = v.check_change_stream(conn, "t", history)
+        assert rep.ok, str(rep)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_change_stream_replay_and_images_vs_shadow_history(tmp_path: Path, seed: int) -> None:
     db = tmp_path / "db"

@@ -194,7 +194,14 @@ def test_each_statement_node_has_one_family() -> None:
     from changefeed.sql.statements import STATEMENTS
 
     handled = set(STATEMENTS.statements)
-    control = {sql_ast.Begin, sql_ast.Commit, sql_ast.Rollback}
+    control = {
+        sql_ast.Begin,
+        sql_ast.Commit,
+        sql_ast.Rollback,
+        sql_ast.Savepoint,
+        sql_ast.ReleaseSavepoint,
+        sql_ast.RollbackToSavepoint,
+    }
     statement_types = set(getattr(sql_ast.Statement, "__args__", ()))
     assert statement_types, "changefeed.sql.ast.Statement is expected to be a union of node types"
     missing = statement_types - handled - control

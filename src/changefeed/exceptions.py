@@ -180,6 +180,19 @@ class TransactionError(ChangefeedError):
     code = "25000"
 
 
+class NoActiveTransaction(TransactionError):
+    """A statement that needs a transaction block outside one (PostgreSQL's ``25P01``:
+    ``SAVEPOINT can only be used in transaction blocks``)."""
+
+    code = "25P01"
+
+
+class InvalidSavepoint(TransactionError):
+    """``RELEASE`` or ``ROLLBACK TO`` a savepoint the transaction does not have (``3B001``)."""
+
+    code = "3B001"
+
+
 class ActiveTransaction(TransactionError):
     """A statement that cannot run inside a transaction block (PostgreSQL's ``25001``)."""
 

@@ -43,7 +43,7 @@ from changefeed.engine.storage import (
     insert_columns,
     token,
 )
-from changefeed.exceptions import LockNotAvailable, TransactionError, UndefinedTable
+from changefeed.exceptions import InvalidSavepoint, LockNotAvailable, TransactionError, UndefinedTable
 
 NS = 1_000_000_000
 #: A table's first bulk write with row markers in a transaction has SQLite read the old rows and
@@ -131,6 +131,14 @@ class _Capture:
         # Give the numbers back: the change rows written at commit take them, as they would have.
         conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (self.seq_floor, st.x))
 
+    def copy(self) -> _Capture:
+        """Its state now, for a savepoint to come back to (the old images are not changed once
+        taken: they are shared)."""
+        touched = {k: _Touch(t.static, t.key, t.old, set(t.mask)) for k, t in self.touched.items()}
+        return _Capture(
+            self.store, touched, self.bulk, self.seq_floor, self.direct_ids, set(self.direct_keys)
+        )
+
     def add_bulk(self, bulk: _Bulk) -> bool:
         """Keep a bulk statement column-wise if it is the first on the table; False otherwise
         (the caller then touches its keys one by one)."""
@@ -154,6 +162,9 @@ class _SeqNos:
     def empty(self) -> bool:
         return not self.next and not self.pending
 
+    def copy(self) -> _SeqNos:
+        return _SeqNos(dict(self.next), list(self.pending))
+
     def index(self) -> dict[tuple[Any, ...], int]:
         for pks, used in self.pending:
             if isinstance(used, int):
@@ -162,6 +173,24 @@ class _SeqNos:
                 self.next.update(zip(pks, used, strict=True))
         self.pending.clear()
         return self.next
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """A savepoint: what rolling back to it restores of the transaction's own state (SQLite
+    restores the rows, the change rows written at once and the sequence counters)."""
+
+    name: str
+    captures: dict[int, _Capture]
+    bsn: dict[int, _SeqNos]
+    after_commit: int
+    phoenix_event: int
+    catalog_changed: bool
+
+
+def _savepoint_sql(name: str) -> str:
+    """A user's savepoint as SQLite's, quoted and set apart from any the engine might take."""
+    return '"user ' + name.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +219,8 @@ class Transaction:
         #: sets ``phoenix.EV_TTL_DELETE``).
         self.phoenix_event = 0
         self._after_commit: list[Callable[[], None]] = []
+        #: Savepoints, oldest first (a name may be taken again: the latest one counts).
+        self._marks: list[_Mark] = []
         self._gate: WriteGate | None = None
         if write:
             if not db.writers_wait:
@@ -267,6 +298,57 @@ class Transaction:
         after, self._after_commit = self._after_commit, []
         for fn in after:
             fn()
+
+    # ------------------------------------------------------------------ savepoints
+    def savepoint(self, name: str) -> None:
+        """``SAVEPOINT name``: a point this transaction can roll back to and go on from."""
+        self._require_active()
+        self.conn.execute(f"SAVEPOINT {_savepoint_sql(name)}")
+        self._marks.append(
+            _Mark(
+                name,
+                {i: c.copy() for i, c in self._captures.items()},
+                {i: b.copy() for i, b in self._bsn.items()},
+                len(self._after_commit),
+                self.phoenix_event,
+                self.db.catalog_changed,
+            )
+        )
+
+    def release_savepoint(self, name: str) -> None:
+        """``RELEASE SAVEPOINT name``: forget it and every savepoint taken after it; what was
+        done since stays in the transaction."""
+        at = self._mark_at(name)
+        self.conn.execute(f"RELEASE {_savepoint_sql(name)}")
+        del self._marks[at:]
+
+    def rollback_to_savepoint(self, name: str) -> None:
+        """``ROLLBACK TO SAVEPOINT name``: undo everything done since it (rows, change rows,
+        savepoints taken after it); it stays, to be rolled back to again or released."""
+        at = self._mark_at(name)
+        mark = self._marks[at]
+        self.conn.execute(f"ROLLBACK TO {_savepoint_sql(name)}")
+        del self._marks[at + 1 :]
+        self._captures = {i: c.copy() for i, c in mark.captures.items()}
+        self._bsn = {i: b.copy() for i, b in mark.bsn.items()}
+        del self._after_commit[mark.after_commit :]
+        self.phoenix_event = mark.phoenix_event
+        if self.db.catalog_changed:
+            # DDL since the savepoint (or before it: reloading is harmless): the catalog as it is now
+            privileges.forget(self.conn)
+            self.db.refresh_catalog()
+            self.db.catalog_changed = mark.catalog_changed
+
+    def _mark_at(self, name: str) -> int:
+        self._require_active()
+        for at in range(len(self._marks) - 1, -1, -1):
+            if self._marks[at].name == name:
+                return at
+        raise InvalidSavepoint(f'savepoint "{name}" does not exist')
+
+    def _require_active(self) -> None:
+        if not self.active:
+            raise TransactionError("there is no transaction in progress")
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once this transaction has committed (never if it rolls back): for effects

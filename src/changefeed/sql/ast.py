@@ -456,6 +456,30 @@ class Rollback:
 
 
 @dataclass(frozen=True, slots=True)
+class Savepoint:
+    """``SAVEPOINT name``."""
+
+    name: Ident
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseSavepoint:
+    """``RELEASE [SAVEPOINT] name``."""
+
+    name: Ident
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackToSavepoint:
+    """``ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name``."""
+
+    name: Ident
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Grant:
     """``GRANT CHANGEFEED, SELECT ON TABLE t TO u`` (``revoke`` for REVOKE ... FROM)."""
 
@@ -757,6 +781,9 @@ class DropSecret:
 
 Statement = (
     CreateTable
+    | Savepoint
+    | ReleaseSavepoint
+    | RollbackToSavepoint
     | DropTable
     | AlterTable
     | CreateKeyspace

@@ -25,7 +25,9 @@ from changefeed.engine.txn import Transaction
 from changefeed.exceptions import (
     ChangefeedError,
     InvalidOption,
+    InvalidSavepoint,
     InvalidStatement,
+    NoActiveTransaction,
     QueryCanceled,
     TransactionError,
     UndefinedColumn,
@@ -231,6 +233,53 @@ class Session:
     def close(self) -> None:
         self.rollback()
 
+    # ------------------------------------------------------------------ savepoints
+    def savepoint(self, name: str) -> None:
+        """``SAVEPOINT``: in a transaction block (which it starts, as a statement would)."""
+        with self.db.lock:
+            if not self.in_transaction:
+                raise NoActiveTransaction("SAVEPOINT can only be used in transaction blocks")
+            if self.aborted:
+                raise TransactionError(
+                    "current transaction is aborted, commands ignored until end of transaction block"
+                )
+            try:
+                self._start().savepoint(name)  # may wait for (or, not waiting, refuse) the write lock
+            except BaseException:
+                self.aborted = True
+                raise
+
+    def release_savepoint(self, name: str) -> None:
+        with self.db.lock:
+            if not self.in_transaction:
+                raise NoActiveTransaction("RELEASE SAVEPOINT can only be used in transaction blocks")
+            if self.aborted:
+                raise TransactionError(
+                    "current transaction is aborted, commands ignored until end of transaction block"
+                )
+            try:
+                if self.txn is None:
+                    raise InvalidSavepoint(f'savepoint "{name}" does not exist')
+                self.txn.release_savepoint(name)
+            except BaseException:
+                self.aborted = True  # as any error in a transaction block
+                raise
+
+    def rollback_to_savepoint(self, name: str) -> None:
+        """``ROLLBACK TO SAVEPOINT``: also the way out of an aborted transaction short of
+        ``ROLLBACK``, as in PostgreSQL and CockroachDB (``cockroach_restart``)."""
+        with self.db.lock:
+            if not self.in_transaction:
+                raise NoActiveTransaction("ROLLBACK TO SAVEPOINT can only be used in transaction blocks")
+            try:
+                if self.txn is None:
+                    raise InvalidSavepoint(f'savepoint "{name}" does not exist')
+                self.txn.rollback_to_savepoint(name)
+            except BaseException:
+                self.aborted = True
+                raise
+            self.aborted = False
+
     def run(self, fn: Callable[[Transaction], Result], *, write: bool) -> Result:
         """Run ``fn`` in the explicit transaction, or in a transaction of its own that commits
         (``write``) or rolls back when ``fn`` returns; an error aborts an explicit transaction."""
@@ -268,6 +317,15 @@ class Session:
             return Result(status="COMMIT")
         if isinstance(stmt, ast.Rollback):
             self.rollback()
+            return Result(status="ROLLBACK")
+        if isinstance(stmt, ast.Savepoint):
+            self.savepoint(self.ident(stmt.name))
+            return Result(status="SAVEPOINT")
+        if isinstance(stmt, ast.ReleaseSavepoint):
+            self.release_savepoint(self.ident(stmt.name))
+            return Result(status="RELEASE")
+        if isinstance(stmt, ast.RollbackToSavepoint):
+            self.rollback_to_savepoint(self.ident(stmt.name))
             return Result(status="ROLLBACK")
         h = self.statements.handler(stmt)
         ev = Params(params)

@@ -72,6 +72,8 @@ class WorkloadStats:
     rolled_back: int = 0
     failed: int = 0  # statements the engine rejected (e.g. INSERT of an existing key)
     statements: int = 0
+    savepoints: int = 0  # SAVEPOINTs taken (``savepoint_rate``)
+    rolled_back_to: int = 0  # ROLLBACK TO SAVEPOINT, after a failed statement or at random
 
 
 @dataclass
@@ -227,11 +229,16 @@ def run_sql(
     history: History | None = None,
     sleep: float = 0.0,
     stop_file: str | None = None,
+    savepoint_rate: float = 0.0,
 ) -> WorkloadStats:
     """Run ``txns`` random transactions (or until ``duration`` seconds have passed, or
     ``stop_file`` exists).
 
-    ``snapshots`` (single writer only) fills ``history`` with the table state after each commit."""
+    ``snapshots`` (single writer only) fills ``history`` with the table state after each commit.
+    ``savepoint_rate``: in transactions of several statements, the chance of a ``SAVEPOINT``
+    before a statement and of a ``ROLLBACK TO`` or ``RELEASE`` of a random one after it; a
+    statement that fails after a savepoint is undone with ``ROLLBACK TO`` its latest one (the
+    transaction goes on, as PostgreSQL's and CockroachDB's clients recover)."""
     rng = random.Random(seed)
     stats = WorkloadStats(seed=seed)
     deadline = None if duration is None else time.monotonic() + duration
@@ -246,7 +253,10 @@ def run_sql(
             n = rng.randint(2, 5) if multi else 1
             rollback = multi and rng.random() < rollback_rate / multi_rate
             stmts = [_sql_statement(rng, table, keys) for _ in range(n)]
-            ok = _run_txn(conn, stmts, multi, rollback, stats)
+            if multi and savepoint_rate:
+                ok = _run_txn_savepoints(conn, stmts, rollback, stats, rng, savepoint_rate)
+            else:
+                ok = _run_txn(conn, stmts, multi, rollback, stats)
             if ok and snapshots and history is not None:
                 history.after.append((current_txid(conn), table_state(conn, table)))
             if sleep:
@@ -281,6 +291,56 @@ def _run_txn(
         return False
     except ChangefeedError:
         stats.failed += 1
+        stats.rolled_back += 1
+        return False
+    stats.committed += 1
+    return True
+
+
+def _run_txn_savepoints(
+    conn: Connection,
+    stmts: list[tuple[str, list[Any]]],
+    rollback: bool,
+    stats: WorkloadStats,
+    rng: random.Random,
+    rate: float,
+) -> bool:
+    """One transaction of ``stmts`` with random savepoints (see :func:`run_sql`)."""
+    from changefeed.exceptions import ChangefeedError
+
+    stats.statements += len(stmts)
+    marks: list[str] = []
+    try:
+        with conn.transaction():
+            for sql, params in stmts:
+                if rng.random() < rate:
+                    marks.append(f"sp{stats.savepoints}")
+                    stats.savepoints += 1
+                    conn.execute(f"SAVEPOINT {marks[-1]}")
+                try:
+                    conn.execute(sql, params)
+                except ChangefeedError:
+                    stats.failed += 1
+                    if not marks:
+                        raise
+                    conn.execute(f"ROLLBACK TO SAVEPOINT {marks[-1]}")
+                    stats.rolled_back_to += 1
+                    continue
+                if marks and rng.random() < rate:
+                    at = rng.randrange(len(marks))
+                    if rng.random() < 0.6:
+                        conn.execute(f"ROLLBACK TO SAVEPOINT {marks[at]}")
+                        stats.rolled_back_to += 1
+                        del marks[at + 1 :]
+                    else:
+                        conn.execute(f"RELEASE SAVEPOINT {marks[at]}")
+                        del marks[at:]
+            if rollback:
+                raise Rollback
+    except Rollback:
+        stats.rolled_back += 1
+        return False
+    except ChangefeedError:
         stats.rolled_back += 1
         return False
     stats.committed += 1

@@ -481,7 +481,7 @@ class PgSession:
         if prep.kind == "empty":
             return Result(status="")
         first = prep.stmts[0] if prep.stmts else None
-        if session.aborted and not isinstance(first, ast.Commit | ast.Rollback):
+        if session.aborted and not isinstance(first, ast.Commit | ast.Rollback | ast.RollbackToSavepoint):
             raise AbortedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )

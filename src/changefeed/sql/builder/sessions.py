@@ -28,6 +28,18 @@ class SessionRules(Rules):
     def rollback(self, meta: Any, c: list[Any]) -> ast.Statement:
         return ast.Rollback(pos=position(meta))
 
+    @v_args(meta=True)
+    def savepoint(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.Savepoint(first(c, ast.Ident), pos=position(meta))
+
+    @v_args(meta=True)
+    def release_savepoint(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.ReleaseSavepoint(first(c, ast.Ident), pos=position(meta))
+
+    @v_args(meta=True)
+    def rollback_to(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.RollbackToSavepoint(first(c, ast.Ident), pos=position(meta))
+
     def txn_word(self, c: list[Any]) -> None:
         return None
 
