@@ -251,6 +251,8 @@ def test_jdbc_generated_keys(server: RunningServer, tmp_path: Path) -> None:
         ("ARRAY[1, NULL, true]", "ARRAY[1, NULL, true]"),
         ("email NOT ILIKE 'a%'", "(email NOT ILIKE 'a%')"),
         ("s LIKE '5!%' ESCAPE '!'", "(s LIKE '5!%' ESCAPE '!')"),
+        ("CASE WHEN n > 1 THEN 'a' ELSE 'b' END", "CASE WHEN (n > 1) THEN 'a' ELSE 'b' END"),
+        ("CASE n WHEN 1 THEN 2 END", "CASE n WHEN 1 THEN 2 END"),
     ],
 )
 def test_expressions_render_as_postgresql_prints_them(sql: str, text: str) -> None:

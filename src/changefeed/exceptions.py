@@ -79,6 +79,12 @@ class UndefinedFunction(UndefinedObject):
     code = "42883"
 
 
+class InvalidColumnReference(ChangefeedError):
+    """``ORDER BY 5`` of a select list of fewer columns (``42P10``)."""
+
+    code = "42P10"
+
+
 class DuplicateObject(ChangefeedError):
     """A table, column, changefeed or topic of that name already exists."""
 

@@ -131,6 +131,16 @@ class Between:
 
 
 @dataclass(frozen=True, slots=True)
+class Case:
+    """``CASE [operand] WHEN w THEN r .. [ELSE d] END``: with an operand, the first ``w`` equal
+    to it; without, the first ``w`` that is true."""
+
+    operand: Expr | None
+    whens: tuple[tuple[Expr, Expr], ...]
+    default: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Like:
     """``expr [NOT] LIKE pattern [ESCAPE e]`` (``ILIKE``: ignoring case); without ``ESCAPE`` the
     escape character is a backslash."""
@@ -176,6 +186,7 @@ Expr = (
     | IsNull
     | Between
     | Like
+    | Case
     | ArrayLit
     | MapLit
     | TupleLit
@@ -411,6 +422,9 @@ class SelectItem:
 class OrderItem:
     expr: Expr
     descending: bool = False
+    #: ``NULLS FIRST`` (True) / ``NULLS LAST`` (False); None: CockroachDB's default, NULLs as
+    #: smaller than any value (first ascending, last descending).
+    nulls_first: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +442,10 @@ class Select:
     #: the bracketed statement returns.
     source: Statement | None = None
     group_by: tuple[Expr, ...] = ()
+    having: Expr | None = None
+    offset: Expr | None = None
+    #: ``FROM t AS a``: the name the statement gives the table (qualified columns may use it).
+    alias: Ident | None = None
 
 
 @dataclass(frozen=True, slots=True)

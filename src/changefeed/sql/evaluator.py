@@ -3,6 +3,7 @@ small expression analyses (conjuncts, constants, aggregates) the statement famil
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -63,14 +64,26 @@ def is_const(e: ast.Expr) -> bool:
     return False
 
 
-def has_aggregate(e: ast.Expr) -> bool:
-    if isinstance(e, ast.FuncCall):
-        return e.name.lower() in AGGREGATES or any(has_aggregate(a) for a in e.args)
-    if isinstance(e, ast.BinaryOp):
-        return has_aggregate(e.left) or has_aggregate(e.right)
-    if isinstance(e, ast.UnaryOp | ast.Cast):
-        return has_aggregate(e.operand if isinstance(e, ast.UnaryOp) else e.expr)
-    return False
+def has_aggregate(e: Any) -> bool:
+    """Whether an expression calls an aggregate anywhere in it."""
+    if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
+        return True
+    return any(has_aggregate(x) for x in _subexpressions(e))
+
+
+def _subexpressions(e: Any) -> Iterator[Any]:
+    """The expressions directly inside ``e`` (in tuples too: a CASE's WHEN pairs)."""
+    if isinstance(e, tuple):
+        for x in e:
+            yield from _subexpressions(x) if isinstance(x, tuple) else (x,)
+        return
+    if dataclasses.is_dataclass(e) and not isinstance(e, type):
+        for f in dataclasses.fields(e):
+            v = getattr(e, f.name)
+            if isinstance(v, tuple):
+                yield from _subexpressions(v)
+            elif dataclasses.is_dataclass(v) and not isinstance(v, ast.Ident | ast.TypeName):
+                yield v
 
 
 def sort_key(v: Any) -> tuple[int, Any]:
@@ -179,6 +192,18 @@ class Evaluator:
             if not hit and any(x is None for x in items):
                 return None
             return (not hit) if e.negated else hit
+        if isinstance(e, ast.Case):
+            if e.operand is not None:
+                v = self.eval(e.operand, scope)
+                for when, then in e.whens:
+                    if v is not None and _eq(v, self.eval(when, scope)):
+                        return self.eval(then, scope)
+            else:
+                for when, then in e.whens:
+                    hit = self.eval(when, scope)
+                    if hit is not None and _truth(hit, "CASE/WHEN"):
+                        return self.eval(then, scope)
+            return None if e.default is None else self.eval(e.default, scope)
         if isinstance(e, ast.Like):
             v, pattern = self.eval(e.expr, scope), self.eval(e.pattern, scope)
             if v is None or pattern is None:
@@ -277,7 +302,20 @@ class Evaluator:
             if name == "sum":
                 return sum(vals)
             return sum(vals) / len(vals)
+        if has_aggregate(e):  # e.g. ``sum(n) * 2``, ``count(*) > 1``: aggregates first, then the rest
+            e = self._fold_aggregates(e, scopes)
         return self.eval(e, scopes[0] if scopes else None)
+
+    def _fold_aggregates(self, e: Any, scopes: list[Scope]) -> Any:
+        """``e`` with each aggregate call in it replaced by its value over ``scopes``."""
+        if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
+            return ast.Literal(self.eval_aggregate(e, scopes))
+        if isinstance(e, tuple):
+            return tuple(self._fold_aggregates(x, scopes) for x in e)
+        if not dataclasses.is_dataclass(e) or isinstance(e, type) or not has_aggregate(e):
+            return e
+        changes = {f.name: self._fold_aggregates(getattr(e, f.name), scopes) for f in dataclasses.fields(e)}
+        return dataclasses.replace(e, **changes)
 
 
 def _truth(v: Any, where: str = "WHERE") -> bool:

@@ -40,6 +40,11 @@ def expr_sql(e: ast.Expr) -> str:
     if isinstance(e, ast.Between):
         word = "NOT BETWEEN" if e.negated else "BETWEEN"
         return f"({expr_sql(e.expr)} {word} {expr_sql(e.low)} AND {expr_sql(e.high)})"
+    if isinstance(e, ast.Case):
+        parts = ["CASE"] + ([expr_sql(e.operand)] if e.operand is not None else [])
+        parts += [f"WHEN {expr_sql(w)} THEN {expr_sql(t)}" for w, t in e.whens]
+        parts += [f"ELSE {expr_sql(e.default)}"] if e.default is not None else []
+        return " ".join([*parts, "END"])
     if isinstance(e, ast.Like):
         word = ("NOT " if e.negated else "") + ("ILIKE" if e.insensitive else "LIKE")
         escape = f" ESCAPE {expr_sql(e.escape)}" if e.escape is not None else ""

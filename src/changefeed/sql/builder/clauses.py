@@ -73,7 +73,20 @@ class ClauseRules(Rules):
         return Clause("group_by", tuple(c[0]))
 
     def order_item(self, c: list[Any]) -> ast.OrderItem:
-        return ast.OrderItem(c[0], descending=c[1] == "DESC")
+        nulls = c[2] if len(c) > 2 else None
+        return ast.OrderItem(c[0], descending=c[1] == "DESC", nulls_first=nulls)
+
+    def nulls_first(self, c: list[Any]) -> bool:
+        return True
+
+    def nulls_last(self, c: list[Any]) -> bool:
+        return False
+
+    def having(self, c: list[ast.Expr]) -> Clause:
+        return Clause("having", c[0])
+
+    def offset_clause(self, c: list[Any]) -> Clause:
+        return Clause("offset", c[0])
 
     def order_dir(self, c: list[Token]) -> str:
         return str(c[0]).upper()

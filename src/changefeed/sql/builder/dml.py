@@ -131,9 +131,11 @@ class DmlRules(Rules):
 
     def from_clause(self, c: list[Any]) -> list[Clause]:
         out = [Clause("table", c[0])]
-        if c[1] is not None:
-            out.append(c[1])
+        out.extend(x for x in c[1:] if isinstance(x, Clause))
         return out
+
+    def table_alias(self, c: list[Any]) -> Clause:
+        return Clause("alias", first(c, ast.Ident))
 
     def from_statement(self, c: list[Any]) -> Clause:
         """CockroachDB's ``FROM [<statement>]``: the statement's rows are the relation."""
@@ -172,6 +174,9 @@ def select_node(meta: Any, c: list[Any]) -> ast.Select:
         distinct=cl.get("distinct", False),
         allow_filtering=cl.get("allow_filtering", False),
         group_by=cl.get("group_by", ()),
+        having=cl.get("having"),
+        offset=cl.get("offset"),
+        alias=cl.get("alias"),
         as_of=cl.get("as_of"),
         pos=position(meta),
         source=cl.get("source"),

@@ -249,6 +249,14 @@ class ExpressionRules(Rules):
         assert m is not None
         return ast.Literal(int(m.group(1)), suffix=m.group(2).lower())
 
+    def case_when(self, c: list[ast.Expr]) -> tuple[ast.Expr, ast.Expr]:
+        return (c[0], c[1])
+
+    def case_expr(self, c: list[Any]) -> ast.Expr:
+        whens = tuple(x for x in c[1:] if isinstance(x, tuple))
+        tail = c[-1]
+        return ast.Case(c[0], whens, None if isinstance(tail, tuple) else tail)
+
     def typed_string(self, c: list[Token]) -> ast.Expr:
         return ast.Cast(ast.Literal(unquote_single(str(c[1]))), ast.TypeName(str(c[0])))
 

@@ -134,6 +134,8 @@ def plan_point(session: Session, stmt: ast.Statement) -> PointRead | None:
     if (
         stmt.order_by
         or stmt.limit is not None
+        or stmt.offset is not None
+        or stmt.having is not None
         or stmt.distinct
         or stmt.as_of is not None
         or stmt.where is None

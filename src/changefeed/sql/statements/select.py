@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from itertools import islice
 from typing import Any
@@ -12,9 +12,15 @@ from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.privileges import Privilege, check_any_table_privilege
 from changefeed.engine.storage import TableStore, token
 from changefeed.engine.txn import Transaction
-from changefeed.engine.type_errors import sql_text
+from changefeed.engine.type_errors import sql_text, value_type
 from changefeed.engine.types import Kind, SqlType, resolve_type
-from changefeed.exceptions import ChangefeedError, InvalidStatement, UnsupportedFeature
+from changefeed.exceptions import (
+    ChangefeedError,
+    DatatypeMismatch,
+    InvalidColumnReference,
+    InvalidStatement,
+    UnsupportedFeature,
+)
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, has_aggregate, sort_key
 from changefeed.sql.functions import AGGREGATES, EvalContext
@@ -95,6 +101,8 @@ def select_log_columns(session: Session, s: ast.Select, params: Sequence[Any] = 
         or s.group_by
         or s.order_by
         or s.limit is not None
+        or s.offset is not None
+        or s.having is not None
         or not s.items
     ):
         return None
@@ -307,11 +315,11 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
             elif star_at is not None:
                 star_at.append(at)
     aggregate = any(has_aggregate(e) for _, e, _ in items)
-    lim: Any = None
-    if s.limit is not None:
-        lim = evaluator.eval(s.limit, None)
-        if not isinstance(lim, int) or lim < 0:
-            raise InvalidStatement(f"LIMIT must be a non-negative integer, not {sql_text(lim)}")
+    if s.having is not None and not s.group_by and not aggregate:
+        aggregate = True  # ``SELECT 1 FROM t HAVING count(*) > 0``: one group of every row
+    lim = _count(evaluator, s.limit, "LIMIT")
+    skip = _count(evaluator, s.offset, "OFFSET") or 0
+    order_by = tuple(_by_position(o, items) for o in s.order_by)
     where = s.where
     scanned: Iterable[tuple[Any, ...]]
     if rel.scan is not None:
@@ -320,21 +328,23 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         scanned = rel.rows(_pushdown(session, rel, s.where, evaluator))
     if where is not None:
         scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
-    if lim is not None and not aggregate and not s.order_by and not s.distinct:
-        scanned = islice(scanned, lim)  # rows come in output order: stop the scan early
+    if lim is not None and not aggregate and not s.group_by and not order_by and not s.distinct:
+        scanned = islice(scanned, skip + lim)  # rows come in output order: stop the scan early
     rows = list(scanned)
-    if s.group_by:
-        out_rows = grouped(evaluator, [scope(r) for r in rows], s.group_by, [e for _, e, _ in items])
-        if s.order_by:
-            out_rows = order_output(out_rows, s.order_by, [e for _, e, _ in items], [n for n, _, _ in items])
-    elif aggregate:
-        out_rows = [tuple(evaluator.eval_aggregate(e, [scope(r) for r in rows]) for _, e, _ in items)]
+    if s.group_by or aggregate:
+        exprs = [e for _, e, _ in items]
+        if s.group_by:
+            out_rows = grouped(evaluator, [scope(r) for r in rows], s.group_by, exprs, s.having)
+        else:
+            out_rows = grouped(evaluator, [scope(r) for r in rows], (), exprs, s.having, whole=True)
+        if order_by:
+            out_rows = order_output(out_rows, order_by, exprs, [n for n, _, _ in items])
     else:
-        if s.order_by:
-            for o in reversed(s.order_by):
+        if order_by:
+            for o in reversed(order_by):
 
-                def order_key(r: tuple[Any, ...], expr: ast.Expr = o.expr) -> tuple[int, Any]:
-                    return sort_key(evaluator.eval(expr, scope(r)))
+                def order_key(r: tuple[Any, ...], o: ast.OrderItem = o) -> tuple[int, Any]:
+                    return _nulls_placed(sort_key(evaluator.eval(o.expr, scope(r))), o)
 
                 rows.sort(key=order_key, reverse=o.descending)
         if star_at is not None and star_at == list(range(len(rel.columns))):
@@ -345,8 +355,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
             out_rows = [tuple(evaluator.eval(e, scope(r)) for _, e, _ in items) for r in rows]
         if s.distinct:
             out_rows = list(dict.fromkeys(out_rows))
-    if lim is not None:
-        out_rows = out_rows[:lim]
+    if skip or lim is not None:
+        out_rows = out_rows[skip : None if lim is None else skip + lim]
     return Result(
         columns=[n for n, _, _ in items],
         rows=out_rows,
@@ -357,14 +367,59 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
 
 
 def grouped(
-    evaluator: Evaluator, scopes: list[Scope], group_by: tuple[ast.Expr, ...], items: list[ast.Expr]
+    evaluator: Evaluator,
+    scopes: list[Scope],
+    group_by: tuple[ast.Expr, ...],
+    items: list[ast.Expr],
+    having: ast.Expr | None = None,
+    *,
+    whole: bool = False,
 ) -> list[tuple[Any, ...]]:
     """``GROUP BY``: one output row per distinct value of the grouping expressions, in the order
-    groups first appear; aggregates run over the group's rows, other expressions on its first."""
-    groups: dict[tuple[Any, ...], list[Scope]] = {}
+    groups first appear; aggregates run over the group's rows, other expressions on its first.
+    ``whole``: every row is one group, also when there are none (an aggregate without GROUP BY:
+    ``count(*)`` of no rows is 0). ``having`` keeps the groups for which it is true."""
+    groups: dict[tuple[Any, ...], list[Scope]] = {(): []} if whole else {}
     for sc in scopes:
         groups.setdefault(tuple(evaluator.eval(g, sc) for g in group_by), []).append(sc)
-    return [tuple(evaluator.eval_aggregate(e, members) for e in items) for members in groups.values()]
+    out = []
+    for members in groups.values():
+        if having is not None:
+            keep = evaluator.eval_aggregate(having, members)
+            if keep is not None and not isinstance(keep, bool):
+                raise DatatypeMismatch(f"argument of HAVING must be type bool, not type {value_type(keep)}")
+            if keep is not True:
+                continue
+        out.append(tuple(evaluator.eval_aggregate(e, members) for e in items))
+    return out
+
+
+def _count(evaluator: Evaluator, e: ast.Expr | None, clause: str) -> int | None:
+    """A LIMIT or OFFSET: a non-negative integer (None without the clause)."""
+    if e is None:
+        return None
+    n = evaluator.eval(e, None)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise InvalidStatement(f"{clause} must be a non-negative integer, not {sql_text(n)}")
+    return n
+
+
+def _by_position(o: ast.OrderItem, items: list[tuple[str, ast.Expr, SqlType | None]]) -> ast.OrderItem:
+    """``ORDER BY 2``: the select list's second expression, as PostgreSQL and CockroachDB read it."""
+    e = o.expr
+    if not isinstance(e, ast.Literal) or not isinstance(e.value, int) or isinstance(e.value, bool):
+        return o
+    if not 1 <= e.value <= len(items):
+        raise InvalidColumnReference(f"ORDER BY position {e.value} is not in select list")
+    return replace(o, expr=items[e.value - 1][1])
+
+
+def _nulls_placed(key: tuple[int, Any], o: ast.OrderItem) -> tuple[int, Any]:
+    """A sort key with ``NULLS FIRST``/``LAST`` applied (the sort is reversed for DESC)."""
+    if o.nulls_first is None or key[0] != 0:
+        return key
+    first = o.nulls_first != o.descending
+    return (-1 if first else 2, key[1])
 
 
 def order_output(
@@ -385,8 +440,8 @@ def order_output(
             raise InvalidStatement("ORDER BY of a grouped query must name one of its select list's columns")
         column: int = at
 
-        def key(r: tuple[Any, ...], i: int = column) -> tuple[int, Any]:
-            return sort_key(r[i])
+        def key(r: tuple[Any, ...], i: int = column, o: ast.OrderItem = o) -> tuple[int, Any]:
+            return _nulls_placed(sort_key(r[i]), o)
 
         rows.sort(key=key, reverse=o.descending)
     return rows
@@ -470,6 +525,15 @@ def _sql_expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[
             return resolve_type(e.type.name, e.type.params, e.type.array, dialect="sql")
         except ChangefeedError:
             return None
+    if isinstance(e, ast.Case):
+        # the type its branches agree on (NULL branches aside)
+        branches = [then for _, then in e.whens] + ([e.default] if e.default is not None else [])
+        agreed = {
+            _expr_type(session, b, rel, index)
+            for b in branches
+            if not (isinstance(b, ast.Literal) and b.value is None)
+        }
+        return agreed.pop() if len(agreed) == 1 else None
     if isinstance(e, ast.InList | ast.IsNull | ast.Between | ast.Like):
         return _SQL_TYPE["BOOL"]
     if isinstance(e, ast.UnaryOp):
