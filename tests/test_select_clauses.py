@@ -81,3 +81,16 @@ def test_order_by_position_and_nulls(conn: Connection) -> None:
     with pytest.raises(InvalidColumnReference) as err:
         conn.execute("SELECT id FROM u ORDER BY 5")
     assert err.value.code == "42P10"
+
+
+def test_distinct_aggregates(conn: Connection) -> None:
+    assert rows(conn, "SELECT count(DISTINCT s), count(s), count(*), sum(DISTINCT n) FROM u") == [
+        (2, 3, 4, 65)
+    ]
+    assert rows(conn, "SELECT s, count(DISTINCT n) FROM u GROUP BY s ORDER BY s") == [
+        (None, 1),
+        ("a", 2),
+        ("b", 1),
+    ]
+    with pytest.raises(ChangefeedError, match="DISTINCT specified, but lower is not an aggregate function"):
+        conn.execute("SELECT lower(DISTINCT s) FROM u")

@@ -83,6 +83,8 @@ class FuncCall:
 
     name: str
     args: tuple[Expr, ...] = ()
+    #: ``count(DISTINCT x)``: an aggregate over the distinct non-NULL values.
+    distinct: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -288,11 +288,13 @@ class Evaluator:
     def eval_aggregate(self, e: ast.Expr, scopes: list[Scope]) -> Any:
         if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
             name = e.name.lower()
-            if name == "count":
-                if not e.args or isinstance(e.args[0], ast.Star):
-                    return len(scopes)
-                return sum(1 for s in scopes if self.eval(e.args[0], s) is not None)
+            if name == "count" and (not e.args or isinstance(e.args[0], ast.Star)):
+                return len(scopes)
             vals = [v for v in (self.eval(e.args[0], s) for s in scopes) if v is not None]
+            if e.distinct:
+                vals = list(dict.fromkeys(vals))
+            if name == "count":
+                return len(vals)
             if not vals:
                 return None
             if name == "min":

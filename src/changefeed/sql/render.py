@@ -25,7 +25,7 @@ def expr_sql(e: ast.Expr) -> str:
     if isinstance(e, ast.Star):
         return "*"
     if isinstance(e, ast.FuncCall):
-        return f"{e.name}({', '.join(expr_sql(a) for a in e.args)})"
+        return f"{e.name}({'DISTINCT ' if e.distinct else ''}{', '.join(expr_sql(a) for a in e.args)})"
     if isinstance(e, ast.Cast):
         return f"{_operand(e.expr)}::{_type_sql(e.type)}"
     if isinstance(e, ast.BinaryOp):

@@ -6,14 +6,24 @@ import decimal
 import math
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from lark import Token
 
 from changefeed.sql import ast
 from changefeed.sql.builder.common import Rules, parse_number, syntax_error_at, unquote_single
+from changefeed.sql.functions import AGGREGATES
 
 __all__ = ["ExpressionRules"]
+
+
+@dataclass(frozen=True, slots=True)
+class DistinctArg:
+    """``DISTINCT x`` as a call's argument list (``count(DISTINCT x)``)."""
+
+    arg: ast.Expr
+
 
 #: YQL constructors whose double-quoted arguments are strings, not identifiers.
 _TYPED_CONSTRUCTORS = frozenset(
@@ -162,6 +172,10 @@ class ExpressionRules(Rules):
 
     def func_call(self, c: list[Any]) -> ast.Expr:
         name = str(c[0])
+        if isinstance(c[1], DistinctArg):
+            if name.casefold() not in AGGREGATES:
+                raise syntax_error_at(c[0], f"DISTINCT specified, but {name} is not an aggregate function")
+            return ast.FuncCall(name, (c[1].arg,), distinct=True)
         args: tuple[ast.Expr, ...] = c[1] or ()
         if self.dialect == "sql" and name.casefold() in _TYPED_CONSTRUCTORS:
             args = tuple(
@@ -171,6 +185,9 @@ class ExpressionRules(Rules):
                 for a in args
             )
         return ast.FuncCall(name, args)
+
+    def distinct_arg(self, c: list[ast.Expr]) -> DistinctArg:
+        return DistinctArg(c[0])
 
     def star_arg(self, c: list[Any]) -> tuple[ast.Expr, ...]:
         return (ast.Star(),)
