@@ -91,6 +91,18 @@ class DuplicateObject(ChangefeedError):
     code = "42710"
 
 
+class DuplicateAlias(DuplicateObject):
+    """``FROM t JOIN t``: one name for two tables of a FROM (``42712``)."""
+
+    code = "42712"
+
+
+class AmbiguousColumn(InvalidStatement):
+    """A column name two joined tables have, used without its table (``42702``)."""
+
+    code = "42702"
+
+
 class DuplicateColumn(DuplicateObject):
     """A column named twice where each may appear once (``COPY t (a, a)``)."""
 

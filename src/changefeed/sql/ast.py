@@ -430,6 +430,16 @@ class OrderItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Join:
+    """``[INNER] JOIN t [AS a] ON ..``, ``LEFT [OUTER] JOIN``, ``CROSS JOIN t`` or ``, t``."""
+
+    kind: Lit["inner", "left", "cross"]
+    table: QName
+    alias: Ident | None = None
+    on: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Select:
     items: tuple[SelectItem, ...]
     table: QName | None  # None for ``SELECT 1``
@@ -448,6 +458,8 @@ class Select:
     offset: Expr | None = None
     #: ``FROM t AS a``: the name the statement gives the table (qualified columns may use it).
     alias: Ident | None = None
+    #: Tables joined to ``table``, in order (left-deep).
+    joins: tuple[Join, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

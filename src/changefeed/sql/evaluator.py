@@ -17,6 +17,7 @@ from changefeed.engine.storage import token
 from changefeed.engine.type_errors import crdb_parse_error, value_type
 from changefeed.engine.types import Kind, parse_interval, parse_timestamp, resolve_type
 from changefeed.exceptions import (
+    AmbiguousColumn,
     DatatypeMismatch,
     InvalidEscape,
     InvalidStatement,
@@ -107,6 +108,10 @@ class Params:
         return self.values[i]
 
 
+#: The position of a column name that more than one joined table has (``sql.statements.joins``).
+AMBIGUOUS = -1
+
+
 class RowMap(Mapping[str, Any]):
     __slots__ = ("index", "lower", "row")
 
@@ -114,7 +119,10 @@ class RowMap(Mapping[str, Any]):
         self.row, self.index, self.lower = row, index, lower
 
     def __getitem__(self, k: str) -> Any:
-        return self.row[self.index[k]]
+        i = self.index[k]
+        if i == AMBIGUOUS:
+            raise AmbiguousColumn(f'column reference "{k}" is ambiguous')
+        return self.row[i]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.index)
@@ -137,6 +145,8 @@ class Scope:
             return True, v[name]
         if isinstance(v, RowMap):
             i = v.lower.get(name.lower())
+            if i == AMBIGUOUS:
+                raise AmbiguousColumn(f'column reference "{name}" is ambiguous')
             return (True, v.row[i]) if i is not None else (False, None)
         lowered = name.lower()
         for k, x in v.items():
@@ -159,6 +169,10 @@ class Evaluator:
         if isinstance(e, ast.Column):
             name = self.session.ident(e.name)
             if scope is not None:
+                if e.table is not None:  # ``a.c``: a joined table's column, else (one table) ``c``
+                    found, v = scope.lookup(f"{self.session.ident(e.table)}.{name}", e.name.quoted)
+                    if found:
+                        return v
                 found, v = scope.lookup(name, e.name.quoted)
                 if found:
                     return v

@@ -37,7 +37,7 @@ def runs_inline(session: Session, stmts: Sequence[ast.Statement]) -> bool:
             return False
         if stmt.table is None:
             return all(_simple(i.expr) for i in stmt.items if not isinstance(i.expr, ast.Star))
-        if stmt.order_by or stmt.distinct or stmt.as_of is not None:
+        if stmt.order_by or stmt.distinct or stmt.as_of is not None or stmt.joins:
             return False
         return _point(session, stmt.table, stmt.where)
     if isinstance(stmt, ast.Update | ast.Delete):

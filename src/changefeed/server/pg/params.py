@@ -46,11 +46,12 @@ def param_types(stmt: ast.Statement, tables: list[TableSchema], count: int) -> l
     """OIDs for parameters ``$1..$count`` of ``stmt``."""
     out = [t.TEXT] * count
     table_name = getattr(stmt, "table", None)
-    schema = None
-    if isinstance(table_name, ast.QName):
-        wanted = ".".join(p.name for p in table_name.parts)
-        schema = next((s for s in tables if s.name == wanted or s.name.split(".")[-1] == wanted), None)
+    schema = _schema(table_name, tables)
     cols = {c.name: c for c in schema.columns} if schema is not None else {}
+    for j in getattr(stmt, "joins", ()):  # a joined table's columns, where the first has none of that name
+        joined = _schema(j.table, tables)
+        for c in joined.columns if joined is not None else ():
+            cols.setdefault(c.name, c)
 
     def set_param(p: Any, col_name: str | None) -> None:
         if isinstance(p, ast.Param) and 0 <= p.index < count and col_name in cols:
@@ -94,6 +95,13 @@ def param_types(stmt: ast.Statement, tables: list[TableSchema], count: int) -> l
     if isinstance(limit, ast.Param) and 0 <= limit.index < count:
         out[limit.index] = t.INT8
     return out
+
+
+def _schema(name: Any, tables: list[TableSchema]) -> TableSchema | None:
+    if not isinstance(name, ast.QName):
+        return None
+    wanted = ".".join(p.name for p in name.parts)
+    return next((s for s in tables if s.name == wanted or s.name.split(".")[-1] == wanted), None)
 
 
 #: The opening delimiter of a dollar-quoted string (``$$``, ``$tag$``).

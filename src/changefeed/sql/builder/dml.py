@@ -131,11 +131,28 @@ class DmlRules(Rules):
 
     def from_clause(self, c: list[Any]) -> list[Clause]:
         out = [Clause("table", c[0])]
-        out.extend(x for x in c[1:] if isinstance(x, Clause))
+        out.extend(x for x in c[1:] if isinstance(x, Clause) and x.key != "join")
+        joins = tuple(x.value for x in c[1:] if isinstance(x, Clause) and x.key == "join")
+        if joins:
+            out.append(Clause("joins", joins))
         return out
 
     def table_alias(self, c: list[Any]) -> Clause:
         return Clause("alias", first(c, ast.Ident))
+
+    def _join(self, kind: str, c: list[Any]) -> Clause:
+        alias = next((x.value for x in c if isinstance(x, Clause) and x.key == "alias"), None)
+        on = c[-1] if kind != "cross" else None
+        return Clause("join", ast.Join(kind, c[0], alias, on))  # type: ignore[arg-type]
+
+    def inner_join(self, c: list[Any]) -> Clause:
+        return self._join("inner", c)
+
+    def left_join(self, c: list[Any]) -> Clause:
+        return self._join("left", c)
+
+    def cross_join(self, c: list[Any]) -> Clause:
+        return self._join("cross", c)
 
     def from_statement(self, c: list[Any]) -> Clause:
         """CockroachDB's ``FROM [<statement>]``: the statement's rows are the relation."""
@@ -177,6 +194,7 @@ def select_node(meta: Any, c: list[Any]) -> ast.Select:
         having=cl.get("having"),
         offset=cl.get("offset"),
         alias=cl.get("alias"),
+        joins=cl.get("joins", ()),
         as_of=cl.get("as_of"),
         pos=position(meta),
         source=cl.get("source"),

@@ -777,8 +777,8 @@ def select_cdc(session: Session, txn: Transaction, s: ast.Select, ev: Params) ->
     found = find_cdc(session, s.table)
     if found is None:
         return None
-    if s.offset is not None or s.having is not None:
-        raise UnsupportedFeature("a CDC query takes no OFFSET or HAVING")
+    if s.offset is not None or s.having is not None or s.joins:
+        raise UnsupportedFeature("a CDC query takes no OFFSET, HAVING or JOIN")
     return cdc_query(session, txn, found[0], found[1], s, ev, None)
 
 

@@ -136,6 +136,7 @@ def plan_point(session: Session, stmt: ast.Statement) -> PointRead | None:
         or stmt.limit is not None
         or stmt.offset is not None
         or stmt.having is not None
+        or stmt.joins
         or stmt.distinct
         or stmt.as_of is not None
         or stmt.where is None

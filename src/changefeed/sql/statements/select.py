@@ -22,10 +22,11 @@ from changefeed.exceptions import (
     UnsupportedFeature,
 )
 from changefeed.sql import ast
-from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, has_aggregate, sort_key
+from changefeed.sql.evaluator import AMBIGUOUS, Evaluator, Params, RowMap, Scope, has_aggregate, sort_key
 from changefeed.sql.functions import AGGREGATES, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements import joins
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
 
@@ -48,6 +49,10 @@ class Relation:
     scan: Callable[[ast.Expr | None, Evaluator], tuple[Iterable[tuple[Any, ...]], ast.Expr | None]] | None = (
         None
     )
+    #: Joined tables (``sql.statements.joins``): every name a column answers to (``a.c``, and
+    #: ``c`` when one table alone has it) and the names ``SELECT *`` shows.
+    names: Mapping[str, int] | None = None
+    labels: list[str] | None = None
 
 
 #: Relations that are not tables (the CQL endpoint's ``system`` keyspaces): each returns the
@@ -103,6 +108,7 @@ def select_log_columns(session: Session, s: ast.Select, params: Sequence[Any] = 
         or s.limit is not None
         or s.offset is not None
         or s.having is not None
+        or s.joins
         or not s.items
     ):
         return None
@@ -279,9 +285,32 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         rel = statement_relation(session, txn, s.source, ev)
     elif s.table is None:
         rel = Relation("", [], [], lambda _: iter([()]))
+    elif s.joins:
+        rel = _joined_relation(session, txn, s, ev)
     else:
         rel = relation(session, txn, s.table)
     return select_over(session, txn, s, ev, rel)
+
+
+def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Relation:
+    """The rows of ``s``'s tables joined (``sql.statements.joins``)."""
+    assert s.table is not None
+    evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
+
+    def read(q: ast.QName, alias: ast.Ident | None) -> tuple[str, Relation, list[tuple[Any, ...]]]:
+        rel = relation(session, txn, q)
+        name = session.ident(alias) if alias is not None else session.ident(q.parts[-1])
+        return name, rel, [tuple(r) for r in rel.rows(None)]
+
+    name, rel, rows = read(s.table, s.alias)
+    joined = joins.start(name, rel.columns, rel.types, rows)
+    for j in s.joins:
+        name, rel, rows = read(j.table, j.alias)
+        joined = joins.join(joined, j.kind, name, rel.columns, rel.types, rows, j.on, evaluator)
+    rows_out = joined.rows
+    return Relation(
+        "", joined.columns, joined.types, lambda _: rows_out, names=joined.names, labels=joined.labels
+    )
 
 
 def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, rel: Relation) -> Result:
@@ -289,6 +318,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
     index = {n: i for i, n in enumerate(rel.columns)}
+    if rel.names is not None:
+        index.update(rel.names)
     lower_index: dict[str, int] = {}
     for n, i in index.items():
         lower_index.setdefault(n.lower(), i)
@@ -304,7 +335,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     for it in s.items:
         if isinstance(it.expr, ast.Star):
             for n in rel.star or rel.columns:
-                items.append((n, ast.Column(ast.Ident(n, True)), rel.types[index[n]]))
+                label = rel.labels[index[n]] if rel.labels is not None else n
+                items.append((label, ast.Column(ast.Ident(n, True)), rel.types[index[n]]))
                 if star_at is not None:
                     star_at.append(index[n])
         else:
@@ -454,8 +486,14 @@ def _column_at(
     if not isinstance(e, ast.Column):
         return None
     name = session.ident(e.name)
+    if e.table is not None:
+        qualified = index.get(f"{session.ident(e.table)}.{name}")
+        if qualified is not None:
+            return qualified
     at = index.get(name)
-    return lower_index.get(name.lower()) if at is None else at
+    if at is None:
+        at = lower_index.get(name.lower())
+    return None if at is None or at == AMBIGUOUS else at
 
 
 def _label(session: Session, it: ast.SelectItem) -> str:
@@ -474,7 +512,11 @@ def _label(session: Session, it: ast.SelectItem) -> str:
 def _expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[str, int]) -> SqlType | None:
     if isinstance(e, ast.Column):
         name = session.ident(e.name)
-        i = index.get(name)
+        i = index.get(f"{session.ident(e.table)}.{name}") if e.table is not None else None
+        if i is None:
+            i = index.get(name)
+        if i == AMBIGUOUS:
+            return None
         if i is None:
             for n, j in index.items():
                 if n.lower() == name.lower():
