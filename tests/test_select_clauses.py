@@ -175,3 +175,23 @@ def test_joins_match_sqlite(tmp_path: Path, seed: int) -> None:
             mine = sorted(conn.execute(sql).rows, key=repr)
             theirs = sorted(oracle.execute(sql).fetchall(), key=repr)
             assert mine == theirs, sql
+
+
+def test_insert_select(shop: Connection) -> None:
+    shop.execute("CREATE TABLE c (id INT PRIMARY KEY, label STRING)")
+    res = shop.execute("INSERT INTO c SELECT id, name FROM a WHERE id < 3")
+    assert (res.status, res.rowcount) == ("INSERT 2", 2)
+    with pytest.raises(ChangefeedError) as dup:
+        shop.execute("INSERT INTO c SELECT id, name FROM a")  # 1 and 2 are there: nothing written
+    assert dup.value.code == "23505"
+    assert rows(shop, "SELECT count(*) FROM c") == [(2,)]
+    shop.execute("INSERT INTO c (id, label) SELECT b.id, a.name || '!' FROM a JOIN b ON a.id = b.aid")
+    shop.execute("UPSERT INTO c SELECT id, upper(name) FROM a")
+    assert rows(shop, "SELECT id, label FROM c ORDER BY id") == [
+        (1, "ADA"),
+        (2, "BOB"),
+        (3, "CY"),
+        (10, "ada!"),
+        (11, "ada!"),
+        (12, "bob!"),
+    ]

@@ -734,12 +734,14 @@ class DropCdc:
 
 @dataclass(frozen=True, slots=True)
 class UpsertSelect:
-    """``UPSERT INTO t [(cols)] SELECT ...`` (Phoenix)."""
+    """``UPSERT INTO t [(cols)] SELECT ...`` (Phoenix), and ``INSERT``/``REPLACE INTO t SELECT``
+    (``mode``: each row written as that statement writes it)."""
 
     table: QName
     columns: tuple[Ident, ...]
     query: Select
     pos: Pos = field(default=Pos(), compare=False)
+    mode: Lit["insert", "upsert", "replace"] = "upsert"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,6 @@ from typing import Any
 
 from lark import v_args
 
-from changefeed.exceptions import StatementSyntaxError
 from changefeed.sql import ast
 from changefeed.sql.builder.common import Clause, Rules, clauses, first, position
 from changefeed.sql.builder.ddl import (
@@ -86,13 +85,9 @@ class PhoenixRules(Rules):
     @v_args(meta=True)
     def upsert_select(self, meta: Any, c: list[Any]) -> ast.Statement:
         cl = clauses(c)
-        if c[0] != "upsert":
-            raise StatementSyntaxError(
-                f"{c[0].upper()} INTO .. SELECT is not supported; use UPSERT INTO .. SELECT",
-                line=position(meta).line,
-                column=position(meta).column,
-            )
-        return ast.UpsertSelect(c[1], cl.get("columns", ()), first(c, ast.Select), pos=position(meta))
+        return ast.UpsertSelect(
+            c[1], cl.get("columns", ()), first(c, ast.Select), pos=position(meta), mode=c[0]
+        )
 
     @v_args(meta=True)
     def hinted_select(self, meta: Any, c: list[Any]) -> ast.Statement:

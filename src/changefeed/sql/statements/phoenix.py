@@ -328,12 +328,13 @@ def drop_cdc(session: Session, txn: Transaction, s: ast.DropCdc, ev: Params) -> 
 @FAMILY.statement(ast.UpsertSelect)
 def upsert_select(session: Session, txn: Transaction, s: ast.UpsertSelect, ev: Params) -> Result:
     rows = select.select(session, txn, s.query, ev).rows
+    tag = s.mode.upper()
     if not rows:
-        return Result(status="UPSERT 0")
+        return Result(status=f"{tag} 0")
     values = tuple(tuple(ast.Literal(v) for v in r) for r in rows)
-    insert = ast.Insert(s.table, s.columns, values, mode="upsert", pos=s.pos)
+    insert = ast.Insert(s.table, s.columns, values, mode=s.mode, pos=s.pos)
     res = dml.insert(session, txn, insert, Params(()))
-    return Result(status=f"UPSERT {len(rows)}", rowcount=res.rowcount)
+    return Result(status=f"{tag} {res.rowcount}", rowcount=res.rowcount)
 
 
 # ===================================================================================== CDC queries
