@@ -195,3 +195,43 @@ def test_insert_select(shop: Connection) -> None:
         (11, "ada!"),
         (12, "bob!"),
     ]
+
+
+# ------------------------------------------------------------------------------------- subqueries
+def test_subqueries(shop: Connection) -> None:
+    shop.execute("INSERT INTO b VALUES (14, NULL, 3)")
+    assert rows(shop, "SELECT name FROM a WHERE id IN (SELECT aid FROM b) ORDER BY 1") == [("ada",), ("bob",)]
+    assert rows(shop, "SELECT name FROM a WHERE id NOT IN (SELECT aid FROM b)") == []  # a NULL in the list
+    assert rows(shop, "SELECT name FROM a WHERE id NOT IN (SELECT aid FROM b WHERE aid IS NOT NULL)") == [
+        ("cy",)
+    ]
+    assert rows(shop, "SELECT (SELECT max(amt) FROM b), (SELECT name FROM a WHERE id = 9)") == [(100, None)]
+    assert rows(shop, "SELECT count(*) FROM a WHERE EXISTS (SELECT 1 FROM b WHERE amt > 50)") == [(3,)]
+    assert rows(shop, "SELECT count(*) FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE amt > 500)") == [(3,)]
+    res = shop.execute("INSERT INTO a VALUES ((SELECT max(id) + 1 FROM a), 'dee') RETURNING id")
+    assert res.rows == [(4,)]
+    res = shop.execute(
+        "UPDATE b SET amt = (SELECT count(*) FROM a) WHERE aid IN (SELECT id FROM a WHERE name = $1) RETURNING id, amt",
+        ["bob"],
+    )
+    assert res.rows == [(12, 4)]
+    res = shop.execute("DELETE FROM b WHERE aid NOT IN (SELECT id FROM a) OR aid IS NULL RETURNING id")
+    assert sorted(res.rows) == [(13,), (14,)]
+
+
+def test_subquery_errors(shop: Connection) -> None:
+    with pytest.raises(ChangefeedError) as many:
+        shop.execute("SELECT (SELECT id FROM b)")
+    assert (many.value.code, str(many.value)) == (
+        "21000",
+        "more than one row returned by a subquery used as an expression",
+    )
+    with pytest.raises(ChangefeedError, match="subquery must return only one column"):
+        shop.execute("SELECT (SELECT id, aid FROM b LIMIT 1)")
+    with pytest.raises(ChangefeedError) as correlated:
+        shop.execute("SELECT name FROM a WHERE id IN (SELECT aid FROM b WHERE b.aid = a.id)")
+    assert correlated.value.code == "42P01"
+    assert "reads the outer query's columns is not supported" in str(correlated.value)
+    with pytest.raises(ChangefeedError) as unknown:
+        shop.execute("SELECT z.id FROM a")
+    assert (unknown.value.code, str(unknown.value)) == ("42P01", 'missing FROM-clause entry for table "z"')

@@ -79,6 +79,12 @@ class UndefinedFunction(UndefinedObject):
     code = "42883"
 
 
+class CardinalityViolation(ChangefeedError):
+    """A subquery used as a value that gives more than one row (``21000``)."""
+
+    code = "21000"
+
+
 class InvalidColumnReference(ChangefeedError):
     """``ORDER BY 5`` of a select list of fewer columns (``42P10``)."""
 

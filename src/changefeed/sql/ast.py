@@ -133,6 +133,19 @@ class Between:
 
 
 @dataclass(frozen=True, slots=True)
+class Subquery:
+    """A SELECT inside an expression: ``(SELECT ..)`` (its one value), ``EXISTS (SELECT ..)``,
+    ``x [NOT] IN (SELECT ..)``. It reads none of the outer query's columns (not correlated):
+    it is run once, before the statement's rows (``sql.statements.subqueries``)."""
+
+    query: Select
+    kind: Lit["scalar", "exists", "in"] = "scalar"
+    #: ``x IN (SELECT ..)``: x, and whether it is ``NOT IN``.
+    expr: Expr | None = None
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Case:
     """``CASE [operand] WHEN w THEN r .. [ELSE d] END``: with an operand, the first ``w`` equal
     to it; without, the first ``w`` that is true."""
@@ -189,6 +202,7 @@ Expr = (
     | Between
     | Like
     | Case
+    | Subquery
     | ArrayLit
     | MapLit
     | TupleLit

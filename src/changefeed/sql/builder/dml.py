@@ -137,6 +137,18 @@ class DmlRules(Rules):
             out.append(Clause("joins", joins))
         return out
 
+    def scalar_subquery(self, c: list[Any]) -> ast.Expr:
+        return ast.Subquery(c[0])
+
+    def exists_subquery(self, c: list[Any]) -> ast.Expr:
+        return ast.Subquery(c[0], "exists")
+
+    def in_subquery(self, c: list[Any]) -> ast.Expr:
+        return ast.Subquery(c[1], "in", c[0])
+
+    def not_in_subquery(self, c: list[Any]) -> ast.Expr:
+        return ast.Subquery(c[1], "in", c[0], negated=True)
+
     def table_alias(self, c: list[Any]) -> Clause:
         return Clause("alias", first(c, ast.Ident))
 

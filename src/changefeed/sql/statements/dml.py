@@ -36,9 +36,10 @@ from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns, stored_as_given
 from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, RowMark, Session, StatementFamily
+from changefeed.sql.statements import subqueries
 from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values, log_base_table
-from changefeed.sql.statements.select import Relation, select_over
+from changefeed.sql.statements.select import Relation, run_in, select_over
 
 FAMILY = StatementFamily("dml")
 
@@ -224,6 +225,7 @@ _TAGS = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}
 
 @FAMILY.statement(ast.Insert, plan_many=insert_plan)
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
+    s = replace(s, rows=subqueries.fold(s.rows, run_in(session, txn, ev)))
     bulk = _insert_rows_in_bulk(session, txn, s, ev)
     if bulk is not None:
         return bulk
@@ -461,6 +463,8 @@ def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int |
 
 @FAMILY.statement(ast.Update)
 def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Result:
+    run = run_in(session, txn, ev)
+    s = replace(s, where=subqueries.fold(s.where, run), assignments=subqueries.fold(s.assignments, run))
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.UPDATE))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
@@ -549,6 +553,7 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
         return _cql_delete(session, txn, schema, s, evaluator)
     if s.columns:
         raise InvalidStatement("DELETE of individual columns is CQL; use UPDATE .. SET c = NULL")
+    s = replace(s, where=subqueries.fold(s.where, run_in(session, txn, ev)))
     olds = dict(_matching_rows(session, txn, schema, s.where, evaluator))
     txn.delete_rows(schema, list(olds), olds=olds)
     n = len(olds)

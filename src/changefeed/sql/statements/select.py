@@ -19,6 +19,7 @@ from changefeed.exceptions import (
     DatatypeMismatch,
     InvalidColumnReference,
     InvalidStatement,
+    UndefinedTable,
     UnsupportedFeature,
 )
 from changefeed.sql import ast
@@ -26,7 +27,7 @@ from changefeed.sql.evaluator import AMBIGUOUS, Evaluator, Params, RowMap, Scope
 from changefeed.sql.functions import AGGREGATES, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import joins
+from changefeed.sql.statements import joins, subqueries
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
 
@@ -292,6 +293,31 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
     return select_over(session, txn, s, ev, rel)
 
 
+def _check_qualifiers(session: Session, s: ast.Select) -> None:
+    """Every ``x.col`` names a table of the FROM, by its alias or name (PostgreSQL's 42P01
+    ``missing FROM-clause entry``): a subquery's ``outer.col`` must not read its own table's."""
+    assert s.table is not None
+    known = set()
+    for q, alias in [(s.table, s.alias), *((j.table, j.alias) for j in s.joins)]:
+        known.add(session.ident(alias if alias is not None else q.parts[-1]).lower())
+    exprs: list[Any] = [*(it.expr for it in s.items), s.where, s.having, *(o.expr for o in s.order_by)]
+    exprs += [j.on for j in s.joins]
+    stack = [e for e in exprs if e is not None]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.Column) and e.table is not None and session.ident(e.table).lower() not in known:
+            raise UndefinedTable(f'missing FROM-clause entry for table "{session.ident(e.table)}"')
+        if isinstance(e, tuple):
+            stack.extend(e)
+        elif hasattr(e, "__dataclass_fields__") and not isinstance(e, ast.Select | ast.Ident):
+            stack.extend(getattr(e, f) for f in e.__dataclass_fields__)
+
+
+def run_in(session: Session, txn: Transaction, ev: Params) -> subqueries.RunQuery:
+    """How a statement's subqueries run: as SELECTs in its transaction, with its parameters."""
+    return lambda query: select(session, txn, query, ev)
+
+
 def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Relation:
     """The rows of ``s``'s tables joined (``sql.statements.joins``)."""
     assert s.table is not None
@@ -306,7 +332,8 @@ def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Para
     joined = joins.start(name, rel.columns, rel.types, rows)
     for j in s.joins:
         name, rel, rows = read(j.table, j.alias)
-        joined = joins.join(joined, j.kind, name, rel.columns, rel.types, rows, j.on, evaluator)
+        on = subqueries.fold(j.on, run_in(session, txn, ev))
+        joined = joins.join(joined, j.kind, name, rel.columns, rel.types, rows, on, evaluator)
     rows_out = joined.rows
     return Relation(
         "", joined.columns, joined.types, lambda _: rows_out, names=joined.names, labels=joined.labels
@@ -315,6 +342,15 @@ def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Para
 
 def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, rel: Relation) -> Result:
     """Run ``s`` over the rows of ``rel``: WHERE, projection, aggregates, ORDER BY, LIMIT."""
+    s = replace(
+        s,
+        items=subqueries.fold(s.items, run_in(session, txn, ev)),
+        where=subqueries.fold(s.where, run_in(session, txn, ev)),
+        having=subqueries.fold(s.having, run_in(session, txn, ev)),
+        order_by=subqueries.fold(s.order_by, run_in(session, txn, ev)),
+    )
+    if session.dialect == "sql" and s.table is not None:
+        _check_qualifiers(session, s)
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
     index = {n: i for i, n in enumerate(rel.columns)}
