@@ -153,6 +153,13 @@ class NumericValueOutOfRange(TypeMismatch):
     code = "22003"
 
 
+class InvalidArgument(TypeMismatch):
+    """A function's argument outside what it takes (``sqrt(-1)``, ``split_part(s, ',', 0)``);
+    the instance carries PostgreSQL's code for the function (22011, 2201E, 2201F, 22023 ..)."""
+
+    code = "22023"
+
+
 class CharacterNotInRepertoire(ChangefeedError):
     """Bytes that are not UTF-8 where text is (``invalid byte sequence for encoding "UTF8"``)."""
 

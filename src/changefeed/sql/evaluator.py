@@ -108,6 +108,9 @@ class Params:
         return self.values[i]
 
 
+#: SQL's functions called without parentheses (when no column has the name).
+_NILADIC = frozenset({"current_date", "current_timestamp"})
+
 #: The position of a column name that more than one joined table has (``sql.statements.joins``).
 AMBIGUOUS = -1
 
@@ -178,6 +181,8 @@ class Evaluator:
                     return v
             if e.name.quoted and self.session.dialect == "sql":
                 return e.name.name  # YQL: "text" is a string literal
+            if not e.name.quoted and e.table is None and name.lower() in _NILADIC:
+                return call(name, [], self.ctx)  # CURRENT_DATE, CURRENT_TIMESTAMP: no parentheses
             raise UndefinedColumn(f'column "{name}" does not exist')
         if isinstance(e, ast.Param):
             return self.params.get(e.index)

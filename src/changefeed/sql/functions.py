@@ -23,6 +23,7 @@ from changefeed.engine.clock import CommitTs
 from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import UTC, resolve_type
 from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedFunction
+from changefeed.sql.builtins import BUILTINS
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
 
 #: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
@@ -125,6 +126,9 @@ _PURE["tounixtimestamp"] = lambda x: int(
 
 # Apache Phoenix (issue 11): TO_DATE, TO_TIMESTAMP.
 _PURE.update(PHOENIX_FUNCTIONS)
+# PostgreSQL's and CockroachDB's string, number and date functions (those above keep theirs).
+for _name, _fn in BUILTINS.items():
+    _PURE.setdefault(_name, _fn)
 
 
 def _uuid_time(u: Any) -> dt.datetime:

@@ -266,6 +266,14 @@ class ExpressionRules(Rules):
         assert m is not None
         return ast.Literal(int(m.group(1)), suffix=m.group(2).lower())
 
+    def extract_call(self, c: list[Any]) -> ast.Expr:
+        """``EXTRACT(year FROM t)``: ``date_part('year', t)``."""
+        return ast.FuncCall("extract", (ast.Literal(c[0].name.lower()), c[1]))
+
+    def position_call(self, c: list[ast.Expr]) -> ast.Expr:
+        """``POSITION(a IN b)``: ``strpos(b, a)``."""
+        return ast.FuncCall("strpos", (c[1], c[0]))
+
     def case_when(self, c: list[ast.Expr]) -> tuple[ast.Expr, ast.Expr]:
         return (c[0], c[1])
 

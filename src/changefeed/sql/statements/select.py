@@ -581,11 +581,14 @@ _LITERAL_TYPE = {
 }
 _PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR"})
 _CLOCKS = frozenset({"now", "current_timestamp", "transaction_timestamp", "statement_timestamp"})
-_LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "bit_length"})
+_LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "strpos", "ascii"})
 _TEXTS = frozenset(
-    {"lower", "upper", "btrim", "ltrim", "rtrim", "concat", "substr", "substring", "replace", "lpad", "rpad",
-     "reverse", "repeat", "initcap", "left", "right", "split_part", "md5", "to_hex"}
+    {"lower", "upper", "trim", "btrim", "ltrim", "rtrim", "concat", "concat_ws", "substr", "substring",
+     "replace", "lpad", "rpad", "reverse", "repeat", "initcap", "left", "right", "split_part", "md5",
+     "sha256", "to_hex", "chr"}
 )  # fmt: skip
+#: Functions whose result has their (first) argument's number type.
+_SAME_NUMBER = frozenset({"abs", "ceil", "ceiling", "floor", "sign"})
 
 
 def _sql_expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[str, int]) -> SqlType | None:
@@ -636,6 +639,15 @@ def _sql_expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[
             return _SQL_TYPE["STRING"]
         if name in _CLOCKS and not e.args:
             return _SQL_TYPE["TIMESTAMPTZ"]
+        if name in _SAME_NUMBER and len(e.args) == 1:
+            arg = _expr_type(session, e.args[0], rel, index)
+            return _arithmetic(arg, arg)
+        if name in ("mod", "div") and len(e.args) == 2:
+            return _arithmetic(
+                _expr_type(session, e.args[0], rel, index), _expr_type(session, e.args[1], rel, index)
+            )
+        if name in ("starts_with",):
+            return _SQL_TYPE["BOOL"]
     return None
 
 

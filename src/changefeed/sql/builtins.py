@@ -1,0 +1,399 @@
+"""Scalar functions of PostgreSQL and CockroachDB that clients and reports call: strings, numbers,
+dates. Each takes evaluated arguments; a NULL argument gives NULL unless the function says
+otherwise (``concat_ws``, ``greatest``, ``least``, ``nullif``); a wrong number or kind of
+argument is CockroachDB's ``unknown signature: f(..)`` (``42883``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import hashlib
+import math
+import random
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from changefeed.engine.type_errors import value_type
+from changefeed.exceptions import InvalidArgument, InvalidStatement, UndefinedFunction
+
+__all__ = ["BUILTINS", "DATE_FIELDS"]
+
+Number = int | float | Decimal
+
+
+def _invalid(message: str, code: str) -> InvalidArgument:
+    exc = InvalidArgument(message)
+    exc.code = code  # PostgreSQL's own for the function (22011 substring, 2201E logarithm ..)
+    return exc
+
+
+def _signature(name: str, args: tuple[Any, ...]) -> UndefinedFunction:
+    return UndefinedFunction(f"unknown signature: {name}({', '.join(value_type(a) for a in args)})")
+
+
+def _strict(name: str, *kinds: Any, optional: int = 0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Check arity and argument kinds (``kinds[i]``: a type or tuple of types), NULL in gives
+    NULL out; the last ``optional`` arguments may be left out."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def checked(*args: Any) -> Any:
+            if not len(kinds) - optional <= len(args) <= len(kinds):
+                raise _signature(name, args)
+            if any(a is None for a in args):
+                return None
+            for a, k in zip(args, kinds, strict=False):
+                if not isinstance(a, k) or (isinstance(a, bool) and k is not bool and bool not in _tuple(k)):
+                    raise _signature(name, args)
+            return fn(*args)
+
+        return checked
+
+    return wrap
+
+
+def _tuple(k: Any) -> tuple[Any, ...]:
+    return k if isinstance(k, tuple) else (k,)
+
+
+_NUM = (int, float, Decimal)
+_INT = int
+_STR = str
+
+# ------------------------------------------------------------------------------------- strings
+
+
+def _substr(s: str, start: int, length: int | None = None) -> str:
+    """PostgreSQL's: 1-based; a start before 1 still counts the characters before it."""
+    if length is not None and length < 0:
+        raise _invalid("negative substring length not allowed", "22011")
+    begin = start - 1
+    end = None if length is None else begin + length
+    begin = max(begin, 0)
+    if end is not None and end <= begin:
+        return ""
+    return s[begin:end]
+
+
+def _trim(left: bool, right: bool) -> Callable[..., str]:
+    def trim(s: str, what: str | None = None) -> str:
+        cut = " " if what is None else what
+        if left and right:
+            return s.strip(cut)
+        return s.lstrip(cut) if left else s.rstrip(cut)
+
+    return trim
+
+
+def _split_part(s: str, delim: str, n: int) -> str:
+    if n == 0:
+        raise _invalid("field position must not be zero", "22023")
+    parts = s.split(delim) if delim else [s]
+    if n < 0:
+        n = len(parts) + n + 1
+        if n <= 0:
+            return ""
+    return parts[n - 1] if n <= len(parts) else ""
+
+
+def _left(s: str, n: int) -> str:
+    return s[:n] if n >= 0 else s[: max(len(s) + n, 0)]
+
+
+def _right(s: str, n: int) -> str:
+    return (s[-n:] if n else "") if n >= 0 else s[min(-n, len(s)) :]
+
+
+def _pad(left: bool) -> Callable[..., str]:
+    def pad(s: str, n: int, fill: str = " ") -> str:
+        if n <= len(s) or not fill:
+            return s[: max(n, 0)]
+        room = n - len(s)
+        filler = (fill * (room // len(fill) + 1))[:room]
+        return filler + s if left else s + filler
+
+    return pad
+
+
+def _initcap(s: str) -> str:
+    out, start = [], True
+    for ch in s:
+        out.append(ch.upper() if start else ch.lower())
+        start = not ch.isalnum()
+    return "".join(out)
+
+
+def _concat_ws(sep: Any, *xs: Any) -> str | None:
+    if sep is None:
+        return None
+    return str(sep).join(str(x) for x in xs if x is not None)
+
+
+# ------------------------------------------------------------------------------------- numbers
+
+
+def _round(x: Number, places: int | None = None) -> Number:
+    """Half away from zero for exact numbers (PostgreSQL's numeric), to even for floats."""
+    if isinstance(x, float):
+        return float(round(x, places or 0))
+    q = Decimal(1).scaleb(-(places or 0))
+    out = Decimal(x).quantize(q, rounding=decimal.ROUND_HALF_UP)
+    return out if isinstance(x, Decimal) else int(out) if not places or places <= 0 else out
+
+
+def _trunc(x: Number, places: int | None = None) -> Number:
+    if isinstance(x, float):
+        f = 10.0 ** (places or 0)
+        return math.trunc(x * f) / f
+    out = Decimal(x).quantize(Decimal(1).scaleb(-(places or 0)), rounding=decimal.ROUND_DOWN)
+    return out if isinstance(x, Decimal) else int(out)
+
+
+def _ceil(x: Number) -> Number:
+    if isinstance(x, float):
+        return float(math.ceil(x))
+    return Decimal(math.ceil(x)) if isinstance(x, Decimal) else x
+
+
+def _floor(x: Number) -> Number:
+    if isinstance(x, float):
+        return float(math.floor(x))
+    return Decimal(math.floor(x)) if isinstance(x, Decimal) else x
+
+
+def _int_quotient(a: int, b: int) -> int:
+    """``a / b`` rounded toward zero, exactly."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _mod(a: Number, b: Number) -> Number:
+    """The remainder with the sign of ``a``, as PostgreSQL's ``mod`` and ``%``."""
+    if b == 0:
+        raise _invalid("division by zero", "22012")
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b * _int_quotient(a, b)
+    if isinstance(a, float) or isinstance(b, float):
+        return math.fmod(float(a), float(b))
+    return Decimal(a) % Decimal(b)  # Decimal's % keeps the dividend's sign
+
+
+def _div(a: Number, b: Number) -> Number:
+    if b == 0:
+        raise _invalid("division by zero", "22012")
+    if isinstance(a, int) and isinstance(b, int):
+        return _int_quotient(a, b)
+    if isinstance(a, float) or isinstance(b, float):
+        return float(math.trunc(float(a) / float(b)))
+    return Decimal(math.trunc(Decimal(a) / Decimal(b)))
+
+
+def _sqrt(x: Number) -> Number:
+    if x < 0:
+        raise _invalid("cannot take square root of a negative number", "2201F")
+    return Decimal(x).sqrt() if isinstance(x, Decimal) else math.sqrt(x)
+
+
+def _log_domain(x: Number) -> None:
+    if x <= 0:
+        word = "zero" if x == 0 else "a negative number"
+        raise _invalid(f"cannot take logarithm of {word}", "2201E")
+
+
+def _ln(x: Number) -> Number:
+    _log_domain(x)
+    return Decimal(x).ln() if isinstance(x, Decimal) else math.log(x)
+
+
+def _log10(x: Number) -> Number:
+    _log_domain(x)
+    return Decimal(x).log10() if isinstance(x, Decimal) else math.log10(x)
+
+
+def _power(a: Number, b: Number) -> Number:
+    if isinstance(a, int) and isinstance(b, int) and b >= 0:
+        return int(a**b)
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        return Decimal(a) ** Decimal(b)
+    return float(float(a) ** float(b))
+
+
+def _sign(x: Number) -> Number:
+    s = (x > 0) - (x < 0)
+    return float(s) if isinstance(x, float) else Decimal(s) if isinstance(x, Decimal) else s
+
+
+def _extreme(name: str, pick: Callable[..., Any]) -> Callable[..., Any]:
+    """``greatest``/``least``: of the arguments that are not NULL."""
+
+    def fn(*xs: Any) -> Any:
+        vals = [x for x in xs if x is not None]
+        try:
+            return pick(vals) if vals else None
+        except TypeError:
+            raise _signature(name, xs) from None
+
+    return fn
+
+
+def _chr(n: int) -> str:
+    if not 0 < n <= 0x10FFFF:
+        raise _invalid(f"requested character too large for encoding: {n}", "54000")
+    return chr(n)
+
+
+def _nullif(a: Any, b: Any) -> Any:
+    return None if a is not None and b is not None and a == b else a
+
+
+# ---------------------------------------------------------------------------------------- dates
+
+#: ``extract``/``date_part`` fields and what each reads of a date or timestamp.
+DATE_FIELDS: dict[str, Callable[[Any], Number]] = {
+    "year": lambda t: t.year,
+    "quarter": lambda t: (t.month - 1) // 3 + 1,
+    "month": lambda t: t.month,
+    "week": lambda t: t.isocalendar()[1],
+    "day": lambda t: t.day,
+    "dow": lambda t: t.isoweekday() % 7,
+    "isodow": lambda t: t.isoweekday(),
+    "doy": lambda t: t.timetuple().tm_yday,
+    "hour": lambda t: getattr(t, "hour", 0),
+    "minute": lambda t: getattr(t, "minute", 0),
+    "second": lambda t: Decimal(getattr(t, "second", 0)) + Decimal(getattr(t, "microsecond", 0)) / 1_000_000,
+    "millisecond": lambda t: (
+        Decimal(getattr(t, "second", 0) * 1000) + Decimal(getattr(t, "microsecond", 0)) / 1000
+    ),
+    "microsecond": lambda t: getattr(t, "second", 0) * 1_000_000 + getattr(t, "microsecond", 0),
+    "epoch": lambda t: Decimal(str(_as_datetime(t).timestamp())),
+}
+
+
+def _as_datetime(t: Any) -> dt.datetime:
+    if isinstance(t, dt.datetime):
+        return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
+    return dt.datetime(t.year, t.month, t.day, tzinfo=dt.UTC)
+
+
+def _extract(field: str, t: Any) -> Number:
+    fn = DATE_FIELDS.get(field.lower())
+    if fn is None:
+        raise InvalidStatement(f'unsupported timestamp unit "{field}"')
+    if isinstance(t, dt.timedelta) and field.lower() == "epoch":
+        return Decimal(str(t.total_seconds()))
+    if not isinstance(t, dt.date | dt.datetime):
+        raise _signature("extract", (field, t))
+    return fn(t)
+
+
+_TRUNC_UNITS = (
+    "microsecond",
+    "millisecond",
+    "second",
+    "minute",
+    "hour",
+    "day",
+    "week",
+    "month",
+    "quarter",
+    "year",
+)
+
+
+def _date_trunc(unit: str, t: Any) -> Any:
+    u = unit.lower()
+    if u not in _TRUNC_UNITS:
+        raise InvalidStatement(f'unsupported timestamp unit "{unit}"')
+    if isinstance(t, dt.datetime):
+        ts = t
+    elif isinstance(t, dt.date):
+        ts = dt.datetime(t.year, t.month, t.day, tzinfo=dt.UTC)  # a date truncates as a timestamptz
+    else:
+        raise _signature("date_trunc", (unit, t))
+    if u == "microsecond":
+        return ts
+    if u == "millisecond":
+        return ts.replace(microsecond=ts.microsecond // 1000 * 1000)
+    ts = ts.replace(microsecond=0)
+    if u == "second":
+        return ts
+    if u == "minute":
+        return ts.replace(second=0)
+    if u == "hour":
+        return ts.replace(minute=0, second=0)
+    ts = ts.replace(hour=0, minute=0, second=0)
+    if u == "day":
+        return ts
+    if u == "week":
+        return ts - dt.timedelta(days=ts.weekday())
+    if u == "month":
+        return ts.replace(day=1)
+    if u == "quarter":
+        return ts.replace(month=(ts.month - 1) // 3 * 3 + 1, day=1)
+    return ts.replace(month=1, day=1)
+
+
+def _array_length(arr: Any, dim: int) -> int | None:
+    if not isinstance(arr, list | tuple):
+        raise _signature("array_length", (arr, dim))
+    return len(arr) if dim == 1 and arr else None
+
+
+#: The functions by lower-case name.
+BUILTINS: dict[str, Callable[..., Any]] = {
+    "substr": _strict("substr", _STR, _INT, _INT, optional=1)(_substr),
+    "substring": _strict("substring", _STR, _INT, _INT, optional=1)(_substr),
+    "strpos": _strict("strpos", _STR, _STR)(lambda s, sub: s.find(sub) + 1),
+    "btrim": _strict("btrim", _STR, _STR, optional=1)(_trim(True, True)),
+    "trim": _strict("trim", _STR, _STR, optional=1)(_trim(True, True)),
+    "ltrim": _strict("ltrim", _STR, _STR, optional=1)(_trim(True, False)),
+    "rtrim": _strict("rtrim", _STR, _STR, optional=1)(_trim(False, True)),
+    "split_part": _strict("split_part", _STR, _STR, _INT)(_split_part),
+    "concat_ws": _concat_ws,
+    "replace": _strict("replace", _STR, _STR, _STR)(lambda s, a, b: s.replace(a, b) if a else s),
+    "left": _strict("left", _STR, _INT)(_left),
+    "right": _strict("right", _STR, _INT)(_right),
+    "lpad": _strict("lpad", _STR, _INT, _STR, optional=1)(_pad(True)),
+    "rpad": _strict("rpad", _STR, _INT, _STR, optional=1)(_pad(False)),
+    "repeat": _strict("repeat", _STR, _INT)(lambda s, n: s * max(n, 0)),
+    "reverse": _strict("reverse", _STR)(lambda s: s[::-1]),
+    "initcap": _strict("initcap", _STR)(_initcap),
+    "starts_with": _strict("starts_with", _STR, _STR)(lambda s, p: s.startswith(p)),
+    "char_length": _strict("char_length", _STR)(len),
+    "character_length": _strict("character_length", _STR)(len),
+    "octet_length": _strict("octet_length", (str, bytes))(
+        lambda s: len(s.encode() if isinstance(s, str) else s)
+    ),
+    "md5": _strict("md5", (str, bytes))(
+        lambda s: hashlib.md5(s.encode() if isinstance(s, str) else s).hexdigest()
+    ),
+    "sha256": _strict("sha256", (str, bytes))(
+        lambda s: hashlib.sha256(s.encode() if isinstance(s, str) else s).hexdigest()
+    ),
+    "to_hex": _strict("to_hex", _INT)(lambda n: format(n & 0xFFFFFFFFFFFFFFFF if n < 0 else n, "x")),
+    "ascii": _strict("ascii", _STR)(lambda s: ord(s[0]) if s else 0),
+    "chr": _strict("chr", _INT)(_chr),
+    "round": _strict("round", _NUM, _INT, optional=1)(_round),
+    "trunc": _strict("trunc", _NUM, _INT, optional=1)(_trunc),
+    "ceil": _strict("ceil", _NUM)(_ceil),
+    "ceiling": _strict("ceiling", _NUM)(_ceil),
+    "floor": _strict("floor", _NUM)(_floor),
+    "mod": _strict("mod", _NUM, _NUM)(_mod),
+    "div": _strict("div", _NUM, _NUM)(_div),
+    "sqrt": _strict("sqrt", _NUM)(_sqrt),
+    "ln": _strict("ln", _NUM)(_ln),
+    "log": _strict("log", _NUM)(_log10),
+    "exp": _strict("exp", _NUM)(lambda x: Decimal(x).exp() if isinstance(x, Decimal) else math.exp(x)),
+    "power": _strict("power", _NUM, _NUM)(_power),
+    "pow": _strict("pow", _NUM, _NUM)(_power),
+    "sign": _strict("sign", _NUM)(_sign),
+    "pi": _strict("pi")(lambda: math.pi),
+    "random": _strict("random")(random.random),
+    "greatest": _extreme("greatest", max),
+    "least": _extreme("least", min),
+    "nullif": _nullif,
+    "extract": _strict("extract", _STR, (dt.date, dt.timedelta))(_extract),
+    "date_part": _strict("date_part", _STR, (dt.date, dt.timedelta))(_extract),
+    "date_trunc": _strict("date_trunc", _STR, dt.date)(_date_trunc),
+    "array_length": _strict("array_length", (list, tuple), _INT)(_array_length),
+}
