@@ -83,8 +83,8 @@ def _subexpressions(e: Any) -> Iterator[Any]:
             v = getattr(e, f.name)
             if isinstance(v, tuple):
                 yield from _subexpressions(v)
-            elif dataclasses.is_dataclass(v) and not isinstance(v, ast.Ident | ast.TypeName):
-                yield v
+            elif dataclasses.is_dataclass(v) and not isinstance(v, ast.Ident | ast.TypeName | ast.Select):
+                yield v  # not into a subquery's SELECT: its aggregates are its own
 
 
 def sort_key(v: Any) -> tuple[int, Any]:

@@ -225,7 +225,8 @@ _TAGS = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}
 
 @FAMILY.statement(ast.Insert, plan_many=insert_plan)
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
-    s = replace(s, rows=subqueries.fold(s.rows, run_in(session, txn, ev)))
+    if subqueries.has_subquery(s.rows):
+        s = replace(s, rows=subqueries.fold(s.rows, run_in(session, txn, ev)))
     bulk = _insert_rows_in_bulk(session, txn, s, ev)
     if bulk is not None:
         return bulk
@@ -463,8 +464,9 @@ def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int |
 
 @FAMILY.statement(ast.Update)
 def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Result:
-    run = run_in(session, txn, ev)
-    s = replace(s, where=subqueries.fold(s.where, run), assignments=subqueries.fold(s.assignments, run))
+    if subqueries.has_subquery((s.where, s.assignments)):
+        run = run_in(session, txn, ev)
+        s = replace(s, where=subqueries.fold(s.where, run), assignments=subqueries.fold(s.assignments, run))
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.UPDATE))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
@@ -553,7 +555,8 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
         return _cql_delete(session, txn, schema, s, evaluator)
     if s.columns:
         raise InvalidStatement("DELETE of individual columns is CQL; use UPDATE .. SET c = NULL")
-    s = replace(s, where=subqueries.fold(s.where, run_in(session, txn, ev)))
+    if subqueries.has_subquery(s.where):
+        s = replace(s, where=subqueries.fold(s.where, run_in(session, txn, ev)))
     olds = dict(_matching_rows(session, txn, schema, s.where, evaluator))
     txn.delete_rows(schema, list(olds), olds=olds)
     n = len(olds)

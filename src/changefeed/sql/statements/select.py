@@ -342,13 +342,15 @@ def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Para
 
 def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, rel: Relation) -> Result:
     """Run ``s`` over the rows of ``rel``: WHERE, projection, aggregates, ORDER BY, LIMIT."""
-    s = replace(
-        s,
-        items=subqueries.fold(s.items, run_in(session, txn, ev)),
-        where=subqueries.fold(s.where, run_in(session, txn, ev)),
-        having=subqueries.fold(s.having, run_in(session, txn, ev)),
-        order_by=subqueries.fold(s.order_by, run_in(session, txn, ev)),
-    )
+    if subqueries.has_subquery((s.items, s.where, s.having, s.order_by)):
+        run = run_in(session, txn, ev)
+        s = replace(
+            s,
+            items=subqueries.fold(s.items, run),
+            where=subqueries.fold(s.where, run),
+            having=subqueries.fold(s.having, run),
+            order_by=subqueries.fold(s.order_by, run),
+        )
     if session.dialect == "sql" and s.table is not None:
         _check_qualifiers(session, s)
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)

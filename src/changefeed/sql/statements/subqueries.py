@@ -20,12 +20,17 @@ __all__ = ["fold", "has_subquery"]
 
 E = TypeVar("E")
 
+#: Nodes that hold no expression (the common case, checked first: every statement asks).
+_LEAVES = (ast.Literal, ast.Param, ast.Column, ast.Star)
+
 #: Runs a subquery's SELECT in the statement's transaction, with its parameters.
 RunQuery = Callable[[ast.Select], Result]
 
 
 def has_subquery(e: Any) -> bool:
     """Whether an expression (or a tuple of them) holds a subquery anywhere."""
+    if isinstance(e, _LEAVES) or e is None:
+        return False
     if isinstance(e, ast.Subquery):
         return True
     if isinstance(e, tuple):
