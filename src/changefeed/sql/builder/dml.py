@@ -149,6 +149,15 @@ class DmlRules(Rules):
     def not_in_subquery(self, c: list[Any]) -> ast.Expr:
         return ast.Subquery(c[1], "in", c[0], negated=True)
 
+    @v_args(meta=True)
+    def from_index_view(self, meta: Any, c: list[Any]) -> Clause:
+        """YQL's ``FROM t VIEW index``: there are no secondary indexes to read through."""
+        raise StatementSyntaxError(
+            "unexpected 'VIEW': secondary index views (YQL's FROM t VIEW index) are not supported",
+            line=position(meta).line,
+            column=position(meta).column,
+        )
+
     def table_alias(self, c: list[Any]) -> Clause:
         return Clause("alias", first(c, ast.Ident))
 
