@@ -388,8 +388,9 @@ def _sql_insert(
     ev: Params,
     ctx: EvalContext,
 ) -> dict[int, Any] | None:
-    """Write one row of an INSERT/UPSERT/REPLACE; the row as written, None if nothing was (``ON
-    CONFLICT DO NOTHING`` on a key that is there)."""
+    """Write one row of an INSERT/UPSERT/REPLACE; the row as written (with ``RETURNING``; its
+    written cells otherwise), None if nothing was (``ON CONFLICT DO NOTHING`` on a key that is
+    there)."""
     st = txn.store(schema)
     # Key columns not given take their DEFAULT (e.g. unique_rowid()).
     for c in schema.key:
@@ -419,6 +420,8 @@ def _sql_insert(
     cells = _with_computed(session, schema, key, cells, old, ev, ctx)
     _check_not_null(session, schema, {**(old or {}), **cells} if s.mode == "upsert" else cells)
     txn.write_row(schema, key, cells, marker=True, op=OP_INSERT, old=old)
+    if not s.returning:
+        return cells  # written; the whole row is wanted only by RETURNING
     kept = old if (old is not None and s.mode == "upsert") else {}
     return {**kept, **dict(zip((c.id for c in schema.key), key, strict=True)), **cells}
 
