@@ -128,6 +128,18 @@ def test_joins(shop: Connection) -> None:
     assert rows(shop, "SELECT a.name, b.amt FROM a INNER JOIN b ON a.id = b.aid AND b.amt > 5") == [
         ("ada", 7)
     ]
+    assert rows(shop, "SELECT a.name, b.id FROM a RIGHT JOIN b ON a.id = b.aid ORDER BY b.id") == [
+        ("ada", 10),
+        ("ada", 11),
+        ("bob", 12),
+        (None, 13),
+    ]
+    # FOR UPDATE: a write transaction holds the write lock from its first statement anyway
+    shop.execute("BEGIN")
+    assert rows(shop, "SELECT name FROM a WHERE id = 1 FOR UPDATE") == [("ada",)]
+    locked = "SELECT a.name FROM a JOIN b ON a.id = b.aid WHERE b.id = 12 FOR NO KEY UPDATE OF a NOWAIT"
+    assert rows(shop, locked) == [("bob",)]
+    shop.execute("COMMIT")
 
 
 def test_join_errors(shop: Connection) -> None:
@@ -170,6 +182,8 @@ def test_joins_match_sqlite(tmp_path: Path, seed: int) -> None:
             "SELECT count(*) FROM p, q WHERE p.v = q.w",
             "SELECT p.id FROM p LEFT JOIN q ON p.id = q.pid WHERE q.id IS NULL",
             "SELECT p.id, q.id FROM p CROSS JOIN q WHERE p.g = 1",
+            "SELECT p.id, q.id FROM p RIGHT JOIN q ON p.g = q.pid",
+            "SELECT p.id, q.id, q.w FROM p RIGHT JOIN q ON p.v < q.w",
         ]
         for sql in queries:
             mine = sorted(conn.execute(sql).rows, key=repr)

@@ -447,7 +447,7 @@ class OrderItem:
 class Join:
     """``[INNER] JOIN t [AS a] ON ..``, ``LEFT [OUTER] JOIN``, ``CROSS JOIN t`` or ``, t``."""
 
-    kind: Lit["inner", "left", "cross"]
+    kind: Lit["inner", "left", "right", "cross"]
     table: QName
     alias: Ident | None = None
     on: Expr | None = None

@@ -172,8 +172,14 @@ class DmlRules(Rules):
     def left_join(self, c: list[Any]) -> Clause:
         return self._join("left", c)
 
+    def right_join(self, c: list[Any]) -> Clause:
+        return self._join("right", c)
+
     def cross_join(self, c: list[Any]) -> Clause:
         return self._join("cross", c)
+
+    def locking(self, c: list[Any]) -> None:
+        return None
 
     def from_statement(self, c: list[Any]) -> Clause:
         """CockroachDB's ``FROM [<statement>]``: the statement's rows are the relation."""

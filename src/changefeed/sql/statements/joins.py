@@ -10,7 +10,7 @@ PostgreSQL and CockroachDB. ``SELECT *`` shows every table's columns under their
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +54,7 @@ def join(
     on: ast.Expr | None,
     evaluator: Evaluator,
 ) -> Joined:
-    """``left`` joined to the table ``alias`` (``kind``: inner, left or cross)."""
+    """``left`` joined to the table ``alias`` (``kind``: inner, left, right or cross)."""
     qualified = [f"{alias}.{c}" for c in columns]
     if any(q in left.names for q in qualified):
         raise DuplicateAlias(f'table name "{alias}" specified more than once')
@@ -66,23 +66,35 @@ def join(
 
     width = len(left.columns)
     pairs = _hash_key(on, shape.names, width) if on is not None else None
-    out: list[tuple[Any, ...]] = []
+    candidates: Callable[[tuple[Any, ...]], list[int]]
     if pairs is not None:
         lpos, rpos = pairs
-        by_key: dict[Any, list[tuple[Any, ...]]] = {}
-        for r in right:  # equal numbers hash alike in Python (2, 2.0, Decimal(2)), as SQL compares them
+        by_key: dict[Any, list[int]] = {}
+        for at, r in enumerate(right):  # equal numbers hash alike in Python (2, 2.0, Decimal(2))
             k = r[rpos - width]
             if k is not None:
-                by_key.setdefault(k, []).append(r)
-        for lrow in left.rows:
+                by_key.setdefault(k, []).append(at)
+
+        def candidates(lrow: tuple[Any, ...]) -> list[int]:
             k = lrow[lpos]
-            candidates = by_key.get(k, []) if k is not None else []
-            hit = [lrow + r for r in candidates if matches(lrow + r)]
-            out.extend(hit if hit or kind != "left" else [lrow + (None,) * len(columns)])
+            return by_key.get(k, []) if k is not None else []
     else:
-        for lrow in left.rows:
-            hit = [lrow + r for r in right if matches(lrow + r)]
-            out.extend(hit if hit or kind != "left" else [lrow + (None,) * len(columns)])
+        every = list(range(len(right)))
+
+        def candidates(lrow: tuple[Any, ...]) -> list[int]:
+            return every
+
+    out: list[tuple[Any, ...]] = []
+    matched: set[int] = set()
+    for lrow in left.rows:
+        hit = [at for at in candidates(lrow) if matches(lrow + right[at])]
+        out.extend(lrow + right[at] for at in hit)
+        if kind == "left" and not hit:
+            out.append(lrow + (None,) * len(columns))
+        matched.update(hit)
+    if kind == "right":  # the right rows no left row matched, with NULLs for the left's columns
+        nulls = (None,) * width
+        out.extend(nulls + r for at, r in enumerate(right) if at not in matched)
     return Joined(shape.columns, shape.labels, shape.types, out, shape.names)
 
 
