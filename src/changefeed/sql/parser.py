@@ -20,7 +20,7 @@ from typing import Any
 from lark import Token, Tree
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
-from changefeed.exceptions import StatementSyntaxError, StatementTooComplex
+from changefeed.exceptions import ChangefeedError, StatementSyntaxError, StatementTooComplex
 from changefeed.sql import ast
 from changefeed.sql.builder import TreeBuilder
 from changefeed.sql.grammar import DIALECTS, DOLLAR_OPEN, Dialect, load_grammar, parse_tree
@@ -154,7 +154,7 @@ def _parse_uncached(text: str, dialect: str) -> tuple[ast.Statement, ...]:
     except UnexpectedInput as e:
         raise _convert_error(e, text, dialect, grammar.display) from None
     except VisitError as e:
-        if isinstance(e.orig_exc, StatementSyntaxError):
+        if isinstance(e.orig_exc, ChangefeedError):  # a syntax error, or a statement refused by name
             raise e.orig_exc from None
         if isinstance(e.orig_exc, ValueError):
             raise StatementSyntaxError(str(e.orig_exc)) from None

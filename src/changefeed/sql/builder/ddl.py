@@ -7,7 +7,7 @@ from typing import Any
 
 from lark import Token, v_args
 
-from changefeed.exceptions import StatementSyntaxError
+from changefeed.exceptions import StatementSyntaxError, UnsupportedFeature
 from changefeed.sql import ast
 from changefeed.sql.builder.common import Clause, Rules, clauses, first, position, unquote_single
 
@@ -49,6 +49,23 @@ class DdlRules(Rules):
 
     def computed_kind(self, c: list[Token]) -> str:
         return str(c[0]).upper()
+
+    def unique_def(self, c: list[Any]) -> Any:
+        raise UnsupportedFeature(
+            "UNIQUE constraints are not supported: a table's only unique key is its primary key"
+        )
+
+    def foreign_key_def(self, c: list[Any]) -> Any:
+        raise UnsupportedFeature("foreign keys are not supported")
+
+    def check_def(self, c: list[Any]) -> Any:
+        raise UnsupportedFeature("CHECK constraints are not supported")
+
+    def create_index(self, c: list[Any]) -> Any:
+        raise UnsupportedFeature(
+            "secondary indexes are not supported (CREATE INDEX): a read by anything but the"
+            " primary key scans the table"
+        )
 
     def cq_family(self, c: list[ast.Ident]) -> Clause:
         return Clause("family", c[0])
