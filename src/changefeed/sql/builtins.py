@@ -43,17 +43,13 @@ def _strict(name: str, *kinds: Any, optional: int = 0) -> Callable[[Callable[...
             if any(a is None for a in args):
                 return None
             for a, k in zip(args, kinds, strict=False):
-                if not isinstance(a, k) or (isinstance(a, bool) and k is not bool and bool not in _tuple(k)):
+                if not isinstance(a, k) or isinstance(a, bool):  # no kind here is bool
                     raise _signature(name, args)
             return fn(*args)
 
         return checked
 
     return wrap
-
-
-def _tuple(k: Any) -> tuple[Any, ...]:
-    return k if isinstance(k, tuple) else (k,)
 
 
 _NUM = (int, float, Decimal)

@@ -69,20 +69,22 @@ def has_aggregate(e: Any) -> bool:
     """Whether an expression calls an aggregate anywhere in it."""
     if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
         return True
-    return any(has_aggregate(x) for x in _subexpressions(e))
+    return any(has_aggregate(x) for x in subexpressions(e))
 
 
-def _subexpressions(e: Any) -> Iterator[Any]:
-    """The expressions directly inside ``e`` (in tuples too: a CASE's WHEN pairs)."""
+def subexpressions(e: Any) -> Iterator[Any]:
+    """The expressions directly inside ``e`` (in tuples too: a CASE's WHEN pairs), never a
+    subquery's SELECT: the one walk of an expression tree that the analyses here, the subquery
+    fold and the FROM check share."""
     if isinstance(e, tuple):
         for x in e:
-            yield from _subexpressions(x) if isinstance(x, tuple) else (x,)
+            yield from subexpressions(x) if isinstance(x, tuple) else (x,)
         return
     if dataclasses.is_dataclass(e) and not isinstance(e, type):
         for f in dataclasses.fields(e):
             v = getattr(e, f.name)
             if isinstance(v, tuple):
-                yield from _subexpressions(v)
+                yield from subexpressions(v)
             elif dataclasses.is_dataclass(v) and not isinstance(v, ast.Ident | ast.TypeName | ast.Select):
                 yield v  # not into a subquery's SELECT: its aggregates are its own
 

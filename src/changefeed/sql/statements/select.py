@@ -23,7 +23,16 @@ from changefeed.exceptions import (
     UnsupportedFeature,
 )
 from changefeed.sql import ast
-from changefeed.sql.evaluator import AMBIGUOUS, Evaluator, Params, RowMap, Scope, has_aggregate, sort_key
+from changefeed.sql.evaluator import (
+    AMBIGUOUS,
+    Evaluator,
+    Params,
+    RowMap,
+    Scope,
+    has_aggregate,
+    sort_key,
+    subexpressions,
+)
 from changefeed.sql.functions import AGGREGATES, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
@@ -307,10 +316,7 @@ def _check_qualifiers(session: Session, s: ast.Select) -> None:
         e = stack.pop()
         if isinstance(e, ast.Column) and e.table is not None and session.ident(e.table).lower() not in known:
             raise UndefinedTable(f'missing FROM-clause entry for table "{session.ident(e.table)}"')
-        if isinstance(e, tuple):
-            stack.extend(e)
-        elif hasattr(e, "__dataclass_fields__") and not isinstance(e, ast.Select | ast.Ident):
-            stack.extend(getattr(e, f) for f in e.__dataclass_fields__)
+        stack.extend(subexpressions(e))
 
 
 def run_in(session: Session, txn: Transaction, ev: Params) -> subqueries.RunQuery:

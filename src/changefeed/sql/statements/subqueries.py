@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from changefeed.exceptions import CardinalityViolation, InvalidStatement, UndefinedColumn, UndefinedTable
 from changefeed.sql import ast
+from changefeed.sql.evaluator import subexpressions
 from changefeed.sql.result import Result
 
 __all__ = ["fold", "has_subquery"]
@@ -33,11 +34,7 @@ def has_subquery(e: Any) -> bool:
         return False
     if isinstance(e, ast.Subquery):
         return True
-    if isinstance(e, tuple):
-        return any(has_subquery(x) for x in e)
-    if dataclasses.is_dataclass(e) and not isinstance(e, type) and not isinstance(e, ast.Select):
-        return any(has_subquery(getattr(e, f.name)) for f in dataclasses.fields(e))
-    return False
+    return any(has_subquery(x) for x in subexpressions(e))
 
 
 def fold(e: E, run: RunQuery) -> E:
