@@ -16,7 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -27,6 +27,9 @@ from changefeed.engine.regions import register_functions
 from changefeed.engine.storage import TableStore
 from changefeed.exceptions import CorruptFile, DatabaseError, LockNotAvailable, UndefinedTable
 from changefeed.sqlite_wal import Durability, WalSync, durability, use_wal, wal_sync
+
+if TYPE_CHECKING:
+    from changefeed.engine.commit_group import CommitGroup
 
 T = TypeVar("T")
 
@@ -285,6 +288,9 @@ class Database:
         #: (the PostgreSQL endpoint awaits it on its event loop before it writes a reply).
         self.defer_durable = False
         self.pending_durable = 0
+        #: The commit group open on this connection, if any: its write transactions run inside
+        #: it (``engine.commit_group``).
+        self.group: CommitGroup | None = None
         #: SQLite's busy timeout on ``conn`` now (a writer that must not wait sets it to 0 and
         #: leaves it so until a transaction that may wait needs it back).
         self.busy_timeout_ms = BUSY_TIMEOUT_MS
@@ -386,6 +392,21 @@ class Database:
             self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self.busy_timeout_ms = BUSY_TIMEOUT_MS
 
+    def begin_immediate_nowait(self) -> None:
+        """``BEGIN IMMEDIATE`` without SQLite's busy wait: a writer in another process holds the
+        file, so LockNotAvailable (nothing done) instead of sleeping. The timeout stays 0 for
+        the transaction (it holds the write lock: nothing in it waits) and after it, until a
+        transaction that may wait sets it back: one statement less per short write."""
+        if self.busy_timeout_ms != 0:
+            self.conn.execute("PRAGMA busy_timeout = 0")
+            self.busy_timeout_ms = 0
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise LockNotAvailable("another process is writing") from None
+            raise
+
     def commit_intent(self, wrote: bool = True) -> None:
         """Called right before ``COMMIT`` (see ``WalSync.announce``); ``wrote``: the transaction
         holds SQLite's write lock (it began with ``BEGIN IMMEDIATE``), so nothing else writes
@@ -446,6 +467,8 @@ class Database:
     def begin_write(self) -> tuple[CommitTs, int, int]:
         """Inside a write transaction: the next commit timestamp, transaction id and the
         catalog version, in one statement (what :meth:`refresh_catalog` reads first)."""
+        if self.group is not None:
+            return self.group.stamp(self.clock.now_ns())
         # CommitTs.next in one statement (SET expressions read the row as it was).
         ((wall, logical, txid, version),) = self.conn.execute(
             "UPDATE _clock SET logical = CASE WHEN ?1 > wall THEN 0 ELSE logical + 1 END,"

@@ -222,7 +222,12 @@ class Transaction:
         #: Savepoints, oldest first (a name may be taken again: the latest one counts).
         self._marks: list[_Mark] = []
         self._gate: WriteGate | None = None
-        if write:
+        #: The commit group this transaction is a member of (``engine.commit_group``): it begins
+        #: and ends as a savepoint of the group's SQLite transaction, which holds the gate.
+        self._group = db.group
+        if self._group is not None:
+            self._group.enter()
+        elif write:
             if not db.writers_wait:
                 if not db.write_gate.acquire(blocking=False):
                     raise LockNotAvailable("another transaction of this process is writing")
@@ -230,8 +235,10 @@ class Transaction:
                 raise sqlite3.OperationalError("database is locked")
             self._gate = db.write_gate
         try:
-            if write and not db.writers_wait:
-                self._begin_nowait()
+            if self._group is not None:
+                pass
+            elif write and not db.writers_wait:
+                db.begin_immediate_nowait()
             else:
                 db.wait_for_locks()
                 self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -246,7 +253,7 @@ class Transaction:
             else:
                 db.refresh_catalog()
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._undo()
             self.active = False
             self._release()
             raise
@@ -273,16 +280,19 @@ class Transaction:
                     phoenix.index_changes(
                         self.conn, cap.store.schema, before, self._require_write().wall, self.phoenix_event
                     )
-            self.db.commit_intent(wrote=self.write)
-            try:
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.db.commit_withdrawn()
-                raise
-            ticket = self.db.commit_ticket()
+            if self._group is not None:
+                self._group.leave(self._after_commit)
+                self._after_commit = []
+            else:
+                self.db.commit_intent(wrote=self.write)
+                try:
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    self.db.commit_withdrawn()
+                    raise
+                ticket = self.db.commit_ticket()
         except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            self._undo()
             if self.db.catalog_changed:
                 privileges.forget(self.conn)
             raise
@@ -290,6 +300,8 @@ class Transaction:
             self.active = False
             self.db.catalog_changed = False
             self._release()
+        if self._group is not None:
+            return  # committed (and acknowledged) with its group
         # Group commit: durable before acknowledged, waited for after the write lock is released
         # so that the transactions queued behind this one commit while it syncs.
         self.db.wait_durable(ticket)
@@ -359,8 +371,7 @@ class Transaction:
         if self.active:
             self.active = False
             try:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
+                self._undo()
             finally:
                 self._release()
             if self.db.catalog_changed:
@@ -368,20 +379,13 @@ class Transaction:
                 self.db.catalog_changed = False
                 privileges.forget(self.conn)
 
-    def _begin_nowait(self) -> None:
-        """BEGIN IMMEDIATE without SQLite's busy wait: a writer in another process holds the
-        file, so LockNotAvailable (nothing done) instead of sleeping. The timeout stays 0 for
-        the transaction (it holds the write lock: nothing in it waits) and after it, until a
-        transaction that may wait sets it back: one statement less per short write."""
-        if self.db.busy_timeout_ms != 0:
-            self.conn.execute("PRAGMA busy_timeout = 0")
-            self.db.busy_timeout_ms = 0
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise LockNotAvailable("another process is writing") from None
-            raise
+    def _undo(self) -> None:
+        """Take back what this transaction did: its SQLite transaction, or in a commit group its
+        savepoint."""
+        if self._group is not None:
+            self._group.undo()
+        elif self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
 
     def _release(self) -> None:
         gate, self._gate = self._gate, None

@@ -28,6 +28,7 @@ from changefeed.server.pg import protocol as p
 from changefeed.server.pg.scram import MECHANISM, ScramError, ScramExchange
 from changefeed.server.pg.session import Backend, PgSession
 from changefeed.server.pg.sessions import Registry
+from changefeed.server.pg.write_group import WriteGroup
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class PgServer:
         self.metrics = metrics
         self.tls = load_tls(certs_dir)
         self.pool = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="pg")
+        self.writes = WriteGroup(db, self.pool)
         self.registry = registry or Registry()
         self.tasks: set[asyncio.Task[None]] = set()
         self.trust_root_on_loopback = True
@@ -142,6 +144,7 @@ class PgServer:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=2)
+        await self.writes.close()
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.registry.close()
 
@@ -195,7 +198,12 @@ class PgServer:
             writer.write(p.error_response(exc.code, str(exc), severity="FATAL"))
             return
         session = PgSession(
-            Backend(self.db, self.pool, self.registry, self.metrics), reader, writer, user, params, peer
+            Backend(self.db, self.pool, self.registry, self.metrics, self.writes),
+            reader,
+            writer,
+            user,
+            params,
+            peer,
         )
         try:
             await session.open()

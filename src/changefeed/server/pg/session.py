@@ -63,6 +63,7 @@ from changefeed.server.pg.values import (
     normalise_tag,
 )
 from changefeed.server.pg.variables import REPORTED, SERVER_VERSION, defaults
+from changefeed.server.pg.write_group import WriteGroup, groups
 from changefeed.server.pool_calls import PoolCalls
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
@@ -94,6 +95,8 @@ class Backend:
     pool: Executor
     registry: Registry
     metrics: EndpointMetrics = NULL_ENDPOINT_METRICS
+    #: The process's commit groups for short autocommit writes (None: each runs alone).
+    writes: WriteGroup | None = None
 
 
 class PgSession:
@@ -515,6 +518,12 @@ class PgSession:
                     self.forget_plan(prep)  # stale (the catalog moved) or not for these values
                 if prep.template is not None:
                     stmts, params = norm_.bind(prep.template, prep.values), []
+                writes = self.endpoint.writes
+                if writes is not None and not session.in_transaction and not self.alone and groups(stmts):
+                    # With the other sessions' writes of this moment, in one commit.
+                    res = await writes.run(self.user, stmts[0], params, self.conn.db)
+                    if res is not None:
+                        return res
                 # On the loop; waiting for another worker's write there, then on the pool.
                 return await gate_wait.run_inline(self.conn.db, self.call, self._run_engine, stmts, params)
             if prep.bulk_insert and self.alone:
