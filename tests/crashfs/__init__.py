@@ -1,9 +1,11 @@
 """Power loss below the file system, for crash-consistency tests.
 
 ``crashfs.c`` (an LD_PRELOAD shim, built here with the machine's C compiler into ``build/``) logs
-every write, truncate, unlink and sync that a process makes to files under one directory.
+every write, truncate, unlink and sync that a process (and every process it starts, which
+inherit the shim and append to the same log) makes to files under one directory.
 :func:`power_loss` rebuilds from that log what a disk would hold if power had failed when the
-process was killed: every operation on a file up to that file's last completed sync survives;
+log ends: every operation on a file logged before the *start* of that file's last completed
+sync survives (what another thread or process wrote while the sync ran may not be on disk);
 each later one survives or not at random, independently (the disk may have written back some
 of what was not synced, in any order), or none of them (``keep=0``).
 """
@@ -50,7 +52,7 @@ def environment(directory: Path, log: Path) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Op:
-    kind: str  # W, T, S, U
+    kind: str  # W(rite), T(runcate), B(egin sync), S(ync done), U(nlink)
     path: str
     at: int  # W: offset; T: length
     data: bytes
@@ -88,13 +90,17 @@ def power_loss(log: Path, source: Path, target: Path, *, keep: float = 0.5, seed
     rng = random.Random(seed)
     ops = read_log(log)
     last_sync: dict[str, int] = {}
+    begun: dict[int, int] = {}  # a sync's token -> where it began
     for n, op in enumerate(ops):
-        if op.kind == "S":
-            last_sync[op.path] = n
+        if op.kind == "B":
+            begun[op.at] = n
+        elif op.kind == "S":
+            # what was logged before the sync began is durable (not what came while it ran)
+            last_sync[op.path] = max(last_sync.get(op.path, -1), begun.get(op.at, n))
     files: dict[str, bytearray] = {}
     stats = {"ops": len(ops), "kept": 0, "dropped": 0}
     for n, op in enumerate(ops):
-        if op.kind == "S":
+        if op.kind in ("B", "S"):
             continue
         if op.kind == "U":
             files.pop(op.path, None)

@@ -183,16 +183,31 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off_t at) {
     return logged_write(fd, buf, real_pwrite64(fd, buf, n, at), at);
 }
 
-static int logged_sync(int fd, int r) {
-    if (r == 0) {
-        char *p = path_of(fd);
-        if (p) { log_op('S', p, 0, NULL, 0); free(p); }
+/* A sync makes durable what was written before it began, not what other threads or processes
+   write while it runs: 'B' (begin) is logged before the real call and 'S' (done) after it
+   succeeded, both with the same token (process id and a counter); the rebuild counts a done
+   sync from its begin record. */
+static int64_t next_sync;
+
+static int logged_sync(int fd, int (*real)(int)) {
+    char *p = path_of(fd);
+    int64_t token = 0;
+    if (p) {
+        pthread_mutex_lock(&mu);
+        token = ((int64_t)getpid() << 32) | (int64_t)(++next_sync & 0xffffffff);
+        pthread_mutex_unlock(&mu);
+        log_op('B', p, token, NULL, 0);
+    }
+    int r = real(fd);
+    if (p) {
+        if (r == 0) log_op('S', p, token, NULL, 0);
+        free(p);
     }
     return r;
 }
 
-int fsync(int fd) { init(); return logged_sync(fd, real_fsync(fd)); }
-int fdatasync(int fd) { init(); return logged_sync(fd, real_fdatasync(fd)); }
+int fsync(int fd) { init(); return logged_sync(fd, real_fsync); }
+int fdatasync(int fd) { init(); return logged_sync(fd, real_fdatasync); }
 
 static int logged_truncate(int fd, off_t len, int r) {
     if (r == 0) {

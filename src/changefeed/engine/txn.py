@@ -234,17 +234,16 @@ class Transaction:
             elif not db.write_gate.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
                 raise sqlite3.OperationalError("database is locked")
             self._gate = db.write_gate
-        try:
-            if self._group is not None:
-                pass
-            elif write and not db.writers_wait:
-                db.begin_immediate_nowait()
-            else:
-                db.wait_for_locks()
-                self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        except BaseException:
-            self._release()
-            raise
+        if self._group is None:
+            try:
+                if write and not db.writers_wait:
+                    db.begin_immediate_nowait()
+                else:
+                    db.wait_for_locks()
+                    self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except BaseException:
+                self._release()
+                raise
         self.active = True
         try:
             if write:
