@@ -9,6 +9,7 @@ import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -161,6 +162,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     db = tmp_path_factory.mktemp("group") / "db"
     with changefeed.connect(db) as conn:
         conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING)")
+        conn.execute("CREATE USER reader WITH PASSWORD 'pw'")
+        conn.execute("GRANT SELECT ON kv TO reader")
     # One process serves every session, so that they share its commit groups (and the test
     # can read the group's figures); two workers each group their own sessions the same way.
     with pytest.MonkeyPatch.context() as mp:
@@ -229,3 +232,46 @@ def test_concurrent_autocommit_writes_commit_in_groups(server: RunningServer) ->
     # the sessions' statements did share commits
     writes = server.endpoint.server.writes  # type: ignore[attr-defined]
     assert writes.statements > writes.commits > 0
+
+
+def test_each_statement_of_a_group_is_checked_against_its_own_user(server: RunningServer) -> None:
+    """A group runs several sessions' statements on one connection: each under its own user."""
+
+    async def main() -> None:
+        def connect(user: str, password: str | None = None) -> Any:
+            return asyncpg.connect(
+                host=server.host,
+                port=server.port,
+                user=user,
+                password=password,
+                database="defaultdb",
+                ssl=False,
+            )
+
+        root = [await connect("root") for _ in range(3)]
+        reader = await connect("reader", "pw")
+        try:
+            before = server.endpoint.server.writes.commits  # type: ignore[attr-defined]
+
+            async def denied(r: int) -> None:
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await reader.execute("UPSERT INTO kv (k, v) VALUES ($1, 'no')", 900_000 + r)
+
+            for r in range(20):
+                await asyncio.gather(
+                    denied(r),
+                    *(
+                        c.execute("UPSERT INTO kv (k, v) VALUES ($1, 'yes')", 800_000 + 10 * r + i)
+                        for i, c in enumerate(root)
+                    ),
+                )
+            assert server.endpoint.server.writes.commits > before  # type: ignore[attr-defined]
+            got = await root[0].fetch("SELECT k, v FROM kv WHERE k >= 800000 ORDER BY k")
+            assert [tuple(x) for x in got] == [
+                (800_000 + 10 * r + i, "yes") for r in range(20) for i in range(3)
+            ]
+        finally:
+            for c in [*root, reader]:
+                await c.close()
+
+    asyncio.run(main())

@@ -42,7 +42,9 @@ def build() -> Path:
 
 
 def environment(directory: Path, log: Path) -> dict[str, str]:
-    """Environment variables that run a child process under the shim, tracking ``directory``."""
+    """Environment variables that run a child process under the shim, tracking ``directory``.
+    The log's directory is made here: a process that cannot open the log logs nothing."""
+    log.parent.mkdir(parents=True, exist_ok=True)
     return {
         "LD_PRELOAD": str(build()),
         "CRASHFS_DIR": os.path.realpath(directory),
