@@ -34,8 +34,6 @@ from typing import Any
 import pytest
 
 import changefeed
-from changefeed.pipeline.baseline import deliver_all
-from changefeed.testing.validators import check_change_stream, validate_feed
 from tests import crashfs
 
 WRITERS = 3
@@ -124,28 +122,6 @@ def _run_and_cut(tmp: Path, seconds: float, sync_mode: str) -> tuple[Path, Path,
     return db, log, acked
 
 
-def _check_recovered(db: Path, acked: set[int]) -> None:
-    with changefeed.connect(db) as conn:
-        ledger = {r[0]: r[1] for r in conn.execute("SELECT id, w FROM ledger").rows}
-        rows = dict(conn.execute("SELECT k, v FROM t").rows)
-        missing = sorted(acked - set(ledger))
-        assert not missing, f"{len(missing)} acknowledged commits lost, e.g. {missing[:5]}"
-        for tid in ledger:
-            got = [rows.get(tid * 3 + j) for j in range(3)]
-            assert got == [tid] * 3, f"transaction {tid} half-applied: rows {got}"
-        for k, v in rows.items():
-            if k >= 0:
-                assert v in ledger and k // 3 == v, f"row {k} of transaction {v} without its ledger row"
-        for w in range(WRITERS):
-            mine = [tid for tid, ww in ledger.items() if ww == w]
-            assert rows[-1 - w] == (max(mine) if mine else -1), f"counter of writer {w}"
-        report = check_change_stream(conn, "t")
-        assert report.ok, str(report)
-    deliver_all(db, batch_rows=1000)
-    report = validate_feed(db, "t/f")
-    assert report.ok, str(report)
-
-
 def _round(tmp: Path, seed: int) -> int:
     rng = random.Random(seed)
     db, log, acked = _run_and_cut(tmp, rng.uniform(0.5, 2.5), "FULL")
@@ -153,7 +129,7 @@ def _round(tmp: Path, seed: int) -> int:
     recovered = tmp / "recovered"
     stats = crashfs.power_loss(log, db, recovered, keep=rng.choice([0.0, 0.5, 0.9]), seed=seed)
     assert stats["ops"] > 0
-    _check_recovered(recovered, acked)
+    crashfs.check_ledger_workload(recovered, acked, WRITERS)
     return len(acked)
 
 

@@ -31,12 +31,12 @@ import psycopg
 import pytest
 
 import changefeed
-from changefeed.pipeline.baseline import deliver_all
 from changefeed.server.pg import cluster
-from changefeed.testing.validators import check_change_stream, validate_feed
 from tests import crashfs
 
 SINGLE, BLOCKS = 6, 2
+#: Transaction ids of the single-row clients are below this; the blocks' are above.
+SINGLE_BELOW = 100_000_000
 
 
 def _free_port() -> int:
@@ -126,7 +126,7 @@ def _run_and_cut(tmp: Path, seconds: float, sync_mode: str = "FULL") -> tuple[Pa
         with psycopg.connect(dsn, autocommit=True) as c:
             i = 0
             while not stop.is_set():
-                tid = (100 + w) * 1_000_000 + i
+                tid = SINGLE_BELOW + w * 1_000_000 + i
                 try:
                     with c.transaction():
                         c.execute("INSERT INTO ledger (id, w) VALUES (%s, %s)", (tid, w))
@@ -160,29 +160,6 @@ def _run_and_cut(tmp: Path, seconds: float, sync_mode: str = "FULL") -> tuple[Pa
     return cut, acked_at_cut
 
 
-def _check(db: Path, acked: set[int]) -> None:
-    with changefeed.connect(db) as conn:
-        ledger = {r[0]: r[1] for r in conn.execute("SELECT id, w FROM ledger").rows}
-        rows = dict(conn.execute("SELECT k, v FROM t").rows)
-        present = {v for k, v in rows.items() if k >= 0} | set(ledger)
-        missing = sorted(acked - present)
-        assert not missing, f"{len(missing)} acknowledged commits lost, e.g. {missing[:5]}"
-        for tid in ledger:
-            got = [rows.get(tid * 3 + j) for j in range(3)]
-            assert got == [tid] * 3, f"transaction {tid} half-applied: rows {got}"
-        for k, v in rows.items():
-            if k >= 0 and v >= 100_000_000:
-                assert v in ledger and k // 3 == v, f"row {k} of transaction {v} without its ledger row"
-        for w in range(BLOCKS):
-            mine = [tid for tid, ww in ledger.items() if ww == w]
-            assert rows[-1 - w] == (max(mine) if mine else -1), f"counter of writer {w}"
-        report = check_change_stream(conn, "t")
-        assert report.ok, str(report)
-    deliver_all(db, batch_rows=1000)
-    report = validate_feed(db, "t/f")
-    assert report.ok, str(report)
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_power_loss_under_the_pg_endpoint_keeps_every_acknowledged_commit(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
@@ -191,7 +168,7 @@ def test_power_loss_under_the_pg_endpoint_keeps_every_acknowledged_commit(tmp_pa
     recovered = tmp_path / "recovered"
     stats = crashfs.power_loss(log, tmp_path / "db", recovered, keep=rng.choice([0.0, 0.5, 0.9]), seed=seed)
     assert stats["ops"] > 0
-    _check(recovered, acked)
+    crashfs.check_ledger_workload(recovered, acked, BLOCKS, single_below=SINGLE_BELOW)
 
 
 @pytest.mark.soak
@@ -201,7 +178,7 @@ def test_power_loss_under_the_pg_endpoint_soak(tmp_path: Path) -> None:
         log, acked = _run_and_cut(tmp_path / str(seed), rng.uniform(0.5, 3.0))
         recovered = tmp_path / str(seed) / "recovered"
         crashfs.power_loss(log, tmp_path / str(seed) / "db", recovered, keep=rng.random(), seed=seed)
-        _check(recovered, acked)
+        crashfs.check_ledger_workload(recovered, acked, BLOCKS, single_below=SINGLE_BELOW)
 
 
 def test_control_normal_loses_acknowledged_commits(tmp_path: Path) -> None:

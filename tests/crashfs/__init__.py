@@ -20,6 +20,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import changefeed
+from changefeed.pipeline.baseline import deliver_all
+from changefeed.testing.validators import check_change_stream, validate_feed
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).resolve().parent / "crashfs.c"
 LIBRARY = ROOT / "build" / "crashfs.so"
@@ -127,3 +131,34 @@ def power_loss(log: Path, source: Path, target: Path, *, keep: float = 0.5, seed
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(bytes(content))
     return stats
+
+
+def check_ledger_workload(db: Path, acked: set[int], writers: int, *, single_below: int = 0) -> None:
+    """Check a database rebuilt by :func:`power_loss` after the crash tests' workload.
+
+    The workload's transactions, each with an id ``tid``: a *block* writes ``ledger (tid, w)``,
+    rows ``t (tid * 3 + j, tid)`` for j < 3 and sets its writer's counter row ``t (-1 - w)`` to
+    ``tid``; a *single* (ids below ``single_below``) writes one row ``t (tid * 3, tid)``. Every
+    acknowledged transaction must be present, every block whole, every counter at its writer's
+    last block; the change stream must replay to the table, and the YDB changefeed ``t/f``,
+    delivered over what is left, must pass the exactly-once, order and image validators."""
+    with changefeed.connect(db) as conn:
+        ledger = {r[0]: r[1] for r in conn.execute("SELECT id, w FROM ledger").rows}
+        rows = dict(conn.execute("SELECT k, v FROM t").rows)
+        present = set(ledger) | {v for k, v in rows.items() if 0 <= v < single_below and k == v * 3}
+        missing = sorted(acked - present)
+        assert not missing, f"{len(missing)} acknowledged commits lost, e.g. {missing[:5]}"
+        for tid in ledger:
+            got = [rows.get(tid * 3 + j) for j in range(3)]
+            assert got == [tid] * 3, f"transaction {tid} half-applied: rows {got}"
+        for k, v in rows.items():
+            if k >= 0 and v >= single_below:
+                assert v in ledger and k // 3 == v, f"row {k} of transaction {v} without its ledger row"
+        for w in range(writers):
+            mine = [tid for tid, ww in ledger.items() if ww == w]
+            assert rows[-1 - w] == (max(mine) if mine else -1), f"counter of writer {w}"
+        report = check_change_stream(conn, "t")
+        assert report.ok, str(report)
+    deliver_all(db, batch_rows=1000)
+    report = validate_feed(db, "t/f")
+    assert report.ok, str(report)
