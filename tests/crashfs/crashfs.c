@@ -73,6 +73,12 @@ static void init(void) {
         dir = strdup(d);
         dir_len = strlen(dir);
         log_fd = real_open(l, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (log_fd < 0) {
+            /* A process that cannot log would leave writes out of the rebuild: fail loudly. */
+            static const char msg[] = "crashfs: cannot open CRASHFS_LOG\n";
+            (void)!real_write(2, msg, sizeof msg - 1);
+            abort();
+        }
     }
     ready = 1;
 }
