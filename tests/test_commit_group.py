@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from changefeed.engine.commit_group import CommitGroup
 from changefeed.engine.database import Database
 from changefeed.exceptions import ChangefeedError, DatabaseError, LockNotAvailable
 from changefeed.server.pg import cluster
+from changefeed.server.pg.write_group import WriteGroup
 from changefeed.sql.parser import parse
 from changefeed.sql.statements import open_session
 from tests.pg_server import RunningServer, start_server
@@ -273,5 +275,21 @@ def test_each_statement_of_a_group_is_checked_against_its_own_user(server: Runni
         finally:
             for c in [*root, reader]:
                 await c.close()
+
+    asyncio.run(main())
+
+
+def test_a_group_that_cannot_open_its_database_fails_its_statements(tmp_path: Path) -> None:
+    """Whatever goes wrong in a group, its sessions get an answer: never a wait forever."""
+    not_a_database = tmp_path / "file"
+    not_a_database.write_text("not a directory")
+    (stmt,) = parse("INSERT INTO t VALUES (1, 'one')", "sql")
+
+    async def main() -> None:
+        with ThreadPoolExecutor(1) as pool:
+            group = WriteGroup(not_a_database, pool)
+            with changefeed.connect(tmp_path / "db") as conn, pytest.raises(ChangefeedError):
+                await asyncio.wait_for(group.run("root", stmt, (), conn.db), 10)
+            await group.close()
 
     asyncio.run(main())

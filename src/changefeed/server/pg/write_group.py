@@ -107,6 +107,16 @@ class WriteGroup:
             db.close()
 
     async def _drain(self) -> None:
+        try:
+            await self._run_groups()
+        except asyncio.CancelledError:
+            self._give_back()
+            raise
+        except Exception as exc:  # never leave a session waiting for an answer
+            members, self._queue = self._queue, []
+            self._fail(members, exc)
+
+    async def _run_groups(self) -> None:
         loop = asyncio.get_running_loop()
         if self.db is None:
             self.db = await loop.run_in_executor(self.pool, Database, self.path)
