@@ -174,3 +174,76 @@ def test_asyncpg_nested_transactions(server: RunningServer) -> None:
             await conn.close()
 
     assert asyncio.run(go()) == [(20, 1), (22, 1)]
+
+
+def test_rollback_to_restores_the_scylla_log_numbering(tmp_path: Path) -> None:
+    """A table with ScyllaDB's CDC log: ``cdc$batch_seq_no`` of one transaction's log rows in a
+    partition stay consecutive across rolled-back work, a savepoint released inside another is
+    rolled back with it, and the log replays to the table with the right images."""
+    from changefeed.testing.validators import check_scylla_images, check_scylla_replay
+
+    db = tmp_path / "db"
+    with changefeed.connect(db, dialect="cql") as cql:
+        cql.execute(
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
+        cql.execute(
+            "CREATE TABLE ks.t (p int, c int, v text, PRIMARY KEY (p, c))"
+            " WITH cdc = {'enabled': true, 'preimage': true, 'postimage': true}"
+        )
+    with changefeed.connect(db) as conn:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO ks.t (p, c, v) VALUES (1, 1, 'a'), (1, 2, 'b')")
+        conn.execute("SAVEPOINT outer_sp")
+        conn.execute("INSERT INTO ks.t (p, c, v) VALUES (1, 3, 'c')")
+        conn.execute("SAVEPOINT inner_sp")
+        conn.execute("UPDATE ks.t SET v = 'x' WHERE p = 1 AND c = 1")
+        conn.execute("RELEASE SAVEPOINT inner_sp")  # its work stays with outer_sp's
+        conn.execute("ROLLBACK TO SAVEPOINT outer_sp")
+        conn.execute("INSERT INTO ks.t (p, c, v) VALUES (1, 4, 'd')")
+        conn.execute("UPDATE ks.t SET v = 'y' WHERE p = 1 AND c = 2")
+        conn.execute("RELEASE SAVEPOINT outer_sp")
+        conn.execute("COMMIT")
+    with changefeed.connect(db, dialect="cql") as cql:
+        rows = cql.execute('SELECT "cdc$batch_seq_no", "cdc$operation", c, v FROM ks.t_scylla_cdc_log').rows
+        assert [r[0] for r in rows] == list(range(9))
+        assert [(r[1], r[2], r[3]) for r in rows] == [
+            (2, 1, "a"),
+            (9, 1, "a"),
+            (2, 2, "b"),
+            (9, 2, "b"),
+            (2, 4, "d"),
+            (9, 4, "d"),
+            (0, 2, "b"),
+            (1, 2, "y"),
+            (9, 2, "y"),
+        ]
+        assert check_scylla_replay(cql, "ks.t").ok
+        assert check_scylla_images(cql, "ks.t").ok
+        assert cql.execute("SELECT c, v FROM ks.t WHERE p = 1").rows == [(1, "a"), (2, "y"), (4, "d")]
+
+
+def test_a_savepoint_per_row_of_a_large_transaction(tmp_path: Path) -> None:
+    """An error-tolerant bulk load (a savepoint around each row, some rows failing): every good
+    row once in the change stream, none of the failed ones (and a savepoint costs the same at the
+    last row as at the first: it copies nothing)."""
+    with changefeed.connect(tmp_path / "db") as conn:
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+        conn.execute("INSERT INTO t VALUES (7, 'there before')")
+        conn.execute("BEGIN")
+        for i in range(3000):
+            conn.execute("SAVEPOINT row")
+            try:
+                conn.execute("INSERT INTO t VALUES ($1, 'x')", (i,))
+            except ChangefeedError:
+                conn.execute("ROLLBACK TO SAVEPOINT row")  # the duplicate key 7
+            conn.execute("RELEASE SAVEPOINT row")
+            if i % 500 == 499:
+                conn.execute("UPDATE t SET v = 'updated' WHERE id = $1", (i,))
+        conn.execute("COMMIT")
+        schema = conn.db.find_table("t")
+        assert schema is not None
+        changes = read_changes(conn.db.conn, schema, 1, 1 << 62).to_pylist()
+        assert sorted(c["c0"] for c in changes) == [i for i in range(3000) if i != 7]
+        assert len({c["tx"] for c in changes}) == 1
+        assert {c["c0"]: c["c1"] for c in changes}[999] == "updated"

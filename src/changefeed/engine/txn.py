@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from changefeed.engine import phoenix, privileges, replicas
+from changefeed.engine.captures import Capture, SeqNos, Undo, erased_mask
 from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.database import BUSY_TIMEOUT_MS, Database, WriteGate
@@ -52,137 +53,13 @@ NS = 1_000_000_000
 CAPTURE_IN_SQLITE = True
 
 
-@dataclass(slots=True)
-class _Touch:
-    static: bool
-    key: tuple[Any, ...]
-    old: Row | None
-    mask: set[int] = field(default_factory=set)
-
-
-#: A bulk statement for the change stream: (erased, keys, cells column-wise, old rows by key).
-_Bulk = tuple[bool, Sequence[tuple[Any, ...]], Mapping[int, Sequence[Any]], dict[tuple[Any, ...], Row]]
-
-
-def erased_mask(st: TableStore, static: bool) -> frozenset[int]:
-    """The columns a delete writes (every value column of the row, to nothing): a key deleted
-    then written again in one transaction has all of them in its change's written set, so an
-    ``UPDATES`` record of it clears the columns the later write left out, as the table did."""
-    return frozenset(c.id for c in st.value_cols if (c.role is Role.STATIC) == static)
-
-
-@dataclass(slots=True)
-class _Capture:
-    """The keys one transaction touched in one table, with their first (old) images."""
-
-    store: TableStore
-    touched: dict[tuple[bool, tuple[Any, ...]], _Touch] = field(default_factory=dict)
-    #: The transaction's first statement on the table, when it was a bulk write with row markers
-    #: or a bulk delete, kept column-wise: at commit its change rows are built from its cells
-    #: without reading the rows back, unless a later statement on the table made it per key.
-    bulk: _Bulk | None = None
-    #: Set when the first statement's change rows went to ``x<id>`` at once, old rows read by
-    #: SQLite (``TableStore.capture_bulk_write``): the last ``seq`` number used before them, and the
-    #: columns that statement wrote. ``direct_ids`` is None again once a later statement on the
-    #: table has taken those rows back as per-key touches.
-    seq_floor: int | None = None
-    direct_ids: tuple[int, ...] | None = None
-    #: The keys whose change rows went to ``x<id>`` at once (after ``seq_floor``).
-    direct_keys: set[tuple[Any, ...]] = field(default_factory=set)
-
-    def direct_more(self, ids: tuple[int, ...], keys: Sequence[tuple[Any, ...]]) -> bool:
-        """Whether a bulk write of ``ids`` to ``keys`` may write its change rows at once: the
-        table's first statement in the transaction, or one more after statements that all did,
-        writing the same columns, none of them to one of ``keys``."""
-        if self.seq_floor is None:
-            return True
-        return self.direct_ids == ids and self.direct_keys.isdisjoint(keys)
-
-    def per_key(self, conn: sqlite3.Connection) -> dict[tuple[bool, tuple[Any, ...]], _Touch]:
-        if self.direct_ids is not None:
-            self._take_back(conn, self.direct_ids)
-        if self.bulk is not None:
-            erased, keys, cells, olds = self.bulk
-            self.bulk = None
-            mask = erased_mask(self.store, False) if erased else frozenset(cells)
-            for key in keys:
-                self.touched[(False, key)] = _Touch(False, key, olds.get(key), set(mask))
-        return self.touched
-
-    def _take_back(self, conn: sqlite3.Connection, mask: tuple[int, ...]) -> None:
-        """Turn the change rows written at once back into per-key touches (their old images,
-        the columns written) and delete them: the transaction's change rows for those keys are
-        then written at commit, one per key, as for any other transaction."""
-        st = self.store
-        self.direct_ids = None
-        self.direct_keys.clear()
-        kcols = [c.db for c in st.key_cols]
-        vals = st.value_cols
-        nk = len(kcols)
-        select = ", ".join([*kcols, "ox", *(f"o{c.id}" for c in vals)])
-        for r in conn.execute(f"SELECT {select} FROM {st.x} WHERE seq > ? ORDER BY seq", (self.seq_floor,)):
-            key = tuple(r[:nk])
-            old: Row | None = None
-            if r[nk]:
-                old = dict(zip((c.id for c in st.key_cols), key, strict=True))
-                old.update(zip((c.id for c in vals), r[nk + 1 :], strict=True))
-            self.touched[(False, key)] = _Touch(False, key, old, set(mask))
-        conn.execute(f"DELETE FROM {st.x} WHERE seq > ?", (self.seq_floor,))
-        # Give the numbers back: the change rows written at commit take them, as they would have.
-        conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (self.seq_floor, st.x))
-
-    def copy(self) -> _Capture:
-        """Its state now, for a savepoint to come back to (the old images are not changed once
-        taken: they are shared)."""
-        touched = {k: _Touch(t.static, t.key, t.old, set(t.mask)) for k, t in self.touched.items()}
-        return _Capture(
-            self.store, touched, self.bulk, self.seq_floor, self.direct_ids, set(self.direct_keys)
-        )
-
-    def add_bulk(self, bulk: _Bulk) -> bool:
-        """Keep a bulk statement column-wise if it is the first on the table; False otherwise
-        (the caller then touches its keys one by one)."""
-        if self.bulk is not None or self.touched or self.seq_floor is not None:
-            return False
-        self.bulk = bulk
-        return True
-
-
-@dataclass(slots=True)
-class _SeqNos:
-    """The next ``cdc$batch_seq_no`` of each partition one transaction logged in one table.
-
-    A bulk write of partitions the transaction has not logged yet is kept as a pending
-    ``(partition keys, numbers used)`` segment and only indexed when a later write to the same
-    table needs to look a partition up, so a one-statement transaction never builds the index."""
-
-    next: dict[tuple[Any, ...], int] = field(default_factory=dict)
-    pending: list[tuple[Sequence[tuple[Any, ...]], Sequence[int] | int]] = field(default_factory=list)
-
-    def empty(self) -> bool:
-        return not self.next and not self.pending
-
-    def copy(self) -> _SeqNos:
-        return _SeqNos(dict(self.next), list(self.pending))
-
-    def index(self) -> dict[tuple[Any, ...], int]:
-        for pks, used in self.pending:
-            if isinstance(used, int):
-                self.next.update(dict.fromkeys(pks, used))
-            else:
-                self.next.update(zip(pks, used, strict=True))
-        self.pending.clear()
-        return self.next
-
-
 @dataclass(frozen=True, slots=True)
 class _Mark:
     """A savepoint: what rolling back to it restores of the transaction's own state (SQLite
     restores the rows, the change rows written at once and the sequence counters)."""
 
     name: str
-    captures: dict[int, _Capture]
-    bsn: dict[int, _SeqNos]
+    undo_at: int  # where the undo log stood (``captures.Undo.mark``)
     after_commit: int
     phoenix_event: int
     catalog_changed: bool
@@ -213,8 +90,10 @@ class Transaction:
         self.active = False
         self.ts: CommitTs | None = None
         self.txid = 0
-        self._captures: dict[int, _Capture] = {}
-        self._bsn: dict[int, _SeqNos] = {}  # per table id
+        self._captures: dict[int, Capture] = {}
+        self._bsn: dict[int, SeqNos] = {}  # per table id
+        #: Takes the two back to a savepoint (on while the transaction has one).
+        self._undo_log = Undo()
         #: The kind of Phoenix CDC event this transaction's changes index as (a TTL expiry pass
         #: sets ``phoenix.EV_TTL_DELETE``).
         self.phoenix_event = 0
@@ -318,8 +197,7 @@ class Transaction:
         self._marks.append(
             _Mark(
                 name,
-                {i: c.copy() for i, c in self._captures.items()},
-                {i: b.copy() for i, b in self._bsn.items()},
+                self._undo_log.mark(),
                 len(self._after_commit),
                 self.phoenix_event,
                 self.db.catalog_changed,
@@ -332,6 +210,8 @@ class Transaction:
         at = self._mark_at(name)
         self.conn.execute(f"RELEASE {_savepoint_sql(name)}")
         del self._marks[at:]
+        if not self._marks:
+            self._undo_log.forget()
 
     def rollback_to_savepoint(self, name: str) -> None:
         """``ROLLBACK TO SAVEPOINT name``: undo everything done since it (rows, change rows,
@@ -340,8 +220,7 @@ class Transaction:
         mark = self._marks[at]
         self.conn.execute(f"ROLLBACK TO {_savepoint_sql(name)}")
         del self._marks[at + 1 :]
-        self._captures = {i: c.copy() for i, c in mark.captures.items()}
-        self._bsn = {i: b.copy() for i, b in mark.bsn.items()}
+        self._undo_log.back_to(mark.undo_at)
         del self._after_commit[mark.after_commit :]
         self.phoenix_event = mark.phoenix_event
         if self.db.catalog_changed:
@@ -416,26 +295,31 @@ class Transaction:
 
     # ------------------------------------------------------------------ helpers
     def _next_bsn(self, schema: TableSchema, pk: tuple[Any, ...]) -> int:
-        per_table = self._bsn.setdefault(schema.id, _SeqNos()).index()
-        n = per_table.get(pk, 0)
-        per_table[pk] = n + 1
+        seqnos = self._seqnos(schema.id)
+        seqnos.index()
+        n = seqnos.get(pk)
+        seqnos.set(pk, n + 1)
         return n
 
-    def _capture(self, st: TableStore) -> _Capture:
-        cap = self._captures.get(st.schema.id)
-        if cap is None or cap.store is not st:
-            cap = self._captures.setdefault(st.schema.id, _Capture(st))
+    def _seqnos(self, tid: int) -> SeqNos:
+        seqnos = self._bsn.get(tid)
+        if seqnos is None:
+            seqnos = self._bsn[tid] = SeqNos(self._undo_log)
+            self._undo_log.record(lambda: self._bsn.pop(tid, None))
+        return seqnos
+
+    def _capture(self, st: TableStore) -> Capture:
+        tid = st.schema.id
+        cap = self._captures.get(tid)
+        if cap is None:
+            cap = self._captures[tid] = Capture(st, self._undo_log)
+            self._undo_log.record(lambda: self._captures.pop(tid, None))
         return cap
 
     def _touch(
         self, st: TableStore, static: bool, key: tuple[Any, ...], old: Row | None, cells: Iterable[int]
     ) -> None:
-        touched = self._capture(st).per_key(self.conn)
-        t = touched.get((static, key))
-        if t is None:
-            t = _Touch(static, key, old)
-            touched[(static, key)] = t
-        t.mask.update(cells)
+        self._capture(st).touch(self.conn, static, key, old, cells)
 
     def _log(
         self,
@@ -553,18 +437,15 @@ class Transaction:
             cap = self._capture(st)
             if cap.bulk is None and not cap.touched and cap.direct_more(ids, keys):
                 ts = self._require_write()
-                first = cap.seq_floor is None
-                cap.direct_ids = ids
+                cap.set_direct(ids)
                 try:
                     floor = st.capture_bulk_write(
                         self.conn, (ts.wall, ts.logical, self.txid, self.now_ns), keys, cells
                     )
                 except BaseException:
-                    cap.direct_ids = None
+                    cap.set_direct(None)
                     raise
-                if first:
-                    cap.seq_floor = floor
-                cap.direct_keys.update(keys)
+                cap.direct_written(floor, keys)
         direct = floor is not None
         if need_old and olds is None and not direct:
             olds = st.get_rows(self.conn, keys, self.now_ns, toks or None)
@@ -644,20 +525,20 @@ class Transaction:
         post_flag = [1] * n if post is None else [0] * n
         for r in post or ():
             post_flag[r] = 1
-        seqnos = self._bsn.setdefault(st.schema.id, _SeqNos())
+        seqnos = self._seqnos(st.schema.id)
         base: list[int] | None = None
         if seqnos.empty() and (pks is keys or len(set(pks)) == n):
             if pre or post:
-                seqnos.pending.append((pks, [1 + a + b for a, b in zip(pre_flag, post_flag, strict=True)]))
+                seqnos.add_pending(pks, [1 + a + b for a, b in zip(pre_flag, post_flag, strict=True)])
             else:
-                seqnos.pending.append((pks, 1 if post == [] else 2))
+                seqnos.add_pending(pks, 1 if post == [] else 2)
         else:
-            per_table = seqnos.index()
+            seqnos.index()
             base = []
             for r, pk in enumerate(pks):
-                used = per_table.get(pk, 0)
+                used = seqnos.get(pk)
                 base.append(used)
-                per_table[pk] = used + pre_flag[r] + 1 + post_flag[r]
+                seqnos.set(pk, used + pre_flag[r] + 1 + post_flag[r])
 
         def seq_no(rows: list[int] | None, offset: list[int] | int) -> tuple[dict[str, Any], dict[str, Any]]:
             """(constants, columns) giving cdc$batch_seq_no = base + offset for ``rows``."""
@@ -855,7 +736,7 @@ class Transaction:
         return int(n)
 
     # ================================================================== change stream
-    def _flush_capture(self, cap: _Capture) -> None:
+    def _flush_capture(self, cap: Capture) -> None:
         if cap.direct_ids is not None:
             return  # the only statement's change rows are written already
         if cap.bulk is not None and not cap.touched:
