@@ -20,7 +20,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,20 +32,15 @@ import pytest
 import changefeed
 from changefeed.server.pg import cluster
 from tests import crashfs
+from tests.node_process import free_port
 
 SINGLE, BLOCKS = 6, 2
 #: Transaction ids of the single-row clients are below this; the blocks' are above.
 SINGLE_BELOW = 100_000_000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve(db: Path, log: Path, sync_mode: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         cluster.WORKERS_ENV: "2",

@@ -39,7 +39,6 @@ class CommitGroup:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.members = 0
         #: What members asked to run once they are committed, in their order.
         self.after_commit: list[Callable[[], None]] = []
         self._open = False
@@ -86,7 +85,6 @@ class CommitGroup:
             raise DatabaseError("the commit group's transaction has ended; nothing of it is committed")
         self.db.conn.execute(f"SAVEPOINT {MEMBER_SAVEPOINT}")
         self._mark = self._clock
-        self.members += 1
 
     def stamp(self, now_ns: int) -> tuple[CommitTs, int, int]:
         """A member's commit timestamp, transaction id and the catalog version
@@ -125,13 +123,7 @@ class CommitGroup:
             db.conn.execute(
                 "UPDATE _clock SET wall = ?, logical = ?, txid = ? WHERE id = 0", (ts.wall, ts.logical, txid)
             )
-            db.commit_intent(wrote=True)
-            try:
-                db.conn.execute("COMMIT")
-            except BaseException:
-                db.commit_withdrawn()
-                raise
-            ticket = db.commit_ticket()
+            ticket = db.commit_sqlite()
         except BaseException:
             self._end(rollback=True)
             raise

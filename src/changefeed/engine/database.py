@@ -422,6 +422,18 @@ class Database:
         if self.syncer is not None:
             self.syncer.withdraw()
 
+    def commit_sqlite(self, *, wrote: bool = True) -> int:
+        """``COMMIT`` the connection's SQLite transaction, announced to the durability board
+        (:meth:`commit_intent`, withdrawn if it fails); returns the ticket to
+        :meth:`wait_durable` on."""
+        self.commit_intent(wrote=wrote)
+        try:
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.commit_withdrawn()
+            raise
+        return self.commit_ticket()
+
     def run_if_free(self, fn: Callable[..., T], *args: Any) -> tuple[bool, T | None]:
         """``(True, fn(*args))`` if its write transactions find the write lock free; ``(False,
         None)`` if one found it held (by another thread or process), which refuses at once,

@@ -162,13 +162,7 @@ class Transaction:
                 self._group.leave(self._after_commit)
                 self._after_commit = []
             else:
-                self.db.commit_intent(wrote=self.write)
-                try:
-                    self.conn.execute("COMMIT")
-                except BaseException:
-                    self.db.commit_withdrawn()
-                    raise
-                ticket = self.db.commit_ticket()
+                ticket = self.db.commit_sqlite(wrote=self.write)
         except BaseException:
             self._undo()
             if self.db.catalog_changed:

@@ -98,10 +98,7 @@ class WriteGroup:
             runner.cancel()
             with contextlib.suppress(BaseException):
                 await runner
-        for m in self._queue:
-            if not m.done.done():
-                m.done.set_result(None)
-        self._queue.clear()
+        self._give_back()
         db, self.db = self.db, None
         if db is not None:
             db.close()
