@@ -258,3 +258,21 @@ def test_no_private_name_crosses_modules() -> None:
             ):
                 bad.append(f"{mod}: {node.value.id}.{node.attr}")
     assert sorted(bad) == []
+
+
+def test_no_fixed_scratch_path() -> None:
+    """No string constant of the package names a fixed place under ``/tmp`` (a leftover of a
+    measurement once wrote there on every worker's shutdown, failing where it did not exist):
+    scratch space comes from ``tempfile`` or from the caller."""
+    bad: list[str] = []
+    for mod, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "/tmp/" in node.value:
+                bad.append(f"{mod}:{node.lineno}: {node.value!r}")
+            elif isinstance(node, ast.JoinedStr):
+                text = "".join(
+                    v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                )
+                if "/tmp/" in text:
+                    bad.append(f"{mod}:{node.lineno}: f-string {text!r}")
+    assert bad == []

@@ -89,10 +89,6 @@ class WriteGroup:
         return await done
 
     async def close(self) -> None:
-        import os
-
-        with open(f"/tmp/g/wg.{os.getpid()}", "w") as f:
-            f.write(f"{self.statements} {self.commits}\n")
         runner, self._runner = self._runner, None
         if runner is not None and not runner.done():
             runner.cancel()
