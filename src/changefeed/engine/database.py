@@ -498,12 +498,11 @@ class Database:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 ts, txid = self.allocate_ts()
-                self.conn.execute("COMMIT")
+                ticket = self.commit_sqlite()
             except BaseException:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
-            ticket = self.commit_ticket()
         self.wait_durable(ticket)
         return ts, txid
 
