@@ -47,6 +47,15 @@ Run = Callable[["Session", Transaction, Any, Params], Result]
 #: Compiles a statement for many parameter tuples: a writer of all the rows, or None (row by row).
 BulkWriter = Callable[[Transaction, Sequence[Sequence[Any]]], int]
 Plan = Callable[["Session", Transaction, Any], BulkWriter | None]
+#: Runs a compiled statement for one parameter tuple (see :data:`PlanOne`).
+Planned = Callable[[Transaction, Sequence[Any]], Result]
+#: Compiles a statement to run again and again with new parameters (no parse, resolution,
+#: privilege check or column mapping per run), or None (it runs as any statement). The plan is
+#: kept per session for the catalog version (which every DDL, GRANT and REVOKE moves) and the
+#: keyspace it was made under.
+PlanOne = Callable[["Session", Transaction, Any], Planned | None]
+#: Compiled plans a session keeps (beyond: all are dropped and made again as they run).
+PLANS_KEPT = 256
 #: ``SHOW <what>``.
 ShowRun = Callable[["Session", Transaction, ast.Show], Result]
 #: One ALTER TABLE action: returns the table's new schema.
@@ -64,6 +73,7 @@ class Handler:
     write: bool
     family: str
     plan_many: Plan | None = None
+    plan_one: PlanOne | None = None
 
 
 @dataclass
@@ -79,11 +89,15 @@ class StatementFamily:
     drop_table_hooks: list[DropHook] = field(default_factory=list)
 
     def statement(
-        self, *nodes: type[Any], write: bool = True, plan_many: Plan | None = None
+        self,
+        *nodes: type[Any],
+        write: bool = True,
+        plan_many: Plan | None = None,
+        plan_one: PlanOne | None = None,
     ) -> Callable[[F], F]:
         def register(fn: F) -> F:
             for node in nodes:
-                _claim(self.statements, node, Handler(fn, write, self.name, plan_many), self.name)
+                _claim(self.statements, node, Handler(fn, write, self.name, plan_many, plan_one), self.name)
             return fn
 
         return register
@@ -190,6 +204,10 @@ class Session:
         #: Set to cancel a statement that is waiting (:class:`RunAgain`); the PostgreSQL endpoint
         #: shares its connection's cancel event here.
         self.cancelled = threading.Event()
+        #: id(statement) -> (the statement, what its plan was made under, the plan or None).
+        self._plans: dict[int, tuple[Any, tuple[int, str | None], Planned | None]] = {}
+        #: Plans made (:data:`PlanOne`; for tests and benchmarks).
+        self.plans_made = 0
 
     # ------------------------------------------------------------------ transactions
     @property
@@ -329,10 +347,14 @@ class Session:
             return Result(status="ROLLBACK")
         h = self.statements.handler(stmt)
         ev = Params(params)
+        if h.plan_one is not None:
+            fn: Callable[[Transaction], Result] = lambda t: self._run_planned(h, t, stmt, params, ev)  # noqa: E731
+        else:
+            fn = lambda t: h.run(self, t, stmt, ev)  # noqa: E731
         started: int | None = None
         while True:
             try:
-                return self.run(lambda t: h.run(self, t, stmt, ev), write=h.write)
+                return self.run(fn, write=h.write)
             except RunAgain as again:
                 now = self.db.clock.now_ns()
                 started = now if started is None else started
@@ -340,6 +362,30 @@ class Session:
                     raise again.timeout_error from None
                 if self.cancelled.wait(again.delay):
                     raise QueryCanceled("query execution canceled") from None
+
+    def _run_planned(
+        self, h: Handler, txn: Transaction, stmt: ast.Statement, params: Sequence[Any], ev: Params
+    ) -> Result:
+        """A statement of a family that compiles plans (:data:`PlanOne`): by its plan, made once
+        per catalog version and keyspace (the version this transaction reads); as any statement
+        when it has none. Plans made in a transaction that changed the catalog itself (which a
+        rollback takes back, version and all: ``Database.bump_catalog``) serve that statement
+        alone."""
+        assert h.plan_one is not None
+        made_under = (self.db.catalog_version, self.keyspace)
+        got = self._plans.get(id(stmt))
+        if got is not None and got[0] is stmt and got[1] == made_under:
+            plan = got[2]
+        else:
+            plan = h.plan_one(self, txn, stmt)
+            self.plans_made += 1
+            if made_under[0] >= 0 and not self.db.catalog_changed:
+                if len(self._plans) >= PLANS_KEPT:
+                    self._plans.clear()
+                self._plans[id(stmt)] = (stmt, made_under, plan)
+        if plan is None:
+            return h.run(self, txn, stmt, ev)
+        return plan(txn, params)
 
     def execute_many(self, stmt: ast.Statement, param_rows: Iterable[Sequence[Any]]) -> int:
         """Run ``stmt`` once per parameter tuple in the current transaction; statements whose

@@ -35,7 +35,7 @@ from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts, has_ag
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns, stored_as_given
 from changefeed.sql.result import Result
-from changefeed.sql.session import BulkWriter, RowMark, Session, StatementFamily
+from changefeed.sql.session import BulkWriter, Planned, RowMark, Session, StatementFamily
 from changefeed.sql.statements import subqueries
 from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values, log_base_table
@@ -223,7 +223,26 @@ def _default(session: Session, col: ColumnSchema, ev: Params, ctx: EvalContext) 
 _TAGS = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}
 
 
-@FAMILY.statement(ast.Insert, plan_many=insert_plan)
+def insert_one_plan(session: Session, txn: Transaction, s: ast.Insert) -> Planned | None:
+    """A single-row INSERT/UPSERT/REPLACE of parameters and literals compiled to run again and
+    again (the bulk writer of :func:`insert_plan`, one row at a time), or None."""
+    write = insert_plan(session, txn, s)
+    if write is None:
+        return None
+    tag = _TAGS[s.mode]
+
+    def run(t: Transaction, params: Sequence[Any]) -> Result:
+        try:
+            n = write(t, (params,))
+        except ChangefeedError as exc:
+            exc.row = None  # a statement's own error, not one of a row of a bulk statement
+            raise
+        return Result(status=f"{tag} {n}", rowcount=n)
+
+    return run
+
+
+@FAMILY.statement(ast.Insert, plan_many=insert_plan, plan_one=insert_one_plan)
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
     if subqueries.has_subquery(s.rows):
         s = replace(s, rows=subqueries.fold(s.rows, run_in(session, txn, ev)))

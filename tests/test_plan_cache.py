@@ -1,0 +1,152 @@
+"""Compiled single-row writes (``Session`` plans, :data:`changefeed.sql.session.PlanOne`).
+
+A single-row ``INSERT``/``UPSERT``/``REPLACE`` of parameters and literals is compiled once per
+session, catalog version and keyspace, and then run with each new set of parameters without
+resolving, checking privileges or mapping columns again. These tests hold the plan to what the
+statement means at each run: the same rows and change log as the statement run the long way,
+and a new plan whenever a DDL, GRANT/REVOKE, a rolled-back catalog change or ``USE`` changed
+what the text means."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import changefeed
+from changefeed import exceptions as exc
+
+
+def test_a_plan_is_made_once_and_reused(tmp_path: Path) -> None:
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    before = conn.session.plans_made
+    for i in range(50):
+        res = conn.execute("UPSERT INTO t (id, v) VALUES ($1, 'x')", (i % 10,))
+        assert (res.status, res.rowcount) == ("UPSERT 1", 1)
+    for i in range(10, 20):
+        assert conn.execute("INSERT INTO t (id, v) VALUES ($1, $2)", (i, str(i))).status == "INSERT 1"
+    assert conn.session.plans_made - before == 2
+    assert conn.execute("SELECT count(*) FROM t").rows == [(20,)]
+
+
+def test_errors_are_the_statements_own(tmp_path: Path) -> None:
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    conn.execute("INSERT INTO t (id, v) VALUES ($1, 'a')", (1,))
+    with pytest.raises(exc.UniqueViolation, match=r"Key \(id\)=\(1\) already exists") as got:
+        conn.execute("INSERT INTO t (id, v) VALUES ($1, 'a')", (1,))
+    assert got.value.row is None  # not a row of a bulk statement
+    with pytest.raises(exc.ChangefeedError) as bad:
+        conn.execute("INSERT INTO t (id, v) VALUES ($1, 'a')", ("not a number",))
+    assert bad.value.row is None
+    assert conn.execute("SELECT id, v FROM t").rows == [(1, "a")]
+
+
+def test_ddl_between_runs_makes_a_new_plan(tmp_path: Path) -> None:
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    ins = "INSERT INTO t VALUES ($1, $2)"  # every column, in order: what "every" is moves
+    conn.execute(ins, (1, "a"))
+    conn.execute("ALTER TABLE t ADD COLUMN n INT")
+    with pytest.raises(exc.ChangefeedError, match="3 columns"):
+        conn.execute(ins, (2, "b"))
+    conn.execute("ALTER TABLE t DROP COLUMN n")
+    conn.execute(ins, (3, "c"))
+    # Dropped and made again under the same name: the plan of the old table must not write.
+    conn.execute("DROP TABLE t")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING, w STRING)")
+    with pytest.raises(exc.ChangefeedError, match="3 columns"):
+        conn.execute(ins, (4, "d"))
+    conn.execute("INSERT INTO t (id, v) VALUES ($1, $2)", (5, "e"))
+    assert conn.execute("SELECT id, v, w FROM t").rows == [(5, "e", None)]
+
+
+def test_revoke_reaches_a_kept_plan(tmp_path: Path) -> None:
+    root = changefeed.connect(tmp_path / "db")
+    root.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    root.execute("CREATE USER w")
+    root.execute("GRANT INSERT, SELECT, UPDATE ON TABLE t TO w")
+    w = changefeed.connect(tmp_path / "db", user="w")
+    w.execute("UPSERT INTO t (id, v) VALUES ($1, 'a')", (1,))
+    root.execute("REVOKE UPDATE ON TABLE t FROM w")
+    with pytest.raises(exc.PermissionDenied):
+        w.execute("UPSERT INTO t (id, v) VALUES ($1, 'a')", (2,))
+    root.execute("GRANT UPDATE ON TABLE t TO w")
+    w.execute("UPSERT INTO t (id, v) VALUES ($1, 'a')", (3,))
+    assert root.execute("SELECT id FROM t ORDER BY id").rows == [(1,), (3,)]
+
+
+def test_a_rolled_back_catalog_change_leaves_no_plan(tmp_path: Path) -> None:
+    """A plan made inside a transaction that changed the catalog is not kept: the version it saw
+    is taken back by the rollback, and the next change reuses that number."""
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    ins = "INSERT INTO t VALUES ($1, $2)"
+    conn.execute("BEGIN")
+    conn.execute("ALTER TABLE t ADD COLUMN n INT")
+    conn.execute("INSERT INTO t VALUES ($1, $2, $3)", (1, "a", 1))
+    conn.execute("SELECT count(*) FROM t")  # the transaction reads its own catalog again
+    conn.execute("INSERT INTO t VALUES ($1, $2, $3)", (2, "b", 2))
+    conn.execute("ROLLBACK")
+    conn.execute("ALTER TABLE t ADD COLUMN m STRING")  # the same catalog version number, another table
+    conn.execute("INSERT INTO t VALUES ($1, $2, $3)", (3, "c", "m"))
+    with pytest.raises(exc.ChangefeedError, match="3 columns"):
+        conn.execute(ins, (4, "d"))
+    assert conn.execute("SELECT id, v, m FROM t").rows == [(3, "c", "m")]
+
+
+def test_use_changes_the_table_a_plan_writes(tmp_path: Path) -> None:
+    cql = changefeed.connect(tmp_path / "db", dialect="cql")
+    for ks in ("a", "b"):
+        cql.execute(f"CREATE TABLE {ks}.t (pk int PRIMARY KEY, v text)")
+    cql.execute("USE a")
+    cql.execute("INSERT INTO t (pk, v) VALUES (?, ?)", (1, "in a"))
+    cql.execute("USE b")
+    cql.execute("INSERT INTO t (pk, v) VALUES (?, ?)", (1, "in b"))
+    assert cql.execute("SELECT v FROM a.t").rows == [("in a",)]
+    assert cql.execute("SELECT v FROM b.t").rows == [("in b",)]
+
+
+def test_plans_write_what_the_long_way_writes(tmp_path: Path) -> None:
+    """The same writes, compiled and the long way (a value the plan does not take: ``$1 + 0``),
+    leave the same rows and the same CDC log, in transactions of their own and in one block."""
+    logs = []
+    for way, (key, value) in {"plan": ("?", "?"), "long": ("? + 0", "? || ''")}.items():
+        cql = changefeed.connect(tmp_path / way, dialect="cql")
+        cql.execute(
+            "CREATE TABLE ks.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
+        )
+        for i in range(6):
+            cql.execute(f"INSERT INTO ks.t (pk, ck, v) VALUES ({key}, ?, {value})", (i % 2, i, f"v{i}"))
+        cql.execute(f"INSERT INTO ks.t (pk, ck, v) VALUES ({key}, ?, {value}) USING TTL 100", (0, 0, "ttl"))
+        cql.execute("BEGIN BATCH INSERT INTO ks.t (pk, ck, v) VALUES (1, 9, 'b') APPLY BATCH")
+        logs.append(
+            (
+                cql.execute("SELECT pk, ck, v FROM ks.t").rows,
+                cql.execute(
+                    'SELECT "cdc$batch_seq_no", "cdc$operation", "cdc$ttl", pk, ck, v FROM ks.t_scylla_cdc_log'
+                ).rows,
+            )
+        )
+        cql.close()
+    assert logs[0] == logs[1]
+    assert len(logs[0][1]) == 8
+
+
+def test_plans_in_a_transaction_block(tmp_path: Path) -> None:
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    conn.execute("BEGIN")
+    for i in range(5):
+        conn.execute("UPSERT INTO t (id, v) VALUES ($1, $2)", (i, "x"))
+    conn.execute("SAVEPOINT s")
+    conn.execute("UPSERT INTO t (id, v) VALUES ($1, $2)", (9, "y"))
+    conn.execute("ROLLBACK TO SAVEPOINT s")
+    with pytest.raises(exc.UniqueViolation):
+        conn.execute("INSERT INTO t (id, v) VALUES ($1, $2)", (1, "z"))
+    conn.execute("ROLLBACK")
+    conn.execute("BEGIN")
+    conn.execute("UPSERT INTO t (id, v) VALUES ($1, $2)", (1, "kept"))
+    conn.execute("COMMIT")
+    assert conn.execute("SELECT id, v FROM t").rows == [(1, "kept")]
