@@ -150,3 +150,50 @@ def test_plans_in_a_transaction_block(tmp_path: Path) -> None:
     conn.execute("UPSERT INTO t (id, v) VALUES ($1, $2)", (1, "kept"))
     conn.execute("COMMIT")
     assert conn.execute("SELECT id, v FROM t").rows == [(1, "kept")]
+
+
+def test_simple_protocol_texts_of_one_shape_share_a_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PostgreSQL endpoint runs a simple-protocol INSERT by its normalised template (the
+    constants as parameters): one plan for every text of that shape. A text whose template the
+    plan does not take (a constant inside an expression) runs as it parses."""
+    import asyncio
+
+    import asyncpg
+
+    from changefeed.server.pg import cluster
+    from tests.pg_server import start_server
+
+    monkeypatch.setenv(cluster.WORKERS_ENV, "1")  # the sessions in this process, to count plans
+    changefeed.connect(tmp_path / "db").execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING, n DECIMAL)")
+    server = start_server(tmp_path / "db")
+
+    async def work() -> tuple[list[tuple[object, ...]], int]:
+        conn = await asyncpg.connect(
+            host=server.host, port=server.port, user="root", database="defaultdb", ssl=False
+        )
+        try:
+            for i in range(40):
+                status = await conn.execute(f"UPSERT INTO t (id, v, n) VALUES ({i % 20}, 'v{i}', {i}.5)")
+                assert status == "INSERT 0 1"
+            await conn.execute("INSERT INTO t (id, v, n) VALUES (100 + 1, 'a' || 'b', -2)")
+            with pytest.raises(asyncpg.UniqueViolationError):
+                await conn.execute("INSERT INTO t (id, v, n) VALUES (3, 'dup', 0)")
+            sessions = list(server.endpoint.server.registry.sessions.values())  # type: ignore[attr-defined]
+            made = sum(s.conn.session.plans_made for s in sessions)
+            rows = await conn.fetch("SELECT id, v, n FROM t ORDER BY id")
+            return [tuple(r) for r in rows], made
+        finally:
+            await conn.close()
+
+    try:
+        rows, made = asyncio.run(work())
+    finally:
+        server.stop()
+    # The UPSERT's first text (parsed: its template is made from it) and its template's, the
+    # expression INSERT's (none: it runs as parsed) and the plain INSERT's: not one per text.
+    assert made <= 4
+    assert len(rows) == 21
+    assert rows[3][:2] == (3, "v23") and str(rows[3][2]) == "23.5"
+    assert rows[-1][:2] == (101, "ab") and str(rows[-1][2]) == "-2"

@@ -326,7 +326,21 @@ class Session:
             return res
 
     # ------------------------------------------------------------------ dispatch
-    def execute(self, stmt: ast.Statement, params: Sequence[Any] = ()) -> Result:
+    def execute(
+        self,
+        stmt: ast.Statement,
+        params: Sequence[Any] = (),
+        *,
+        bound: Callable[[], ast.Statement] | None = None,
+    ) -> Result:
+        """Run ``stmt`` with ``params``. ``bound``, if given, makes the same statement with the
+        parameters written in as the literals they stand for (a statement of the PostgreSQL
+        endpoint's simple protocol, taken from its normalised template): a compiled plan runs
+        ``stmt`` with ``params`` (one plan for every text of that shape, as PostgreSQL's and
+        CockroachDB's caches key plans by normalised text), anything else runs ``bound()`` the
+        long way, exactly as the text parses."""
+        if bound is not None and self.statements.handler(stmt).plan_one is None:
+            stmt, params, bound = bound(), (), None
         if isinstance(stmt, ast.Begin):
             self.begin()
             return Result(status="BEGIN")
@@ -348,7 +362,7 @@ class Session:
         h = self.statements.handler(stmt)
         ev = Params(params)
         if h.plan_one is not None:
-            fn: Callable[[Transaction], Result] = lambda t: self._run_planned(h, t, stmt, params, ev)  # noqa: E731
+            fn: Callable[[Transaction], Result] = lambda t: self._run_planned(h, t, stmt, params, ev, bound)  # noqa: E731
         else:
             fn = lambda t: h.run(self, t, stmt, ev)  # noqa: E731
         started: int | None = None
@@ -364,7 +378,13 @@ class Session:
                     raise QueryCanceled("query execution canceled") from None
 
     def _run_planned(
-        self, h: Handler, txn: Transaction, stmt: ast.Statement, params: Sequence[Any], ev: Params
+        self,
+        h: Handler,
+        txn: Transaction,
+        stmt: ast.Statement,
+        params: Sequence[Any],
+        ev: Params,
+        bound: Callable[[], ast.Statement] | None,
     ) -> Result:
         """A statement of a family that compiles plans (:data:`PlanOne`): by its plan, made once
         per catalog version and keyspace (the version this transaction reads); as any statement
@@ -384,6 +404,8 @@ class Session:
                     self._plans.clear()
                 self._plans[id(stmt)] = (stmt, made_under, plan)
         if plan is None:
+            if bound is not None:
+                return h.run(self, txn, bound(), Params(()))
             return h.run(self, txn, stmt, ev)
         return plan(txn, params)
 

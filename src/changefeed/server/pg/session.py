@@ -449,7 +449,8 @@ class PgSession:
                 self.template_plans[norm.key] = (inline, point)
             known = (inline, point)
         inline, point = known
-        if point is not None:  # bound only if the plan leaves it to the general path
+        one_insert = len(tmpl.stmts) == 1 and isinstance(tmpl.stmts[0], ast.Insert)
+        if point is not None or one_insert:  # bound only when it runs the general path (to_run)
             return Prepared(
                 sql,
                 "engine",
@@ -505,31 +506,34 @@ class PgSession:
                 return spanning if spanning is not None else session_commands.run_command(self, prep.command)
             if prep.kind == "catalog":
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
-            stmts = prep.stmts
             if prep.inline:
                 if not prep.planned and not session.in_transaction:
                     prep.planned = True
-                    if len(stmts) == 1 and isinstance(stmts[0], ast.Select):
-                        prep.point = plan_point(session, stmts[0])
+                    if len(prep.stmts) == 1 and isinstance(prep.stmts[0], ast.Select):
+                        prep.point = plan_point(session, prep.stmts[0])
                 if prep.point is not None and not session.in_transaction:
                     got = prep.point.run(session, prep.values if prep.template is not None else params)
                     if got is not None:
                         return got
                     self.forget_plan(prep)  # stale (the catalog moved) or not for these values
-                if prep.template is not None:
-                    stmts, params = norm_.bind(prep.template, prep.values), []
+            stmts, args, bound = self.to_run(prep, params)
+            if prep.inline:
                 writes = self.endpoint.writes
                 if writes is not None and not session.in_transaction and not self.alone and groups(stmts):
                     # With the other sessions' writes of this moment, in one commit.
-                    res = await writes.run(self.user, stmts[0], params, self.conn.db)
+                    res = await writes.run(self.user, stmts[0], args, self.conn.db, bound)
                     if res is not None:
                         return res
                 # On the loop; waiting for another worker's write there, then on the pool.
-                return await gate_wait.run_inline(self.conn.db, self.call, self._run_engine, stmts, params)
+                return await gate_wait.run_inline(
+                    self.conn.db, self.call, self._run_engine, stmts, args, bound
+                )
             if prep.bulk_insert and self.alone:
                 # Long, but nobody else's statement waits on the loop (as a pipelined batch).
-                return await gate_wait.run_inline(self.conn.db, self.call, self._run_engine, stmts, params)
-            return await self.call(self._run_engine, stmts, params)
+                return await gate_wait.run_inline(
+                    self.conn.db, self.call, self._run_engine, stmts, args, bound
+                )
+            return await self.call(self._run_engine, stmts, args, bound)
         finally:
             self.running = None
 
@@ -547,11 +551,32 @@ class PgSession:
                 if p_ is point:
                     del self.template_plans[key]
 
-    def _run_engine(self, stmts: list[ast.Statement], params: Sequence[Any]) -> Result:
+    @staticmethod
+    def to_run(
+        prep: Prepared, params: list[Any]
+    ) -> tuple[list[ast.Statement], Sequence[Any], Callable[[], ast.Statement] | None]:
+        """The statements, parameters and ``bound`` (``Session.execute``'s) that run ``prep``: a
+        simple-protocol text taken from its normalised template runs as the template with its
+        constants for parameters when it is one INSERT (one compiled plan for every text of that
+        shape), else bound (its constants written in as the literals they are)."""
+        tmpl = prep.template
+        if tmpl is None:
+            return prep.stmts, params, None
+        values = prep.values
+        if len(tmpl.stmts) == 1 and isinstance(tmpl.stmts[0], ast.Insert):
+            return list(tmpl.stmts), values, lambda: norm_.bind(tmpl, values)[0]
+        return norm_.bind(tmpl, values), [], None
+
+    def _run_engine(
+        self,
+        stmts: list[ast.Statement],
+        params: Sequence[Any],
+        bound: Callable[[], ast.Statement] | None = None,
+    ) -> Result:
         assert self.conn is not None
         res = Result()
         for stmt in stmts:
-            res = self.conn.session.execute(stmt, params)
+            res = self.conn.session.execute(stmt, params, bound=bound)
             res.status = normalise_tag(res, stmt)
         return res
 

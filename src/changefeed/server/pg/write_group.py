@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +59,7 @@ class _Member:
     params: Sequence[Any]
     own: Database  # the session's connection: its reply waits for the group's ticket there
     done: asyncio.Future[Result | None]
+    bound: Callable[[], ast.Statement] | None = None  # ``Session.execute``'s
 
 
 class WriteGroup:
@@ -76,14 +77,19 @@ class WriteGroup:
         self.commits = 0
 
     async def run(
-        self, user: str, stmt: ast.Statement, params: Sequence[Any], own: Database
+        self,
+        user: str,
+        stmt: ast.Statement,
+        params: Sequence[Any],
+        own: Database,
+        bound: Callable[[], ast.Statement] | None = None,
     ) -> Result | None:
         """Run ``stmt`` for a session of ``user`` in the next commit group; its result once the
         group committed (its reply must still wait for ``own.pending_durable``), or None: the
         group could not get the write gate soon, the session runs the statement itself."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Result | None] = loop.create_future()
-        self._queue.append(_Member(user, stmt, params, own, done))
+        self._queue.append(_Member(user, stmt, params, own, done, bound))
         if self._runner is None or self._runner.done():
             self._runner = loop.create_task(self._drain())
         return await done
@@ -147,7 +153,7 @@ class WriteGroup:
         try:
             for m in members:
                 try:
-                    res = self._session(m.user).execute(m.stmt, m.params)
+                    res = self._session(m.user).execute(m.stmt, m.params, bound=m.bound)
                     res.status = normalise_tag(res, m.stmt)
                     outcomes.append(res)
                 except Exception as exc:  # that member's alone (its savepoint is rolled back)
