@@ -152,6 +152,12 @@ class TableSchema:
     options: dict[str, Any] = field(default_factory=dict)
     version: int = 1
     next_column_id: int = 0
+    #: The primary key: :attr:`partition_key` then :attr:`clustering_key` (made once: read for
+    #: every row written).
+    key: tuple[ColumnSchema, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.partition_key + self.clustering_key)
 
     # ------------------------------------------------------------------ views of the columns
     @property
@@ -172,10 +178,6 @@ class TableSchema:
     @property
     def clustering_key(self) -> tuple[ColumnSchema, ...]:
         return tuple(c for c in self.columns if c.role is Role.CLUSTERING)
-
-    @property
-    def key(self) -> tuple[ColumnSchema, ...]:
-        return self.partition_key + self.clustering_key
 
     @property
     def statics(self) -> tuple[ColumnSchema, ...]:
