@@ -32,6 +32,7 @@ from changefeed.pipeline.baseline import deliver_all
 from changefeed.server.pg import normalise
 from changefeed.sql.parser import parse
 from changefeed.testing.validators import validate_feed
+from tests.node_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = 2000
@@ -42,12 +43,6 @@ def _pgbench() -> str:
     if exe is None:
         pytest.fail("pgbench is not installed: `make setup` installs Debian's postgresql package")
     return exe
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rss_mb(pid: int) -> float:
@@ -99,7 +94,7 @@ def _load(tmp: Path, seconds: int, clients: int = 32) -> None:
         conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
         conn.execute("ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT = 'JSON', MODE = 'NEW_AND_OLD_IMAGES')")
         conn.executemany("UPSERT INTO t (id, v) VALUES (?, ?)", [(i, f"v{i}") for i in range(1, ROWS + 1)])
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     server = subprocess.Popen(
         [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--pg", f"127.0.0.1:{port}"],
