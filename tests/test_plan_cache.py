@@ -9,12 +9,21 @@ what the text means."""
 
 from __future__ import annotations
 
+import asyncio
+import decimal
+import random
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 import changefeed
 from changefeed import exceptions as exc
+from changefeed.engine.changes import read_changes
+from changefeed.server.pg import cluster
+from changefeed.sql.evaluator import Params
+from changefeed.sql.parser import parse
+from tests.pg_server import start_server
 
 
 def test_a_plan_is_made_once_and_reused(tmp_path: Path) -> None:
@@ -158,13 +167,6 @@ def test_simple_protocol_texts_of_one_shape_share_a_plan(
     """The PostgreSQL endpoint runs a simple-protocol INSERT by its normalised template (the
     constants as parameters): one plan for every text of that shape. A text whose template the
     plan does not take (a constant inside an expression) runs as it parses."""
-    import asyncio
-
-    import asyncpg
-
-    from changefeed.server.pg import cluster
-    from tests.pg_server import start_server
-
     monkeypatch.setenv(cluster.WORKERS_ENV, "1")  # the sessions in this process, to count plans
     changefeed.connect(tmp_path / "db").execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING, n DECIMAL)")
     server = start_server(tmp_path / "db")
@@ -205,12 +207,6 @@ def test_plans_answer_random_values_as_the_long_way_does(tmp_path: Path, seed: i
     every kind a client sends (right and wrong types, NULLs, out-of-range numbers, duplicates),
     through the plan and the long way (the statement's handler called directly), side by side:
     the same result or the same error for each, the same rows and the same change rows."""
-    import random
-
-    from changefeed.engine.changes import read_changes
-    from changefeed.sql.evaluator import Params
-    from changefeed.sql.parser import parse
-
     rnd = random.Random(seed)
     ddl = "CREATE TABLE t (id INT PRIMARY KEY, s STRING, d DECIMAL, b BOOL, f FLOAT, y BYTES, n INT2)"
     texts = [
@@ -223,7 +219,7 @@ def test_plans_answer_random_values_as_the_long_way_does(tmp_path: Path, seed: i
     kinds = {
         "id": lambda: rnd.choice([rnd.randint(0, 30), None, "7", "x", 2**63, -1, 1.0]),
         "s": lambda: rnd.choice(["a", "", "ünï", None, 5, "x" * 300]),
-        "d": lambda: rnd.choice([__import__("decimal").Decimal("1.50"), "2.25", 3, None, "nan?", 1e300]),
+        "d": lambda: rnd.choice([decimal.Decimal("1.50"), "2.25", 3, None, "nan?", 1e300]),
         "b": lambda: rnd.choice([True, False, None, "true", 1, "maybe"]),
         "f": lambda: rnd.choice([0.5, -1e-9, None, 3, "1.5", "inf", "zz"]),
         "y": lambda: rnd.choice([b"\x00\xff", b"", None, "text", 7]),

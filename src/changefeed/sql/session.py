@@ -339,8 +339,12 @@ class Session:
         ``stmt`` with ``params`` (one plan for every text of that shape, as PostgreSQL's and
         CockroachDB's caches key plans by normalised text), anything else runs ``bound()`` the
         long way, exactly as the text parses."""
-        if bound is not None and self.statements.handler(stmt).plan_one is None:
-            stmt, params, bound = bound(), (), None
+        h: Handler | None = None
+        if bound is not None:
+            h = self.statements.handler(stmt)
+            if h.plan_one is None:  # no plan: the statement as its text parses
+                stmt, params, h = bound(), (), None
+                bound = None
         if isinstance(stmt, ast.Begin):
             self.begin()
             return Result(status="BEGIN")
@@ -359,7 +363,7 @@ class Session:
         if isinstance(stmt, ast.RollbackToSavepoint):
             self.rollback_to_savepoint(self.ident(stmt.name))
             return Result(status="ROLLBACK")
-        h = self.statements.handler(stmt)
+        h = h or self.statements.handler(stmt)
         ev = Params(params)
         if h.plan_one is not None:
             fn: Callable[[Transaction], Result] = lambda t: self._run_planned(h, t, stmt, params, ev, bound)  # noqa: E731

@@ -179,6 +179,12 @@ class Template:
     stmts: list[ast.Statement]
     binders: list[Binder | None]
 
+    @property
+    def runs_planned(self) -> bool:
+        """One INSERT: its texts run as this template with their constants as parameters, so
+        that they share the engine session's compiled plan (``Session.execute(.., bound=)``)."""
+        return len(self.stmts) == 1 and isinstance(self.stmts[0], ast.Insert)
+
 
 def bind(stmts: list[ast.Statement] | Template, values: tuple[Any, ...]) -> list[ast.Statement]:
     """The template's statements with ``$n`` replaced by the literal of the n-th constant."""

@@ -449,8 +449,7 @@ class PgSession:
                 self.template_plans[norm.key] = (inline, point)
             known = (inline, point)
         inline, point = known
-        one_insert = len(tmpl.stmts) == 1 and isinstance(tmpl.stmts[0], ast.Insert)
-        if point is not None or one_insert:  # bound only when it runs the general path (to_run)
+        if point is not None or tmpl.runs_planned:  # bound only when it runs the general path (to_run)
             return Prepared(
                 sql,
                 "engine",
@@ -563,7 +562,7 @@ class PgSession:
         if tmpl is None:
             return prep.stmts, params, None
         values = prep.values
-        if len(tmpl.stmts) == 1 and isinstance(tmpl.stmts[0], ast.Insert):
+        if tmpl.runs_planned:
             return list(tmpl.stmts), values, lambda: norm_.bind(tmpl, values)[0]
         return norm_.bind(tmpl, values), [], None
 
