@@ -139,41 +139,26 @@ def set_gc_threshold(conn: sqlite3.Connection, schema: TableSchema, ts: CommitTs
 def _gc_changes(db: Database, schema: TableSchema, now: int, age: int) -> int:
     """Delete unprotected change rows in chunks (seq order), recording the GC threshold with each."""
     x = f"x{schema.id}"
-    total = 0
-    while True:
-        with db.lock:
-            db.wait_for_locks()
-            db.conn.execute("BEGIN IMMEDIATE")
-            try:
-                exists = db.conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (x,)
-                ).fetchone()
-                if exists is None:  # dropped meanwhile
-                    db.conn.execute("ROLLBACK")
-                    return total
-                floor, cutoff = _phoenix_floor(db.conn, schema, now, _change_floor(db.conn, schema, now, age))
-                bound = f"FROM {x} WHERE seq <= ? AND ts < ? ORDER BY seq"
-                last = (
-                    db.conn.execute(
-                        f"SELECT seq, ts, lg {bound} LIMIT 1 OFFSET ?", (floor, cutoff, DELETE_CHUNK - 1)
-                    ).fetchone()
-                    or db.conn.execute(
-                        f"SELECT seq, ts, lg FROM {x} WHERE seq <= ? AND ts < ? ORDER BY seq DESC LIMIT 1",
-                        (floor, cutoff),
-                    ).fetchone()
-                )
-                n = 0
-                if last is not None:
-                    n = db.conn.execute(f"DELETE FROM {x} WHERE seq <= ?", (int(last[0]),)).rowcount
-                    set_gc_threshold(db.conn, schema, CommitTs(int(last[1]), int(last[2])))
-                db.conn.execute("COMMIT")
-            except BaseException:
-                if db.conn.in_transaction:
-                    db.conn.execute("ROLLBACK")
-                raise
-        total += n
-        if n < DELETE_CHUNK:
-            return total
+
+    def chunk(conn: sqlite3.Connection) -> int:
+        floor, cutoff = _phoenix_floor(conn, schema, now, _change_floor(conn, schema, now, age))
+        bound = f"FROM {x} WHERE seq <= ? AND ts < ? ORDER BY seq"
+        last = (
+            conn.execute(
+                f"SELECT seq, ts, lg {bound} LIMIT 1 OFFSET ?", (floor, cutoff, DELETE_CHUNK - 1)
+            ).fetchone()
+            or conn.execute(
+                f"SELECT seq, ts, lg FROM {x} WHERE seq <= ? AND ts < ? ORDER BY seq DESC LIMIT 1",
+                (floor, cutoff),
+            ).fetchone()
+        )
+        if last is None:
+            return 0
+        n = int(conn.execute(f"DELETE FROM {x} WHERE seq <= ?", (int(last[0]),)).rowcount)
+        set_gc_threshold(conn, schema, CommitTs(int(last[1]), int(last[2])))
+        return n
+
+    return _in_chunks(db, x, chunk)
 
 
 def _constant(bounds: tuple[int, ...]) -> Bounds:
@@ -230,22 +215,14 @@ def _expire_phoenix_ttl(db: Database, schema: TableSchema, now: int) -> int:
 
 def _expire_phoenix_index(db: Database, schema: TableSchema, now: int) -> None:
     """Time-index rows beyond the max lookback go (Phoenix's CDC index TTL is its max lookback)."""
-    with db.lock:
-        db.wait_for_locks()
-        db.conn.execute("BEGIN IMMEDIATE")
-        try:
-            floor = phoenix.history_floor_ns(db.conn, schema, now)
-            exists = db.conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                (phoenix.index_table(schema),),
-            ).fetchone()
-            if floor is not None and exists is not None:
-                phoenix.expire_index(db.conn, schema, floor // phoenix.NS_PER_MS)
-            db.conn.execute("COMMIT")
-        except BaseException:
-            if db.conn.in_transaction:
-                db.conn.execute("ROLLBACK")
-            raise
+
+    def expire(conn: sqlite3.Connection) -> int:
+        floor = phoenix.history_floor_ns(conn, schema, now)
+        if floor is not None:
+            phoenix.expire_index(conn, schema, floor // phoenix.NS_PER_MS)
+        return 0
+
+    _short_write(db, phoenix.index_table(schema), expire)
 
 
 def _change_floor(conn: sqlite3.Connection, schema: TableSchema, now: int, age: int) -> tuple[int, int]:
@@ -273,24 +250,42 @@ def _change_floor(conn: sqlite3.Connection, schema: TableSchema, now: int, age: 
 def _chunked(db: Database, table: str, sql: str, params: Bounds) -> int:
     """Run a ``... LIMIT ?`` delete repeatedly, one short transaction per chunk (the bounds are
     computed inside each chunk's transaction)."""
+    return _in_chunks(db, table, lambda conn: int(conn.execute(sql, (*params(conn), DELETE_CHUNK)).rowcount))
+
+
+def _in_chunks(db: Database, table: str, chunk: Callable[[sqlite3.Connection], int]) -> int:
+    """Run ``chunk`` (which deletes up to :data:`DELETE_CHUNK` rows of ``table`` and returns how
+    many) in short write transactions until it deletes fewer, or ``table`` is gone; the total."""
     total = 0
     while True:
-        with db.lock:
-            db.wait_for_locks()
-            db.conn.execute("BEGIN IMMEDIATE")
-            try:
-                exists = db.conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-                ).fetchone()
-                if exists is None:  # dropped meanwhile
-                    db.conn.execute("ROLLBACK")
-                    return total
-                n = db.conn.execute(sql, (*params(db.conn), DELETE_CHUNK)).rowcount
-                db.conn.execute("COMMIT")
-            except BaseException:
-                if db.conn.in_transaction:
-                    db.conn.execute("ROLLBACK")
-                raise
+        n = _short_write(db, table, chunk)
+        if n is None:  # dropped meanwhile
+            return total
         total += n
         if n < DELETE_CHUNK:
             return total
+
+
+def _short_write(db: Database, table: str, body: Callable[[sqlite3.Connection], int]) -> int | None:
+    """``body(conn)`` in a write transaction of its own, committed as every commit is
+    (``Database.commit_sqlite``: announced to the durability board, the WAL's reserve kept, and
+    durable before this returns, so no commit of this process is left unsynced); None, with
+    nothing done, if ``table`` no longer exists."""
+    with db.lock:
+        db.wait_for_locks()
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            exists = db.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            if exists is None:
+                db.conn.execute("ROLLBACK")
+                return None
+            n = body(db.conn)
+            ticket = db.commit_sqlite()
+        except BaseException:
+            if db.conn.in_transaction:
+                db.conn.execute("ROLLBACK")
+            raise
+    db.wait_durable(ticket)  # outside the lock, as Transaction.commit waits
+    return n
