@@ -1,6 +1,6 @@
 """pgbench through ``changefeed serve --pg`` side by side with PostgreSQL, in one run.
 
-    python benchmarks/pgbench_bench.py [--seconds 20] [--clients 1,8,32] [--rows 100000]
+    python benchmarks/pgbench_bench.py [--seconds 20] [--rounds 1] [--clients 1,8,32] [--rows 100000]
         [--scripts select-simple,select-extended,select-prepared,upsert,mix,txn] [--feed]
         [--only changefeed|postgres] [--keep] [--bulk 30] [--bulk-text same|varied]
 
@@ -11,6 +11,9 @@ temporary directory, ``fsync = on``, ``synchronous_commit = on``, loopback only)
 (``-j`` up to 2 threads: the machine has 2 cores). Each run prints tps, p50/p99 latency (from
 pgbench's per-transaction log) and failed transactions; then one table with the ratio
 changefeed / PostgreSQL per script and client count, and each side's durability setting.
+``--rounds N`` runs each pair N times, the sides alternating which goes first: the table then
+shows each side's median run and the median of the rounds' ratios with their range (single
+runs on a shared machine vary by a third or more).
 
 Scripts (random keys over the loaded rows; both sides get the same statements, except that the
 upsert is ``UPSERT INTO`` for changefeed and ``INSERT .. ON CONFLICT (id) DO UPDATE`` for
@@ -44,6 +47,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -477,6 +481,32 @@ def bulk(tmp: Path, transactions: int, varied: bool = False) -> Bulk:
             proc.kill()
 
 
+def grouped(runs: list[Run]) -> dict[tuple[str, str, int], list[Run]]:
+    """The runs of each (side, script, clients), in the order they ran."""
+    out: dict[tuple[str, str, int], list[Run]] = {}
+    for r in runs:
+        out.setdefault((r.side, r.script, r.clients), []).append(r)
+    return out
+
+
+def median_run(runs: list[Run]) -> Run:
+    """The run of median tps (the lower middle one of an even number)."""
+    return sorted(runs, key=lambda r: r.tps)[(len(runs) - 1) // 2]
+
+
+def round_ratios(runs: list[Run]) -> dict[tuple[str, int], list[float]]:
+    """changefeed tps / PostgreSQL tps of each round (the two sides' i-th runs of a script and
+    client count, which ran back to back), per (script, clients)."""
+    by = grouped(runs)
+    out: dict[tuple[str, int], list[float]] = {}
+    for (side, script, clients), ours in by.items():
+        if side != "changefeed":
+            continue
+        theirs = by.get(("postgres", script, clients), [])
+        out[(script, clients)] = [a.tps / b.tps for a, b in zip(ours, theirs, strict=False) if b.tps]
+    return out
+
+
 def load_load() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -485,6 +515,12 @@ def load_load() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="runs of each script and client count on each side, alternating (the table shows medians)",
+    )
     ap.add_argument("--clients", default="1,8,32")
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--scripts", default=",".join(SCRIPTS))
@@ -573,17 +609,25 @@ def main() -> None:
             for script in scripts:
                 fargs, mode = files[side][script]
                 pgbench(side, script, fargs, mode, 2, 1, port, user, dbname, logdir, pid)
+        # With several rounds the two sides alternate which goes first, so that neither always
+        # meets the machine right after the other's load.
         for script in scripts:
             for c in clients:
-                for side, (port, user, dbname, pid) in servers.items():
-                    fargs, mode = files[side][script]
-                    r = pgbench(side, script, fargs, mode, c, args.seconds, port, user, dbname, logdir, pid)
-                    print(
-                        f"{side:<10} {script:<16} {c:>3} clients: {r.tps:>9,.0f} tps  p50 {r.p50_ms:.2f} ms"
-                        f"  p99 {r.p99_ms:.2f} ms  server CPU {r.cpu_us:,.0f} us/txn  failed {r.failed}  (load {load_load()})",
-                        flush=True,
-                    )
-                    runs.append(r)
+                for rnd in range(args.rounds):
+                    order = list(servers.items())
+                    if rnd % 2:
+                        order.reverse()
+                    for side, (port, user, dbname, pid) in order:
+                        fargs, mode = files[side][script]
+                        r = pgbench(
+                            side, script, fargs, mode, c, args.seconds, port, user, dbname, logdir, pid
+                        )
+                        print(
+                            f"{side:<10} {script:<16} {c:>3} clients: {r.tps:>9,.0f} tps  p50 {r.p50_ms:.2f} ms"
+                            f"  p99 {r.p99_ms:.2f} ms  server CPU {r.cpu_us:,.0f} us/txn  failed {r.failed}  (load {load_load()})",
+                            flush=True,
+                        )
+                        runs.append(r)
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
@@ -602,7 +646,8 @@ def main() -> None:
     print(f"cores {os.cpu_count()}, load average {load_load()} at the end")
     for side, text in durability.items():
         print(f"  {side}: {text}")
-    by = {(r.side, r.script, r.clients): r for r in runs}
+    by = {key: median_run(rs) for key, rs in grouped(runs).items()}
+    ratios = round_ratios(runs)
     print()
     print(
         f"{'script':<16} {'clients':>7} | {'changefeed tps':>14} {'p50':>6} {'p99':>7} {'cpu':>5} {'fail':>4} | "
@@ -621,10 +666,19 @@ def main() -> None:
                 if b
                 else " " * 38
             )
-            ratio = f"{a.tps / b.tps:.2f}" if a and b and b.tps else "-"
+            each = ratios.get((s, c), [])
+            ratio = f"{statistics.median(each):.2f}" if each else "-"
+            if len(each) > 1:
+                ratio += f" ({min(each):.2f}-{max(each):.2f})"
             print(f"{s:<16} {c:>7} | {left} | {right} | {ratio}")
     print(
-        "(p50/p99 latency in ms; cpu: server CPU per transaction in us; ratio = changefeed tps / PostgreSQL tps)"
+        "(p50/p99 latency in ms; cpu: server CPU per transaction in us; ratio = changefeed tps / PostgreSQL tps"
+        + (
+            f"; each side's median run of {args.rounds}, the ratio the median of the rounds' ratios (their range)"
+            if args.rounds > 1
+            else ""
+        )
+        + ")"
     )
     if args.only != "postgres":
         print_bulk(args.bulk, args.bulk_text == "varied")
