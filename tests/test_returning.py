@@ -56,6 +56,55 @@ def test_returning_gives_the_rows_written(tmp_path: Path) -> None:
         assert (res.columns, res.rows, res.rowcount) == ([], [], 1)
 
 
+def test_returning_subqueries_read_the_table_as_the_statement_began(tmp_path: Path) -> None:
+    """As in PostgreSQL, a subquery in RETURNING reads the statement's snapshot, not its writes."""
+    with changefeed.connect(tmp_path / "db") as conn:
+        conn.execute("CREATE TABLE s (id INT PRIMARY KEY, v INT)")
+        conn.execute("INSERT INTO s VALUES (1, 1)")
+        res = conn.execute("INSERT INTO s VALUES (2, 2) RETURNING id, (SELECT count(*) FROM s) AS n")
+        assert res.rows == [(2, 1)]
+        res = conn.execute("UPDATE s SET v = 10 WHERE id = 1 RETURNING id, (SELECT sum(v) FROM s)")
+        assert res.rows == [(1, 3)]
+        res = conn.execute(
+            "DELETE FROM s WHERE id = 2 RETURNING id, EXISTS (SELECT 1 FROM s WHERE id = 2) AS was"
+        )
+        assert res.rows == [(2, True)]
+        res = conn.execute(
+            "UPSERT INTO s VALUES (1, 5) RETURNING v, (SELECT v FROM s WHERE id = 1) AS before"
+        )
+        assert res.rows == [(5, 10)]
+
+
+def test_insert_select_takes_on_conflict_and_returning(tmp_path: Path) -> None:
+    """``INSERT/UPSERT INTO t SELECT ..`` with ``ON CONFLICT DO NOTHING`` and ``RETURNING``, as
+    PostgreSQL and CockroachDB take them."""
+    with changefeed.connect(tmp_path / "db") as conn:
+        conn.execute("CREATE TABLE src (id INT PRIMARY KEY, v INT)")
+        conn.execute("CREATE TABLE dst (id INT PRIMARY KEY, v INT, d INT DEFAULT 7)")
+        conn.execute("INSERT INTO src VALUES (1, 10), (2, 20), (3, 30)")
+        conn.execute("INSERT INTO dst (id, v) VALUES (2, 0)")
+        res = conn.execute(
+            "INSERT INTO dst (id, v) SELECT id, v FROM src ON CONFLICT DO NOTHING"
+            " RETURNING id, d, (SELECT count(*) FROM dst) AS before"
+        )
+        assert (res.status, res.columns, sorted(res.rows)) == (
+            "INSERT 2",
+            ["id", "d", "before"],
+            [(1, 7, 1), (3, 7, 1)],
+        )
+        res = conn.execute(
+            "UPSERT INTO dst (id, v) SELECT id, v + $1 FROM src WHERE id = 2 RETURNING *", (1,)
+        )
+        assert (res.status, res.rows) == ("UPSERT 1", [(2, 21, 7)])
+        # no row selected: no row returned, the columns all the same
+        res = conn.execute("INSERT INTO dst (id, v) SELECT id, v FROM src WHERE id > 9 RETURNING id, v")
+        assert (res.status, res.columns, res.rows) == ("INSERT 0", ["id", "v"], [])
+        with pytest.raises(ChangefeedError) as err:  # a duplicate without ON CONFLICT: nothing written
+            conn.execute("INSERT INTO dst (id, v) SELECT id + 2, v FROM src RETURNING id")
+        assert err.value.code == "23505"
+        assert sorted(conn.execute("SELECT id FROM dst").rows) == [(1,), (2,), (3,)]
+
+
 def test_returning_an_aggregate_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     with changefeed.connect(tmp_path / "db") as conn:
         conn.execute("CREATE TABLE u (id INT PRIMARY KEY, n STRING)")
@@ -189,6 +238,12 @@ def test_asyncpg_prepared_returning_and_expressions_have_their_types(server: Run
             assert tuple(got) == (1.25, 2.5)
             dec = await conn.fetchval("SELECT 7.0 / 2 AS d FROM r WHERE id = 11")
             assert dec == Decimal("3.5")
+            # INSERT .. SELECT .. RETURNING: described before it runs, as an INSERT .. VALUES is
+            copy = await conn.prepare(
+                "INSERT INTO r (id, n) SELECT id + $1, n FROM r WHERE id = 11 RETURNING id, n"
+            )
+            assert [(a.name, a.type.name) for a in copy.get_attributes()] == [("id", "int8"), ("n", "text")]
+            assert [tuple(r) for r in await copy.fetch(1000)] == [(1011, "eleven")]
         finally:
             await conn.close()
 

@@ -749,13 +749,17 @@ class DropCdc:
 @dataclass(frozen=True, slots=True)
 class UpsertSelect:
     """``UPSERT INTO t [(cols)] SELECT ...`` (Phoenix), and ``INSERT``/``REPLACE INTO t SELECT``
-    (``mode``: each row written as that statement writes it)."""
+    (``mode``: each row written as that statement writes it), with PostgreSQL's and
+    CockroachDB's ``ON CONFLICT DO NOTHING`` and ``RETURNING`` as an ``INSERT .. VALUES`` takes
+    them."""
 
     table: QName
     columns: tuple[Ident, ...]
     query: Select
     pos: Pos = field(default=Pos(), compare=False)
     mode: Lit["insert", "upsert", "replace"] = "upsert"
+    on_conflict_do_nothing: bool = False
+    returning: tuple[SelectItem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -747,7 +747,9 @@ class PgSession:
             shown = session_commands.run_command(self, prep.command)
             return [(c, t.TEXT) for c in shown.columns]
         stmt = prep.stmts[-1] if prep.stmts else None
-        if prep.kind == "engine" and isinstance(stmt, ast.Insert | ast.Update | ast.Delete):
+        if prep.kind == "engine" and isinstance(
+            stmt, ast.Insert | ast.Update | ast.Delete | ast.UpsertSelect
+        ):
             conn = self.conn
             assert conn is not None
             write = stmt

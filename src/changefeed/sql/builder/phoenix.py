@@ -86,7 +86,13 @@ class PhoenixRules(Rules):
     def upsert_select(self, meta: Any, c: list[Any]) -> ast.Statement:
         cl = clauses(c)
         return ast.UpsertSelect(
-            c[1], cl.get("columns", ()), first(c, ast.Select), pos=position(meta), mode=c[0]
+            c[1],
+            cl.get("columns", ()),
+            first(c, ast.Select),
+            pos=position(meta),
+            mode=c[0],
+            on_conflict_do_nothing="on_conflict" in cl,
+            returning=cl.get("returning", ()),
         )
 
     @v_args(meta=True)

@@ -244,8 +244,11 @@ def insert_one_plan(session: Session, txn: Transaction, s: ast.Insert) -> Planne
 
 @FAMILY.statement(ast.Insert, plan_many=insert_plan, plan_one=insert_one_plan)
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
-    if subqueries.has_subquery(s.rows):
-        s = replace(s, rows=subqueries.fold(s.rows, run_in(session, txn, ev)))
+    if subqueries.has_subquery((s.rows, s.returning)):
+        # Run before the write: RETURNING's subqueries see the table as the statement began, as
+        # in PostgreSQL (every subquery of a statement reads its snapshot, not its own writes).
+        run = run_in(session, txn, ev)
+        s = replace(s, rows=subqueries.fold(s.rows, run), returning=subqueries.fold(s.returning, run))
     bulk = _insert_rows_in_bulk(session, txn, s, ev)
     if bulk is not None:
         return bulk
@@ -284,7 +287,9 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
     return _returning(session, txn, schema, s.returning, written, ev, f"{_TAGS[s.mode]} {n}", n)
 
 
-def returning_shape(session: Session, txn: Transaction, s: ast.Insert | ast.Update | ast.Delete) -> Result:
+def returning_shape(
+    session: Session, txn: Transaction, s: ast.Insert | ast.Update | ast.Delete | ast.UpsertSelect
+) -> Result:
     """The columns and types a write's ``RETURNING`` list gives, without writing (a client that
     prepares the statement learns them before running it); no columns without ``RETURNING``."""
     if not s.returning:
@@ -486,9 +491,14 @@ def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int |
 
 @FAMILY.statement(ast.Update)
 def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Result:
-    if subqueries.has_subquery((s.where, s.assignments)):
-        run = run_in(session, txn, ev)
-        s = replace(s, where=subqueries.fold(s.where, run), assignments=subqueries.fold(s.assignments, run))
+    if subqueries.has_subquery((s.where, s.assignments, s.returning)):
+        run = run_in(session, txn, ev)  # before the write (see insert)
+        s = replace(
+            s,
+            where=subqueries.fold(s.where, run),
+            assignments=subqueries.fold(s.assignments, run),
+            returning=subqueries.fold(s.returning, run),
+        )
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.UPDATE))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
@@ -577,8 +587,9 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
         return _cql_delete(session, txn, schema, s, evaluator)
     if s.columns:
         raise InvalidStatement("DELETE of individual columns is CQL; use UPDATE .. SET c = NULL")
-    if subqueries.has_subquery(s.where):
-        s = replace(s, where=subqueries.fold(s.where, run_in(session, txn, ev)))
+    if subqueries.has_subquery((s.where, s.returning)):
+        run = run_in(session, txn, ev)  # before the write (see insert)
+        s = replace(s, where=subqueries.fold(s.where, run), returning=subqueries.fold(s.returning, run))
     olds = dict(_matching_rows(session, txn, schema, s.where, evaluator))
     txn.delete_rows(schema, list(olds), olds=olds)
     n = len(olds)

@@ -330,11 +330,23 @@ def upsert_select(session: Session, txn: Transaction, s: ast.UpsertSelect, ev: P
     rows = select.select(session, txn, s.query, ev).rows
     tag = s.mode.upper()
     if not rows:
+        if s.returning:  # no rows, the columns all the same
+            shape = dml.returning_shape(session, txn, s)
+            return replace(shape, status=f"{tag} 0", rowcount=0)
         return Result(status=f"{tag} 0")
     values = tuple(tuple(ast.Literal(v) for v in r) for r in rows)
-    insert = ast.Insert(s.table, s.columns, values, mode=s.mode, pos=s.pos)
-    res = dml.insert(session, txn, insert, Params(()))
-    return Result(status=f"{tag} {res.rowcount}", rowcount=res.rowcount)
+    insert = ast.Insert(
+        s.table,
+        s.columns,
+        values,
+        mode=s.mode,
+        on_conflict_do_nothing=s.on_conflict_do_nothing,
+        returning=s.returning,
+        pos=s.pos,
+    )
+    # The RETURNING list's subqueries see the table as the SELECT did, before the write (dml.insert)
+    res = dml.insert(session, txn, insert, ev)
+    return replace(res, status=f"{tag} {res.rowcount}")
 
 
 # ===================================================================================== CDC queries
