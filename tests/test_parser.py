@@ -845,8 +845,8 @@ def test_error_misspelt_keyword(dialect: parser_mod.Dialect) -> None:
 def test_error_end_of_input(dialect: parser_mod.Dialect) -> None:
     e = _error("SELECT * FROM", dialect)
     assert (e.line, e.column) == (1, 14)
-    # CockroachDB's statement source, FROM [SHOW JOBS], is SQL only
-    bracket = "'[', " if dialect == "sql" else ""
+    # a subquery, FROM (SELECT ..), and CockroachDB's statement source, FROM [SHOW JOBS], are SQL only
+    bracket = "'(', '[', " if dialect == "sql" else ""
     assert str(e) == (
         "syntax error at line 1, column 14: unexpected end of input, "
         f"expected one of: {bracket}identifier, quoted identifier"

@@ -340,6 +340,35 @@ def test_asyncpg_connects_and_queries(server: RunningServer) -> None:
     assert asyncio.run(go()) == [(500, "from asyncpg")]
 
 
+def test_with_queries_and_grouping_over_the_wire(server: RunningServer) -> None:
+    """A WITH query, a derived table and GROUP BY a position through psycopg (simple and
+    prepared) and asyncpg (described before it runs); a grouping error is its SQLSTATE."""
+    import asyncpg
+
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute("UPSERT INTO kv VALUES (700, 'w'), (701, 'w'), (702, 'x')")
+        sql = "WITH w AS (SELECT k, v FROM kv WHERE k >= %s) SELECT v, count(*) FROM w GROUP BY 1 ORDER BY 1"
+        assert conn.execute(sql, (700,)).fetchall() == [("w", 2), ("x", 1)]
+        assert conn.execute(sql, (700,), prepare=True).fetchall() == [("w", 2), ("x", 1)]
+        got = conn.execute("SELECT d.v FROM (SELECT v FROM kv WHERE k = 702) AS d").fetchall()
+        assert got == [("x",)]
+        with pytest.raises(psycopg.errors.GroupingError):
+            conn.execute("SELECT v, k FROM kv WHERE k >= 700 GROUP BY v")
+
+    async def go() -> list[tuple[object, ...]]:
+        c = await asyncpg.connect(
+            host=server.host, port=server.port, user="root", database="defaultdb", ssl=False
+        )
+        try:
+            stmt = await c.prepare("WITH w AS (SELECT k FROM kv WHERE k >= $1) SELECT count(*) AS n FROM w")
+            assert [(a.name, a.type.name) for a in stmt.get_attributes()] == [("n", "int8")]
+            return [tuple(r) for r in await stmt.fetch(701)]
+        finally:
+            await c.close()
+
+    assert asyncio.run(go()) == [(2,)]
+
+
 def test_asyncpg_gets_errors_of_a_statement_it_prepares(server: RunningServer) -> None:
     """asyncpg prepares with Parse, Describe and Flush (no Sync) and waits for the answer: an
     error must be sent at once, although the messages after it up to Sync are skipped."""

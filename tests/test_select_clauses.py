@@ -10,7 +10,7 @@ import pytest
 
 import changefeed
 from changefeed.connection import Connection
-from changefeed.exceptions import ChangefeedError, InvalidColumnReference
+from changefeed.exceptions import ChangefeedError, GroupingError, InvalidColumnReference
 
 
 @pytest.fixture
@@ -81,6 +81,84 @@ def test_order_by_position_and_nulls(conn: Connection) -> None:
     with pytest.raises(InvalidColumnReference) as err:
         conn.execute("SELECT id FROM u ORDER BY 5")
     assert err.value.code == "42P10"
+
+
+def test_group_by_position_and_output_name(conn: Connection) -> None:
+    """``GROUP BY 1`` is the select list's first column and ``GROUP BY name`` an output column
+    the input does not have, as in PostgreSQL and CockroachDB (an integer was grouped by as a
+    constant: one group of every row)."""
+    assert rows(conn, "SELECT s, count(*) FROM u GROUP BY 1 ORDER BY 1") == [(None, 1), ("a", 2), ("b", 1)]
+    assert rows(conn, "SELECT n > 9 AS big, count(*) FROM u GROUP BY big ORDER BY 2") == [
+        (False, 1),
+        (True, 3),
+    ]
+    assert rows(conn, "SELECT upper(s) AS s, count(*) FROM u GROUP BY s ORDER BY 2, 1") == [
+        (None, 1),
+        ("B", 1),
+        ("A", 2),
+    ]  # an input column wins over an output name: grouped by s, then upper-cased
+    with pytest.raises(InvalidColumnReference, match="GROUP BY position 3 is not in select list"):
+        conn.execute("SELECT s, count(*) FROM u GROUP BY 3")
+    with pytest.raises(GroupingError, match="aggregate functions are not allowed in GROUP BY"):
+        conn.execute("SELECT count(*), s FROM u GROUP BY 1")
+
+
+def test_grouped_select_reads_only_grouped_columns(conn: Connection) -> None:
+    """A column outside aggregates must be grouped by (42803), unless the whole primary key is."""
+    for sql in (
+        "SELECT s, count(*) FROM u",
+        "SELECT s, n FROM u GROUP BY s",
+        "SELECT s, n + 1 FROM u GROUP BY s",
+        "SELECT s, count(*) FROM u GROUP BY s HAVING n > 1",
+    ):
+        with pytest.raises(GroupingError, match="must appear in the GROUP BY clause") as err:
+            conn.execute(sql)
+        assert err.value.code == "42803"
+    assert rows(conn, "SELECT id, s, n FROM u GROUP BY id ORDER BY id LIMIT 1") == [(1, "a", 10)]
+    assert rows(conn, "SELECT upper(s) || '!', sum(n) + 1 FROM u GROUP BY upper(s) ORDER BY 2") == [
+        ("A!", 16),
+        ("B!", 21),
+        (None, 31),
+    ]
+    assert rows(conn, "SELECT 1, count(*) FROM u") == [(1, 4)]
+
+
+def test_with_queries_and_derived_tables(conn: Connection) -> None:
+    """``WITH x AS (..) SELECT ..`` (non-recursive, a query may read the ones before it; a name
+    shadows a table's) and ``FROM (SELECT ..) [AS] x``, as PostgreSQL and CockroachDB take them."""
+    assert rows(conn, "WITH big AS (SELECT id, s FROM u WHERE n > 9) SELECT * FROM big ORDER BY id") == [
+        (1, "a"),
+        (2, "b"),
+        (3, None),
+    ]
+    got = rows(
+        conn,
+        "WITH a AS (SELECT s, n FROM u WHERE s IS NOT NULL),"
+        " b AS (SELECT s, sum(n) AS total FROM a GROUP BY s)"
+        " SELECT s, total FROM b WHERE total > 15 ORDER BY s",
+    )
+    assert got == [("b", 20)]
+    assert rows(conn, "WITH U AS (SELECT 42 AS id) SELECT id FROM u") == [(42,)]  # unquoted: any case
+    assert rows(
+        conn, "SELECT x.s, x.c FROM (SELECT s, count(*) AS c FROM u GROUP BY s) AS x WHERE x.c > 1"
+    ) == [("a", 2)]
+    assert rows(conn, "SELECT * FROM (SELECT id FROM u) ORDER BY 1 DESC LIMIT 2") == [(4,), (3,)]
+    # a WITH query read by a subquery of the statement
+    assert rows(
+        conn,
+        "WITH a AS (SELECT id FROM u WHERE s = 'a') SELECT n FROM u WHERE id IN (SELECT id FROM a) ORDER BY n",
+    ) == [(5,), (10,)]
+    with pytest.raises(ChangefeedError, match='WITH query name "a" specified more than once') as err:
+        conn.execute("WITH a AS (SELECT 1), a AS (SELECT 2) SELECT * FROM a")
+    assert err.value.code == "42712"
+    with pytest.raises(ChangefeedError, match="WITH RECURSIVE is not supported") as err:
+        conn.execute("WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r")
+    assert err.value.code == "0A000"
+    with pytest.raises(ChangefeedError, match="cannot be joined") as err:
+        conn.execute("WITH a AS (SELECT id FROM u) SELECT * FROM u JOIN a ON u.id = a.id")
+    assert err.value.code == "0A000"
+    with pytest.raises(ChangefeedError, match="does not exist"):
+        conn.execute("WITH a AS (SELECT * FROM nowhere) SELECT * FROM a")
 
 
 def test_distinct_aggregates(conn: Connection) -> None:

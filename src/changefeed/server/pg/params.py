@@ -45,6 +45,9 @@ def _walk(node: Any) -> Iterator[Any]:
 def param_types(stmt: ast.Statement, tables: list[TableSchema], count: int) -> list[int]:
     """OIDs for parameters ``$1..$count`` of ``stmt``."""
     out = [t.TEXT] * count
+    source = getattr(stmt, "source", None)
+    if isinstance(source, ast.Select):  # FROM (SELECT ..), a WITH query: its parameters' types
+        out = param_types(source, tables, count)
     table_name = getattr(stmt, "table", None)
     schema = _schema(table_name, tables)
     cols = {c.name: c for c in schema.columns} if schema is not None else {}

@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 from lark import Token, v_args
 
-from changefeed.exceptions import StatementSyntaxError
+from changefeed.exceptions import StatementSyntaxError, UnsupportedFeature
 from changefeed.sql import ast
+from changefeed.sql.builder import with_queries
 from changefeed.sql.builder.common import Clause, Rules, clauses, first, position
 
 __all__ = ["DmlRules", "select_node"]
@@ -184,6 +185,21 @@ class DmlRules(Rules):
     def from_statement(self, c: list[Any]) -> Clause:
         """CockroachDB's ``FROM [<statement>]``: the statement's rows are the relation."""
         return Clause("source", c[0])
+
+    def from_subquery(self, c: list[Any]) -> list[Clause]:
+        """``FROM (SELECT ..) [AS] x``: the query's rows are the relation, as a statement source."""
+        return [Clause("source", c[0]), *(x for x in c[1:] if isinstance(x, Clause))]
+
+    def with_select(self, c: list[Any]) -> ast.Statement:
+        if c[0] is not None:
+            raise UnsupportedFeature("WITH RECURSIVE is not supported")
+        return with_queries.inline(c[1:-1], c[-1])
+
+    def with_recursive(self, c: list[Any]) -> bool:
+        return True
+
+    def with_query(self, c: list[Any]) -> tuple[ast.Ident, ast.Select]:
+        return c[0], c[1]
 
     def as_of(self, c: list[ast.Expr]) -> Clause:
         return Clause("as_of", c[0])

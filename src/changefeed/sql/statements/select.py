@@ -17,6 +17,7 @@ from changefeed.engine.types import Kind, SqlType, resolve_type
 from changefeed.exceptions import (
     ChangefeedError,
     DatatypeMismatch,
+    GroupingError,
     InvalidColumnReference,
     InvalidStatement,
     UndefinedTable,
@@ -396,6 +397,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     lim = _count(evaluator, s.limit, "LIMIT")
     skip = _count(evaluator, s.offset, "OFFSET") or 0
     order_by = tuple(_by_position(o, items) for o in s.order_by)
+    group_by = tuple(_group_item(session, g, items, index, lower_index) for g in s.group_by)
     where = s.where
     scanned: Iterable[tuple[Any, ...]]
     if rel.scan is not None:
@@ -404,13 +406,15 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         scanned = rel.rows(_pushdown(session, rel, s.where, evaluator))
     if where is not None:
         scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
-    if lim is not None and not aggregate and not s.group_by and not order_by and not s.distinct:
+    if lim is not None and not aggregate and not group_by and not order_by and not s.distinct:
         scanned = islice(scanned, skip + lim)  # rows come in output order: stop the scan early
     rows = list(scanned)
-    if s.group_by or aggregate:
+    if group_by or aggregate:
         exprs = [e for _, e, _ in items]
-        if s.group_by:
-            out_rows = grouped(evaluator, [scope(r) for r in rows], s.group_by, exprs, s.having)
+        if session.dialect == "sql" and rel.names is None:
+            _check_grouped(session, rel, (*exprs, s.having), group_by, index, lower_index)
+        if group_by:
+            out_rows = grouped(evaluator, [scope(r) for r in rows], group_by, exprs, s.having)
         else:
             out_rows = grouped(evaluator, [scope(r) for r in rows], (), exprs, s.having, whole=True)
         if order_by:
@@ -488,6 +492,69 @@ def _by_position(o: ast.OrderItem, items: list[tuple[str, ast.Expr, SqlType | No
     if not 1 <= e.value <= len(items):
         raise InvalidColumnReference(f"ORDER BY position {e.value} is not in select list")
     return replace(o, expr=items[e.value - 1][1])
+
+
+def _group_item(
+    session: Session,
+    g: ast.Expr,
+    items: list[tuple[str, ast.Expr, SqlType | None]],
+    index: Mapping[str, int],
+    lower_index: Mapping[str, int],
+) -> ast.Expr:
+    """A ``GROUP BY`` item as PostgreSQL and CockroachDB read it: an integer constant is a
+    position in the select list (``GROUP BY 1``), and a bare name that is no column of the
+    input but an output column's name is that output column's expression (an input column
+    wins when both are)."""
+    if isinstance(g, ast.Literal) and isinstance(g.value, int) and not isinstance(g.value, bool):
+        if not 1 <= g.value <= len(items):
+            raise InvalidColumnReference(f"GROUP BY position {g.value} is not in select list")
+        e = items[g.value - 1][1]
+        if has_aggregate(e):
+            raise GroupingError("aggregate functions are not allowed in GROUP BY")
+        return e
+    if isinstance(g, ast.Column) and g.table is None and _column_at(session, g, index, lower_index) is None:
+        name = session.ident(g.name)
+        named = [e for label, e, _ in items if label == name]
+        if len(named) == 1 and not has_aggregate(named[0]):
+            return named[0]
+    return g
+
+
+def _check_grouped(
+    session: Session,
+    rel: Relation,
+    exprs: tuple[ast.Expr | None, ...],
+    group_by: tuple[ast.Expr, ...],
+    index: Mapping[str, int],
+    lower_index: Mapping[str, int],
+) -> None:
+    """In a grouped SELECT, every column the select list or HAVING reads outside an aggregate
+    must be grouped by, or belong to an expression grouped by, as in PostgreSQL and CockroachDB
+    (``42803``); grouping by the whole primary key groups every column of the table (its
+    functional dependency). CQL keeps ScyllaDB's rule (any column: the group's first row's).
+    Joins are not checked."""
+    grouped_at = {_column_at(session, g, index, lower_index) for g in group_by}
+    key = [index.get(c) for c in rel.pk_columns]
+    if key and all(k is not None and k in grouped_at for k in key):
+        return
+
+    def check(e: Any) -> None:
+        if e is None or isinstance(e, ast.Literal | ast.Param) or e in group_by:
+            return
+        if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
+            return
+        if isinstance(e, ast.Column):
+            if _column_at(session, e, index, lower_index) not in grouped_at:
+                raise GroupingError(
+                    f'column "{session.ident(e.name)}" must appear in the GROUP BY clause'
+                    " or be used in an aggregate function"
+                )
+            return
+        for x in subexpressions(e):
+            check(x)
+
+    for e in exprs:
+        check(e)
 
 
 def _nulls_placed(key: tuple[int, Any], o: ast.OrderItem) -> tuple[int, Any]:
