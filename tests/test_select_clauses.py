@@ -4,6 +4,7 @@ position, NULLS FIRST/LAST (CockroachDB's semantics: NULLs sort first ascending)
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,41 @@ def test_with_queries_and_derived_tables(conn: Connection) -> None:
     assert err.value.code == "0A000"
     with pytest.raises(ChangefeedError, match="does not exist"):
         conn.execute("WITH a AS (SELECT * FROM nowhere) SELECT * FROM a")
+
+
+def test_integer_division_truncates_and_remainder_keeps_the_dividend_sign(conn: Connection) -> None:
+    """As PostgreSQL (and YDB) divide integers: toward zero, ``%`` with the dividend's sign (it
+    was Python's floor: -5 / 3 gave -2 and -5 % 3 gave 1); division by zero is 22012."""
+    got = rows(conn, "SELECT -5 / 3, -5 % 3, 5 / -3, 5 % -3, -6 / 3, -6 % 3, 7 / 2, -5.5 % 3, mod(-5, 3)")
+    assert got == [(-1, -2, -1, 2, -2, 0, 3, Decimal("-2.5"), -2)]
+    assert rows(conn, "SELECT CAST(-5.5 AS FLOAT) % 3") == [(-2.5,)]
+    assert rows(conn, "SELECT id, (n - 21) / 10, (n - 21) % 10 FROM u ORDER BY id") == [
+        (1, -1, -1),
+        (2, 0, -1),
+        (3, 0, 9),
+        (4, -1, -6),
+    ]
+    for sql in ("SELECT 1 / 0", "SELECT 1 % 0", "SELECT n / (id - id) FROM u"):
+        with pytest.raises(ChangefeedError, match="division by zero") as err:
+            conn.execute(sql)
+        assert err.value.code == "22012"
+
+
+def test_is_distinct_from(conn: Connection) -> None:
+    """``IS [NOT] DISTINCT FROM``: NULL compared as a value, the result never NULL."""
+    assert rows(conn, "SELECT id FROM u WHERE s IS DISTINCT FROM 'a' ORDER BY id") == [(2,), (3,)]
+    assert rows(conn, "SELECT id FROM u WHERE s IS NOT DISTINCT FROM NULL") == [(3,)]
+    assert rows(
+        conn, "SELECT id FROM u WHERE s IS NOT DISTINCT FROM $1 ORDER BY id".replace("$1", "'a'")
+    ) == [
+        (1,),
+        (4,),
+    ]
+    res = conn.execute(
+        "SELECT NULL IS DISTINCT FROM NULL, 1 IS DISTINCT FROM NULL, 1 IS NOT DISTINCT FROM 1, 1 IS DISTINCT FROM 2"
+    )
+    assert (res.columns, res.rows) == (["?column?"] * 4, [(False, True, True, True)])
+    assert conn.execute("SELECT CASE WHEN id > 1 THEN 'x' END FROM u WHERE id = 1").columns == ["case"]
 
 
 def test_distinct_aggregates(conn: Connection) -> None:

@@ -51,6 +51,12 @@ class GroupingError(InvalidStatement):
     code = "42803"
 
 
+class DivisionByZero(InvalidStatement):
+    """``n / 0``, ``n % 0`` (``22012``)."""
+
+    code = "22012"
+
+
 class UnsupportedFeature(ChangefeedError):
     """A statement or option that is understood but not supported by this implementation."""
 

@@ -14,11 +14,12 @@ Anything else is CockroachDB's ``unsupported binary operator: <date> * <int>`` (
 from __future__ import annotations
 
 import datetime as dt
+import math
 from decimal import Decimal
 from typing import Any
 
 from changefeed.engine.type_errors import value_type
-from changefeed.exceptions import InvalidStatement, UndefinedFunction
+from changefeed.exceptions import DivisionByZero, UndefinedFunction
 
 _MS_PER_DAY = Decimal(86_400_000)
 _DAY = dt.timedelta(days=1)
@@ -56,12 +57,29 @@ def _numeric(op: str, a: Any, b: Any) -> Any:
     if op == "*":
         return a * b
     if op in ("/", "%") and b == 0:
-        raise InvalidStatement("division by zero")
+        raise DivisionByZero("division by zero")
     if op == "/":
-        return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+        return int_quotient(a, b) if isinstance(a, int) and isinstance(b, int) else a / b
     if op == "%":
-        return a % b
+        return remainder(a, b)
     raise unsupported(op, a, b)
+
+
+def int_quotient(a: int, b: int) -> int:
+    """Integer division truncated toward zero (``-7 / 2`` is -3), as PostgreSQL and YDB divide
+    integers, not Python's floor; ``b`` is not 0."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def remainder(a: Any, b: Any) -> Any:
+    """``a % b`` with the dividend's sign, as in PostgreSQL, CockroachDB and YDB (Python's int and
+    float ``%`` take the divisor's; a Decimal's keeps the dividend's); ``b`` is not 0."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b * int_quotient(a, b)
+    if isinstance(a, float) or isinstance(b, float):
+        return math.fmod(float(a), float(b))
+    return Decimal(a) % Decimal(b)
 
 
 def _as_datetime(d: dt.date) -> dt.datetime:
@@ -109,7 +127,7 @@ def _temporal(op: str, a: Any, b: Any, phoenix: bool) -> Any:
         return dt.timedelta(microseconds=int(_dec(factor) * (span // dt.timedelta(microseconds=1))))
     if op == "/" and span_a and _number(b):
         if b == 0:
-            raise InvalidStatement("division by zero")
+            raise DivisionByZero("division by zero")
         return dt.timedelta(microseconds=int((a // dt.timedelta(microseconds=1)) / _dec(b)))
     raise unsupported(op, a, b)
 

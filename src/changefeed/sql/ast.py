@@ -125,6 +125,16 @@ class IsNull:
 
 
 @dataclass(frozen=True, slots=True)
+class IsDistinct:
+    """``a IS [NOT] DISTINCT FROM b``: ``!=`` (``=`` when negated) taking NULL as a value like any
+    other, so never NULL itself."""
+
+    left: Expr
+    right: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Between:
     expr: Expr
     low: Expr
@@ -199,6 +209,7 @@ Expr = (
     | UnaryOp
     | InList
     | IsNull
+    | IsDistinct
     | Between
     | Like
     | Case

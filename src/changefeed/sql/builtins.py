@@ -12,10 +12,11 @@ import math
 import random
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import InvalidArgument, InvalidStatement, UndefinedFunction
+from changefeed.sql.arithmetic import int_quotient, remainder
 
 __all__ = ["BUILTINS", "DATE_FIELDS"]
 
@@ -157,28 +158,18 @@ def _floor(x: Number) -> Number:
     return Decimal(math.floor(x)) if isinstance(x, Decimal) else x
 
 
-def _int_quotient(a: int, b: int) -> int:
-    """``a / b`` rounded toward zero, exactly."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
 def _mod(a: Number, b: Number) -> Number:
     """The remainder with the sign of ``a``, as PostgreSQL's ``mod`` and ``%``."""
     if b == 0:
         raise _invalid("division by zero", "22012")
-    if isinstance(a, int) and isinstance(b, int):
-        return a - b * _int_quotient(a, b)
-    if isinstance(a, float) or isinstance(b, float):
-        return math.fmod(float(a), float(b))
-    return Decimal(a) % Decimal(b)  # Decimal's % keeps the dividend's sign
+    return cast(Number, remainder(a, b))
 
 
 def _div(a: Number, b: Number) -> Number:
     if b == 0:
         raise _invalid("division by zero", "22012")
     if isinstance(a, int) and isinstance(b, int):
-        return _int_quotient(a, b)
+        return int_quotient(a, b)
     if isinstance(a, float) or isinstance(b, float):
         return float(math.trunc(float(a) / float(b)))
     return Decimal(math.trunc(Decimal(a) / Decimal(b)))

@@ -204,6 +204,10 @@ class Evaluator:
         if isinstance(e, ast.IsNull):
             v = self.eval(e.expr, scope)
             return (v is not None) if e.negated else (v is None)
+        if isinstance(e, ast.IsDistinct):
+            a, b = self.eval(e.left, scope), self.eval(e.right, scope)
+            distinct = (a is None) != (b is None) if a is None or b is None else compare(a, b, "!=") != 0
+            return distinct != e.negated
         if isinstance(e, ast.InList):
             v = self.eval(e.expr, scope)
             if v is None:

@@ -81,7 +81,9 @@ def param_types(stmt: ast.Statement, tables: list[TableSchema], count: int) -> l
                 named = cols.get(col.name.name) if isinstance(col, ast.Column) else None
                 if named is not None and named.type.kind in _NUMBERS:
                     set_param(other, named.name)
-        elif isinstance(node, ast.BinaryOp) and str(node.op) in _COMPARE:
+        elif isinstance(node, ast.IsDistinct) or (
+            isinstance(node, ast.BinaryOp) and str(node.op) in _COMPARE
+        ):
             if isinstance(node.left, ast.Column):
                 set_param(node.right, node.left.name.name)
             if isinstance(node.right, ast.Column):

@@ -104,6 +104,12 @@ class ExpressionRules(Rules):
     def is_not_null(self, c: list[ast.Expr]) -> ast.Expr:
         return ast.IsNull(c[0], negated=True)
 
+    def is_distinct_from(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.IsDistinct(c[0], c[1])
+
+    def is_not_distinct_from(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.IsDistinct(c[0], c[1], negated=True)
+
     def in_list(self, c: list[Any]) -> ast.Expr:
         return ast.InList(c[0], c[1])
 

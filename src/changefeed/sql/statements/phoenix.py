@@ -406,6 +406,8 @@ def _rewrite(e: Any) -> Any:
         return ast.InList(_rewrite(e.expr), tuple(_rewrite(x) for x in e.items), e.negated)
     if isinstance(e, ast.IsNull):
         return ast.IsNull(_rewrite(e.expr), e.negated)
+    if isinstance(e, ast.IsDistinct):
+        return ast.IsDistinct(_rewrite(e.left), _rewrite(e.right), e.negated)
     if isinstance(e, ast.Cast):
         return ast.Cast(_rewrite(e.expr), e.type)
     return e
@@ -437,6 +439,8 @@ def _mentions_pid(e: Any) -> bool:
         return _mentions_pid(e.expr) or any(_mentions_pid(x) for x in e.items)
     if isinstance(e, ast.IsNull | ast.Cast):
         return _mentions_pid(e.expr)
+    if isinstance(e, ast.IsDistinct):
+        return _mentions_pid(e.left) or _mentions_pid(e.right)
     return False
 
 

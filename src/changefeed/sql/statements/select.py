@@ -617,6 +617,8 @@ def _label(session: Session, it: ast.SelectItem) -> str:
         return e.name.lower() if session.dialect == "cql" or e.name.lower() in AGGREGATES else e.name
     if isinstance(e, ast.Cast):
         return e.type.name.lower()
+    if isinstance(e, ast.Case):
+        return "case"  # as PostgreSQL and CockroachDB name it
     return "?column?"
 
 
@@ -690,7 +692,7 @@ def _sql_expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[
             if not (isinstance(b, ast.Literal) and b.value is None)
         }
         return agreed.pop() if len(agreed) == 1 else None
-    if isinstance(e, ast.InList | ast.IsNull | ast.Between | ast.Like):
+    if isinstance(e, ast.InList | ast.IsNull | ast.IsDistinct | ast.Between | ast.Like):
         return _SQL_TYPE["BOOL"]
     if isinstance(e, ast.UnaryOp):
         if e.op == "NOT":
