@@ -22,8 +22,8 @@ def conn(tmp_path: Path) -> Iterator[Connection]:
         yield c
 
 
-def rows(conn: Connection, sql: str) -> list[tuple[object, ...]]:
-    return [tuple(r) for r in conn.execute(sql).rows]
+def rows(conn: Connection, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    return [tuple(r) for r in conn.execute(sql, params).rows]
 
 
 def test_offset(conn: Connection) -> None:
@@ -184,12 +184,7 @@ def test_is_distinct_from(conn: Connection) -> None:
     """``IS [NOT] DISTINCT FROM``: NULL compared as a value, the result never NULL."""
     assert rows(conn, "SELECT id FROM u WHERE s IS DISTINCT FROM 'a' ORDER BY id") == [(2,), (3,)]
     assert rows(conn, "SELECT id FROM u WHERE s IS NOT DISTINCT FROM NULL") == [(3,)]
-    assert rows(
-        conn, "SELECT id FROM u WHERE s IS NOT DISTINCT FROM $1 ORDER BY id".replace("$1", "'a'")
-    ) == [
-        (1,),
-        (4,),
-    ]
+    assert rows(conn, "SELECT id FROM u WHERE s IS NOT DISTINCT FROM $1 ORDER BY id", ("a",)) == [(1,), (4,)]
     res = conn.execute(
         "SELECT NULL IS DISTINCT FROM NULL, 1 IS DISTINCT FROM NULL, 1 IS NOT DISTINCT FROM 1, 1 IS DISTINCT FROM 2"
     )
