@@ -41,7 +41,6 @@ set in the environment (default ``FULL``: durable across power loss, group commi
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import re
 import shutil
@@ -60,13 +59,12 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 sys.path.insert(0, str(SRC))
 
 import changefeed  # noqa: E402
+from changefeed.testing.postgres import PostgresError, PostgresServer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proctree import cpu_seconds, tree  # noqa: E402
 
 SCRIPTS = ("select-simple", "select-extended", "select-prepared", "upsert", "mix", "txn")
-#: The unprivileged account PostgreSQL runs as (it refuses to run as root).
-PG_USER = "nobody"
 
 
 @dataclass(frozen=True)
@@ -88,112 +86,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def pg_bin() -> Path:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=lambda p: int(p.split("/")[4]))
-    if not found:
-        sys.exit("PostgreSQL is not installed (apt-get install postgresql; `make setup` does it)")
-    return Path(found[-1]).parent
-
-
-def as_pg_user(cmd: list[str]) -> list[str]:
-    return [
-        "setpriv",
-        f"--reuid={PG_USER}",
-        f"--regid={PG_USER if PG_USER != 'nobody' else 'nogroup'}",
-        "--clear-groups",
-        "--",
-        *cmd,
-    ]
-
-
-class Postgres:
-    """A throwaway PostgreSQL cluster in ``root`` (run as ``nobody``), on loopback ``port``."""
-
-    def __init__(self, root: Path, port: int) -> None:
-        self.bin = pg_bin()
-        self.data = root / "pgdata"
-        self.port = port
-        root.mkdir(parents=True, exist_ok=True)
-        shutil.chown(root, PG_USER)
-        os.chmod(root, 0o755)
-        subprocess.run(
-            as_pg_user(
-                [
-                    str(self.bin / "initdb"),
-                    "-D",
-                    str(self.data),
-                    "-U",
-                    "postgres",
-                    "--auth=trust",
-                    "--no-sync",
-                    "-E",
-                    "UTF8",
-                ]
-            ),
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        self.proc = subprocess.Popen(
-            as_pg_user(
-                [
-                    str(self.bin / "postgres"),
-                    "-D",
-                    str(self.data),
-                    "-p",
-                    str(port),
-                    "-c",
-                    "listen_addresses=127.0.0.1",
-                    "-c",
-                    f"unix_socket_directories={root}",
-                    "-c",
-                    "fsync=on",
-                    "-c",
-                    "synchronous_commit=on",
-                    "-c",
-                    "full_page_writes=on",
-                    "-c",
-                    "max_connections=100",
-                    "-c",
-                    "shared_buffers=128MB",
-                ]
-            ),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_port(port, self.proc)
-
-    def psql(self, sql: str) -> str:
-        out = subprocess.run(
-            [
-                "psql",
-                "-X",
-                "-q",
-                "-At",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-c",
-                sql,
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        return out.stdout.strip()
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)  # fast shutdown
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -564,11 +456,14 @@ def main() -> None:
     )
     sides = [s for s in ("postgres", "changefeed") if args.only in (None, s)]
     servers: dict[str, tuple[int, str, str, int]] = {}  # side -> (port, user, database, pid)
-    pg: Postgres | None = None
+    pg: PostgresServer | None = None
     proc: subprocess.Popen[bytes] | None = None
     try:
         if "postgres" in sides:
-            pg = Postgres(tmp / "pg", free_port())
+            try:
+                pg = PostgresServer(tmp / "pg", free_port())
+            except PostgresError as exc:
+                sys.exit(str(exc))
             pg.psql("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
             pg.psql(f"INSERT INTO t SELECT g, 'value ' || g FROM generate_series(1, {args.rows}) g")
             pg.psql("VACUUM ANALYZE t")

@@ -1,0 +1,155 @@
+"""PostgreSQL 15 as the oracle: the same statements, in the same order, through psycopg against a
+real PostgreSQL server (Debian's, started here as ``make setup`` installed it) and against the
+PostgreSQL endpoint, with the same columns and rows (or the same SQLSTATE) expected from both.
+
+The statements keep to what both systems define alike: where CockroachDB's semantics differ from
+PostgreSQL's on purpose (NULLs sort first ascending; ``UPSERT``), ordering says ``NULLS FIRST`` or
+``LAST`` and writes use PostgreSQL's syntax. Rows of a statement without ``ORDER BY`` are
+compared as multisets; numbers by value (PostgreSQL's ``numeric`` keeps trailing zeros)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from changefeed.testing.kafka_broker import free_port
+from changefeed.testing.postgres import PostgresServer
+from tests.pg_server import start_server
+
+SETUP = (
+    "CREATE TABLE d1 (id INT PRIMARY KEY, s TEXT, n INT, f FLOAT8, b BOOL)",
+    "CREATE TABLE d2 (id INT PRIMARY KEY, d1 INT, label TEXT)",
+    "INSERT INTO d1 VALUES (1, 'a', 10, 1.5, true), (2, 'b', 20, NULL, false), (3, NULL, 30, -2.25, NULL),"
+    " (4, 'a', NULL, 0, true), (5, 'c', -5, 3.0, false)",
+    "INSERT INTO d2 VALUES (1, 1, 'x'), (2, 1, 'y'), (3, 3, 'z'), (4, 9, 'w')",
+)
+
+STATEMENTS = (
+    # reads
+    "SELECT id, s FROM d1 ORDER BY id",
+    "SELECT count(*), count(s), count(n), sum(n), avg(n), min(s), max(s) FROM d1",
+    "SELECT id FROM d1 WHERE n BETWEEN 5 AND 25 ORDER BY id",
+    "SELECT id FROM d1 WHERE s IN ('a', 'c') ORDER BY id",
+    "SELECT id FROM d1 WHERE s NOT IN ('a') ORDER BY id",
+    "SELECT id FROM d1 WHERE s LIKE 'a%' OR s ILIKE 'B' ORDER BY id",
+    "SELECT id, coalesce(s, '?') AS s FROM d1 ORDER BY 2, 1",
+    "SELECT id, n / 3, n % 3, -n FROM d1 ORDER BY id",
+    "SELECT -7 / 2, -7 % 2, 7 / -2, 7 % -2, mod(-7, 2), 1 + 1, 7 / 2, 7.0 / 2, 'a' < 'b'",
+    "SELECT id, CASE WHEN n > 15 THEN 'big' WHEN n > 0 THEN 'small' ELSE 'none' END FROM d1 ORDER BY id",
+    "SELECT id FROM d1 WHERE b ORDER BY id",
+    "SELECT id FROM d1 WHERE NOT b ORDER BY id",
+    "SELECT id FROM d1 WHERE b IS NULL",
+    "SELECT id FROM d1 WHERE s IS DISTINCT FROM 'a' ORDER BY id",
+    "SELECT id FROM d1 WHERE s IS NOT DISTINCT FROM NULL",
+    "SELECT NULL IS DISTINCT FROM NULL, 1 IS DISTINCT FROM NULL, 2 IS NOT DISTINCT FROM 2",
+    "SELECT DISTINCT s FROM d1 ORDER BY s NULLS LAST",
+    "SELECT id FROM d1 ORDER BY n DESC NULLS LAST, id",
+    "SELECT id, n FROM d1 WHERE n IS NOT NULL ORDER BY n LIMIT 2 OFFSET 1",
+    "SELECT upper(s), lower('ABC'), length(s), substr(s, 1, 1), s || '!' FROM d1 ORDER BY id",
+    "SELECT nullif(s, 'a'), greatest(n, 0), least(n, 0) FROM d1 ORDER BY id",
+    "SELECT abs(-3), ceil(1.2), floor(-1.2), power(2, 3)",
+    "SELECT CAST('12' AS INT) + 1, '3'::int * 2",
+    "SELECT sum(f), min(f), max(f) FROM d1",
+    "SELECT count(DISTINCT s) FROM d1",
+    # grouping
+    "SELECT s, count(*) FROM d1 GROUP BY s ORDER BY s NULLS FIRST",
+    "SELECT s, count(*) FROM d1 GROUP BY 1 ORDER BY 1 NULLS FIRST",
+    "SELECT s AS k, sum(n) FROM d1 GROUP BY k ORDER BY k NULLS LAST",
+    "SELECT n > 9 AS big, count(*) FROM d1 WHERE n IS NOT NULL GROUP BY big ORDER BY big",
+    "SELECT s, sum(n) FROM d1 GROUP BY s HAVING sum(n) > 5 ORDER BY s NULLS LAST",
+    "SELECT s, count(*) FROM d1 WHERE n > 0 GROUP BY s ORDER BY 2 DESC, 1 NULLS LAST",
+    "SELECT id, s, n FROM d1 GROUP BY id ORDER BY id",
+    "SELECT s, n FROM d1 GROUP BY s",
+    "SELECT s, count(*) FROM d1",
+    "SELECT s, count(*) FROM d1 GROUP BY 3",
+    # joins and subqueries
+    "SELECT d1.id, d2.label FROM d1 JOIN d2 ON d1.id = d2.d1 ORDER BY 1, 2",
+    "SELECT d1.id, d2.label FROM d1 LEFT JOIN d2 ON d1.id = d2.d1 ORDER BY 1, 2 NULLS FIRST",
+    "SELECT d1.id, d2.label FROM d1 RIGHT JOIN d2 ON d1.id = d2.d1 ORDER BY 2",
+    "SELECT count(*) FROM d1, d2",
+    "SELECT id FROM d1 WHERE id > (SELECT avg(id) FROM d1) ORDER BY id",
+    "SELECT id FROM d1 WHERE id IN (SELECT d1 FROM d2) ORDER BY id",
+    "SELECT id FROM d1 WHERE id NOT IN (SELECT d1 FROM d2) ORDER BY id",
+    "SELECT id FROM d1 WHERE EXISTS (SELECT 1 FROM d2 WHERE id = 4) ORDER BY id LIMIT 2",
+    "SELECT x.s, x.c FROM (SELECT s, count(*) AS c FROM d1 GROUP BY s) AS x WHERE x.c > 1",
+    "WITH a AS (SELECT id, n FROM d1 WHERE n > 0), b AS (SELECT count(*) AS c, sum(n) AS t FROM a) SELECT c, t FROM b",
+    "WITH d1 AS (SELECT 42 AS id) SELECT id FROM d1",
+    # errors
+    "SELECT 10 / 0",
+    "SELECT 10 % 0",
+    "SELECT 'abc'::int",
+    "SELECT * FROM nosuch",
+    "SELECT nosuch FROM d1",
+    "INSERT INTO d1 VALUES (1, 'dup', 0, 0, true)",
+    # writes, and what they return
+    "INSERT INTO d1 VALUES (6, 'd', 1, 1.0, true) RETURNING id, (SELECT count(*) FROM d1) AS before",
+    "UPDATE d1 SET n = n + 1 WHERE id = 6 RETURNING n, (SELECT n FROM d1 WHERE id = 6) AS before",
+    "DELETE FROM d1 WHERE id = 6 RETURNING id, (SELECT count(*) FROM d1) AS before",
+    "INSERT INTO d1 (id, s) SELECT id + 100, label FROM d2 WHERE id < 3 RETURNING id, s, n",
+    "INSERT INTO d1 (id, s) SELECT id + 100, label FROM d2 ON CONFLICT DO NOTHING RETURNING id",
+    "INSERT INTO d1 (id, s) SELECT id + 100, label FROM d2 WHERE id > 9 RETURNING id",
+    "INSERT INTO d1 (id) SELECT id + 100 FROM d2",
+    "UPDATE d1 SET n = -n WHERE id > 100 AND id < 103",
+    "SELECT id, s, n FROM d1 WHERE id > 100 ORDER BY id",
+    "DELETE FROM d1 WHERE id > 100",
+    "SELECT count(*) FROM d1",
+)
+
+
+@pytest.fixture(scope="module")
+def both() -> Iterator[tuple[psycopg.Connection[Any], psycopg.Connection[Any]]]:
+    root = Path(tempfile.mkdtemp(prefix="pg-oracle-"))
+    os.chmod(root, 0o755)  # PostgreSQL runs as nobody: its directory must be reachable
+    pg = PostgresServer(root / "pg", free_port())
+    ours = start_server(root / "db")
+    try:
+        with (
+            psycopg.connect(pg.dsn(), autocommit=True) as theirs,
+            psycopg.connect(ours.dsn(), autocommit=True) as mine,
+        ):
+            for sql in SETUP:
+                theirs.execute(sql)
+                mine.execute(sql)
+            yield theirs, mine
+    finally:
+        ours.stop()
+        pg.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def outcome(conn: psycopg.Connection[Any], sql: str) -> tuple[Any, ...]:
+    """("rows", column names, rows) or ("error", SQLSTATE)."""
+    try:
+        cur = conn.execute(sql)
+    except psycopg.Error as exc:
+        return ("error", exc.sqlstate)
+    if cur.description is None:
+        return ("rows", None, cur.rowcount)
+    rows = [tuple(_value(v) for v in r) for r in cur.fetchall()]
+    if "ORDER BY" not in sql.upper():
+        rows.sort(key=repr)
+    return ("rows", [d.name for d in cur.description], rows)
+
+
+def _value(v: Any) -> Any:
+    """Numbers by value: PostgreSQL's numeric keeps its scale (3.5000000000000000)."""
+    if isinstance(v, Decimal):
+        return v.normalize() + 0
+    return v
+
+
+@pytest.mark.parametrize("sql", STATEMENTS, ids=range(len(STATEMENTS)))
+def test_same_answer_as_postgresql(
+    both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]], sql: str
+) -> None:
+    theirs, mine = both
+    expected = outcome(theirs, sql)
+    assert outcome(mine, sql) == expected, sql
