@@ -224,9 +224,27 @@ def _int_range(t: SqlType) -> tuple[int, int]:
 def _c_bool(t: SqlType, v: object) -> bool:
     if isinstance(v, bool):
         return v
-    if isinstance(v, str) and v.lower() in ("true", "false", "t", "f"):
-        return v.lower() in ("true", "t")
+    if isinstance(v, str):
+        parsed = parse_bool_text(v)
+        if parsed is not None:
+            return parsed
     raise _Unfit()
+
+
+def parse_bool_text(s: str) -> bool | None:
+    """A boolean's text as PostgreSQL and CockroachDB read it: ``true``, ``yes``, ``on``, ``1``
+    and ``false``, ``no``, ``off``, ``0``, any case, blanks around, and a prefix of a word that
+    names only it (``t``, ``tr``, ``ye``, ``n``, ``of``; ``o`` is ambiguous); None otherwise."""
+    w = s.strip().lower()
+    if w in ("1", "on"):
+        return True
+    if w in ("0", "off", "of"):
+        return False
+    if w and ("true".startswith(w) or "yes".startswith(w)):
+        return True
+    if w and ("false".startswith(w) or "no".startswith(w)):
+        return False
+    return None
 
 
 def _c_int(t: SqlType, v: object) -> int:

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from changefeed.engine.type_errors import value_type
-from changefeed.exceptions import DivisionByZero, UndefinedFunction
+from changefeed.exceptions import DivisionByZero, NumericValueOutOfRange, UndefinedFunction
 
 _MS_PER_DAY = Decimal(86_400_000)
 _DAY = dt.timedelta(days=1)
@@ -47,7 +47,26 @@ def arithmetic(op: str, a: Any, b: Any, *, phoenix: bool = False) -> Any:
     raise unsupported(op, a, b)
 
 
+#: CockroachDB's INT (INT8) range: integer arithmetic that leaves it fails (22003).
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _numeric(op: str, a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        r = _numeric_of(op, a, b)
+        if (
+            type(r) is int
+            and not INT64_MIN <= r <= INT64_MAX
+            and INT64_MIN <= a <= INT64_MAX
+            and INT64_MIN <= b <= INT64_MAX
+        ):
+            # (an operand already past INT8, a YDB Uint64, keeps YDB's unsigned range)
+            raise NumericValueOutOfRange("integer out of range")
+        return r
+    return _numeric_of(op, a, b)
+
+
+def _numeric_of(op: str, a: Any, b: Any) -> Any:
     if isinstance(a, Decimal) or isinstance(b, Decimal):
         a, b = _dec(a), _dec(b)
     if op == "+":

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
 from changefeed.engine.clock import timeuuid_key
@@ -21,6 +22,7 @@ from changefeed.exceptions import (
     DatatypeMismatch,
     InvalidEscape,
     InvalidStatement,
+    NumericValueOutOfRange,
     TypeMismatch,
     UndefinedColumn,
     UndefinedFunction,
@@ -160,6 +162,25 @@ class Scope:
         return False, None
 
 
+def explicit_cast(v: Any, kind: Kind) -> Any:
+    """What an explicit ``CAST`` converts before the target type's own checks, beyond what an
+    assignment takes, as PostgreSQL and CockroachDB cast: a number to an integer rounds (a
+    decimal half away from zero, a float half to even), a boolean is 0 or 1, an integer is a
+    boolean (non-zero: true)."""
+    if kind in (Kind.INT, Kind.UINT):
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, Decimal) and v.is_finite():
+            return int(v.to_integral_value(rounding=ROUND_HALF_UP))
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise NumericValueOutOfRange("integer out of range")
+            return round(v)
+    elif kind is Kind.BOOL and isinstance(v, int) and not isinstance(v, bool):
+        return v != 0
+    return v
+
+
 class Evaluator:
     """Evaluates expressions over Python values with SQL three-valued logic."""
 
@@ -269,7 +290,7 @@ class Evaluator:
             )
             if t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
                 return to_text(v)
-            return t.coerce(v, "CAST")
+            return t.coerce(explicit_cast(v, t.kind), "CAST")
         if isinstance(e, ast.ArrayLit):
             return [self.eval(x, scope) for x in e.items]
         if isinstance(e, ast.TupleLit):

@@ -23,6 +23,7 @@ from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import OP_INSERT, OP_UPDATE
 from changefeed.engine.txn import Bound, Transaction
 from changefeed.engine.type_errors import sql_text
+from changefeed.engine.types import is_ydb_type
 from changefeed.exceptions import (
     ChangefeedError,
     GroupingError,
@@ -136,7 +137,7 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
                 ]
                 for i, c in zip(key_pos, schema.key, strict=True):
                     if vals[i] is None:
-                        raise InvalidStatement(f"missing value for primary key column {c.name}")
+                        raise missing_key(session, schema, c.name)
 
     def run(t: Transaction, rows: Sequence[Sequence[Any]]) -> int:
         current = t.db.table_by_id(schema.id)
@@ -166,7 +167,7 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
                     vals.append(list(map(store, given.columns[pi])))
             for i, c in zip(key_pos, schema.key, strict=True):
                 if None in vals[i]:
-                    raise InvalidStatement(f"missing value for primary key column {c.name}")
+                    raise missing_key(session, schema, c.name)
         except ChangefeedError:
             check_rows(rows)  # raises the error of the first bad row, as row by row would
             raise
@@ -355,6 +356,14 @@ def _insert_rows_in_bulk(session: Session, txn: Transaction, s: ast.Insert, ev: 
     return Result(status=f"{_TAGS[s.mode]} {n}", rowcount=n)
 
 
+def missing_key(session: Session, schema: TableSchema, column: str) -> ChangefeedError:
+    """A primary key column without a value: CockroachDB's not-null violation (23502) for a
+    CockroachDB table; for a YDB or CQL table, an invalid request naming the column."""
+    if session.dialect == "sql" and not any(is_ydb_type(c.type) for c in schema.columns):
+        return NotNullViolation(f'null value in column "{column}" violates not-null constraint')
+    return InvalidStatement(f"missing value for primary key column {column}")
+
+
 def _key_of(
     session: Session, schema: TableSchema, values: Mapping[int, Any], *, partial: bool = False
 ) -> tuple[Any, ...]:
@@ -363,7 +372,7 @@ def _key_of(
         if c.id not in values or values[c.id] is None:
             if partial and c.role is Role.CLUSTERING:
                 break
-            raise InvalidStatement(f"missing value for primary key column {c.name}")
+            raise missing_key(session, schema, c.name)
         key.append(values[c.id])
     return tuple(key)
 
