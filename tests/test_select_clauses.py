@@ -192,6 +192,14 @@ def test_is_distinct_from(conn: Connection) -> None:
     assert conn.execute("SELECT CASE WHEN id > 1 THEN 'x' END FROM u WHERE id = 1").columns == ["case"]
 
 
+def test_concat_writes_values_as_sql_text(conn: Connection) -> None:
+    """``concat``/``concat_ws`` write a boolean as ``||`` does, CockroachDB's ``true``/``false``
+    (it was Python's ``True``)."""
+    assert rows(conn, "SELECT concat('a', 1, true, NULL), concat_ws(',', false, 2), 'x' || true") == [
+        ("a1true", "false,2", "xtrue")
+    ]
+
+
 def test_distinct_aggregates(conn: Connection) -> None:
     assert rows(conn, "SELECT count(DISTINCT s), count(s), count(*), sum(DISTINCT n) FROM u") == [
         (2, 3, 4, 65)

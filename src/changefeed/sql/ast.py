@@ -78,6 +78,13 @@ class Star:
 
 
 @dataclass(frozen=True, slots=True)
+class QualifiedStar:
+    """``t.*`` in a select list: every column of the FROM's table (or alias) ``t``."""
+
+    table: Ident
+
+
+@dataclass(frozen=True, slots=True)
 class FuncCall:
     """A call such as ``Date("2022-02-22")``, ``unique_rowid()``, ``now()``, ``count(*)``."""
 
@@ -203,6 +210,7 @@ Expr = (
     | Column
     | Param
     | Star
+    | QualifiedStar
     | FuncCall
     | Cast
     | BinaryOp

@@ -120,10 +120,20 @@ def _initcap(s: str) -> str:
     return "".join(out)
 
 
+def to_text(v: Any) -> str:
+    """A value as SQL text (``||``, ``concat``, a cast to a string): booleans as ``true``/``false``
+    (CockroachDB's spelling), bytes decoded."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
 def _concat_ws(sep: Any, *xs: Any) -> str | None:
     if sep is None:
         return None
-    return str(sep).join(str(x) for x in xs if x is not None)
+    return to_text(sep).join(to_text(x) for x in xs if x is not None)
 
 
 # ------------------------------------------------------------------------------------- numbers

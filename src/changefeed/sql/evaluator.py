@@ -30,6 +30,7 @@ from changefeed.exceptions import (
 )
 from changefeed.sql import ast
 from changefeed.sql.arithmetic import arithmetic
+from changefeed.sql.builtins import to_text
 from changefeed.sql.functions import AGGREGATES, EvalContext, call
 
 
@@ -435,11 +436,3 @@ def _coerce_like(a: Any, s: str) -> Any:
         kind = next((k for t, k in _KIND_OF.items() if isinstance(a, t)), "string")
         raise crdb_parse_error(kind, value_type(a), s) from None
     return s
-
-
-def to_text(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    return str(v)

@@ -23,7 +23,7 @@ from changefeed.engine.clock import CommitTs
 from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import UTC, resolve_type
 from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedFunction
-from changefeed.sql.builtins import BUILTINS
+from changefeed.sql.builtins import BUILTINS, to_text
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
 
 #: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
@@ -117,7 +117,7 @@ _PURE["upper"] = lambda s: None if s is None else str(s).upper()
 _PURE["length"] = lambda s: None if s is None else len(s)
 _PURE["abs"] = lambda x: None if x is None else abs(x)
 _PURE["coalesce"] = lambda *xs: next((x for x in xs if x is not None), None)
-_PURE["concat"] = lambda *xs: "".join("" if x is None else str(x) for x in xs)
+_PURE["concat"] = lambda *xs: "".join("" if x is None else to_text(x) for x in xs)
 _PURE["totimestamp"] = lambda x: x if isinstance(x, dt.datetime) else _uuid_time(x)
 _PURE["todate"] = lambda x: (x if isinstance(x, dt.datetime) else _uuid_time(x)).date()
 _PURE["tounixtimestamp"] = lambda x: int(

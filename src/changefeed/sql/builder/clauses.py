@@ -100,6 +100,9 @@ class ClauseRules(Rules):
     def star_item(self, c: list[Any]) -> ast.SelectItem:
         return ast.SelectItem(ast.Star())
 
+    def qualified_star_item(self, c: list[Any]) -> ast.SelectItem:
+        return ast.SelectItem(ast.QualifiedStar(c[0]))
+
     def select_item(self, c: list[Any]) -> ast.SelectItem:
         return ast.SelectItem(c[0], c[1])
 

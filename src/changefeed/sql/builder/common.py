@@ -82,6 +82,31 @@ def unquote_single(tok: str) -> str:
     return tok[1:-1].replace("''", "'")
 
 
+_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE = re.compile(
+    r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|([\s\S]))|''"
+)
+
+
+def unescape_string(tok: str) -> str:
+    """The text of PostgreSQL's escape string constant ``E'a\\nb'``: ``\\b \\f \\n \\r \\t``,
+    octal ``\\ooo``, ``\\xhh``, ``\\uxxxx``, ``\\Uxxxxxxxx``, any other character after a backslash
+    as itself (``\\'``, ``\\\\``), and ``''`` as a quote."""
+
+    def one(m: re.Match[str]) -> str:
+        octal, hex2, u4, u8, other = m.groups()
+        if m.group(0) == "''":
+            return "'"
+        if octal is not None:
+            return chr(int(octal, 8))
+        code = hex2 or u4 or u8
+        if code is not None:
+            return chr(int(code, 16))
+        return _ESCAPES.get(other, other)
+
+    return _ESCAPE.sub(one, tok[2:-1])
+
+
 def parse_number(text: str) -> int | float | decimal.Decimal:
     if "e" in text or "E" in text:
         return float(text)

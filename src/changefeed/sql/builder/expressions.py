@@ -12,7 +12,13 @@ from typing import Any
 from lark import Token
 
 from changefeed.sql import ast
-from changefeed.sql.builder.common import Rules, parse_number, syntax_error_at, unquote_single
+from changefeed.sql.builder.common import (
+    Rules,
+    parse_number,
+    syntax_error_at,
+    unescape_string,
+    unquote_single,
+)
 from changefeed.sql.functions import AGGREGATES
 
 __all__ = ["ExpressionRules"]
@@ -287,6 +293,9 @@ class ExpressionRules(Rules):
         whens = tuple(x for x in c[1:] if isinstance(x, tuple))
         tail = c[-1]
         return ast.Case(c[0], whens, None if isinstance(tail, tuple) else tail)
+
+    def escape_string(self, c: list[Token]) -> ast.Expr:
+        return ast.Literal(unescape_string(str(c[0])))
 
     def typed_string(self, c: list[Token]) -> ast.Expr:
         return ast.Cast(ast.Literal(unquote_single(str(c[1]))), ast.TypeName(str(c[0])))

@@ -15,6 +15,7 @@ from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import sql_text, value_type
 from changefeed.engine.types import Kind, SqlType, resolve_type
 from changefeed.exceptions import (
+    AmbiguousColumn,
     ChangefeedError,
     DatatypeMismatch,
     GroupingError,
@@ -384,6 +385,12 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
                 items.append((label, ast.Column(ast.Ident(n, True)), rel.types[index[n]]))
                 if star_at is not None:
                     star_at.append(index[n])
+        elif isinstance(it.expr, ast.QualifiedStar):
+            for i in _qualified_star(session, s, rel, it.expr):
+                label = rel.labels[i] if rel.labels is not None else rel.columns[i]
+                items.append((label, ast.Column(ast.Ident(rel.columns[i], True)), rel.types[i]))
+                if star_at is not None:
+                    star_at.append(i)
         else:
             items.append((_label(session, it), it.expr, _expr_type(session, it.expr, rel, index)))
             at = _column_at(session, it.expr, index, lower_index)
@@ -396,7 +403,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         aggregate = True  # ``SELECT 1 FROM t HAVING count(*) > 0``: one group of every row
     lim = _count(evaluator, s.limit, "LIMIT")
     skip = _count(evaluator, s.offset, "OFFSET") or 0
-    order_by = tuple(_by_position(o, items) for o in s.order_by)
+    order_by = tuple(_order_item(session, o, items) for o in s.order_by)
     group_by = tuple(_group_item(session, g, items, index, lower_index) for g in s.group_by)
     where = s.where
     scanned: Iterable[tuple[Any, ...]]
@@ -411,14 +418,27 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     rows = list(scanned)
     if group_by or aggregate:
         exprs = [e for _, e, _ in items]
+        names = [n for n, _, _ in items]
+        # ORDER BY expressions the select list lacks (``ORDER BY count(*) DESC``): computed per
+        # group as hidden columns, dropped once sorted
+        lowered = [n.lower() for n in names]
+        hidden: list[ast.Expr] = []
+        for o in order_by:
+            e = o.expr
+            named = isinstance(e, ast.Column) and e.name.name.lower() in lowered
+            if e not in exprs and e not in hidden and not named:
+                hidden.append(e)
         if session.dialect == "sql" and rel.names is None:
-            _check_grouped(session, rel, (*exprs, s.having), group_by, index, lower_index)
+            _check_grouped(session, rel, (*exprs, s.having, *hidden), group_by, index, lower_index)
+        computed = exprs + hidden
         if group_by:
-            out_rows = grouped(evaluator, [scope(r) for r in rows], group_by, exprs, s.having)
+            out_rows = grouped(evaluator, [scope(r) for r in rows], group_by, computed, s.having)
         else:
-            out_rows = grouped(evaluator, [scope(r) for r in rows], (), exprs, s.having, whole=True)
+            out_rows = grouped(evaluator, [scope(r) for r in rows], (), computed, s.having, whole=True)
         if order_by:
-            out_rows = order_output(out_rows, order_by, exprs, [n for n, _, _ in items])
+            out_rows = order_output(out_rows, order_by, computed, names + [""] * len(hidden))
+        if hidden:
+            out_rows = [r[: len(exprs)] for r in out_rows]
     else:
         if order_by:
             for o in reversed(order_by):
@@ -484,14 +504,50 @@ def _count(evaluator: Evaluator, e: ast.Expr | None, clause: str) -> int | None:
     return n
 
 
-def _by_position(o: ast.OrderItem, items: list[tuple[str, ast.Expr, SqlType | None]]) -> ast.OrderItem:
-    """``ORDER BY 2``: the select list's second expression, as PostgreSQL and CockroachDB read it."""
+def _qualified_star(session: Session, s: ast.Select, rel: Relation, star: ast.QualifiedStar) -> list[int]:
+    """The row positions ``t.*`` reads: the columns of the joined table ``t``, or all of them when
+    ``t`` names the FROM's one table (or its alias); CockroachDB's 42P01 when it names none."""
+    wanted = session.ident(star.table)
+    if rel.names is not None:  # joined: columns are named alias.column
+        prefix = f"{wanted}.".lower()
+        found = [i for i, c in enumerate(rel.columns) if c.lower().startswith(prefix)]
+    else:
+        names = [s.alias] if s.alias is not None else []
+        if s.table is not None and s.alias is None:
+            names.append(s.table.last)
+        found = (
+            list(range(len(rel.columns)))
+            if any(session.ident(n).lower() == wanted.lower() for n in names)
+            else []
+        )
+    if not found:
+        raise UndefinedTable(f"no data source matches pattern: {wanted}.*")
+    return found
+
+
+def _order_item(
+    session: Session, o: ast.OrderItem, items: list[tuple[str, ast.Expr, SqlType | None]]
+) -> ast.OrderItem:
+    """An ORDER BY item as PostgreSQL and CockroachDB read it: ``ORDER BY 2`` is the select
+    list's second expression, and a bare name that is an output column's name is that column's
+    expression (``SELECT n + 1 AS x .. ORDER BY x``; an output name wins over an input column's,
+    the other way round from GROUP BY)."""
     e = o.expr
-    if not isinstance(e, ast.Literal) or not isinstance(e.value, int) or isinstance(e.value, bool):
-        return o
-    if not 1 <= e.value <= len(items):
-        raise InvalidColumnReference(f"ORDER BY position {e.value} is not in select list")
-    return replace(o, expr=items[e.value - 1][1])
+    if isinstance(e, ast.Literal) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        if not 1 <= e.value <= len(items):
+            raise InvalidColumnReference(f"ORDER BY position {e.value} is not in select list")
+        return replace(o, expr=items[e.value - 1][1])
+    if isinstance(e, ast.Column) and e.table is None:
+        name = session.ident(e.name)
+        named: list[ast.Expr] = []
+        for label, x, _ in items:
+            if label == name and x not in named:
+                named.append(x)
+        if len(named) > 1:
+            raise AmbiguousColumn(f'ORDER BY "{name}" is ambiguous')
+        if named:
+            return replace(o, expr=named[0])
+    return o
 
 
 def _group_item(
