@@ -114,6 +114,13 @@ STATEMENTS = (
     "SELECT * FROM nosuch",
     "SELECT nosuch FROM d1",
     "INSERT INTO d1 VALUES (1, 'dup', 0, 0, true)",
+    "INSERT INTO d1 (id, s) VALUES (16, 'a', 1)",
+    "INSERT INTO d1 (id, s, n) VALUES (17, 'a')",
+    "INSERT INTO d1 (id, id) VALUES (18, 19)",
+    "INSERT INTO d1 (id, s) VALUES (16, 'a'), (17)",
+    "INSERT INTO d1 VALUES (15), (16)",
+    "INSERT INTO d1 VALUES (17, 'short') RETURNING *",
+    "DELETE FROM d1 WHERE id IN (15, 16, 17)",
     # writes, and what they return
     "INSERT INTO d1 VALUES (6, 'd', 1, 1.0, true) RETURNING id, (SELECT count(*) FROM d1) AS before",
     "UPDATE d1 SET n = n + 1 WHERE id = 6 RETURNING n, (SELECT n FROM d1 WHERE id = 6) AS before",

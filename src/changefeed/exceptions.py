@@ -57,6 +57,12 @@ class DivisionByZero(InvalidStatement):
     code = "22012"
 
 
+class ColumnCountMismatch(InvalidStatement):
+    """An INSERT's values and its target columns that do not pair up (``42601``)."""
+
+    code = "42601"
+
+
 class UnsupportedFeature(ChangefeedError):
     """A statement or option that is understood but not supported by this implementation."""
 

@@ -26,6 +26,8 @@ from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import is_ydb_type
 from changefeed.exceptions import (
     ChangefeedError,
+    ColumnCountMismatch,
+    DuplicateColumn,
     GroupingError,
     InvalidStatement,
     NotNullViolation,
@@ -260,8 +262,15 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
         cols = [session.column(schema, i) for i in s.columns]
     else:
         cols = [c for c in schema.columns if c.computed is None]
-    if len({c.id for c in cols}) != len(cols):
-        raise InvalidStatement("a column is named more than once in the column list")
+    seen: set[int] = set()
+    for c in cols:
+        if c.id in seen:
+            raise DuplicateColumn(f'column "{c.name}" specified more than once')
+        seen.add(c.id)
+    if len({len(values) for values in s.rows}) > 1:
+        raise ColumnCountMismatch("VALUES lists must all be the same length")
+    if s.rows and not s.columns and len(s.rows[0]) < len(cols):
+        cols = cols[: len(s.rows[0])]  # no column list: the first columns, the rest their defaults
     for c in cols:
         if c.computed is not None:
             raise InvalidStatement(f"cannot write to computed column {c.name}")
@@ -272,7 +281,14 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
     written: list[dict[int, Any]] = []
     for values in s.rows:
         if len(values) != len(cols):
-            raise InvalidStatement(f"INSERT has {len(values)} values for {len(cols)} columns")
+            more = (
+                "expressions than target columns"
+                if len(values) > len(cols)
+                else "target columns than expressions"
+            )
+            raise ColumnCountMismatch(
+                f"INSERT has more {more}, {len(values)} expressions for {len(cols)} targets"
+            )
         given = {c.id: coerce(c, evaluator.eval(v, None)) for c, v in zip(cols, values, strict=True)}
         if session.dialect == "cql":
             applied = _cql_insert(session, txn, schema, given, ttl, s.if_not_exists)
