@@ -133,6 +133,15 @@ STATEMENTS = (
     "SELECT id, s, n FROM d1 WHERE id > 100 ORDER BY id",
     "DELETE FROM d1 WHERE id > 100",
     "SELECT count(*) FROM d1",
+    # ON CONFLICT (key) DO UPDATE
+    "INSERT INTO d1 (id, s) VALUES (1, 'new'), (30, 'c') ON CONFLICT (id) DO UPDATE"
+    " SET s = excluded.s, n = d1.n + 1 RETURNING id, s, n",
+    "INSERT INTO d1 (id, s) VALUES (2, 'x') ON CONFLICT (id) DO UPDATE SET s = excluded.s WHERE d1.n > 100 RETURNING id",
+    "INSERT INTO d1 (id, s) VALUES (2, 'x') ON CONFLICT (id) DO UPDATE SET s = s || excluded.s, n = excluded.n",
+    "INSERT INTO d1 (id, s) VALUES (2, 'p'), (2, 'q') ON CONFLICT (id) DO UPDATE SET s = excluded.s",
+    "INSERT INTO d1 (id, s) VALUES (2, 'p') ON CONFLICT (s) DO UPDATE SET s = excluded.s",
+    "INSERT INTO d1 (id, s) VALUES (2, 'p') ON CONFLICT DO UPDATE SET s = excluded.s",
+    "SELECT id, s, n FROM d1 WHERE id IN (1, 2, 30) ORDER BY id",
 )
 
 

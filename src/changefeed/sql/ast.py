@@ -420,6 +420,17 @@ class Insert:
     timestamp: Expr | None = None  # CQL USING TIMESTAMP
     returning: tuple[SelectItem, ...] = ()
     pos: Pos = field(default=Pos(), compare=False)
+    on_conflict_update: OnConflictUpdate | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OnConflictUpdate:
+    """``ON CONFLICT (target) DO UPDATE SET c = e, .. [WHERE cond]``: the existing row's columns
+    by name (or ``t.c``), the row the INSERT proposed as ``excluded.c``."""
+
+    target: tuple[Ident, ...]
+    assignments: tuple[tuple[Ident, Expr], ...]
+    where: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -779,6 +790,7 @@ class UpsertSelect:
     mode: Lit["insert", "upsert", "replace"] = "upsert"
     on_conflict_do_nothing: bool = False
     returning: tuple[SelectItem, ...] = ()
+    on_conflict_update: OnConflictUpdate | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,7 @@ def batchable(session: PgSession, prep: Prepared) -> bool:
         and len(stmt.rows) == 1
         and not stmt.returning
         and not stmt.on_conflict_do_nothing  # its tag counts the rows each one wrote
+        and stmt.on_conflict_update is None
         and engine.in_transaction
         and not engine.aborted
         and engine.statements.handler(stmt).plan_many is not None

@@ -29,6 +29,7 @@ class DmlRules(Rules):
             on_conflict_do_nothing="on_conflict" in cl,
             returning=cl.get("returning", ()),
             pos=position(meta),
+            on_conflict_update=cl.get("on_conflict_update"),
         )
 
     def insert_verb(self, c: list[Token]) -> str:
@@ -42,6 +43,13 @@ class DmlRules(Rules):
 
     def on_conflict(self, c: list[Any]) -> Clause:
         return Clause("on_conflict", True)
+
+    def on_conflict_update(self, c: list[Any]) -> Clause:
+        cl = clauses(c)
+        return Clause(
+            "on_conflict_update",
+            ast.OnConflictUpdate(cl.get("columns", ()), cl["assignments"], cl.get("where")),
+        )
 
     @v_args(meta=True)
     def cql_insert(self, meta: Any, c: list[Any]) -> ast.Statement:

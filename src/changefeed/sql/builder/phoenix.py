@@ -93,6 +93,7 @@ class PhoenixRules(Rules):
             mode=c[0],
             on_conflict_do_nothing="on_conflict" in cl,
             returning=cl.get("returning", ()),
+            on_conflict_update=cl.get("on_conflict_update"),
         )
 
     @v_args(meta=True)

@@ -33,7 +33,7 @@ from changefeed.exceptions import (
     NotNullViolation,
     UniqueViolation,
 )
-from changefeed.sql import ast, astjson
+from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts, has_aggregate
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns, stored_as_given
@@ -42,6 +42,8 @@ from changefeed.sql.session import BulkWriter, Planned, RowMark, Session, Statem
 from changefeed.sql.statements import subqueries
 from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values, log_base_table
+from changefeed.sql.statements.on_conflict import ConflictUpdate
+from changefeed.sql.statements.row_values import check_not_null, default_value, with_computed
 from changefeed.sql.statements.select import Relation, run_in, select_over
 
 FAMILY = StatementFamily("dml")
@@ -65,7 +67,7 @@ def _insert_privileges(session: Session, s: ast.Insert) -> tuple[Privilege, ...]
     INSERT, SELECT and UPDATE. CQL: INSERT, and SELECT for IF NOT EXISTS (a read)."""
     if session.dialect == "cql":
         return (Privilege.INSERT, Privilege.SELECT) if s.if_not_exists else (Privilege.INSERT,)
-    if s.mode != "insert":
+    if s.mode != "insert" or s.on_conflict_update is not None:
         return (Privilege.INSERT, Privilege.SELECT, Privilege.UPDATE)
     if s.on_conflict_do_nothing or s.returning:
         return (Privilege.INSERT, Privilege.SELECT)
@@ -82,7 +84,7 @@ def _reading(session: Session, s: ast.Update | ast.Delete, write: Privilege) -> 
 
 def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter | None:
     """Compile a single-row INSERT of parameters/literals into a bulk writer, or None."""
-    if len(s.rows) != 1 or s.if_not_exists or s.returning:
+    if len(s.rows) != 1 or s.if_not_exists or s.returning or s.on_conflict_update is not None:
         return None
     if not all(isinstance(v, ast.Param | ast.Literal) for v in s.rows[0]) or s.timestamp is not None:
         return None
@@ -216,12 +218,6 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
     return run
 
 
-def _default(session: Session, col: ColumnSchema, ev: Params, ctx: EvalContext) -> Any:
-    if col.default is None:
-        return None
-    return coerce(col, session.const(astjson.from_json(col.default), ev, ctx))
-
-
 #: An INSERT's command tag by its mode.
 _TAGS = {"insert": "INSERT", "upsert": "UPSERT", "replace": "REPLACE"}
 
@@ -247,11 +243,16 @@ def insert_one_plan(session: Session, txn: Transaction, s: ast.Insert) -> Planne
 
 @FAMILY.statement(ast.Insert, plan_many=insert_plan, plan_one=insert_one_plan)
 def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Result:
-    if subqueries.has_subquery((s.rows, s.returning)):
+    if subqueries.has_subquery((s.rows, s.returning, s.on_conflict_update)):
         # Run before the write: RETURNING's subqueries see the table as the statement began, as
         # in PostgreSQL (every subquery of a statement reads its snapshot, not its own writes).
         run = run_in(session, txn, ev)
-        s = replace(s, rows=subqueries.fold(s.rows, run), returning=subqueries.fold(s.returning, run))
+        s = replace(
+            s,
+            rows=subqueries.fold(s.rows, run),
+            returning=subqueries.fold(s.returning, run),
+            on_conflict_update=subqueries.fold(s.on_conflict_update, run),
+        )
     bulk = _insert_rows_in_bulk(session, txn, s, ev)
     if bulk is not None:
         return bulk
@@ -277,6 +278,9 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
     ttl = _ttl(session, s.ttl, evaluator)
+    conflict = None
+    if s.on_conflict_update is not None and session.dialect == "sql":
+        conflict = ConflictUpdate(session, schema, s.on_conflict_update)
     applied_rows: list[tuple[Any, ...]] = []
     written: list[dict[int, Any]] = []
     for values in s.rows:
@@ -295,7 +299,7 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
             if s.if_not_exists:
                 applied_rows.append((applied,))
         else:
-            row = _sql_insert(session, txn, schema, given, s, ev, ctx)
+            row = _sql_insert(session, txn, schema, given, s, ev, ctx, conflict)
             if row is not None:
                 written.append(row)
     if s.if_not_exists and session.dialect == "cql":
@@ -436,18 +440,20 @@ def _sql_insert(
     s: ast.Insert,
     ev: Params,
     ctx: EvalContext,
+    conflict: ConflictUpdate | None = None,
 ) -> dict[int, Any] | None:
     """Write one row of an INSERT/UPSERT/REPLACE; the row as written (with ``RETURNING``; its
     written cells otherwise), None if nothing was (``ON CONFLICT DO NOTHING`` on a key that is
-    there)."""
+    there, or ``DO UPDATE .. WHERE`` not true)."""
     st = txn.store(schema)
     # Key columns not given take their DEFAULT (e.g. unique_rowid()).
     for c in schema.key:
         if c.id not in given:
-            given[c.id] = _default(session, c, ev, ctx)
+            given[c.id] = default_value(session, c, ev, ctx)
     key = _key_of(session, schema, given)
     old = st.get_row(txn.conn, key, txn.now_ns)
-    if s.mode == "insert" and old is not None:
+    conflicts = s.mode == "insert" and old is not None
+    if conflicts and conflict is None:
         if s.on_conflict_do_nothing:
             return None
         shown = ", ".join(f"{c.name}" for c in schema.key)
@@ -465,44 +471,23 @@ def _sql_insert(
         elif c.computed is None and (
             s.mode == "replace" or (c.default is not None and (old is None or s.mode == "insert"))
         ):
-            cells[c.id] = _default(session, c, ev, ctx)
-    cells = _with_computed(session, schema, key, cells, old, ev, ctx)
-    _check_not_null(session, schema, {**(old or {}), **cells} if s.mode == "upsert" else cells)
+            cells[c.id] = default_value(session, c, ev, ctx)
+    key_cells = dict(zip((c.id for c in schema.key), key, strict=True))
+    if conflicts and conflict is not None and old is not None:
+        # ON CONFLICT DO UPDATE: the proposed row is ``excluded``; the existing one is updated
+        proposed = {**key_cells, **with_computed(session, schema, key, cells, None, ev, ctx)}
+        update = conflict.update(key, old, proposed, session.ident(s.table.last), ev, ctx)
+        if update is None:
+            return None
+        txn.write_row(schema, key, update, marker=True, op=OP_UPDATE, old=old)
+        return {**old, **key_cells, **update} if s.returning else update
+    cells = with_computed(session, schema, key, cells, old, ev, ctx)
+    check_not_null(session, schema, {**(old or {}), **cells} if s.mode == "upsert" else cells)
     txn.write_row(schema, key, cells, marker=True, op=OP_INSERT, old=old)
     if not s.returning:
         return cells  # written; the whole row is wanted only by RETURNING
     kept = old if (old is not None and s.mode == "upsert") else {}
-    return {**kept, **dict(zip((c.id for c in schema.key), key, strict=True)), **cells}
-
-
-def _with_computed(
-    session: Session,
-    schema: TableSchema,
-    key: tuple[Any, ...],
-    cells: dict[int, Any],
-    old: Mapping[int, Any] | None,
-    ev: Params,
-    ctx: EvalContext,
-) -> dict[int, Any]:
-    computed = [c for c in schema.columns if c.computed is not None and not c.virtual]
-    if not computed:
-        return cells
-    row = {**(old or {}), **dict(zip((c.id for c in schema.key), key, strict=True)), **cells}
-    scope = {c.name: c.type.from_db(row.get(c.id)) for c in schema.columns if not c.virtual}
-    evaluator = Evaluator(session, ev, ctx)
-    out = dict(cells)
-    for c in computed:
-        out[c.id] = coerce(c, evaluator.eval(astjson.from_json(c.computed), Scope(scope)))
-    return out
-
-
-def _check_not_null(session: Session, schema: TableSchema, cells: Mapping[int, Any]) -> None:
-    for c in schema.columns:
-        if c.not_null and not c.is_key and c.id in cells and cells[c.id] is None:
-            raise NotNullViolation(f'null value in column "{c.name}" violates not-null constraint')
-    for c in schema.columns:
-        if c.not_null and not c.is_key and not c.virtual and c.id not in cells:
-            raise NotNullViolation(f'null value in column "{c.name}" violates not-null constraint')
+    return {**kept, **key_cells, **cells}
 
 
 def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int | None:
@@ -545,8 +530,8 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
     for key, row in list(_matching_rows(session, txn, schema, s.where, evaluator)):
         scope = Scope(session.py_row(schema, row))
         cells = {c.id: coerce(c, evaluator.eval(e, scope)) for c, e in assigns}
-        cells = _with_computed(session, schema, key, cells, row, ev, ctx)
-        _check_not_null(session, schema, {**row, **cells})
+        cells = with_computed(session, schema, key, cells, row, ev, ctx)
+        check_not_null(session, schema, {**row, **cells})
         keys, values = groups.setdefault(tuple(cells), ([], []))
         keys.append(key)
         values.append(cells)

@@ -341,6 +341,7 @@ def upsert_select(session: Session, txn: Transaction, s: ast.UpsertSelect, ev: P
         values,
         mode=s.mode,
         on_conflict_do_nothing=s.on_conflict_do_nothing,
+        on_conflict_update=s.on_conflict_update,
         returning=s.returning,
         pos=s.pos,
     )
