@@ -59,6 +59,12 @@ STATEMENTS = (
     "SELECT CAST('12' AS INT) + 1, '3'::int * 2",
     "SELECT sum(f), min(f), max(f) FROM d1",
     "SELECT count(DISTINCT s) FROM d1",
+    "SELECT string_agg(s, '|'), bool_and(b), bool_or(b), every(b), avg(n), avg(id) FROM d1 WHERE id < 5",
+    "SELECT s, array_agg(id), string_agg(id::text, '-') FROM d1 WHERE s IS NOT NULL GROUP BY s ORDER BY s",
+    "SELECT array_agg(s), string_agg(s, ',') FROM d1 WHERE id > 100",
+    "SELECT 12.345::numeric(5,2) AS a, 12.345::decimal(4,1) AS b, (-12.345)::numeric(5,2) AS c, 0.005::numeric(3,2) AS d",
+    "SELECT 'abc'::varchar(2) AS a, s::varchar(1) AS b FROM d1 WHERE id = 1",
+    "SELECT id FROM d1 ORDER BY id LIMIT NULL",
     "SELECT CAST(3.7 AS INT) AS a, CAST(-3.7 AS INT) AS b, CAST(2.5 AS INT) AS c, CAST(-2.5 AS INT) AS d,"
     " CAST(2.5::float8 AS INT) AS e, CAST(3.5::float8 AS INT) AS f, CAST(true AS INT) AS g",
     "SELECT CAST('yes' AS BOOL) AS a, CAST(' T ' AS BOOL) AS b, CAST('off' AS BOOL) AS c, CAST(0 AS BOOL) AS d",

@@ -21,7 +21,7 @@ import ipaddress
 import re
 import uuid
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 import orjson
@@ -295,7 +295,8 @@ def _c_decimal(t: SqlType, v: object) -> Decimal:
             raise _Unfit("not a finite number")
         return d
     if t.scale is not None:
-        d = d.quantize(Decimal(1).scaleb(-t.scale))
+        # half away from zero, as PostgreSQL and CockroachDB round to a scale (12.345 -> 12.35)
+        d = d.quantize(Decimal(1).scaleb(-t.scale), rounding=ROUND_HALF_UP)
     if t.precision is not None:
         digits = len(d.as_tuple().digits)
         exponent = d.as_tuple().exponent

@@ -16,7 +16,7 @@ from changefeed.engine.database import Database
 from changefeed.engine.patterns import like
 from changefeed.engine.storage import token
 from changefeed.engine.type_errors import crdb_parse_error, value_type
-from changefeed.engine.types import Kind, parse_interval, parse_timestamp, resolve_type
+from changefeed.engine.types import Kind, SqlType, parse_interval, parse_timestamp, resolve_type
 from changefeed.exceptions import (
     AmbiguousColumn,
     DatatypeMismatch,
@@ -163,11 +163,14 @@ class Scope:
         return False, None
 
 
-def explicit_cast(v: Any, kind: Kind) -> Any:
+def explicit_cast(v: Any, t: SqlType) -> Any:
     """What an explicit ``CAST`` converts before the target type's own checks, beyond what an
     assignment takes, as PostgreSQL and CockroachDB cast: a number to an integer rounds (a
     decimal half away from zero, a float half to even), a boolean is 0 or 1, an integer is a
-    boolean (non-zero: true)."""
+    boolean (non-zero: true), text longer than a ``VARCHAR(n)``/``CHAR(n)`` is cut to ``n``."""
+    kind = t.kind
+    if kind is Kind.TEXT and t.length is not None and isinstance(v, str):
+        return v[: t.length]
     if kind in (Kind.INT, Kind.UINT):
         if isinstance(v, bool):
             return int(v)
@@ -290,8 +293,8 @@ class Evaluator:
                 enums=self.session.db.enums,
             )
             if t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
-                return to_text(v)
-            return t.coerce(explicit_cast(v, t.kind), "CAST")
+                v = to_text(v)
+            return t.coerce(explicit_cast(v, t), "CAST")
         if isinstance(e, ast.ArrayLit):
             return [self.eval(x, scope) for x in e.items]
         if isinstance(e, ast.TupleLit):
@@ -337,6 +340,14 @@ class Evaluator:
             name = e.name.lower()
             if name == "count" and (not e.args or isinstance(e.args[0], ast.Star)):
                 return len(scopes)
+            if name in _AGGREGATE_ARITY and len(e.args) != _AGGREGATE_ARITY[name]:
+                shown = ", ".join("..." for _ in e.args)
+                raise UndefinedFunction(f"unknown signature: {name}({shown})")
+            if name == "array_agg":  # NULLs kept, as PostgreSQL keeps them; no rows: NULL
+                items = [self.eval(e.args[0], s) for s in scopes]
+                return (list(dict.fromkeys(items)) if e.distinct else items) or None
+            if name == "string_agg":
+                return _string_agg([(self.eval(e.args[0], s), self.eval(e.args[1], s)) for s in scopes])
             vals = [v for v in (self.eval(e.args[0], s) for s in scopes) if v is not None]
             if e.distinct:
                 vals = list(dict.fromkeys(vals))
@@ -350,6 +361,13 @@ class Evaluator:
                 return max(vals)
             if name == "sum":
                 return sum(vals)
+            if name in ("bool_and", "every", "bool_or"):
+                for v in vals:
+                    if not isinstance(v, bool):
+                        raise UndefinedFunction(f"unknown signature: {name}({value_type(v)})")
+                return all(vals) if name != "bool_or" else any(vals)
+            if self.session.dialect == "sql" and all(isinstance(v, int | Decimal) for v in vals):
+                return Decimal(sum(vals)) / len(vals)  # exact, as CockroachDB's DECIMAL avg
             return sum(vals) / len(vals)
         if has_aggregate(e):  # e.g. ``sum(n) * 2``, ``count(*) > 1``: aggregates first, then the rest
             e = self._fold_aggregates(e, scopes)
@@ -365,6 +383,23 @@ class Evaluator:
             return e
         changes = {f.name: self._fold_aggregates(getattr(e, f.name), scopes) for f in dataclasses.fields(e)}
         return dataclasses.replace(e, **changes)
+
+
+#: Aggregates whose argument count is fixed (count, min, .. take one, checked elsewhere).
+_AGGREGATE_ARITY = {"string_agg": 2, "array_agg": 1, "bool_and": 1, "bool_or": 1, "every": 1}
+
+
+def _string_agg(pairs: list[tuple[Any, Any]]) -> str | None:
+    """``string_agg(v, d)``: the non-NULL values joined, each but the first after its own row's
+    delimiter; no value: NULL."""
+    kept = [(v, d) for v, d in pairs if v is not None]
+    if not kept:
+        return None
+    out = [to_text(kept[0][0])]
+    for v, d in kept[1:]:
+        out.append("" if d is None else to_text(d))
+        out.append(to_text(v))
+    return "".join(out)
 
 
 def _truth(v: Any, where: str = "WHERE") -> bool:

@@ -176,4 +176,4 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
     raise UndefinedFunction(f"unknown function: {name}()")
 
 
-AGGREGATES = {"count", "min", "max", "sum", "avg"}
+AGGREGATES = {"count", "min", "max", "sum", "avg", "string_agg", "array_agg", "bool_and", "bool_or", "every"}

@@ -495,10 +495,13 @@ def grouped(
 
 
 def _count(evaluator: Evaluator, e: ast.Expr | None, clause: str) -> int | None:
-    """A LIMIT or OFFSET: a non-negative integer (None without the clause)."""
+    """A LIMIT or OFFSET: a non-negative integer (None without the clause, or with NULL: no
+    limit, as PostgreSQL reads ``LIMIT NULL``)."""
     if e is None:
         return None
     n = evaluator.eval(e, None)
+    if n is None:
+        return None
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise InvalidStatement(f"{clause} must be a non-negative integer, not {sql_text(n)}")
     return n
@@ -779,8 +782,10 @@ def _sql_expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[
             return _arithmetic(
                 _expr_type(session, e.args[0], rel, index), _expr_type(session, e.args[1], rel, index)
             )
-        if name in ("starts_with",):
+        if name in ("starts_with", "bool_and", "bool_or", "every"):
             return _SQL_TYPE["BOOL"]
+        if name == "string_agg":
+            return _SQL_TYPE["STRING"]
     return None
 
 
