@@ -21,7 +21,7 @@ import ipaddress
 import re
 import uuid
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 import orjson
@@ -295,8 +295,10 @@ def _c_decimal(t: SqlType, v: object) -> Decimal:
             raise _Unfit("not a finite number")
         return d
     if t.scale is not None:
-        # half away from zero, as PostgreSQL and CockroachDB round to a scale (12.345 -> 12.35)
-        d = d.quantize(Decimal(1).scaleb(-t.scale), rounding=ROUND_HALF_UP)
+        # half away from zero, as PostgreSQL and CockroachDB round to a scale (12.345 -> 12.35);
+        # YDB's Decimal keeps the half-even rounding it had
+        rounding = ROUND_HALF_EVEN if is_ydb_type(t) else ROUND_HALF_UP
+        d = d.quantize(Decimal(1).scaleb(-t.scale), rounding=rounding)
     if t.precision is not None:
         digits = len(d.as_tuple().digits)
         exponent = d.as_tuple().exponent
