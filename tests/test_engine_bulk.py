@@ -18,6 +18,7 @@ import changefeed
 from changefeed import exceptions as exc
 from changefeed.engine import txn
 from changefeed.engine.storage import MAX_ROWS_PER_STATEMENT, TableStore, insert_columns
+from tests.change_stream import change_rows
 
 CDC_OPTIONS = [
     "{'enabled': true}",
@@ -193,20 +194,6 @@ def test_a_database_of_another_format_version_is_refused(tmp_path: Path) -> None
 
 
 # ---------------------------------------------------------------------- change stream
-def _change_rows(db: Path, table: str) -> list[tuple[Any, ...]]:
-    """The change stream's rows without their position and time (which differ between runs)."""
-    with changefeed.connect(db) as conn:
-        conn.db.refresh_catalog()
-        schema = conn.db.find_table(table)
-        assert schema is not None
-    raw = sqlite3.connect(db / "changefeed.db")
-    names = [r[1] for r in raw.execute(f"PRAGMA table_info(x{schema.id})")]
-    keep = [n for n in names if n not in ("seq", "ts", "lg", "tx")]
-    rows = raw.execute(f"SELECT {', '.join(keep)} FROM x{schema.id}").fetchall()
-    raw.close()
-    return sorted(rows, key=repr)
-
-
 @pytest.mark.parametrize("existing", [False, True])
 def test_bulk_change_rows_match_row_by_row(tmp_path: Path, existing: bool) -> None:
     """A bulk UPSERT's change rows are built from the written cells; row by row, the same
@@ -225,7 +212,7 @@ def test_bulk_change_rows_match_row_by_row(tmp_path: Path, existing: bool) -> No
                 for p in params:
                     conn.execute("UPSERT INTO t (k, a, b) VALUES (?, ?, ?)", p)
         conn.close()
-    bulk, single = _change_rows(tmp_path / "bulk", "t"), _change_rows(tmp_path / "single", "t")
+    bulk, single = change_rows(tmp_path / "bulk", "t"), change_rows(tmp_path / "single", "t")
     assert len(bulk) == len(params)
     assert bulk == single
 
@@ -264,7 +251,7 @@ def test_sql_bulk_update_and_delete_match_row_by_row(tmp_path: Path, cdc: str, v
                     conn.execute(stmt[1], (k,))
         conn.close()
         with changefeed.connect(db, dialect="cql") as cql:
-            out.append((_log_and_table(cql, "ks.t"), _change_rows(db, "ks.t")))
+            out.append((_log_and_table(cql, "ks.t"), change_rows(db, "ks.t")))
     assert out[0] == out[1]
     (log, table), changes = out[0]
     assert len(log) >= 12 and len(changes) == 12 and len(table) == (20 if verb == "update" else 8)
@@ -374,7 +361,7 @@ def test_random_cql_transactions_bulk_equals_row_by_row(tmp_path: Path, seed: in
         out.append(_log_and_table(cql, "ks.t"))
         for c in conns.values():
             c.close()
-        out.append(_change_rows(db, "ks.t") if len(setup) > 2 and setup[2][0] == "sql" else [])
+        out.append(change_rows(db, "ks.t") if len(setup) > 2 and setup[2][0] == "sql" else [])
     assert out[0] == out[2] and out[1] == out[3]
 
 
@@ -408,7 +395,7 @@ def test_chunked_bulk_writes_match_one_statement(
         raw = sqlite3.connect(path / "changefeed.db")
         seqs = raw.execute("SELECT seq FROM sqlite_sequence ORDER BY name").fetchall()
         raw.close()
-        return _change_rows(path, "t"), seqs, rows
+        return change_rows(path, "t"), seqs, rows
 
     calls: list[int] = []
     capture = TableStore.capture_bulk_write
@@ -469,7 +456,7 @@ def test_multi_row_parameter_insert_matches_row_by_row(tmp_path: Path, cdc: str,
                     ).rowcount
         conn.close()
         with changefeed.connect(db, dialect="cql") as cql:
-            out.append((written, _log_and_table(cql, "ks.t"), _change_rows(db, "ks.t")))
+            out.append((written, _log_and_table(cql, "ks.t"), change_rows(db, "ks.t")))
     assert out[0] == out[1]
     assert out[0][0] == (38 if verb != "UPSERT" else 40)
 

@@ -4,30 +4,15 @@ would, and the privileges it needs. (tests/test_pg_oracle.py holds it to Postgre
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import changefeed
 from changefeed.exceptions import ChangefeedError
+from tests.change_stream import change_rows
 
 DDL = "CREATE TABLE t (id INT PRIMARY KEY, v STRING, n INT DEFAULT 5, hits INT NOT NULL DEFAULT 0)"
-
-
-def _changes(db: Path) -> list[tuple[Any, ...]]:
-    """The change stream's rows in order, without their position and time."""
-    with changefeed.connect(db) as conn:
-        conn.db.refresh_catalog()
-        schema = conn.db.find_table("t")
-        assert schema is not None
-    raw = sqlite3.connect(db / "changefeed.db")
-    names = [r[1] for r in raw.execute(f"PRAGMA table_info(x{schema.id})")]
-    keep = [n for n in names if n not in ("seq", "ts", "lg", "tx")]
-    rows = raw.execute(f"SELECT {', '.join(keep)} FROM x{schema.id} ORDER BY seq").fetchall()
-    raw.close()
-    return rows
 
 
 def test_inserts_new_keys_and_updates_existing_ones(tmp_path: Path) -> None:
@@ -113,8 +98,8 @@ def test_change_stream_as_the_update_and_insert_it_stands_for(tmp_path: Path) ->
         conn.execute("UPDATE t SET v = 'a2', hits = hits + 1 WHERE id = 1")
         conn.execute("INSERT INTO t (id, v) VALUES (3, 'c')")
         conn.execute("COMMIT")
-    assert _changes(one) == _changes(two)
-    assert len(_changes(one)) == 4
+    assert change_rows(one, "t", in_order=True) == change_rows(two, "t", in_order=True)
+    assert len(change_rows(one, "t", in_order=True)) == 4
 
 
 def test_needs_the_update_privilege(tmp_path: Path) -> None:
