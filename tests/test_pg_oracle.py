@@ -105,6 +105,10 @@ STATEMENTS = (
     "SELECT id FROM d1 WHERE id NOT IN (SELECT d1 FROM d2) ORDER BY id",
     "SELECT id FROM d1 WHERE EXISTS (SELECT 1 FROM d2 WHERE id = 4) ORDER BY id LIMIT 2",
     "SELECT x.s, x.c FROM (SELECT s, count(*) AS c FROM d1 GROUP BY s) AS x WHERE x.c > 1",
+    "SELECT id FROM d1 WHERE id > ALL (SELECT d1 FROM d2 WHERE d1 < 3) ORDER BY id",
+    "SELECT id FROM d1 WHERE id = ANY (SELECT d1 FROM d2) ORDER BY id",
+    "SELECT id FROM d1 WHERE id <> ALL (ARRAY[1, 2]) AND n < SOME (ARRAY[25, 0]) ORDER BY id",
+    "SELECT 1 = ANY (ARRAY[2, NULL]), 2 = ANY (ARRAY[2, NULL]), 1 = ALL (ARRAY[1, NULL]), 'a' = ANY ('{a,b}')",
     "WITH a AS (SELECT id, n FROM d1 WHERE n > 0), b AS (SELECT count(*) AS c, sum(n) AS t FROM a) SELECT c, t FROM b",
     "WITH d1 AS (SELECT 42 AS id) SELECT id FROM d1",
     # errors
@@ -200,3 +204,23 @@ def test_same_answer_as_postgresql(
     theirs, mine = both
     expected = outcome(theirs, sql)
     assert outcome(mine, sql) == expected, sql
+
+
+ARRAY_PARAMETERS = (
+    ("SELECT id FROM d1 WHERE id = ANY(%s) ORDER BY id", [1, 3], False),
+    ("SELECT id FROM d1 WHERE id = ANY(%s) ORDER BY id", [2, 4, 99], True),
+    ("SELECT id FROM d1 WHERE s = ANY(%s) ORDER BY id", ["a", "c", None], False),
+    ("SELECT id FROM d1 WHERE s = ANY(%s) ORDER BY id", ["b", 'q"uote', "com,ma"], True),
+    ("SELECT id FROM d1 WHERE id <> ALL(%s) ORDER BY id", [], False),
+    ("SELECT id FROM d1 WHERE f = ANY(%s) ORDER BY id", [1.5, -2.25], True),
+)
+
+
+@pytest.mark.parametrize(("sql", "value", "binary"), ARRAY_PARAMETERS, ids=range(len(ARRAY_PARAMETERS)))
+def test_array_parameters_as_postgresql(
+    both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]], sql: str, value: list[Any], binary: bool
+) -> None:
+    """A Python list bound as an array (``= ANY(%s)``), in psycopg's text and binary forms."""
+    theirs, mine = both
+    expected = theirs.execute(sql, (value,), binary=binary).fetchall()
+    assert mine.execute(sql, (value,), binary=binary).fetchall() == expected, sql

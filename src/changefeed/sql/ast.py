@@ -132,6 +132,18 @@ class IsNull:
 
 
 @dataclass(frozen=True, slots=True)
+class Quantified:
+    """``left op ANY|SOME|ALL (right)``: ``right`` an array (or a subquery's rows, kind
+    ``array``); ANY is true if some comparison is, ALL if every one is, NULL where a NULL leaves
+    it open, as SQL's three-valued logic says."""
+
+    op: BinOpName
+    left: Expr
+    quantifier: Lit["any", "all"]
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True)
 class IsDistinct:
     """``a IS [NOT] DISTINCT FROM b``: ``!=`` (``=`` when negated) taking NULL as a value like any
     other, so never NULL itself."""
@@ -156,7 +168,7 @@ class Subquery:
     it is run once, before the statement's rows (``sql.statements.subqueries``)."""
 
     query: Select
-    kind: Lit["scalar", "exists", "in"] = "scalar"
+    kind: Lit["scalar", "exists", "in", "array"] = "scalar"
     #: ``x IN (SELECT ..)``: x, and whether it is ``NOT IN``.
     expr: Expr | None = None
     negated: bool = False
@@ -218,6 +230,7 @@ Expr = (
     | InList
     | IsNull
     | IsDistinct
+    | Quantified
     | Between
     | Like
     | Case

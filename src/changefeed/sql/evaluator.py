@@ -22,6 +22,7 @@ from changefeed.exceptions import (
     DatatypeMismatch,
     InvalidEscape,
     InvalidStatement,
+    InvalidTextRepresentation,
     NumericValueOutOfRange,
     TypeMismatch,
     UndefinedColumn,
@@ -30,6 +31,7 @@ from changefeed.exceptions import (
 )
 from changefeed.sql import ast
 from changefeed.sql.arithmetic import arithmetic
+from changefeed.sql.array_text import array_from_text
 from changefeed.sql.builtins import to_text
 from changefeed.sql.functions import AGGREGATES, EvalContext, call
 
@@ -229,6 +231,8 @@ class Evaluator:
         if isinstance(e, ast.IsNull):
             v = self.eval(e.expr, scope)
             return (v is not None) if e.negated else (v is None)
+        if isinstance(e, ast.Quantified):
+            return self._quantified(e, scope)
         if isinstance(e, ast.IsDistinct):
             a, b = self.eval(e.left, scope), self.eval(e.right, scope)
             distinct = (a is None) != (b is None) if a is None or b is None else compare(a, b, "!=") != 0
@@ -334,6 +338,33 @@ class Evaluator:
         if op in ("+", "-", "*", "/", "%"):
             return arithmetic(op, a, b, phoenix=self.ctx.phoenix)
         raise UnsupportedFeature(f"operator {op}")
+
+    def _quantified(self, e: ast.Quantified, scope: Scope | None) -> bool | None:
+        items = self.eval(e.right, scope)
+        if items is None:
+            return None
+        if isinstance(items, str):  # an array's text (an untyped parameter or literal)
+            try:
+                items = array_from_text(items, None)
+            except ValueError as exc:
+                raise InvalidTextRepresentation(f'malformed array literal: "{items}": {exc}') from None
+        if not isinstance(items, list | tuple):
+            raise DatatypeMismatch(f"op {e.quantifier.upper()} requires array on right side")
+        if not items:
+            return e.quantifier == "all"
+        left = self.eval(e.left, scope)
+        unknown = False
+        for item in items:
+            if left is None or item is None:
+                unknown = True
+                continue
+            c = compare(left, item, e.op)
+            holds = {"=": c == 0, "!=": c != 0, "<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0}[e.op]
+            if holds and e.quantifier == "any":
+                return True
+            if not holds and e.quantifier == "all":
+                return False
+        return None if unknown else e.quantifier == "all"
 
     def eval_aggregate(self, e: ast.Expr, scopes: list[Scope]) -> Any:
         if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:

@@ -37,6 +37,8 @@ def expr_sql(e: ast.Expr) -> str:
         return f"({expr_sql(e.expr)} {'NOT IN' if e.negated else 'IN'} ({items}))"
     if isinstance(e, ast.IsNull):
         return f"({expr_sql(e.expr)} IS {'NOT NULL' if e.negated else 'NULL'})"
+    if isinstance(e, ast.Quantified):
+        return f"({expr_sql(e.left)} {e.op} {e.quantifier.upper()} ({expr_sql(e.right)}))"
     if isinstance(e, ast.IsDistinct):
         word = "IS NOT DISTINCT FROM" if e.negated else "IS DISTINCT FROM"
         return f"({expr_sql(e.left)} {word} {expr_sql(e.right)})"

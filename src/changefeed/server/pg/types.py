@@ -28,6 +28,8 @@ from changefeed.exceptions import (
     NumericValueOutOfRange,
     TypeMismatch,
 )
+from changefeed.server.pg.arrays import array_from_binary
+from changefeed.sql.array_text import array_from_text
 
 # ------------------------------------------------------------------------------------------ OIDs
 BOOL = 16
@@ -87,6 +89,9 @@ TYPES: tuple[tuple[str, int, int, int, str], ...] = (
     ("jsonb", JSONB, 3807, -1, "U"),
 )
 TYPE_NAMES = {oid: name for name, oid, _, _, _ in TYPES}
+#: An array type's OID -> its element type's OID.
+ARRAY_ELEMENTS = {array: oid for _, oid, array, _, _ in TYPES if array}
+TYPE_NAMES.update((array, f"{TYPE_NAMES[oid]}[]") for array, oid in ARRAY_ELEMENTS.items())
 TYPE_LENGTHS = {oid: length for _, oid, _, length, _ in TYPES}
 
 
@@ -501,6 +506,8 @@ def _from_binary(b: bytes, oid: int) -> Any:
         return orjson.loads(b[1:])
     if oid == JSON:
         return orjson.loads(b)
+    if oid in ARRAY_ELEMENTS:
+        return array_from_binary(b, _from_binary)
     return b.decode()
 
 
@@ -564,6 +571,9 @@ def decode_param(data: bytes | None, oid: int, binary: bool, index: int = 0) -> 
         if binary:
             return _from_binary(data, oid)
         text = data.decode()
+        element = ARRAY_ELEMENTS.get(oid)
+        if element is not None:
+            return array_from_text(text, _TEXT_IN.get(element))
         fn = _TEXT_IN.get(oid)
         return fn(text) if fn is not None else text
     except DECODE_ERRORS:

@@ -110,6 +110,15 @@ class ExpressionRules(Rules):
     def is_not_null(self, c: list[ast.Expr]) -> ast.Expr:
         return ast.IsNull(c[0], negated=True)
 
+    def quantifier(self, c: list[Token]) -> str:
+        return "all" if str(c[0]).lower() == "all" else "any"
+
+    def quantified(self, c: list[Any]) -> ast.Expr:
+        return ast.Quantified(c[1], c[0], c[2], c[3])
+
+    def quantified_subquery(self, c: list[Any]) -> ast.Expr:
+        return ast.Quantified(c[1], c[0], c[2], ast.Subquery(c[3], "array"))
+
     def is_distinct_from(self, c: list[ast.Expr]) -> ast.Expr:
         return ast.IsDistinct(c[0], c[1])
 

@@ -64,6 +64,8 @@ def _value_of(sub: ast.Subquery, run: RunQuery) -> ast.Expr:
     if len(res.columns) != 1:
         raise InvalidStatement(f"subquery must return only one column, not {len(res.columns)}")
     values = [r[0] for r in res.rows]
+    if sub.kind == "array":  # ``x = ANY (SELECT ..)``: the values, as an array
+        return ast.Literal(values)
     if sub.kind == "in":
         assert sub.expr is not None
         return ast.InList(_fold(sub.expr, run), tuple(ast.Literal(v) for v in values), sub.negated)

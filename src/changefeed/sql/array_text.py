@@ -1,0 +1,70 @@
+"""PostgreSQL's array text form, ``{1,2,NULL,"a \\"b\\"",""}``, read as PostgreSQL's array_in
+reads a one-dimensional array: elements separated by commas, double-quoted where they hold a
+delimiter, a quote, a backslash or blanks, backslash escapes inside quotes, an unquoted ``NULL``
+as NULL, a leading ``[1:3]=`` dimension decoration allowed. Arrays of more than one dimension
+are refused (ValueError). Used for bound array parameters and for text compared with
+``= ANY (..)``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["array_from_text"]
+
+_DIMENSIONS = re.compile(r"^\s*\[\d+:\d+\]\s*=\s*")
+
+
+def array_from_text(text: str, element: Callable[[str], Any] | None) -> list[Any]:
+    """The elements of a one-dimensional array's text form, each through ``element`` (None: the
+    text itself)."""
+    s = _DIMENSIONS.sub("", text, count=1).strip()
+    if len(s) < 2 or s[0] != "{" or s[-1] != "}":
+        raise ValueError("an array's text is enclosed in braces")
+    body = s[1:-1]
+    out: list[Any] = []
+    if not body.strip():
+        return out
+    i, n = 0, len(body)
+    while True:
+        while i < n and body[i].isspace():
+            i += 1
+        if i < n and body[i] == "{":
+            raise ValueError("arrays of more than one dimension are not supported")
+        if i < n and body[i] == '"':
+            i += 1
+            chars: list[str] = []
+            while True:
+                if i >= n:
+                    raise ValueError("unterminated quoted array element")
+                c = body[i]
+                if c == "\\" and i + 1 < n:
+                    chars.append(body[i + 1])
+                    i += 2
+                    continue
+                if c == '"':
+                    i += 1
+                    break
+                chars.append(c)
+                i += 1
+            value: Any = "".join(chars)
+            out.append(element(value) if element is not None else value)
+            while i < n and body[i].isspace():
+                i += 1
+        else:
+            j = body.find(",", i)
+            j = n if j < 0 else j
+            raw = body[i:j].strip()
+            if not raw:
+                raise ValueError("empty array element")
+            if raw.upper() == "NULL":
+                out.append(None)
+            else:
+                out.append(element(raw) if element is not None else raw)
+            i = j
+        if i >= n:
+            return out
+        if body[i] != ",":
+            raise ValueError("array elements are separated by commas")
+        i += 1
