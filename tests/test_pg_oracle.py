@@ -62,6 +62,8 @@ STATEMENTS = (
     "SELECT string_agg(s, '|'), bool_and(b), bool_or(b), every(b), avg(n), avg(id) FROM d1 WHERE id < 5",
     "SELECT s, array_agg(id), string_agg(id::text, '-') FROM d1 WHERE s IS NOT NULL GROUP BY s ORDER BY s",
     "SELECT array_agg(s), string_agg(s, ',') FROM d1 WHERE id > 100",
+    "SELECT count(*) FILTER (WHERE n > 10), sum(n) FILTER (WHERE id < 3), count(*) FROM d1",
+    "SELECT s, count(*) FILTER (WHERE b), avg(n) FILTER (WHERE n > 0) FROM d1 GROUP BY s ORDER BY s NULLS FIRST",
     "SELECT 12.345::numeric(5,2) AS a, 12.345::decimal(4,1) AS b, (-12.345)::numeric(5,2) AS c, 0.005::numeric(3,2) AS d",
     "SELECT 'abc'::varchar(2) AS a, s::varchar(1) AS b FROM d1 WHERE id = 1",
     "SELECT id FROM d1 ORDER BY id LIMIT NULL",

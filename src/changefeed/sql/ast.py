@@ -92,6 +92,8 @@ class FuncCall:
     args: tuple[Expr, ...] = ()
     #: ``count(DISTINCT x)``: an aggregate over the distinct non-NULL values.
     distinct: bool = False
+    #: ``sum(x) FILTER (WHERE cond)``: an aggregate over the rows for which ``cond`` is true.
+    filter: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -369,6 +369,8 @@ class Evaluator:
     def eval_aggregate(self, e: ast.Expr, scopes: list[Scope]) -> Any:
         if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
             name = e.name.lower()
+            if e.filter is not None:  # FILTER (WHERE ..): only the rows it holds for
+                scopes = [s for s in scopes if self.eval(e.filter, s) is True]
             if name == "count" and (not e.args or isinstance(e.args[0], ast.Star)):
                 return len(scopes)
             if name in _AGGREGATE_ARITY and len(e.args) != _AGGREGATE_ARITY[name]:

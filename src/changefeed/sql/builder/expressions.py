@@ -6,11 +6,12 @@ import decimal
 import math
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lark import Token
 
+from changefeed.exceptions import UnsupportedFeature
 from changefeed.sql import ast
 from changefeed.sql.builder.common import (
     Rules,
@@ -109,6 +110,13 @@ class ExpressionRules(Rules):
 
     def is_not_null(self, c: list[ast.Expr]) -> ast.Expr:
         return ast.IsNull(c[0], negated=True)
+
+    def filtered_call(self, c: list[Any]) -> ast.Expr:
+        call = c[0]
+        if not isinstance(call, ast.FuncCall) or call.name.casefold() not in AGGREGATES:
+            name = call.name if isinstance(call, ast.FuncCall) else "the call"
+            raise UnsupportedFeature(f"FILTER specified, but {name} is not an aggregate function")
+        return replace(call, filter=c[1])
 
     def quantifier(self, c: list[Token]) -> str:
         return "all" if str(c[0]).lower() == "all" else "any"
