@@ -809,6 +809,22 @@ class UpsertSelect:
 
 
 @dataclass(frozen=True, slots=True)
+class SetOperation:
+    """``q1 UNION|INTERSECT|EXCEPT [ALL] q2``: ``left`` may itself be one (left-deep, INTERSECT
+    binding tighter, as PostgreSQL reads them); ``ORDER BY``, ``LIMIT`` and ``OFFSET`` are the
+    whole result's."""
+
+    left: Select | SetOperation
+    op: Lit["union", "intersect", "except"]
+    all: bool
+    right: Select | SetOperation
+    order_by: tuple[OrderItem, ...] = ()
+    limit: Expr | None = None
+    offset: Expr | None = None
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class HintedSelect:
     """A SELECT with a Phoenix hint comment right after SELECT: ``SELECT /*+ CDC_INCLUDE(PRE) */ ..``.
     ``hint`` is the comment's text between ``/*+`` and ``*/``."""
@@ -879,6 +895,7 @@ class DropSecret:
 
 Statement = (
     CreateTable
+    | SetOperation
     | Savepoint
     | ReleaseSavepoint
     | RollbackToSavepoint

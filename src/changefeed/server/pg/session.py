@@ -765,7 +765,7 @@ class PgSession:
 
             return await self.call(describe_returning)
         if prep.kind == "catalog" or (
-            prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Select | ast.Show)
+            prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Select | ast.Show | ast.SetOperation)
         ):
             params = [None] * max(param_count(prep.sql), len(prep.param_oids))
             assert self.conn is not None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from lark import Token, v_args
@@ -197,6 +198,45 @@ class DmlRules(Rules):
     def from_subquery(self, c: list[Any]) -> list[Clause]:
         """``FROM (SELECT ..) [AS] x``: the query's rows are the relation, as a statement source."""
         return [Clause("source", c[0]), *(x for x in c[1:] if isinstance(x, Clause))]
+
+    def set_op(self, c: list[Any]) -> tuple[str, bool]:
+        words = [str(t).lower() for t in c if t is not None]
+        return words[0], len(words) > 1
+
+    @v_args(meta=True)
+    def compound_select(self, meta: Any, c: list[Any]) -> ast.Statement:
+        """Queries and operators, folded as PostgreSQL reads them: INTERSECT first, then UNION
+        and EXCEPT from the left; the last query's ORDER BY, LIMIT and OFFSET are the whole
+        result's (a query of a set operation has none of its own without parentheses)."""
+        last: ast.Select = c[-1]
+        queries: list[ast.Select | ast.SetOperation] = [
+            *c[0::2][:-1],
+            replace(last, order_by=(), limit=None, offset=None),
+        ]
+        ops: list[tuple[str, bool]] = list(c[1::2])
+        for q in queries[:-1]:
+            if isinstance(q, ast.Select) and (q.order_by or q.limit is not None or q.offset is not None):
+                where = position(meta)
+                raise StatementSyntaxError(
+                    "ORDER BY, LIMIT or OFFSET inside a set operation needs parentheses",
+                    line=where.line,
+                    column=where.column,
+                )
+        # INTERSECT binds tighter
+        folded: list[ast.Select | ast.SetOperation] = [queries[0]]
+        rest: list[tuple[str, bool]] = []
+        for (op, all_), q in zip(ops, queries[1:], strict=True):
+            if op == "intersect":
+                folded[-1] = ast.SetOperation(folded[-1], "intersect", all_, q, pos=position(meta))
+            else:
+                folded.append(q)
+                rest.append((op, all_))
+        out = folded[0]
+        for (op, all_), q in zip(rest, folded[1:], strict=True):
+            out = ast.SetOperation(out, op, all_, q, pos=position(meta))  # type: ignore[arg-type]
+        if isinstance(out, ast.Select):  # cannot happen: there is at least one operator
+            return out
+        return replace(out, order_by=last.order_by, limit=last.limit, offset=last.offset)
 
     def with_select(self, c: list[Any]) -> ast.Statement:
         if c[0] is not None:

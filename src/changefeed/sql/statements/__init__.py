@@ -5,6 +5,7 @@
                    and options
 ``dml``            INSERT/UPSERT/REPLACE, UPDATE, DELETE, CQL BATCH (and the bulk INSERT plan)
 ``select``         SELECT over tables and ScyllaDB CDC logs, SHOW TABLES/COLUMNS/CREATE TABLE
+``set_operations`` UNION, INTERSECT, EXCEPT [ALL] of queries
 ``access``         CREATE USER/ROLE, GRANT/REVOKE
 ``ydb_feeds``      YDB ALTER TABLE .. ADD/DROP CHANGEFEED, feeds dropped with their table
 ``crdb_feeds``     CockroachDB CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR
@@ -36,6 +37,7 @@ from changefeed.sql.statements import (
     phoenix,
     replication,
     select,
+    set_operations,
     ydb_feeds,
 )
 
@@ -48,6 +50,7 @@ STATEMENTS = StatementFamily.merge(
             ddl,
             dml,
             select,
+            set_operations,
             access,
             ydb_feeds,
             crdb_feeds,

@@ -401,8 +401,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     aggregate = any(has_aggregate(e) for _, e, _ in items)
     if s.having is not None and not s.group_by and not aggregate:
         aggregate = True  # ``SELECT 1 FROM t HAVING count(*) > 0``: one group of every row
-    lim = _count(evaluator, s.limit, "LIMIT")
-    skip = _count(evaluator, s.offset, "OFFSET") or 0
+    lim = limit_count(evaluator, s.limit, "LIMIT")
+    skip = limit_count(evaluator, s.offset, "OFFSET") or 0
     order_by = tuple(_order_item(session, o, items) for o in s.order_by)
     group_by = tuple(_group_item(session, g, items, index, lower_index) for g in s.group_by)
     where = s.where
@@ -494,7 +494,7 @@ def grouped(
     return out
 
 
-def _count(evaluator: Evaluator, e: ast.Expr | None, clause: str) -> int | None:
+def limit_count(evaluator: Evaluator, e: ast.Expr | None, clause: str) -> int | None:
     """A LIMIT or OFFSET: a non-negative integer (None without the clause, or with NULL: no
     limit, as PostgreSQL reads ``LIMIT NULL``)."""
     if e is None:

@@ -1,0 +1,104 @@
+"""``UNION``, ``INTERSECT`` and ``EXCEPT`` (with ``ALL``: as multisets), as PostgreSQL and
+CockroachDB combine query results: both sides must give the same number of columns (42601); the
+result takes the left side's column names; rows compare as DISTINCT compares them (NULLs equal);
+without ``ALL`` the result has no duplicates. ``ORDER BY`` (a position or an output column's
+name), ``LIMIT`` and ``OFFSET`` apply to the whole result."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable
+from typing import Any
+
+from changefeed.engine.txn import Transaction
+from changefeed.exceptions import ColumnCountMismatch, InvalidColumnReference, UnsupportedFeature
+from changefeed.sql import ast
+from changefeed.sql.evaluator import Evaluator, Params
+from changefeed.sql.functions import EvalContext
+from changefeed.sql.result import Result
+from changefeed.sql.session import Session, StatementFamily
+from changefeed.sql.statements import select
+
+FAMILY = StatementFamily("set_operations")
+
+
+@FAMILY.statement(ast.SetOperation, write=False)
+def set_operation(session: Session, txn: Transaction, s: ast.SetOperation, ev: Params) -> Result:
+    left, right = _side(session, txn, s.left, ev), _side(session, txn, s.right, ev)
+    if len(left.columns) != len(right.columns):
+        raise ColumnCountMismatch(f"each {s.op.upper()} query must have the same number of columns")
+    rows = _combine(s.op, s.all, left.rows, right.rows)
+    types = [
+        a if a is not None else b
+        for a, b in zip(
+            left.types or [None] * len(left.columns), right.types or [None] * len(right.columns), strict=True
+        )
+    ]
+    if s.order_by:
+        names = list(left.columns)
+        order_by = tuple(_output_column(o, names) for o in s.order_by)
+        rows = select.order_output(rows, order_by, [ast.Column(ast.Ident(n, True)) for n in names], names)
+    evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
+    skip = select.limit_count(evaluator, s.offset, "OFFSET") or 0
+    limit = select.limit_count(evaluator, s.limit, "LIMIT")
+    if skip or limit is not None:
+        rows = rows[skip : None if limit is None else skip + limit]
+    return Result(
+        columns=list(left.columns), rows=rows, types=types, status=f"SELECT {len(rows)}", rowcount=len(rows)
+    )
+
+
+def _side(session: Session, txn: Transaction, q: ast.Select | ast.SetOperation, ev: Params) -> Result:
+    if isinstance(q, ast.SetOperation):
+        return set_operation(session, txn, q, ev)
+    return select.select(session, txn, q, ev)
+
+
+def _key(row: tuple[Any, ...]) -> tuple[Hashable, ...]:
+    """A row as a dictionary key: arrays and maps by their items."""
+    return tuple(repr(v) if isinstance(v, list | dict | set) else v for v in row)
+
+
+def _combine(
+    op: str, all_: bool, left: list[tuple[Any, ...]], right: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    if op == "union" and all_:
+        return [*left, *right]
+    out: list[tuple[Any, ...]] = []
+    seen: set[tuple[Hashable, ...]] = set()
+    if op == "union":
+        for r in [*left, *right]:
+            k = _key(r)
+            if k not in seen:
+                seen.add(k)
+                out.append(r)
+        return out
+    theirs = Counter(_key(r) for r in right)
+    for r in left:
+        k = _key(r)
+        if all_:
+            if (theirs[k] > 0) == (op == "intersect"):
+                out.append(r)
+            if theirs[k] > 0:
+                theirs[k] -= 1
+            continue
+        if k in seen:
+            continue
+        if (k in theirs) == (op == "intersect"):
+            out.append(r)
+            seen.add(k)
+    return out
+
+
+def _output_column(o: ast.OrderItem, names: list[str]) -> ast.OrderItem:
+    """An ORDER BY item of a set operation: a position, or the name of a result column."""
+    e = o.expr
+    if isinstance(e, ast.Literal) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        if not 1 <= e.value <= len(names):
+            raise InvalidColumnReference(f"ORDER BY position {e.value} is not in select list")
+        return ast.OrderItem(ast.Column(ast.Ident(names[e.value - 1], True)), o.descending, o.nulls_first)
+    if isinstance(e, ast.Column) and e.table is None:
+        return o
+    raise UnsupportedFeature(
+        "ORDER BY of a UNION, INTERSECT or EXCEPT must name a result column or its position"
+    )
