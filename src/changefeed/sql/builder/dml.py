@@ -246,7 +246,7 @@ class DmlRules(Rules):
     def with_recursive(self, c: list[Any]) -> bool:
         return True
 
-    def with_query(self, c: list[Any]) -> tuple[ast.Ident, ast.Select]:
+    def with_query(self, c: list[Any]) -> tuple[ast.Ident, ast.Select | ast.SetOperation]:
         return c[0], c[1]
 
     def as_of(self, c: list[ast.Expr]) -> Clause:

@@ -17,10 +17,13 @@ from changefeed.sql import ast
 
 __all__ = ["inline"]
 
-_Named = dict[str, tuple[ast.Ident, ast.Select]]
+_Named = dict[str, tuple[ast.Ident, "ast.Select | ast.SetOperation"]]
 
 
-def inline(queries: Sequence[tuple[ast.Ident, ast.Select]], body: ast.Select) -> ast.Select:
+Query = ast.Select | ast.SetOperation
+
+
+def inline(queries: Sequence[tuple[ast.Ident, Query]], body: Query) -> Query:
     """``body`` with every read of a WITH query's name replaced by that query."""
     named: _Named = {}
     for name, query in queries:
@@ -29,7 +32,7 @@ def inline(queries: Sequence[tuple[ast.Ident, ast.Select]], body: ast.Select) ->
             raise DuplicateAlias(f'WITH query name "{name.name}" specified more than once')
         named[key] = (name, _substitute(query, named))
     out = _substitute(body, named)
-    assert isinstance(out, ast.Select)
+    assert isinstance(out, ast.Select | ast.SetOperation)
     return out
 
 
@@ -38,7 +41,7 @@ def _key(name: ast.Ident) -> str:
     return name.name if name.quoted else name.name.lower()
 
 
-def _named(q: ast.QName | None, named: _Named) -> tuple[ast.Ident, ast.Select] | None:
+def _named(q: ast.QName | None, named: _Named) -> tuple[ast.Ident, ast.Select | ast.SetOperation] | None:
     if q is None or len(q.parts) != 1:
         return None
     return named.get(_key(q.parts[0]))
