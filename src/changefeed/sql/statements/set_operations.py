@@ -28,8 +28,10 @@ def set_operation(session: Session, txn: Transaction, s: ast.SetOperation, ev: P
     if len(left.columns) != len(right.columns):
         raise ColumnCountMismatch(f"each {s.op.upper()} query must have the same number of columns")
     rows = _combine(s.op, s.all, left.rows, right.rows)
+    # a column's type where both sides agree (or one says nothing); else none, and the values
+    # tell their own
     types = [
-        a if a is not None else b
+        b if a is None else a if b is None or a == b else None
         for a, b in zip(
             left.types or [None] * len(left.columns), right.types or [None] * len(right.columns), strict=True
         )
