@@ -67,6 +67,8 @@ STATEMENTS = (
     "SELECT 12.345::numeric(5,2) AS a, 12.345::decimal(4,1) AS b, (-12.345)::numeric(5,2) AS c, 0.005::numeric(3,2) AS d",
     "SELECT 'abc'::varchar(2) AS a, s::varchar(1) AS b FROM d1 WHERE id = 1",
     "SELECT id FROM d1 ORDER BY id LIMIT NULL",
+    "SELECT id FROM d1 ORDER BY id OFFSET 1 LIMIT 2",
+    "SELECT id FROM d1 ORDER BY id LIMIT ALL OFFSET 3",
     "SELECT CAST(3.7 AS INT) AS a, CAST(-3.7 AS INT) AS b, CAST(2.5 AS INT) AS c, CAST(-2.5 AS INT) AS d,"
     " CAST(2.5::float8 AS INT) AS e, CAST(3.5::float8 AS INT) AS f, CAST(true AS INT) AS g",
     "SELECT CAST('yes' AS BOOL) AS a, CAST(' T ' AS BOOL) AS b, CAST('off' AS BOOL) AS c, CAST(0 AS BOOL) AS d",

@@ -94,6 +94,12 @@ class ClauseRules(Rules):
     def limit_clause(self, c: list[ast.Expr]) -> Clause:
         return Clause("limit", c[0])
 
+    def limit_all(self, c: list[Any]) -> Clause:
+        return Clause("limit", None)
+
+    def limit_offset(self, c: list[Any]) -> list[Clause]:
+        return [x for x in c if isinstance(x, Clause)]
+
     def select_list(self, c: list[ast.SelectItem]) -> tuple[ast.SelectItem, ...]:
         return tuple(c)
 
