@@ -332,7 +332,7 @@ class Evaluator:
             return None
         if op in ("=", "!=", "<", "<=", ">", ">="):
             c = compare(a, b, op)
-            return {"=": c == 0, "!=": c != 0, "<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0}[op]
+            return _holds(c, op)
         if op == "||":
             return to_text(a) + to_text(b)
         if op in ("+", "-", "*", "/", "%"):
@@ -359,7 +359,7 @@ class Evaluator:
                 unknown = True
                 continue
             c = compare(left, item, e.op)
-            holds = {"=": c == 0, "!=": c != 0, "<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0}[e.op]
+            holds = _holds(c, e.op)
             if holds and e.quantifier == "any":
                 return True
             if not holds and e.quantifier == "all":
@@ -416,6 +416,11 @@ class Evaluator:
             return e
         changes = {f.name: self._fold_aggregates(getattr(e, f.name), scopes) for f in dataclasses.fields(e)}
         return dataclasses.replace(e, **changes)
+
+
+def _holds(c: int, op: str) -> bool:
+    """Whether comparison ``op`` holds for a ``compare`` result ``c`` (negative, 0, positive)."""
+    return {"=": c == 0, "!=": c != 0, "<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0}[op]
 
 
 #: Aggregates whose argument count is fixed (count, min, .. take one, checked elsewhere).
