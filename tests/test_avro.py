@@ -28,8 +28,7 @@ from changefeed.engine.storage import CHANGE_ERASE, CHANGE_UPSERT
 from changefeed.exceptions import InvalidOption, UnsupportedFeature
 from changefeed.feeds.crdb_options import CrdbOptions, parse_crdb_options
 from changefeed.feeds.spec import FeedSpec, Mode
-from changefeed.formats import avro_schema as S
-from changefeed.formats import get_encoder, partition_of
+from changefeed.formats import avro_schema as S, get_encoder, partition_of
 from changefeed.formats.crdb_avro import (
     CrdbAvroEncoder,
     bits_to_longs,

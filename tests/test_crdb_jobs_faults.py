@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 import changefeed
-from changefeed.testing import validators as v
-from changefeed.testing import workload as w
+from changefeed.testing import validators as v, workload as w
 
 PY = sys.executable
 ROOT = Path(__file__).parents[1]

@@ -18,8 +18,7 @@ from changefeed.engine.storage import CHANGE_ERASE, CHANGE_UPSERT
 from changefeed.engine.types import Kind, SqlType
 from changefeed.feeds.crdb_options import parse_crdb_options
 from changefeed.feeds.spec import FeedSpec, Mode
-from changefeed.formats import crdb_values as CV
-from changefeed.formats import get_encoder
+from changefeed.formats import crdb_values as CV, get_encoder
 
 ENC = get_encoder("crdb-json")
 

@@ -9,8 +9,7 @@ import pytest
 
 import changefeed
 from changefeed.engine.changes import read_changes
-from changefeed.testing import validators as v
-from changefeed.testing import workload as w
+from changefeed.testing import validators as v, workload as w
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from changefeed.testing import validators as v
-from changefeed.testing import workload as w
+from changefeed.testing import validators as v, workload as w
 
 PY = sys.executable
 KILLS = int(os.environ.get("CHANGEFEED_FAULT_KILLS", "10"))

@@ -31,8 +31,7 @@ from changefeed.engine.clock import CommitTs
 from changefeed.engine.storage import CHANGE_ERASE, CHANGE_UPSERT
 from changefeed.engine.types import Kind
 from changefeed.feeds.spec import FeedSpec, Mode
-from changefeed.formats import get_encoder, partition_of
-from changefeed.formats import values as V
+from changefeed.formats import get_encoder, partition_of, values as V
 from changefeed.formats.base import ColumnarEncoder, Record
 
 GOLDEN = Path(__file__).parent / "golden" / "ydb"

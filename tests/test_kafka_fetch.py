@@ -553,8 +553,7 @@ def test_big_and_small_stored_batches_are_fetched_byte_for_byte(tmp_path: Path) 
     """Batches of BLOB_READ_MIN bytes and more are read through SQLite's blob I/O (and the
     broker's files through a memory mapping): windows of mixed sizes are the stored bytes, cut
     at whole batches, and a batch appended after the mapping was made is read whole."""
-    from changefeed.topics.batch import encode_batch as encode
-    from changefeed.topics.batch import patch_batch
+    from changefeed.topics.batch import encode_batch as encode, patch_batch
     from changefeed.topics.store import BLOB_READ_MIN
 
     st = TopicStore(tmp_path)

@@ -25,8 +25,7 @@ import pytest
 
 import changefeed
 from changefeed.pipeline.sinks.kafka import partition_for
-from changefeed.testing import validators as v
-from changefeed.testing import workload as w
+from changefeed.testing import validators as v, workload as w
 from changefeed.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.spark

@@ -9,8 +9,7 @@ from decimal import Decimal
 import pytest
 
 from changefeed.exceptions import StatementSyntaxError, UnsupportedFeature
-from changefeed.sql import ast
-from changefeed.sql import parser as parser_mod
+from changefeed.sql import ast, parser as parser_mod
 from changefeed.sql.parser import parse, parse_one
 
 I = ast.Ident  # noqa: E741

@@ -18,9 +18,7 @@ from typing import Any
 import pytest
 
 from changefeed.exceptions import ChangefeedError
-from changefeed.server.pg import batch as batches
-from changefeed.server.pg import protocol as p
-from changefeed.server.pg import types as t
+from changefeed.server.pg import batch as batches, protocol as p, types as t
 from changefeed.server.pg.portals import Batch, BatchRows, Portal, Prepared
 from changefeed.server.pg.values import fmt_of
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from changefeed.pipeline import baseline
-from changefeed.testing import validators as v
-from changefeed.testing import workload as w
+from changefeed.testing import validators as v, workload as w
 
 OPTS = 'TOPIC_MIN_ACTIVE_PARTITIONS = 4, RESOLVED_TIMESTAMPS = Interval("PT0.05S")'
 

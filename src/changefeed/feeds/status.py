@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from changefeed.engine.clock import CommitTs
-from changefeed.feeds import jobs as J
-from changefeed.feeds import replication as R
+from changefeed.feeds import jobs as J, replication as R
 from changefeed.feeds.runners import runner_live
 from changefeed.feeds.store import all_feeds
 

@@ -46,8 +46,7 @@ from changefeed.feeds.cdc_plan import (
     CdcQuery,
     PExpr,
 )
-from changefeed.formats import cdc_casts as C
-from changefeed.formats import crdb_values as V
+from changefeed.formats import cdc_casts as C, crdb_values as V
 from changefeed.formats.cdc_functions import SIGS
 
 if TYPE_CHECKING:

@@ -38,8 +38,7 @@ from changefeed.feeds.cdc_plan import (
     JSONB_CANONICAL,
     STRING,
 )
-from changefeed.formats import cdc_casts as C
-from changefeed.formats import crdb_values as V
+from changefeed.formats import cdc_casts as C, crdb_values as V
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

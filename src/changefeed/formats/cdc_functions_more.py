@@ -16,8 +16,7 @@ import orjson
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import ChangefeedFailed
 from changefeed.feeds.cdc_plan import JSONB
-from changefeed.formats import cdc_casts as C
-from changefeed.formats import crdb_values as V
+from changefeed.formats import cdc_casts as C, crdb_values as V
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

@@ -47,9 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from changefeed.engine.database import DB_FILE, commit_signal, open_sqlite
 from changefeed.exceptions import ChangefeedError, DatabaseError, PipelineError
-from changefeed.feeds import jobs as J
-from changefeed.feeds import replication as R
-from changefeed.feeds import runners
+from changefeed.feeds import jobs as J, replication as R, runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.status import feed_label, job_label, set_running_status
 from changefeed.feeds.store import all_feeds, feeds_version
@@ -59,8 +57,7 @@ from changefeed.pipeline.delivery import offset_log
 from changefeed.pipeline.delivery.progress import ACTIVE_STATES, checkpoint_dir
 from changefeed.pipeline.replication.runner import ReplicationRunner
 from changefeed.pipeline.sinks.base import RETRYABLE
-from changefeed.pipeline.stream import query as job
-from changefeed.pipeline.stream import resolved as job_resolved
+from changefeed.pipeline.stream import query as job, resolved as job_resolved
 from changefeed.pipeline.stream.query import FeedContext
 from changefeed.topics.store import TopicStore
 

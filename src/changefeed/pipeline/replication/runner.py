@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING
 
 from changefeed.engine.database import DB_FILE, Database, open_sqlite
 from changefeed.exceptions import ChangefeedError
-from changefeed.feeds import replication as R
-from changefeed.feeds import runners
+from changefeed.feeds import replication as R, runners
 from changefeed.feeds.spec import FeedSpec
 from changefeed.feeds.store import all_feeds
 from changefeed.pipeline.delivery.progress import ACTIVE_STATES, checkpoint_dir

@@ -41,8 +41,7 @@ from changefeed.exceptions import (
 )
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import gate_wait
-from changefeed.server.cql import system
-from changefeed.server.cql import wire as w
+from changefeed.server.cql import system, wire as w
 from changefeed.server.cql.columnar import EncodedRows, encode_rows
 from changefeed.server.cql.statements import (
     SchemaChange,

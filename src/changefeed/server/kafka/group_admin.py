@@ -23,8 +23,7 @@ from __future__ import annotations
 import struct
 
 from changefeed.engine.auth import ROOT
-from changefeed.server.kafka import errors as E
-from changefeed.server.kafka import versions as V
+from changefeed.server.kafka import errors as E, versions as V
 from changefeed.server.kafka.authz import ADMIN, READ
 from changefeed.server.kafka.broker import Broker
 from changefeed.server.kafka.groups import Group, State

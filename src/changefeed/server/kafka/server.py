@@ -18,8 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from changefeed.engine.privileges import ROOT
 from changefeed.server import EndpointConfig
-from changefeed.server.kafka import errors as E
-from changefeed.server.kafka import versions as V
+from changefeed.server.kafka import errors as E, versions as V
 from changefeed.server.kafka.broker import Broker
 from changefeed.server.kafka.group_admin import GroupAdminApis
 from changefeed.server.kafka.group_apis import GroupApis

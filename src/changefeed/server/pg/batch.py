@@ -23,8 +23,7 @@ import numpy as np
 from changefeed.connection import Result
 from changefeed.exceptions import ChangefeedError
 from changefeed.server import gate_wait
-from changefeed.server.pg import protocol as p
-from changefeed.server.pg import types as t
+from changefeed.server.pg import protocol as p, types as t
 from changefeed.server.pg.portals import Portal, Prepared, Running, RunShape, new_query_id
 from changefeed.server.pg.values import fmt_of, normalise_tag
 from changefeed.sql import ast

@@ -35,9 +35,7 @@ from changefeed.exceptions import (
     UnsupportedFeature,
 )
 from changefeed.server import gate_wait
-from changefeed.server.pg import batch as batches
-from changefeed.server.pg import protocol as p
-from changefeed.server.pg import types as t
+from changefeed.server.pg import batch as batches, protocol as p, types as t
 from changefeed.server.pg.copy_data import SIGNATURE, binary_row, csv_row, reader_for, text_row
 from changefeed.server.pg.copy_spec import CopySpec
 from changefeed.server.pg.params import param_types

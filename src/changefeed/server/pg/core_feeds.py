@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from changefeed.connection import Connection
-from changefeed.server.pg import protocol as p
-from changefeed.server.pg import types as t
+from changefeed.server.pg import protocol as p, types as t
 from changefeed.server.pg.errors import CancelledQuery
 from changefeed.server.pg.portals import Prepared, Running, new_query_id
 from changefeed.server.pg.values import fmt_of, hex_bytea, join_rows

@@ -23,8 +23,7 @@ from pathlib import Path
 from changefeed.engine.auth import ROOT
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import EndpointConfig
-from changefeed.server.pg import cluster
-from changefeed.server.pg import protocol as p
+from changefeed.server.pg import cluster, protocol as p
 from changefeed.server.pg.scram import MECHANISM, ScramError, ScramExchange
 from changefeed.server.pg.session import Backend, PgSession
 from changefeed.server.pg.sessions import Registry

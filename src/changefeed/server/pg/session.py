@@ -34,11 +34,15 @@ from changefeed.connection import Connection, Result
 from changefeed.exceptions import ChangefeedError, UndefinedObject
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import gate_wait
-from changefeed.server.pg import batch as batches
-from changefeed.server.pg import catalog, core_feeds, session_commands
-from changefeed.server.pg import normalise as norm_
-from changefeed.server.pg import protocol as p
-from changefeed.server.pg import types as t
+from changefeed.server.pg import (
+    batch as batches,
+    catalog,
+    core_feeds,
+    normalise as norm_,
+    protocol as p,
+    session_commands,
+    types as t,
+)
 from changefeed.server.pg.commands import parse_command, split_statements
 from changefeed.server.pg.copy import copy_in, copy_out
 from changefeed.server.pg.copy_spec import parse_copy

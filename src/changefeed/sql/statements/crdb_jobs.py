@@ -28,8 +28,7 @@ from changefeed.exceptions import (
     UndefinedTable,
     UnsupportedFeature,
 )
-from changefeed.feeds import external_connections
-from changefeed.feeds import jobs as J
+from changefeed.feeds import external_connections, jobs as J
 from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.crdb_options import (
     FORMAT_JSON,

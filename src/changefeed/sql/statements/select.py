@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from itertools import islice
 from typing import Any
 
@@ -13,10 +12,9 @@ from changefeed.engine.privileges import Privilege, check_any_table_privilege
 from changefeed.engine.storage import TableStore, token
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import sql_text, value_type
-from changefeed.engine.types import Kind, SqlType, resolve_type
+from changefeed.engine.types import SqlType
 from changefeed.exceptions import (
     AmbiguousColumn,
-    ChangefeedError,
     DatatypeMismatch,
     GroupingError,
     InvalidColumnReference,
@@ -41,6 +39,7 @@ from changefeed.sql.session import Session, StatementFamily
 from changefeed.sql.statements import joins, subqueries
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
+from changefeed.sql.statements.select_types import expr_type
 
 FAMILY = StatementFamily("select")
 
@@ -392,7 +391,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
                 if star_at is not None:
                     star_at.append(i)
         else:
-            items.append((_label(session, it), it.expr, _expr_type(session, it.expr, rel, index)))
+            items.append((_label(session, it), it.expr, expr_type(session, it.expr, rel.types, index)))
             at = _column_at(session, it.expr, index, lower_index)
             if at is None:
                 star_at = None
@@ -679,127 +678,6 @@ def _label(session: Session, it: ast.SelectItem) -> str:
     if isinstance(e, ast.Case):
         return "case"  # as PostgreSQL and CockroachDB name it
     return "?column?"
-
-
-def _expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[str, int]) -> SqlType | None:
-    if isinstance(e, ast.Column):
-        name = session.ident(e.name)
-        i = index.get(f"{session.ident(e.table)}.{name}") if e.table is not None else None
-        if i is None:
-            i = index.get(name)
-        if i == AMBIGUOUS:
-            return None
-        if i is None:
-            for n, j in index.items():
-                if n.lower() == name.lower():
-                    i = j
-                    break
-        return rel.types[i] if i is not None else None
-    if isinstance(e, ast.FuncCall) and e.name.lower() == "count":
-        return resolve_type("bigint", dialect="cql")
-    if session.dialect != "sql":
-        return None
-    return _sql_expr_type(session, e, rel, index)
-
-
-#: Result types of SQL expressions whose type follows from their shape (see _sql_expr_type).
-_SQL_TYPE = {
-    n: resolve_type(n, dialect="sql")
-    for n in ("INT8", "FLOAT8", "DECIMAL", "STRING", "BOOL", "BYTES", "TIMESTAMPTZ")
-}
-_LITERAL_TYPE = {
-    bool: "BOOL",
-    int: "INT8",
-    float: "FLOAT8",
-    Decimal: "DECIMAL",
-    str: "STRING",
-    bytes: "BYTES",
-}
-_PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR"})
-_CLOCKS = frozenset({"now", "current_timestamp", "transaction_timestamp", "statement_timestamp"})
-_LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "strpos", "ascii"})
-_TEXTS = frozenset(
-    {"lower", "upper", "trim", "btrim", "ltrim", "rtrim", "concat", "concat_ws", "substr", "substring",
-     "replace", "lpad", "rpad", "reverse", "repeat", "initcap", "left", "right", "split_part", "md5",
-     "sha256", "to_hex", "chr"}
-)  # fmt: skip
-#: Functions whose result has their (first) argument's number type.
-_SAME_NUMBER = frozenset({"abs", "ceil", "ceiling", "floor", "sign"})
-
-
-def _sql_expr_type(session: Session, e: ast.Expr, rel: Relation, index: Mapping[str, int]) -> SqlType | None:
-    """The type an expression of a SQL select list evaluates to, where its shape says it (a
-    client that prepares the statement learns the columns' types before any row exists): a
-    literal's, a cast's target, predicates BOOL, ``||`` of text STRING, arithmetic of integers
-    INT8 (``/`` too: the evaluator divides integers as PostgreSQL does), with a DECIMAL DECIMAL,
-    else with a FLOAT FLOAT8 (as the evaluator computes them), the length functions INT8, text
-    functions STRING, ``now()`` TIMESTAMPTZ; None otherwise (the first value's type then)."""
-    if isinstance(e, ast.Literal):
-        name = _LITERAL_TYPE.get(type(e.value))
-        return _SQL_TYPE[name] if name is not None else None
-    if isinstance(e, ast.Cast):
-        try:
-            return resolve_type(e.type.name, e.type.params, e.type.array, dialect="sql")
-        except ChangefeedError:
-            return None
-    if isinstance(e, ast.Case):
-        # the type its branches agree on (NULL branches aside)
-        branches = [then for _, then in e.whens] + ([e.default] if e.default is not None else [])
-        agreed = {
-            _expr_type(session, b, rel, index)
-            for b in branches
-            if not (isinstance(b, ast.Literal) and b.value is None)
-        }
-        return agreed.pop() if len(agreed) == 1 else None
-    if isinstance(e, ast.InList | ast.IsNull | ast.IsDistinct | ast.Quantified | ast.Between | ast.Like):
-        return _SQL_TYPE["BOOL"]
-    if isinstance(e, ast.UnaryOp):
-        if e.op == "NOT":
-            return _SQL_TYPE["BOOL"]
-        inner = _expr_type(session, e.operand, rel, index)
-        return _arithmetic(inner, inner)
-    if isinstance(e, ast.BinaryOp):
-        if e.op in _PREDICATES:
-            return _SQL_TYPE["BOOL"]
-        left = _expr_type(session, e.left, rel, index)
-        right = _expr_type(session, e.right, rel, index)
-        if e.op == "||":
-            kinds = {left.kind if left is not None else None, right.kind if right is not None else None}
-            return _SQL_TYPE["STRING"] if kinds == {Kind.TEXT} else None
-        return _arithmetic(left, right)
-    if isinstance(e, ast.FuncCall):
-        name = e.name.lower()
-        if name in _LENGTHS:
-            return _SQL_TYPE["INT8"]
-        if name in _TEXTS:
-            return _SQL_TYPE["STRING"]
-        if name in _CLOCKS and not e.args:
-            return _SQL_TYPE["TIMESTAMPTZ"]
-        if name in _SAME_NUMBER and len(e.args) == 1:
-            arg = _expr_type(session, e.args[0], rel, index)
-            return _arithmetic(arg, arg)
-        if name in ("mod", "div") and len(e.args) == 2:
-            return _arithmetic(
-                _expr_type(session, e.args[0], rel, index), _expr_type(session, e.args[1], rel, index)
-            )
-        if name in ("starts_with", "bool_and", "bool_or", "every"):
-            return _SQL_TYPE["BOOL"]
-        if name == "string_agg":
-            return _SQL_TYPE["STRING"]
-    return None
-
-
-def _arithmetic(left: SqlType | None, right: SqlType | None) -> SqlType | None:
-    if left is None or right is None:
-        return None
-    kinds = {left.kind, right.kind}
-    if kinds == {Kind.INT}:
-        return _SQL_TYPE["INT8"]
-    if Kind.DECIMAL in kinds and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
-        return _SQL_TYPE["DECIMAL"]  # the evaluator keeps a DECIMAL operand's exactness
-    if Kind.FLOAT in kinds and kinds <= {Kind.INT, Kind.FLOAT}:
-        return _SQL_TYPE["FLOAT8"]
-    return None
 
 
 def _pushdown(
