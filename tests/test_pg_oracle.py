@@ -131,6 +131,42 @@ STATEMENTS = (
     "WITH u AS (SELECT id FROM d1 UNION SELECT id FROM d2) SELECT count(*) FROM u",
     "SELECT count(*) FROM (SELECT id FROM d1 UNION ALL SELECT id FROM d2) AS x",
     "WITH a AS (SELECT 1 AS v) SELECT v FROM a UNION SELECT 2 ORDER BY 1",
+    # window functions
+    "SELECT id, row_number() OVER (ORDER BY id DESC), rank() OVER (ORDER BY s NULLS FIRST),"
+    " dense_rank() OVER (ORDER BY s NULLS LAST) FROM d1 ORDER BY id",
+    "SELECT id, s, row_number() OVER (PARTITION BY s ORDER BY id) AS rn FROM d1 ORDER BY id",
+    "SELECT id, sum(n) OVER (ORDER BY id), count(n) OVER (ORDER BY id), count(*) OVER (),"
+    " min(n) OVER (PARTITION BY s), max(f) OVER (PARTITION BY s ORDER BY id) FROM d1 ORDER BY id",
+    "SELECT id, avg(n) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM d1 ORDER BY id",
+    "SELECT id, lag(n) OVER (ORDER BY id), lead(n, 2) OVER (ORDER BY id), lag(s, 1, 'none') OVER (ORDER BY id),"
+    " lead(id, -1) OVER (ORDER BY id) FROM d1 ORDER BY id",
+    "SELECT id, first_value(s) OVER (ORDER BY id), last_value(s) OVER (ORDER BY id),"
+    " last_value(id) OVER (ORDER BY id ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING),"
+    " nth_value(id, 2) OVER (ORDER BY id) FROM d1 ORDER BY id",
+    "SELECT id, ntile(2) OVER (ORDER BY id), ntile(3) OVER (ORDER BY id DESC),"
+    " percent_rank() OVER (ORDER BY b NULLS FIRST), cume_dist() OVER (ORDER BY b NULLS FIRST) FROM d1 ORDER BY id",
+    "SELECT id, sum(n) OVER (ORDER BY id ROWS BETWEEN 1 FOLLOWING AND 2 FOLLOWING),"
+    " sum(id) OVER (ORDER BY s NULLS FIRST GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW),"
+    " count(*) OVER (ORDER BY s NULLS FIRST RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) FROM d1 ORDER BY id",
+    "SELECT id, sum(n) FILTER (WHERE n > 0) OVER (ORDER BY id), string_agg(s, ',') OVER (ORDER BY id),"
+    " array_agg(id) OVER (PARTITION BY s ORDER BY id), count(*) FILTER (WHERE b) OVER () FROM d1 ORDER BY id",
+    "SELECT id, row_number() OVER (ORDER BY n DESC NULLS LAST) AS r FROM d1 ORDER BY r",
+    "SELECT id FROM d1 ORDER BY rank() OVER (ORDER BY f NULLS FIRST), id LIMIT 3",
+    "SELECT id, row_number() OVER () > 0, sum(n) OVER () * 2 FROM d1 ORDER BY id",
+    "SELECT DISTINCT s, count(*) OVER (PARTITION BY s) FROM d1 ORDER BY s NULLS FIRST",
+    "SELECT id, sum(n) OVER (PARTITION BY b ORDER BY id ROWS UNBOUNDED PRECEDING) FROM d1 WHERE id > 1 ORDER BY id",
+    "SELECT id, sum(id) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING),"
+    " max(id) OVER (ORDER BY id GROUPS BETWEEN 1 FOLLOWING AND 3 FOLLOWING) FROM d1 ORDER BY id",
+    "SELECT id FROM d1 WHERE row_number() OVER () > 1",
+    "SELECT row_number() FROM d1",
+    "SELECT lower(s) OVER () FROM d1",
+    "SELECT ntile(0) OVER () FROM d1",
+    "SELECT nth_value(id, 0) OVER () FROM d1",
+    "SELECT sum(id) OVER (ROWS -1 PRECEDING) FROM d1",
+    "SELECT sum(id) OVER (ROWS BETWEEN CURRENT ROW AND 1 PRECEDING) FROM d1",
+    "SELECT sum(id) OVER (ROWS UNBOUNDED FOLLOWING) FROM d1",
+    "SELECT count(DISTINCT id) OVER () FROM d1",
+    "SELECT row_number() OVER (ORDER BY row_number() OVER ()) FROM d1",
     # errors
     "SELECT 10 / 0",
     "SELECT 10 % 0",

@@ -51,6 +51,20 @@ class GroupingError(InvalidStatement):
     code = "42803"
 
 
+class WindowingError(InvalidStatement):
+    """A window function where none may stand: in WHERE, GROUP BY or HAVING, nested in another
+    window call, or with a frame that cannot be (``42P20``)."""
+
+    code = "42P20"
+
+
+class WrongObjectType(InvalidStatement):
+    """``OVER`` after a function that is neither a window function nor an aggregate, or a window
+    function called without ``OVER`` (``42809``)."""
+
+    code = "42809"
+
+
 class DivisionByZero(InvalidStatement):
     """``n / 0``, ``n % 0`` (``22012``)."""
 

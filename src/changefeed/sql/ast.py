@@ -19,6 +19,7 @@ from changefeed.sql.ast_expressions import (
     Cast as Cast,
     Column as Column,
     Expr as Expr,
+    FrameBound as FrameBound,
     FuncCall as FuncCall,
     Ident as Ident,
     InList as InList,
@@ -38,6 +39,8 @@ from changefeed.sql.ast_expressions import (
     TupleLit as TupleLit,
     TypeName as TypeName,
     UnaryOp as UnaryOp,
+    WindowCall as WindowCall,
+    WindowFrame as WindowFrame,
 )
 
 # --------------------------------------------------------------------------------------------------

@@ -218,6 +218,37 @@ class TupleLit:
     items: tuple[Expr, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class FrameBound:
+    """One end of a window frame: ``UNBOUNDED PRECEDING``, ``n PRECEDING``, ``CURRENT ROW``,
+    ``n FOLLOWING`` or ``UNBOUNDED FOLLOWING`` (``offset`` the ``n``)."""
+
+    kind: Lit["unbounded preceding", "preceding", "current row", "following", "unbounded following"]
+    offset: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFrame:
+    """``ROWS|RANGE|GROUPS BETWEEN start AND end`` (``ROWS start`` ends at the current row)."""
+
+    mode: Lit["rows", "range", "groups"]
+    start: FrameBound
+    end: FrameBound
+
+
+@dataclass(frozen=True, slots=True)
+class WindowCall:
+    """``f(..) OVER ([PARTITION BY ..] [ORDER BY ..] [frame])``: a window function or an
+    aggregate computed for each row over the rows of its partition (its frame's, for aggregates
+    and the value functions); ``frame`` None is the default frame, from the partition's first row
+    to the current row's last peer."""
+
+    call: FuncCall
+    partition_by: tuple[Expr, ...] = ()
+    order_by: tuple[OrderItem, ...] = ()
+    frame: WindowFrame | None = None
+
+
 Expr = (
     Literal
     | Column
@@ -239,6 +270,7 @@ Expr = (
     | ArrayLit
     | MapLit
     | TupleLit
+    | WindowCall
 )
 
 # An option in ``WITH (a = 1, b)``, ``WITH a = 1 AND b = {...}`` or ``WITH a, b = 'x'``.

@@ -28,12 +28,14 @@ from changefeed.exceptions import (
     UndefinedColumn,
     UndefinedFunction,
     UnsupportedFeature,
+    WindowingError,
+    WrongObjectType,
 )
 from changefeed.sql import ast
 from changefeed.sql.arithmetic import arithmetic
 from changefeed.sql.array_text import array_from_text
 from changefeed.sql.builtins import to_text
-from changefeed.sql.functions import AGGREGATES, EvalContext, call
+from changefeed.sql.functions import AGGREGATES, WINDOW_FUNCTIONS, EvalContext, call
 
 
 class NameScope(Protocol):
@@ -71,9 +73,12 @@ def is_const(e: ast.Expr) -> bool:
 
 
 def has_aggregate(e: Any) -> bool:
-    """Whether an expression calls an aggregate anywhere in it."""
+    """Whether an expression calls an aggregate anywhere in it (not as a window call: ``sum(n)
+    OVER ()`` is computed per row)."""
     if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
         return True
+    if isinstance(e, ast.WindowCall):
+        return False
     return any(has_aggregate(x) for x in subexpressions(e))
 
 
@@ -92,6 +97,16 @@ def subexpressions(e: Any) -> Iterator[Any]:
                 yield from subexpressions(v)
             elif dataclasses.is_dataclass(v) and not isinstance(v, ast.Ident | ast.TypeName | ast.Select):
                 yield v  # not into a subquery's SELECT: its aggregates are its own
+
+
+def order_key(v: Any, o: ast.OrderItem) -> tuple[int, Any]:
+    """The sort key of ``v`` under ORDER BY item ``o``: :func:`sort_key` with ``NULLS FIRST`` /
+    ``LAST`` applied (the caller reverses the sort for DESC)."""
+    key = sort_key(v)
+    if o.nulls_first is None or key[0] != 0:
+        return key
+    first = o.nulls_first != o.descending
+    return (-1 if first else 2, key[1])
 
 
 def sort_key(v: Any) -> tuple[int, Any]:
@@ -282,11 +297,15 @@ class Evaluator:
         if isinstance(e, ast.FuncCall):
             if e.name.lower() in AGGREGATES:
                 raise InvalidStatement(f"aggregate {e.name}() is not allowed here")
+            if e.name.lower() in WINDOW_FUNCTIONS:
+                raise WrongObjectType(f"window function {e.name} requires an OVER clause")
             if e.name.lower() == "token" and scope is not None:
                 return token([self.eval(a, scope) for a in e.args])
             return call(
                 e.name, [self.eval(a, scope) for a in e.args if not isinstance(a, ast.Star)], self.ctx
             )
+        if isinstance(e, ast.WindowCall):  # a SELECT computes them before (statements.windows)
+            raise WindowingError("window functions are not allowed here")
         if isinstance(e, ast.Cast):
             v = self.eval(e.expr, scope)
             t = resolve_type(
@@ -368,40 +387,7 @@ class Evaluator:
 
     def eval_aggregate(self, e: ast.Expr, scopes: list[Scope]) -> Any:
         if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
-            name = e.name.lower()
-            if e.filter is not None:  # FILTER (WHERE ..): only the rows it holds for
-                scopes = [s for s in scopes if self.eval(e.filter, s) is True]
-            if name == "count" and (not e.args or isinstance(e.args[0], ast.Star)):
-                return len(scopes)
-            if name in _AGGREGATE_ARITY and len(e.args) != _AGGREGATE_ARITY[name]:
-                shown = ", ".join("..." for _ in e.args)
-                raise UndefinedFunction(f"unknown signature: {name}({shown})")
-            if name == "array_agg":  # NULLs kept, as PostgreSQL keeps them; no rows: NULL
-                items = [self.eval(e.args[0], s) for s in scopes]
-                return (list(dict.fromkeys(items)) if e.distinct else items) or None
-            if name == "string_agg":
-                return _string_agg([(self.eval(e.args[0], s), self.eval(e.args[1], s)) for s in scopes])
-            vals = [v for v in (self.eval(e.args[0], s) for s in scopes) if v is not None]
-            if e.distinct:
-                vals = list(dict.fromkeys(vals))
-            if name == "count":
-                return len(vals)
-            if not vals:
-                return None
-            if name == "min":
-                return min(vals)
-            if name == "max":
-                return max(vals)
-            if name == "sum":
-                return sum(vals)
-            if name in ("bool_and", "every", "bool_or"):
-                for v in vals:
-                    if not isinstance(v, bool):
-                        raise UndefinedFunction(f"unknown signature: {name}({value_type(v)})")
-                return all(vals) if name != "bool_or" else any(vals)
-            if self.session.dialect == "sql" and all(isinstance(v, int | Decimal) for v in vals):
-                return Decimal(sum(vals)) / len(vals)  # exact, as CockroachDB's DECIMAL avg
-            return sum(vals) / len(vals)
+            return reduce_aggregate(e, self.aggregate_inputs(e, scopes), self.session.dialect)
         if has_aggregate(e):  # e.g. ``sum(n) * 2``, ``count(*) > 1``: aggregates first, then the rest
             e = self._fold_aggregates(e, scopes)
         return self.eval(e, scopes[0] if scopes else None)
@@ -416,6 +402,61 @@ class Evaluator:
             return e
         changes = {f.name: self._fold_aggregates(getattr(e, f.name), scopes) for f in dataclasses.fields(e)}
         return dataclasses.replace(e, **changes)
+
+    def aggregate_inputs(self, e: ast.FuncCall, scopes: Sequence[Scope]) -> list[Any]:
+        """What aggregate call ``e`` takes from each of ``scopes`` (those its FILTER holds for):
+        its argument's value, ``(value, delimiter)`` for ``string_agg``, 1 for ``count(*)``;
+        :func:`reduce_aggregate` folds them."""
+        name = e.name.lower()
+        if e.filter is not None:  # FILTER (WHERE ..): only the rows it holds for
+            scopes = [s for s in scopes if self.eval(e.filter, s) is True]
+        if name == "count" and (not e.args or isinstance(e.args[0], ast.Star)):
+            return [1] * len(scopes)
+        if name in _AGGREGATE_ARITY and len(e.args) != _AGGREGATE_ARITY[name]:
+            shown = ", ".join("..." for _ in e.args)
+            raise UndefinedFunction(f"unknown signature: {name}({shown})")
+        if name == "string_agg":
+            return [(self.eval(e.args[0], s), self.eval(e.args[1], s)) for s in scopes]
+        return [self.eval(e.args[0], s) for s in scopes]
+
+
+def reduce_aggregate(e: ast.FuncCall, inputs: Sequence[Any], dialect: str) -> Any:
+    """Aggregate call ``e`` over its inputs (:meth:`Evaluator.aggregate_inputs`): NULLs are
+    skipped (``array_agg`` keeps them), and no value left is NULL (0 for ``count``)."""
+    name = e.name.lower()
+    if name == "array_agg":  # NULLs kept, as PostgreSQL keeps them; no rows: NULL
+        return (list(dict.fromkeys(inputs)) if e.distinct else list(inputs)) or None
+    if name == "string_agg":
+        return _string_agg(list(inputs))
+    vals = [v for v in inputs if v is not None]
+    if e.distinct:
+        vals = list(dict.fromkeys(vals))
+    if name == "count":
+        return len(vals)
+    if not vals:
+        return None
+    if name == "min":
+        return min(vals)
+    if name == "max":
+        return max(vals)
+    if name == "sum":
+        return sum(vals)
+    if name in ("bool_and", "every", "bool_or"):
+        for v in vals:
+            if not isinstance(v, bool):
+                raise UndefinedFunction(f"unknown signature: {name}({value_type(v)})")
+        return all(vals) if name != "bool_or" else any(vals)
+    return average(
+        sum(vals), len(vals), exact=all(isinstance(v, int | Decimal) for v in vals), dialect=dialect
+    )
+
+
+def average(total: Any, count: int, *, exact: bool, dialect: str) -> Any:
+    """``avg``: of integers and decimals an exact DECIMAL in SQL (as CockroachDB's), else the
+    quotient of the values' own type."""
+    if dialect == "sql" and exact:
+        return Decimal(total) / count
+    return total / count
 
 
 def _holds(c: int, op: str) -> bool:

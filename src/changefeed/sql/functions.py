@@ -176,4 +176,9 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
     raise UndefinedFunction(f"unknown function: {name}()")
 
 
+#: Functions that exist only with ``OVER`` (``sql.statements.windows``); aggregates take one too.
+WINDOW_FUNCTIONS = frozenset(
+    {"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
+     "first_value", "last_value", "nth_value"}
+)  # fmt: skip
 AGGREGATES = {"count", "min", "max", "sum", "avg", "string_agg", "array_agg", "bool_and", "bool_or", "every"}

@@ -30,6 +30,7 @@ from changefeed.sql.builder.expressions import ExpressionRules
 from changefeed.sql.builder.phoenix import PhoenixRules
 from changefeed.sql.builder.replication import ReplicationRules
 from changefeed.sql.builder.sessions import SessionRules
+from changefeed.sql.builder.windows import WindowRules
 
 __all__ = ["FAMILIES", "TreeBuilder"]
 
@@ -44,6 +45,7 @@ class TreeBuilder(
     ChangefeedRules,
     PhoenixRules,
     ReplicationRules,
+    WindowRules,
 ):
     """Turns one statement's parse tree into AST nodes: ``TreeBuilder(dialect).transform(tree)``.
     ``?`` parameters are numbered per statement, so a fresh builder is used for each top-level

@@ -30,13 +30,13 @@ from changefeed.sql.evaluator import (
     RowMap,
     Scope,
     has_aggregate,
-    sort_key,
+    order_key,
     subexpressions,
 )
 from changefeed.sql.functions import AGGREGATES, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import joins, subqueries
+from changefeed.sql.statements import joins, subqueries, windows
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
 from changefeed.sql.statements.select_types import expr_type
@@ -403,7 +403,13 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     lim = limit_count(evaluator, s.limit, "LIMIT")
     skip = limit_count(evaluator, s.offset, "OFFSET") or 0
     order_by = tuple(_order_item(session, o, items) for o in s.order_by)
+    windows.refuse_in("WHERE", s.where)
+    windows.refuse_in("GROUP BY", s.group_by)
+    windows.refuse_in("HAVING", s.having)
     group_by = tuple(_group_item(session, g, items, index, lower_index) for g in s.group_by)
+    calls = windows.window_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
+    if calls and (group_by or aggregate):
+        raise UnsupportedFeature("window functions in a query with GROUP BY or aggregates are not supported")
     where = s.where
     scanned: Iterable[tuple[Any, ...]]
     if rel.scan is not None:
@@ -412,9 +418,21 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         scanned = rel.rows(_pushdown(session, rel, s.where, evaluator))
     if where is not None:
         scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
-    if lim is not None and not aggregate and not group_by and not order_by and not s.distinct:
+    if lim is not None and not aggregate and not group_by and not order_by and not s.distinct and not calls:
         scanned = islice(scanned, skip + lim)  # rows come in output order: stop the scan early
     rows = list(scanned)
+    if calls:  # each row gains a column per window call, which the select list and ORDER BY read
+        scopes = [scope(r) for r in rows]
+        values = [windows.compute(evaluator, scopes, c) for c in calls]
+        columns: dict[ast.WindowCall, ast.Expr] = {}
+        for k, c in enumerate(calls):
+            name = f"\0window {k}"
+            index[name] = lower_index[name] = len(rel.columns) + k
+            columns[c] = ast.Column(ast.Ident(name, True))
+        rows = [(*r, *w) for r, *w in zip(rows, *values, strict=True)]
+        items = [(label, windows.substitute(e, columns), t) for label, e, t in items]
+        order_by = tuple(replace(o, expr=windows.substitute(o.expr, columns)) for o in order_by)
+        star_at = None
     if group_by or aggregate:
         exprs = [e for _, e, _ in items]
         names = [n for n, _, _ in items]
@@ -442,10 +460,10 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         if order_by:
             for o in reversed(order_by):
 
-                def order_key(r: tuple[Any, ...], o: ast.OrderItem = o) -> tuple[int, Any]:
-                    return _nulls_placed(sort_key(evaluator.eval(o.expr, scope(r))), o)
+                def by(r: tuple[Any, ...], o: ast.OrderItem = o) -> tuple[int, Any]:
+                    return order_key(evaluator.eval(o.expr, scope(r)), o)
 
-                rows.sort(key=order_key, reverse=o.descending)
+                rows.sort(key=by, reverse=o.descending)
         if star_at is not None and star_at == list(range(len(rel.columns))):
             out_rows = rows
         elif star_at is not None:
@@ -615,14 +633,6 @@ def _check_grouped(
         check(e)
 
 
-def _nulls_placed(key: tuple[int, Any], o: ast.OrderItem) -> tuple[int, Any]:
-    """A sort key with ``NULLS FIRST``/``LAST`` applied (the sort is reversed for DESC)."""
-    if o.nulls_first is None or key[0] != 0:
-        return key
-    first = o.nulls_first != o.descending
-    return (-1 if first else 2, key[1])
-
-
 def order_output(
     rows: list[tuple[Any, ...]],
     order_by: tuple[ast.OrderItem, ...],
@@ -642,7 +652,7 @@ def order_output(
         column: int = at
 
         def key(r: tuple[Any, ...], i: int = column, o: ast.OrderItem = o) -> tuple[int, Any]:
-            return _nulls_placed(sort_key(r[i]), o)
+            return order_key(r[i], o)
 
         rows.sort(key=key, reverse=o.descending)
     return rows
@@ -669,6 +679,8 @@ def _label(session: Session, it: ast.SelectItem) -> str:
     if it.alias is not None:
         return session.ident(it.alias)
     e = it.expr
+    if isinstance(e, ast.WindowCall):
+        e = e.call
     if isinstance(e, ast.Column):
         return session.ident(e.name)
     if isinstance(e, ast.FuncCall):

@@ -29,6 +29,15 @@ def expr_type(
                     i = j
                     break
         return types[i] if i is not None else None
+    if isinstance(e, ast.WindowCall):
+        name = e.call.name.lower()
+        if name in _RANKS:
+            return resolve_type("INT8", dialect="sql")
+        if name in ("percent_rank", "cume_dist"):
+            return resolve_type("FLOAT8", dialect="sql")
+        if name in _VALUES and e.call.args:
+            return expr_type(session, e.call.args[0], types, index)
+        e = e.call  # an aggregate: the type it has without OVER
     if isinstance(e, ast.FuncCall) and e.name.lower() == "count":
         return resolve_type("bigint", dialect="cql")
     if session.dialect != "sql":
@@ -36,6 +45,9 @@ def expr_type(
     return _sql_expr_type(session, e, types, index)
 
 
+#: Window functions numbering rows (INT8), and those returning a row's value of their argument.
+_RANKS = frozenset({"row_number", "rank", "dense_rank", "ntile"})
+_VALUES = frozenset({"lag", "lead", "first_value", "last_value", "nth_value"})
 #: Result types of SQL expressions whose type follows from their shape (see _sql_expr_type).
 _SQL_TYPE = {
     n: resolve_type(n, dialect="sql")
