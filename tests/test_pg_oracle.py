@@ -280,3 +280,23 @@ def test_array_parameters_as_postgresql(
     theirs, mine = both
     expected = theirs.execute(sql, (value,), binary=binary).fetchall()
     assert mine.execute(sql, (value,), binary=binary).fetchall() == expected, sql
+
+
+def test_duplicate_key_error_fields(both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]]) -> None:
+    """The message, detail and constraint name ORMs read a unique violation by."""
+    fields = []
+    for conn in both:
+        with pytest.raises(psycopg.errors.UniqueViolation) as got:
+            conn.execute("INSERT INTO d2 VALUES (2, 0, 'dup')")
+        d = got.value.diag
+        fields.append((d.sqlstate, d.message_primary, d.message_detail, d.constraint_name))
+    assert (
+        fields[0]
+        == fields[1]
+        == (
+            "23505",
+            'duplicate key value violates unique constraint "d2_pkey"',
+            "Key (id)=(2) already exists.",
+            "d2_pkey",
+        )
+    )

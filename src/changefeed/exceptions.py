@@ -20,6 +20,11 @@ class ChangefeedError(Exception):
     #: Where in the client's input the error is, beyond the statement (PostgreSQL's CONTEXT
     #: field: ``COPY t, line 3, column n: "x"``).
     context: str | None = None
+    #: More about the error than its message (PostgreSQL's DETAIL field: ``Key (id)=(2) already
+    #: exists.``); the CLI prints it on a line of its own, as psql does.
+    detail: str | None = None
+    #: The constraint violated, if any (PostgreSQL's constraint name field: ``t_pkey``).
+    constraint: str | None = None
 
 
 class SyntaxError_(ChangefeedError):
@@ -210,9 +215,15 @@ class NotNullViolation(ChangefeedError):
 
 
 class UniqueViolation(ChangefeedError):
-    """INSERT of a key that already exists."""
+    """INSERT of a key that already exists: PostgreSQL's and CockroachDB's message, naming the
+    primary key's constraint ``<table>_pkey``, and the key in the detail."""
 
     code = "23505"
+
+    def __init__(self, table: str, columns: str, values: str) -> None:
+        self.constraint = f"{table}_pkey"
+        super().__init__(f'duplicate key value violates unique constraint "{self.constraint}"')
+        self.detail = f"Key ({columns})=({values}) already exists."
 
 
 class InvalidOption(ChangefeedError):

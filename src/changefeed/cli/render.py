@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from changefeed.engine.types import Kind, SqlType
+from changefeed.exceptions import ChangefeedError
 from changefeed.sql.result import Result
 
 
@@ -145,7 +146,10 @@ def render_json_rows(res: Result) -> list[str]:
 
 
 def error_line(exc: BaseException) -> str:
-    """The one line the CLI prints for an error: ``ERROR: <message>``; an Apache Phoenix error,
-    which starts ``ERROR 1012 (42M03): ...`` as Phoenix prints it, is shown as it is."""
+    """What the CLI prints for an error: ``ERROR: <message>``, and ``DETAIL: <detail>`` on a line
+    of its own when the error has one (as psql shows them); an Apache Phoenix error, which starts
+    ``ERROR 1012 (42M03): ...`` as Phoenix prints it, is shown as it is."""
     text = str(exc)
-    return text if text.startswith("ERROR ") else f"ERROR: {text}"
+    line = text if text.startswith("ERROR ") else f"ERROR: {text}"
+    detail = exc.detail if isinstance(exc, ChangefeedError) else None
+    return f"{line}\nDETAIL: {detail}" if detail else line

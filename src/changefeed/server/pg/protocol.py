@@ -274,9 +274,20 @@ def copy_response(kind: bytes, binary: bool, columns: int) -> bytes:
 
 
 def error_response(
-    code: str, text: str, *, severity: str = "ERROR", hint: str | None = None, context: str | None = None
+    code: str,
+    text: str,
+    *,
+    severity: str = "ERROR",
+    hint: str | None = None,
+    context: str | None = None,
+    detail: str | None = None,
+    constraint: str | None = None,
 ) -> bytes:
     fields = [b"S" + cstr(severity), b"V" + cstr(severity), b"C" + cstr(code), b"M" + cstr(text)]
+    if detail:
+        fields.append(b"D" + cstr(detail))
+    if constraint:
+        fields.append(b"n" + cstr(constraint))
     if hint:
         fields.append(b"H" + cstr(hint))
     if context:

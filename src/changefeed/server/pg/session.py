@@ -278,8 +278,14 @@ class PgSession:
     def send_error(self, exc: BaseException) -> None:
         self.endpoint.metrics.error("pg")
         code, message = self.error_of(exc)
-        context = exc.context if isinstance(exc, ChangefeedError) else None
-        self.send(p.error_response(code, message, context=context))
+        if isinstance(exc, ChangefeedError):
+            self.send(
+                p.error_response(
+                    code, message, context=exc.context, detail=exc.detail, constraint=exc.constraint
+                )
+            )
+        else:
+            self.send(p.error_response(code, message))
         if self.conn is not None and self.conn.session.in_transaction:
             self.conn.session.aborted = True
 

@@ -12,7 +12,7 @@ from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
 from changefeed.engine.types import SqlType, resolve_type
-from changefeed.exceptions import TypeMismatch, UndefinedTable
+from changefeed.exceptions import TypeMismatch, UndefinedTable, UniqueViolation
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, conjuncts, is_const
 from changefeed.sql.session import Session
@@ -29,6 +29,14 @@ def coerce(col: ColumnSchema, value: Any) -> Any:
     """Python value -> storage value for ``col``, with the column named in errors."""
     v = col.type.coerce(value, f"column {col.name}")
     return col.type.to_db(v)
+
+
+def unique_violation(schema: TableSchema, key: Sequence[Any]) -> UniqueViolation:
+    """The 23505 of an INSERT of primary key ``key`` (its stored values), which ``schema``'s
+    table holds already."""
+    columns = ", ".join(c.name for c in schema.key)
+    values = ", ".join(str(c.type.from_db(v)) for c, v in zip(schema.key, key, strict=True))
+    return UniqueViolation(schema.name.rsplit(".", 1)[-1], columns, values)
 
 
 def jsonable(d: Mapping[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from changefeed.exceptions import (
     GroupingError,
     InvalidStatement,
     NotNullViolation,
-    UniqueViolation,
 )
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts, has_aggregate
@@ -41,7 +40,14 @@ from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, Planned, RowMark, Session, StatementFamily
 from changefeed.sql.statements import subqueries
 from changefeed.sql.statements.cdc_log import LogView
-from changefeed.sql.statements.common import LOG_SUFFIX, bool_type, coerce, key_values, log_base_table
+from changefeed.sql.statements.common import (
+    LOG_SUFFIX,
+    bool_type,
+    coerce,
+    key_values,
+    log_base_table,
+    unique_violation,
+)
 from changefeed.sql.statements.on_conflict import ConflictUpdate
 from changefeed.sql.statements.row_values import check_not_null, default_value, with_computed
 from changefeed.sql.statements.select import Relation, run_in, select_over
@@ -192,14 +198,8 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
                 if not s.on_conflict_do_nothing:
                     # The first row in statement order whose key is there, as row by row.
                     r = next(r for r, k in enumerate(keys) if k in olds)
-                    shown = ", ".join(c.name for c in current.key)
-                    vals_shown = ", ".join(
-                        str(c.type.from_db(v)) for c, v in zip(current.key, keys[r], strict=True)
-                    )
                     with RowMark(r):
-                        raise UniqueViolation(
-                            f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals_shown}) already exists'
-                        )
+                        raise unique_violation(current, keys[r])
                 keep = [r for r, k in enumerate(keys) if k not in olds]
                 keys = [keys[r] for r in keep]
                 cells = {cid: [col[r] for r in keep] for cid, col in cells.items()}
@@ -456,11 +456,7 @@ def _sql_insert(
     if conflicts and conflict is None:
         if s.on_conflict_do_nothing:
             return None
-        shown = ", ".join(f"{c.name}" for c in schema.key)
-        vals = ", ".join(str(schema.column_by_id(c.id).type.from_db(given[c.id])) for c in schema.key)
-        raise UniqueViolation(
-            f'duplicate key value violates unique constraint "primary": Key ({shown})=({vals}) already exists'
-        )
+        raise unique_violation(schema, [given[c.id] for c in schema.key])
     # The cells the statement writes: what it names; REPLACE also every other column (its
     # DEFAULT or NULL); a new row also the columns that have a DEFAULT. Columns left out of a
     # new row are NULL without being "written", so UPDATES-mode feeds list only real writes.
