@@ -131,6 +131,18 @@ STATEMENTS = (
     "WITH u AS (SELECT id FROM d1 UNION SELECT id FROM d2) SELECT count(*) FROM u",
     "SELECT count(*) FROM (SELECT id FROM d1 UNION ALL SELECT id FROM d2) AS x",
     "WITH a AS (SELECT 1 AS v) SELECT v FROM a UNION SELECT 2 ORDER BY 1",
+    # BETWEEN SYMMETRIC, regular expressions, SQL's substring and trim forms, DISTINCT ON
+    "SELECT 5 BETWEEN SYMMETRIC 10 AND 1, 5 NOT BETWEEN SYMMETRIC 10 AND 1, 1 BETWEEN NULL AND 0,"
+    " 1 BETWEEN 0 AND NULL, NULL BETWEEN 1 AND 2, 5 BETWEEN SYMMETRIC NULL AND 1, 5 BETWEEN ASYMMETRIC 10 AND 1",
+    "SELECT id, s ~ '^a', s ~* 'B', s !~ 'a|c', s !~* '^[ab]$' FROM d1 ORDER BY id",
+    "SELECT substring(s FROM 1 FOR 1), substring('hello' FROM 3), substring('hello' FOR 2),"
+    " substring('hello' FROM 0 FOR 3), trim(BOTH 'x' FROM 'xxhixx'), trim(LEADING FROM '  a  '),"
+    " trim(TRAILING 'y' FROM 'ayy'), trim('x' FROM 'xax'), trim(BOTH '  b  ') FROM d1 WHERE id = 1",
+    "SELECT DISTINCT ON (s) s, id FROM d1 ORDER BY s NULLS FIRST, id DESC",
+    "SELECT DISTINCT ON (b) id, b FROM d1 ORDER BY b NULLS LAST, n DESC NULLS LAST",
+    "SELECT DISTINCT ON (s) id FROM d1 ORDER BY id",
+    "SELECT 'a' ~ '('",
+    "SELECT 1 ~ 'a'",
     # window functions
     "SELECT id, row_number() OVER (ORDER BY id DESC), rank() OVER (ORDER BY s NULLS FIRST),"
     " dense_rank() OVER (ORDER BY s NULLS LAST) FROM d1 ORDER BY id",

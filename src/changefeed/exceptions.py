@@ -197,6 +197,12 @@ class CharacterNotInRepertoire(ChangefeedError):
     code = "22021"
 
 
+class InvalidRegularExpression(ChangefeedError):
+    """A pattern of ``~`` that does not compile (``2201B``)."""
+
+    code = "2201B"
+
+
 class InvalidEscape(ChangefeedError):
     """A ``LIKE .. ESCAPE`` string that is neither empty nor one character."""
 

@@ -34,6 +34,7 @@ from changefeed.sql.ast_expressions import (
     QName as QName,
     QualifiedStar as QualifiedStar,
     Quantified as Quantified,
+    RegexMatch as RegexMatch,
     Star as Star,
     Subquery as Subquery,
     TupleLit as TupleLit,
@@ -295,6 +296,9 @@ class Select:
     distinct: bool = False
     allow_filtering: bool = False
     as_of: Expr | None = None  # ``AS OF SYSTEM TIME x``
+    #: ``SELECT DISTINCT ON (a, b) ..``: the first row (in ORDER BY's order) of each distinct
+    #: ``(a, b)``.
+    distinct_on: tuple[Expr, ...] = ()
     pos: Pos = field(default=Pos(), compare=False)
     #: CockroachDB's statement source ``FROM [SHOW JOBS]`` (``table`` is then None): the rows
     #: the bracketed statement returns.

@@ -156,10 +156,25 @@ class IsDistinct:
 
 @dataclass(frozen=True, slots=True)
 class Between:
+    """``expr [NOT] BETWEEN [SYMMETRIC] low AND high``: ``low <= expr AND expr <= high``, in
+    three-valued logic; SYMMETRIC also takes the bounds the other way round."""
+
     expr: Expr
     low: Expr
     high: Expr
     negated: bool = False
+    symmetric: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RegexMatch:
+    """``expr ~ pattern`` (``~*``: ignoring case; ``!~``, ``!~*``: negated): whether the regular
+    expression matches somewhere in the text."""
+
+    expr: Expr
+    pattern: Expr
+    negated: bool = False
+    insensitive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +279,7 @@ Expr = (
     | IsDistinct
     | Quantified
     | Between
+    | RegexMatch
     | Like
     | Case
     | Subquery

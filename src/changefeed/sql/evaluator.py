@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import math
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
@@ -21,6 +23,7 @@ from changefeed.exceptions import (
     AmbiguousColumn,
     DatatypeMismatch,
     InvalidEscape,
+    InvalidRegularExpression,
     InvalidStatement,
     InvalidTextRepresentation,
     NumericValueOutOfRange,
@@ -290,10 +293,21 @@ class Evaluator:
             return like(v, pattern, insensitive=e.insensitive, escape=escape) != e.negated
         if isinstance(e, ast.Between):
             v, lo, hi = (self.eval(x, scope) for x in (e.expr, e.low, e.high))
-            if v is None or lo is None or hi is None:
+            r = _within(v, lo, hi)
+            if e.symmetric and r is not True:
+                other = _within(v, hi, lo)
+                r = True if other is True else (None if r is None or other is None else False)
+            return None if r is None else (not r) if e.negated else r
+        if isinstance(e, ast.RegexMatch):
+            v, pattern = self.eval(e.expr, scope), self.eval(e.pattern, scope)
+            if v is None or pattern is None:
                 return None
-            r = compare(lo, v) <= 0 <= compare(hi, v)
-            return (not r) if e.negated else r
+            if not isinstance(v, str) or not isinstance(pattern, str):
+                op = ("!" if e.negated else "") + "~" + ("*" if e.insensitive else "")
+                raise UndefinedFunction(
+                    f"unsupported comparison operator: <{value_type(v)}> {op} <{value_type(pattern)}>"
+                )
+            return (regex(pattern, e.insensitive).search(v) is not None) != e.negated
         if isinstance(e, ast.FuncCall):
             if e.name.lower() in AGGREGATES:
                 raise InvalidStatement(f"aggregate {e.name}() is not allowed here")
@@ -457,6 +471,26 @@ def average(total: Any, count: int, *, exact: bool, dialect: str) -> Any:
     if dialect == "sql" and exact:
         return Decimal(total) / count
     return total / count
+
+
+def _within(v: Any, lo: Any, hi: Any) -> bool | None:
+    """``lo <= v AND v <= hi`` in three-valued logic (a NULL leaves it open unless the other
+    comparison is false)."""
+    ge = None if v is None or lo is None else compare(lo, v) <= 0
+    le = None if v is None or hi is None else compare(hi, v) >= 0
+    if ge is False or le is False:
+        return False
+    return None if ge is None or le is None else True
+
+
+@functools.lru_cache(maxsize=256)
+def regex(pattern: str, insensitive: bool) -> re.Pattern[str]:
+    """A ``~`` pattern compiled (Python's regular expressions, which read the POSIX and Perl
+    forms clients write alike: classes, anchors, quantifiers, groups, alternation)."""
+    try:
+        return re.compile(pattern, re.IGNORECASE if insensitive else 0)
+    except re.error as exc:
+        raise InvalidRegularExpression(f"invalid regular expression: {exc}") from None
 
 
 def _holds(c: int, op: str) -> bool:

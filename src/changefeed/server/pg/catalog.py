@@ -702,6 +702,8 @@ def _rewrite(node: Any) -> Any:
         return exp.Anonymous(this="version", expressions=[])
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("current_user", "session_user"):
         return node
+    if isinstance(node, exp.SessionUser):  # sqlglot would write the bare SESSION_USER, a column to SQLite
+        return exp.Anonymous(this="session_user", expressions=[])
     return node
 
 

@@ -57,6 +57,9 @@ class ClauseRules(Rules):
     def distinct(self, c: list[Any]) -> Clause:
         return Clause("distinct", True)
 
+    def distinct_on(self, c: list[tuple[ast.Expr, ...]]) -> Clause:
+        return Clause("distinct_on", tuple(c[0]))
+
     def allow_filtering(self, c: list[Any]) -> Clause:
         return Clause("allow_filtering", True)
 

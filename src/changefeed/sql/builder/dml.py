@@ -280,6 +280,7 @@ def select_node(meta: Any, c: list[Any]) -> ast.Select:
         order_by=cl.get("order_by", ()),
         limit=cl.get("limit"),
         distinct=cl.get("distinct", False),
+        distinct_on=cl.get("distinct_on", ()),
         allow_filtering=cl.get("allow_filtering", False),
         group_by=cl.get("group_by", ()),
         having=cl.get("having"),

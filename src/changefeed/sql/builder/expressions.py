@@ -145,6 +145,35 @@ class ExpressionRules(Rules):
     def not_between(self, c: list[ast.Expr]) -> ast.Expr:
         return ast.Between(c[0], c[1], c[2], negated=True)
 
+    def between_kind(self, c: list[Token]) -> bool:
+        return str(c[0]).upper() == "SYMMETRIC"
+
+    def between_sym(self, c: list[Any]) -> ast.Expr:
+        return ast.Between(c[0], c[2], c[3], symmetric=c[1])
+
+    def not_between_sym(self, c: list[Any]) -> ast.Expr:
+        return ast.Between(c[0], c[2], c[3], negated=True, symmetric=c[1])
+
+    def regex_match(self, c: list[Any]) -> ast.Expr:
+        op = str(c[1])
+        return ast.RegexMatch(c[0], c[2], negated=op.startswith("!"), insensitive=op.endswith("*"))
+
+    def substring_from(self, c: list[Any]) -> ast.Expr:
+        return ast.FuncCall("substring", tuple(x for x in c if x is not None))
+
+    def substring_for(self, c: list[Any]) -> ast.Expr:
+        return ast.FuncCall("substring", (c[0], ast.Literal(1), c[1]))
+
+    def trim_side(self, c: list[Token]) -> str:
+        return str(c[0]).upper()
+
+    def trim_from(self, c: list[Any]) -> ast.Expr:
+        side, chars, text = c
+        return _trim_call(side or "BOTH", text, chars)
+
+    def trim_side_only(self, c: list[Any]) -> ast.Expr:
+        return _trim_call(c[0], c[1], None)
+
     def like_escape(self, c: list[ast.Expr]) -> ast.Expr:
         return c[0]
 
@@ -345,3 +374,9 @@ class ExpressionRules(Rules):
 
     def type_array(self, c: list[Token]) -> bool:
         return True
+
+
+def _trim_call(side: str, text: ast.Expr, chars: ast.Expr | None) -> ast.FuncCall:
+    """``trim([BOTH|LEADING|TRAILING] [chars] FROM text)`` as the function PostgreSQL maps it to."""
+    name = {"BOTH": "btrim", "LEADING": "ltrim", "TRAILING": "rtrim"}[side]
+    return ast.FuncCall(name, (text,) if chars is None else (text, chars))

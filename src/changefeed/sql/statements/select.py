@@ -410,6 +410,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     calls = windows.window_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
     if calls and (group_by or aggregate):
         raise UnsupportedFeature("window functions in a query with GROUP BY or aggregates are not supported")
+    if s.distinct_on and (group_by or aggregate):
+        raise UnsupportedFeature("DISTINCT ON in a query with GROUP BY or aggregates is not supported")
     where = s.where
     scanned: Iterable[tuple[Any, ...]]
     if rel.scan is not None:
@@ -418,7 +420,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         scanned = rel.rows(_pushdown(session, rel, s.where, evaluator))
     if where is not None:
         scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
-    if lim is not None and not aggregate and not group_by and not order_by and not s.distinct and not calls:
+    early = not (aggregate or group_by or order_by or s.distinct or s.distinct_on or calls)
+    if lim is not None and early:
         scanned = islice(scanned, skip + lim)  # rows come in output order: stop the scan early
     rows = list(scanned)
     if calls:  # each row gains a column per window call, which the select list and ORDER BY read
@@ -464,6 +467,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
                     return order_key(evaluator.eval(o.expr, scope(r)), o)
 
                 rows.sort(key=by, reverse=o.descending)
+        if s.distinct_on:
+            rows = _distinct_on(session, evaluator, rows, scope, s.distinct_on, order_by, items)
         if star_at is not None and star_at == list(range(len(rel.columns))):
             out_rows = rows
         elif star_at is not None:
@@ -568,6 +573,29 @@ def _order_item(
         if named:
             return replace(o, expr=named[0])
     return o
+
+
+def _distinct_on(
+    session: Session,
+    evaluator: Evaluator,
+    rows: list[tuple[Any, ...]],
+    scope: Callable[[tuple[Any, ...]], Scope],
+    on: tuple[ast.Expr, ...],
+    order_by: tuple[ast.OrderItem, ...],
+    items: list[tuple[str, ast.Expr, SqlType | None]],
+) -> list[tuple[Any, ...]]:
+    """``DISTINCT ON (..)``: the first of the (sorted) rows for each distinct value of ``on``,
+    whose expressions read as ORDER BY items do (positions, output names) and must be the
+    leftmost ORDER BY items, as PostgreSQL requires (42P10)."""
+    exprs = [_order_item(session, ast.OrderItem(e), items).expr for e in on]
+    for o in order_by[: len(exprs)]:
+        if o.expr not in exprs:
+            raise InvalidColumnReference("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
+    kept: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for r in rows:
+        sc = scope(r)
+        kept.setdefault(tuple((type(v) is bool, v) for v in (evaluator.eval(e, sc) for e in exprs)), r)
+    return list(kept.values())
 
 
 def _group_item(

@@ -99,7 +99,9 @@ def _sql_expr_type(
             if not (isinstance(b, ast.Literal) and b.value is None)
         }
         return agreed.pop() if len(agreed) == 1 else None
-    if isinstance(e, ast.InList | ast.IsNull | ast.IsDistinct | ast.Quantified | ast.Between | ast.Like):
+    if isinstance(
+        e, ast.InList | ast.IsNull | ast.IsDistinct | ast.Quantified | ast.Between | ast.Like | ast.RegexMatch
+    ):
         return _SQL_TYPE["BOOL"]
     if isinstance(e, ast.UnaryOp):
         if e.op == "NOT":
