@@ -30,6 +30,9 @@ SETUP = (
     "INSERT INTO d1 VALUES (1, 'a', 10, 1.5, true), (2, 'b', 20, NULL, false), (3, NULL, 30, -2.25, NULL),"
     " (4, 'a', NULL, 0, true), (5, 'c', -5, 3.0, false)",
     "INSERT INTO d2 VALUES (1, 1, 'x'), (2, 1, 'y'), (3, 3, 'z'), (4, 9, 'w')",
+    "CREATE TABLE d3 (id INT PRIMARY KEY, doc JSONB)",
+    """INSERT INTO d3 VALUES (1, '{"a": [1, 2, {"b": null}], "c": "x", "n": 5}'), (2, '[1, "two", [3]]'),"""
+    """ (3, '"s"'), (4, 'null'), (5, NULL)""",
 )
 
 STATEMENTS = (
@@ -143,6 +146,13 @@ STATEMENTS = (
     "SELECT DISTINCT ON (s) id FROM d1 ORDER BY id",
     "SELECT 'a' ~ '('",
     "SELECT 1 ~ 'a'",
+    # JSONB operators
+    "SELECT id, doc -> 'a', doc ->> 'c', doc -> 'a' -> 2 ->> 'b', doc -> 1, doc ->> -1, doc -> 'zz' FROM d3 ORDER BY id",
+    "SELECT id, doc #> '{a,2}', doc #>> '{a,0}', doc #> ARRAY['c'], doc #>> '{}', doc #> '{2,0}' FROM d3 ORDER BY id",
+    """SELECT id, doc @> '{"c": "x"}', doc @> '{"a": [2]}', doc @> '[1]', doc @> '1', '{"n": 5}' <@ doc"""
+    " FROM d3 ORDER BY id",
+    "SELECT id FROM d3 WHERE doc ->> 'c' = 'x' OR doc -> 0 = '1'::jsonb ORDER BY id",
+    "SELECT '{\"a\": 1}'::jsonb -> 'a' = '1', 'abc' ~ 'b' = true, 'a' || 'b' ~ 'ab'",
     # window functions
     "SELECT id, row_number() OVER (ORDER BY id DESC), rank() OVER (ORDER BY s NULLS FIRST),"
     " dense_rank() OVER (ORDER BY s NULLS LAST) FROM d1 ORDER BY id",

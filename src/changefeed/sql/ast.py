@@ -15,6 +15,7 @@ from changefeed.sql.ast_expressions import (
     ArrayLit as ArrayLit,
     Between as Between,
     BinaryOp as BinaryOp,
+    BinOpName as BinOpName,
     Case as Case,
     Cast as Cast,
     Column as Column,

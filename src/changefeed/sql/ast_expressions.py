@@ -103,7 +103,9 @@ class Cast:
     type: TypeName
 
 
-BinOpName = Lit["=", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "||", "AND", "OR"]
+BinOpName = Lit[
+    "=", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "||", "AND", "OR", "->", "->>", "#>", "#>>", "@>", "<@"
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from changefeed.sql.arithmetic import arithmetic
 from changefeed.sql.array_text import array_from_text
 from changefeed.sql.builtins import to_text
 from changefeed.sql.functions import AGGREGATES, WINDOW_FUNCTIONS, EvalContext, call
+from changefeed.sql.json_ops import JSON_OPERATORS, apply as json_apply
 
 
 class NameScope(Protocol):
@@ -370,6 +371,8 @@ class Evaluator:
             return to_text(a) + to_text(b)
         if op in ("+", "-", "*", "/", "%"):
             return arithmetic(op, a, b, phoenix=self.ctx.phoenix)
+        if op in JSON_OPERATORS:
+            return json_apply(op, a, b)
         raise UnsupportedFeature(f"operator {op}")
 
     def _quantified(self, e: ast.Quantified, scope: Scope | None) -> bool | None:

@@ -7,7 +7,7 @@ import math
 import re
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from lark import Token
 
@@ -157,6 +157,9 @@ class ExpressionRules(Rules):
     def regex_match(self, c: list[Any]) -> ast.Expr:
         op = str(c[1])
         return ast.RegexMatch(c[0], c[2], negated=op.startswith("!"), insensitive=op.endswith("*"))
+
+    def json_op(self, c: list[Any]) -> ast.Expr:
+        return ast.BinaryOp(cast("ast.BinOpName", str(c[1])), c[0], c[2])
 
     def substring_from(self, c: list[Any]) -> ast.Expr:
         return ast.FuncCall("substring", tuple(x for x in c if x is not None))

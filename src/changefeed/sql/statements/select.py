@@ -590,7 +590,9 @@ def _distinct_on(
     exprs = [_order_item(session, ast.OrderItem(e), items).expr for e in on]
     for o in order_by[: len(exprs)]:
         if o.expr not in exprs:
-            raise InvalidColumnReference("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
+            raise InvalidColumnReference(
+                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"
+            )
     kept: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for r in rows:
         sc = scope(r)

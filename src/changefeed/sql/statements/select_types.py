@@ -61,7 +61,7 @@ _LITERAL_TYPE = {
     str: "STRING",
     bytes: "BYTES",
 }
-_PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR"})
+_PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR", "@>", "<@"})
 _CLOCKS = frozenset({"now", "current_timestamp", "transaction_timestamp", "statement_timestamp"})
 _LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "strpos", "ascii"})
 _TEXTS = frozenset(
@@ -113,6 +113,10 @@ def _sql_expr_type(
             return _SQL_TYPE["BOOL"]
         left = expr_type(session, e.left, types, index)
         right = expr_type(session, e.right, types, index)
+        if e.op in ("->", "#>"):
+            return resolve_type("JSONB", dialect="sql")
+        if e.op in ("->>", "#>>"):
+            return _SQL_TYPE["STRING"]
         if e.op == "||":
             kinds = {left.kind if left is not None else None, right.kind if right is not None else None}
             return _SQL_TYPE["STRING"] if kinds == {Kind.TEXT} else None

@@ -1,0 +1,111 @@
+"""PostgreSQL's and CockroachDB's JSONB operators over JSON text (how the engine holds JSONB):
+``->`` and ``->>`` (an object's field by name, an array's element by position, negative from the
+end), ``#>`` and ``#>>`` (the same along a path), ``@>`` and ``<@`` (containment)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from changefeed.engine.type_errors import value_type
+from changefeed.exceptions import InvalidTextRepresentation, UndefinedFunction
+from changefeed.sql.array_text import array_from_text
+
+#: The operators, by the name the grammar gives them.
+JSON_OPERATORS = frozenset({"->", "->>", "#>", "#>>", "@>", "<@"})
+
+
+def apply(op: str, left: Any, right: Any) -> Any:
+    """``left op right`` (neither NULL): JSON text for ``->``/``#>``, text (a JSON string's
+    value unquoted, a JSON null as NULL) for ``->>``/``#>>``, a boolean for ``@>``/``<@``."""
+    doc = _document(left, op)
+    if op in ("->", "->>"):
+        if isinstance(right, bool) or not isinstance(right, int | str):
+            raise UndefinedFunction(f"unsupported binary operator: <jsonb> {op} <{value_type(right)}>")
+        found, value = _step(doc, right)
+    elif op in ("#>", "#>>"):
+        found, value = True, doc
+        for part in _path(right):
+            if not found:
+                break
+            found, value = _step(value, part, from_path=True)
+    else:
+        other = _document(right, op)
+        return _contains(doc, other) if op == "@>" else _contains(other, doc)
+    if not found:
+        return None
+    if op in ("->>", "#>>"):  # text as jsonb's output prints it: {"a": [1, 2]}
+        return (
+            None
+            if value is None
+            else value
+            if isinstance(value, str)
+            else json.dumps(value, ensure_ascii=False)
+        )
+    return orjson.dumps(value).decode()  # JSONB as the engine holds it
+
+
+def _document(v: Any, op: str) -> Any:
+    if isinstance(v, str):
+        try:
+            return orjson.loads(v)
+        except orjson.JSONDecodeError:
+            raise InvalidTextRepresentation(f'invalid input syntax for type json: "{v}"') from None
+    if isinstance(v, dict | list):
+        return v
+    raise UndefinedFunction(f"unsupported binary operator: <{value_type(v)}> {op} <jsonb>")
+
+
+def _path(v: Any) -> list[str]:
+    """A ``#>`` path: a text array (``'{a,1}'``, ``ARRAY['a', '1']``)."""
+    if isinstance(v, str):
+        try:
+            v = array_from_text(v, None)
+        except ValueError as exc:
+            raise InvalidTextRepresentation(f'malformed array literal: "{v}": {exc}') from None
+    if not isinstance(v, list | tuple):
+        raise UndefinedFunction(f"unsupported binary operator: <jsonb> #> <{value_type(v)}>")
+    return [str(p) for p in v]
+
+
+def _step(value: Any, key: int | str, *, from_path: bool = False) -> tuple[bool, Any]:
+    """One step into ``value``: an object's field ``key``, or an array's element at ``key``
+    (a path's steps are text: in an array, an integer's text)."""
+    if isinstance(value, dict):
+        if isinstance(key, int) and not from_path:
+            return False, None
+        return (str(key) in value), value.get(str(key))
+    if isinstance(value, list):
+        if isinstance(key, str):
+            if not from_path:
+                return False, None
+            try:
+                key = int(key)
+            except ValueError:
+                return False, None
+        at = key + len(value) if key < 0 else key
+        return (0 <= at < len(value)), (value[at] if 0 <= at < len(value) else None)
+    if isinstance(key, int) and not from_path:  # a scalar is a one-element array to -> (PostgreSQL)
+        return key in (0, -1), value
+    return False, None
+
+
+def _contains(a: Any, b: Any, *, top: bool = True) -> bool:
+    """jsonb ``a @> b``: objects by their fields (each of ``b``'s in ``a``, contained), arrays
+    by their elements (each of ``b``'s contained in one of ``a``'s; at the top level an array
+    also contains a scalar it holds), scalars by equality."""
+    if isinstance(b, dict):
+        return isinstance(a, dict) and all(k in a and _contains(a[k], v, top=False) for k, v in b.items())
+    if isinstance(b, list):
+        return isinstance(a, list) and all(any(_contains(x, y, top=False) for x in a) for y in b)
+    if isinstance(a, list) and top:
+        return any(_same_scalar(x, b) for x in a)
+    return _same_scalar(a, b)
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    if isinstance(a, dict | list) or isinstance(a, bool) != isinstance(b, bool):
+        return False
+    return bool(a == b)
