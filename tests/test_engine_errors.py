@@ -104,7 +104,11 @@ def test_cql_bad_input_changes_nothing(
 
 
 SQL_BAD = [
-    ("INSERT INTO orders (id, name) VALUES (1, 'dup')", exc.UniqueViolation, "violates unique constraint \"orders_pkey\""),
+    (
+        "INSERT INTO orders (id, name) VALUES (1, 'dup')",
+        exc.UniqueViolation,
+        'violates unique constraint "orders_pkey"',
+    ),
     ("UPSERT INTO orders (id) VALUES (-1)", exc.TypeMismatch, "out of range"),
     ("UPSERT INTO orders (id, amount) VALUES (2, 123456789.5)", exc.TypeMismatch, "out of range"),
     ("UPSERT INTO orders (id, d) VALUES (2, Date('2022-13-01'))", exc.TypeMismatch, "Date"),

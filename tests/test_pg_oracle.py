@@ -230,6 +230,22 @@ STATEMENTS = (
     "INSERT INTO d1 (id, s) VALUES (2, 'p') ON CONFLICT (s) DO UPDATE SET s = excluded.s",
     "INSERT INTO d1 (id, s) VALUES (2, 'p') ON CONFLICT DO UPDATE SET s = excluded.s",
     "SELECT id, s, n FROM d1 WHERE id IN (1, 2, 30) ORDER BY id",
+    # correlated subqueries
+    "SELECT id, (SELECT count(*) FROM d2 WHERE d2.d1 = d1.id) AS c, EXISTS (SELECT 1 FROM d2 WHERE d1 = d1.id) AS e"
+    " FROM d1 ORDER BY id",
+    "SELECT id FROM d1 WHERE n > (SELECT avg(n) FROM d1 AS x WHERE x.s = d1.s) ORDER BY id",
+    "SELECT id FROM d1 WHERE id IN (SELECT d1 FROM d2 WHERE d2.id > d1.id) ORDER BY id",
+    "SELECT id, (SELECT label FROM d2 WHERE d2.d1 = d1.id ORDER BY d2.id DESC LIMIT 1) FROM d1 ORDER BY id",
+    "SELECT s, (SELECT max(id) FROM d2 WHERE d2.d1 IN (SELECT id FROM d1 AS y WHERE y.s = d1.s)) AS m"
+    " FROM d1 WHERE s IS NOT NULL GROUP BY s ORDER BY s",
+    "SELECT id FROM d1 WHERE n = ANY (SELECT n FROM d1 AS z WHERE z.id < d1.id) OR NOT EXISTS"
+    " (SELECT 1 FROM d1 AS z WHERE z.id < d1.id) ORDER BY id",
+    "SELECT id, EXISTS (SELECT 1 FROM d2 WHERE d2.d1 = d1.id AND d2.label = d1.s) FROM d1 ORDER BY id",
+    "SELECT (SELECT id FROM d2 WHERE d2.d1 = d1.id) FROM d1",
+    "SELECT id FROM d1 WHERE (SELECT nosuch FROM d2 WHERE d2.d1 = d1.id) > 0",
+    "UPDATE d1 SET n = (SELECT count(*) FROM d2 WHERE d2.d1 = d1.id) WHERE id < 4 RETURNING id, n",
+    "DELETE FROM d2 WHERE NOT EXISTS (SELECT 1 FROM d1 WHERE d1.id = d2.d1) RETURNING id",
+    "SELECT id, d1, label FROM d2 ORDER BY id",
 )
 
 

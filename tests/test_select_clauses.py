@@ -359,10 +359,49 @@ def test_subquery_errors(shop: Connection) -> None:
     )
     with pytest.raises(ChangefeedError, match="subquery must return only one column"):
         shop.execute("SELECT (SELECT id, aid FROM b LIMIT 1)")
-    with pytest.raises(ChangefeedError) as correlated:
-        shop.execute("SELECT name FROM a WHERE id IN (SELECT aid FROM b WHERE b.aid = a.id)")
-    assert correlated.value.code == "42P01"
-    assert "reads the outer query's columns is not supported" in str(correlated.value)
+    with pytest.raises(ChangefeedError) as outer_unknown:  # neither query has the column
+        shop.execute("SELECT name FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.aid = a.nosuch)")
+    assert outer_unknown.value.code == "42703"
+    with pytest.raises(ChangefeedError, match="not supported here"):  # no outer row to read
+        shop.execute("INSERT INTO a VALUES ((SELECT max(id) FROM b WHERE b.aid = a.id), 'x')")
     with pytest.raises(ChangefeedError) as unknown:
         shop.execute("SELECT z.id FROM a")
     assert (unknown.value.code, str(unknown.value)) == ("42P01", 'missing FROM-clause entry for table "z"')
+
+
+def test_correlated_subqueries(shop: Connection) -> None:
+    """A subquery that reads the outer row's columns runs for each row, the outer columns
+    written in as that row's values (a key compared with one is a point read)."""
+    got = rows(
+        shop,
+        "SELECT name, (SELECT count(*) FROM b WHERE b.aid = a.id) AS n,"
+        " EXISTS (SELECT 1 FROM b WHERE aid = a.id AND amt > 6) AS big FROM a ORDER BY id",
+    )
+    assert got == [("ada", 2, True), ("bob", 1, False), ("cy", 0, False)]
+    got = rows(
+        shop, "SELECT name FROM a WHERE id IN (SELECT aid FROM b WHERE b.amt > a.id * 3) ORDER BY name"
+    )
+    assert got == [("ada",)]
+    got = rows(shop, "SELECT id, (SELECT name FROM a WHERE a.id = b.aid) FROM b ORDER BY id")
+    assert got == [(10, "ada"), (11, "ada"), (12, "bob"), (13, None)]
+    res = shop.execute("DELETE FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.aid = a.id) RETURNING name")
+    assert res.rows == [("cy",)]
+    res = shop.execute(
+        "UPDATE a SET name = name || (SELECT sum(amt) FROM b WHERE b.aid = a.id) RETURNING name"
+    )
+    assert sorted(res.rows) == [("ada12",), ("bob1",)]
+
+
+def test_in_list_of_many_values_is_a_lookup(tmp_path: Path) -> None:
+    """``x IN (SELECT ..)`` of thousands of values answers each row by a set lookup, with SQL's
+    NULL rules and numbers compared across types as before."""
+    with changefeed.connect(tmp_path / "db") as c:
+        c.execute("CREATE TABLE big (id INT PRIMARY KEY, f FLOAT8)")
+        c.executemany("INSERT INTO big VALUES ($1, $2)", [(i, i / 2) for i in range(5000)])
+        assert rows(c, "SELECT count(*) FROM big WHERE id IN (SELECT id * 2 FROM big)") == [(2500,)]
+        assert rows(c, "SELECT count(*) FROM big WHERE f IN (SELECT id FROM big)") == [(2500,)]
+        assert rows(c, "SELECT count(*) FROM big WHERE id NOT IN (SELECT id + 1 FROM big)") == [(1,)]
+        in_list = ", ".join(str(i) for i in range(10)) + ", NULL"
+        assert rows(
+            c, f"SELECT id IN ({in_list}), 99 IN ({in_list}), 99 NOT IN ({in_list}) FROM big WHERE id = 3"
+        ) == [(True, None, None)]

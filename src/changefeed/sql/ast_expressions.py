@@ -182,14 +182,18 @@ class RegexMatch:
 @dataclass(frozen=True, slots=True)
 class Subquery:
     """A SELECT inside an expression: ``(SELECT ..)`` (its one value), ``EXISTS (SELECT ..)``,
-    ``x [NOT] IN (SELECT ..)``. It reads none of the outer query's columns (not correlated):
-    it is run once, before the statement's rows (``sql.statements.subqueries``)."""
+    ``x [NOT] IN (SELECT ..)``, ``x op ANY (SELECT ..)``. One that reads none of the outer
+    query's columns is run once, before the statement's rows; a correlated one, for each row,
+    with the outer columns it reads (``outer``) as that row's values
+    (``sql.statements.subqueries``)."""
 
     query: Select
     kind: Lit["scalar", "exists", "in", "array"] = "scalar"
     #: ``x IN (SELECT ..)``: x, and whether it is ``NOT IN``.
     expr: Expr | None = None
     negated: bool = False
+    #: The outer query's columns the subquery reads (set when the statement runs).
+    outer: tuple[Column, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

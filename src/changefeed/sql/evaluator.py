@@ -9,7 +9,7 @@ import functools
 import math
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
@@ -213,6 +213,10 @@ class Evaluator:
         self.session = session
         self.params = params
         self.ctx = ctx
+        #: Runs a correlated subquery for a row (set by the statements that run them:
+        #: ``sql.statements.subqueries.evaluator_hook``).
+        self.correlated: Callable[[ast.Subquery, Scope | None], Any] | None = None
+        self._in_sets: dict[int, tuple[ast.InList, _LiteralSet | None]] = {}
 
     def eval(self, e: ast.Expr, scope: Scope | None) -> Any:
         if isinstance(e, ast.Literal):
@@ -260,6 +264,12 @@ class Evaluator:
             v = self.eval(e.expr, scope)
             if v is None:
                 return None
+            known = self._literal_set(e) if len(e.items) >= _SET_FROM else None
+            if known is not None and known[0](v):
+                hit = v in known[1]
+                if not hit and known[2]:
+                    return None
+                return (not hit) if e.negated else hit
             items = [self.eval(x, scope) for x in e.items]
             hit = any(_eq(v, x) for x in items if x is not None)
             if not hit and any(x is None for x in items):
@@ -319,6 +329,12 @@ class Evaluator:
             return call(
                 e.name, [self.eval(a, scope) for a in e.args if not isinstance(a, ast.Star)], self.ctx
             )
+        if isinstance(e, ast.Subquery):  # a correlated one (the others are values by now)
+            if self.correlated is None:
+                raise UnsupportedFeature(
+                    "a subquery that reads the outer query's columns is not supported here"
+                )
+            return self.correlated(e, scope)
         if isinstance(e, ast.WindowCall):  # a SELECT computes them before (statements.windows)
             raise WindowingError("window functions are not allowed here")
         if isinstance(e, ast.Cast):
@@ -401,6 +417,26 @@ class Evaluator:
             if not holds and e.quantifier == "all":
                 return False
         return None if unknown else e.quantifier == "all"
+
+    def _literal_set(self, e: ast.InList) -> _LiteralSet | None:
+        """For an ``IN`` list of literals of one plain kind (numbers, text or booleans; an
+        ``IN (SELECT ..)`` is one): which values it can answer by a set lookup, the set, and
+        whether a NULL is among them, built once per list (None: compare one by one)."""
+        cache = self._in_sets
+        got = cache.get(id(e))
+        if got is not None and got[0] is e:
+            answer: _LiteralSet | None = got[1]
+            return answer
+        values = [x.value for x in e.items if isinstance(x, ast.Literal)]
+        known: _LiteralSet | None = None
+        if len(values) == len(e.items):
+            present = [x for x in values if x is not None]
+            for accepts in _SET_KINDS:
+                if all(accepts(x) for x in present):
+                    known = (accepts, frozenset(present), len(present) != len(values))
+                    break
+        cache[id(e)] = (e, known)
+        return known
 
     def eval_aggregate(self, e: ast.Expr, scopes: list[Scope]) -> Any:
         if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
@@ -494,6 +530,19 @@ def regex(pattern: str, insensitive: bool) -> re.Pattern[str]:
         return re.compile(pattern, re.IGNORECASE if insensitive else 0)
     except re.error as exc:
         raise InvalidRegularExpression(f"invalid regular expression: {exc}") from None
+
+
+#: What answers an IN list by a set lookup: the values it can answer, the set, whether the list
+#: holds a NULL.
+_LiteralSet = tuple[Callable[[Any], bool], frozenset[Any], bool]
+#: IN lists of at least this many literals are looked up in a set (see _literal_set).
+_SET_FROM = 8
+#: The kinds of values a set lookup compares as SQL does (numbers of every type alike).
+_SET_KINDS: tuple[Callable[[Any], bool], ...] = (
+    lambda x: isinstance(x, int | float | Decimal) and not isinstance(x, bool) and x == x,  # not NaN
+    lambda x: isinstance(x, str),
+    lambda x: isinstance(x, bool),
+)
 
 
 def _holds(c: int, op: str) -> bool:

@@ -497,6 +497,8 @@ def _ttl(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int |
 
 @FAMILY.statement(ast.Update)
 def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Result:
+    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
+    evaluator = Evaluator(session, ev, ctx)
     if subqueries.has_subquery((s.where, s.assignments, s.returning)):
         run = run_in(session, txn, ev)  # before the write (see insert)
         s = replace(
@@ -505,11 +507,10 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
             assignments=subqueries.fold(s.assignments, run),
             returning=subqueries.fold(s.returning, run),
         )
+        evaluator.correlated = subqueries.evaluator_hook(evaluator, run)
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.UPDATE))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
-    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
-    evaluator = Evaluator(session, ev, ctx)
     assigns = [(session.column(schema, i), e) for i, e in s.assignments]
     for c, _ in assigns:
         if c.is_key:
@@ -596,6 +597,7 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
     if subqueries.has_subquery((s.where, s.returning)):
         run = run_in(session, txn, ev)  # before the write (see insert)
         s = replace(s, where=subqueries.fold(s.where, run), returning=subqueries.fold(s.returning, run))
+        evaluator.correlated = subqueries.evaluator_hook(evaluator, run)
     olds = dict(_matching_rows(session, txn, schema, s.where, evaluator))
     txn.delete_rows(schema, list(olds), olds=olds)
     n = len(olds)

@@ -320,9 +320,72 @@ def _check_qualifiers(session: Session, s: ast.Select) -> None:
         stack.extend(subexpressions(e))
 
 
-def run_in(session: Session, txn: Transaction, ev: Params) -> subqueries.RunQuery:
+class StatementSubqueries:
+    """How a statement's subqueries run (``subqueries.Subqueries``): as SELECTs in its
+    transaction, with its parameters."""
+
+    def __init__(self, session: Session, txn: Transaction, ev: Params) -> None:
+        self.session = session
+        self.txn = txn
+        self.ev = ev
+
+    def run(self, query: ast.Select) -> Result:
+        return select(self.session, self.txn, query, self.ev)
+
+    def outer_refs(self, query: ast.Select) -> tuple[ast.Column, ...]:
+        """The columns ``query`` reads that no table of its FROM has (nor its select list names,
+        for its ORDER BY): those of the query around it, as SQL resolves a name in the innermost
+        query that has it. Its own subqueries' outer columns count too, unless its FROM has them."""
+        quals, names = self._visible(query)
+        labels = {self.session.ident(it.alias).lower() for it in query.items if it.alias is not None}
+        found: list[ast.Column] = []
+
+        def inner(c: ast.Column) -> bool:
+            if c.table is not None:
+                return self.session.ident(c.table).lower() in quals
+            name = self.session.ident(c.name).lower()
+            return name in names or name in labels
+
+        def visit(e: Any) -> None:
+            if isinstance(e, ast.Column):
+                if not inner(e) and e not in found:
+                    found.append(e)
+            elif isinstance(e, ast.Subquery):
+                for c in self.outer_refs(e.query):
+                    visit(c)
+                if e.expr is not None:
+                    visit(e.expr)
+            else:
+                for x in subexpressions(e):
+                    visit(x)
+
+        visit(query)
+        return tuple(found)
+
+    def _visible(self, query: ast.Select) -> tuple[set[str], set[str]]:
+        """The qualifiers (tables, aliases) and column names ``query``'s FROM makes visible."""
+        session = self.session
+        quals: set[str] = set()
+        names: set[str] = set()
+        froms: list[tuple[ast.QName, ast.Ident | None]] = []
+        if query.table is not None:
+            froms.append((query.table, query.alias))
+        froms += [(j.table, j.alias) for j in query.joins]
+        for q, alias in froms:
+            quals.add(session.ident(alias if alias is not None else q.parts[-1]).lower())
+            names.update(n.lower() for n in relation(session, self.txn, q).columns)
+        if query.source is not None:
+            if query.alias is not None:
+                quals.add(session.ident(query.alias).lower())
+            names.update(
+                n.lower() for n in statement_relation(session, self.txn, query.source, self.ev).columns
+            )
+        return quals, names
+
+
+def run_in(session: Session, txn: Transaction, ev: Params) -> StatementSubqueries:
     """How a statement's subqueries run: as SELECTs in its transaction, with its parameters."""
-    return lambda query: select(session, txn, query, ev)
+    return StatementSubqueries(session, txn, ev)
 
 
 def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Relation:
@@ -349,6 +412,8 @@ def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Para
 
 def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, rel: Relation) -> Result:
     """Run ``s`` over the rows of ``rel``: WHERE, projection, aggregates, ORDER BY, LIMIT."""
+    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
+    evaluator = Evaluator(session, ev, ctx)
     if subqueries.has_subquery((s.items, s.where, s.having, s.order_by)):
         run = run_in(session, txn, ev)
         s = replace(
@@ -358,10 +423,9 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
             having=subqueries.fold(s.having, run),
             order_by=subqueries.fold(s.order_by, run),
         )
+        evaluator.correlated = subqueries.evaluator_hook(evaluator, run)
     if session.dialect == "sql" and s.table is not None:
         _check_qualifiers(session, s)
-    ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
-    evaluator = Evaluator(session, ev, ctx)
     index = {n: i for i, n in enumerate(rel.columns)}
     if rel.names is not None:
         index.update(rel.names)
@@ -711,6 +775,11 @@ def _label(session: Session, it: ast.SelectItem) -> str:
     e = it.expr
     if isinstance(e, ast.WindowCall):
         e = e.call
+    if isinstance(e, ast.Subquery) and e.kind in ("scalar", "exists"):
+        # PostgreSQL names ``(SELECT x ..)`` by its column, ``EXISTS (..)`` "exists"
+        if e.kind == "exists" or not e.query.items or isinstance(e.query.items[0].expr, ast.Star):
+            return e.kind if e.kind == "exists" else "?column?"
+        return _label(session, e.query.items[0])
     if isinstance(e, ast.Column):
         return session.ident(e.name)
     if isinstance(e, ast.FuncCall):
