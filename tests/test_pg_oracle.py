@@ -230,6 +230,9 @@ STATEMENTS = (
     "INSERT INTO d1 (id, s) VALUES (2, 'p') ON CONFLICT (s) DO UPDATE SET s = excluded.s",
     "INSERT INTO d1 (id, s) VALUES (2, 'p') ON CONFLICT DO UPDATE SET s = excluded.s",
     "SELECT id, s, n FROM d1 WHERE id IN (1, 2, 30) ORDER BY id",
+    # FULL joins
+    "SELECT d1.id, d2.id FROM d1 FULL JOIN d2 ON d1.id = d2.d1 ORDER BY d1.id NULLS LAST, d2.id NULLS LAST",
+    "SELECT count(*) FROM d1 FULL OUTER JOIN d2 ON d1.id = d2.d1 AND d2.label > 'x' WHERE d1.id IS NULL OR d2.id IS NULL",
     # correlated subqueries
     "SELECT id, (SELECT count(*) FROM d2 WHERE d2.d1 = d1.id) AS c, EXISTS (SELECT 1 FROM d2 WHERE d1 = d1.id) AS e"
     " FROM d1 ORDER BY id",

@@ -279,9 +279,10 @@ class SelectItem:
 
 @dataclass(frozen=True, slots=True)
 class Join:
-    """``[INNER] JOIN t [AS a] ON ..``, ``LEFT [OUTER] JOIN``, ``CROSS JOIN t`` or ``, t``."""
+    """``[INNER] JOIN t [AS a] ON ..``, ``LEFT|RIGHT|FULL [OUTER] JOIN``, ``CROSS JOIN t`` or
+    ``, t``."""
 
-    kind: Lit["inner", "left", "right", "cross"]
+    kind: Lit["inner", "left", "right", "full", "cross"]
     table: QName
     alias: Ident | None = None
     on: Expr | None = None

@@ -185,6 +185,9 @@ class DmlRules(Rules):
     def right_join(self, c: list[Any]) -> Clause:
         return self._join("right", c)
 
+    def full_join(self, c: list[Any]) -> Clause:
+        return self._join("full", c)
+
     def cross_join(self, c: list[Any]) -> Clause:
         return self._join("cross", c)
 

@@ -1,4 +1,4 @@
-"""Joins of a SELECT's tables: ``[INNER] JOIN .. ON``, ``LEFT [OUTER] JOIN .. ON``, ``CROSS JOIN``
+"""Joins of a SELECT's tables: ``[INNER] JOIN .. ON``, ``LEFT|RIGHT|FULL [OUTER] JOIN .. ON``, ``CROSS JOIN``
 and ``FROM a, b``, left-deep in the order written.
 
 Each table is read whole (its SELECT privilege checked as for a single-table SELECT); an ``ON``
@@ -54,7 +54,7 @@ def join(
     on: ast.Expr | None,
     evaluator: Evaluator,
 ) -> Joined:
-    """``left`` joined to the table ``alias`` (``kind``: inner, left, right or cross)."""
+    """``left`` joined to the table ``alias`` (``kind``: inner, left, right, full or cross)."""
     qualified = [f"{alias}.{c}" for c in columns]
     if any(q in left.names for q in qualified):
         raise DuplicateAlias(f'table name "{alias}" specified more than once')
@@ -89,10 +89,10 @@ def join(
     for lrow in left.rows:
         hit = [at for at in candidates(lrow) if matches(lrow + right[at])]
         out.extend(lrow + right[at] for at in hit)
-        if kind == "left" and not hit:
+        if kind in ("left", "full") and not hit:
             out.append(lrow + (None,) * len(columns))
         matched.update(hit)
-    if kind == "right":  # the right rows no left row matched, with NULLs for the left's columns
+    if kind in ("right", "full"):  # the right rows no left row matched, with NULLs for the left's columns
         nulls = (None,) * width
         out.extend(nulls + r for at, r in enumerate(right) if at not in matched)
     return Joined(shape.columns, shape.labels, shape.types, out, shape.names)
