@@ -179,6 +179,12 @@ STATEMENTS = (
     "SELECT id, sum(n) OVER (PARTITION BY b ORDER BY id ROWS UNBOUNDED PRECEDING) FROM d1 WHERE id > 1 ORDER BY id",
     "SELECT id, sum(id) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING),"
     " max(id) OVER (ORDER BY id GROUPS BETWEEN 1 FOLLOWING AND 3 FOLLOWING) FROM d1 ORDER BY id",
+    "SELECT s, count(*) AS c, rank() OVER (ORDER BY count(*) DESC, s NULLS FIRST) AS r, sum(sum(n)) OVER () AS total,"
+    " sum(count(*)) OVER (ORDER BY s NULLS FIRST) FROM d1 GROUP BY s ORDER BY r",
+    "SELECT count(*), row_number() OVER () FROM d1",
+    "SELECT b, max(n), lag(max(n)) OVER (ORDER BY b NULLS FIRST) FROM d1 GROUP BY b HAVING count(*) > 1 ORDER BY b",
+    "SELECT s, sum(n) OVER () FROM d1 GROUP BY s",
+    "SELECT DISTINCT d1 FROM d2 GROUP BY d1, id ORDER BY d1",
     "SELECT id FROM d1 WHERE row_number() OVER () > 1",
     "SELECT row_number() FROM d1",
     "SELECT lower(s) OVER () FROM d1",

@@ -12,7 +12,7 @@ import pytest
 
 import changefeed
 from changefeed.connection import Connection
-from changefeed.exceptions import UnsupportedFeature, WindowingError, WrongObjectType
+from changefeed.exceptions import GroupingError, UnsupportedFeature, WindowingError, WrongObjectType
 
 
 @pytest.fixture
@@ -41,6 +41,14 @@ def test_labels_and_types(conn: Connection) -> None:
     )
     assert res.columns == ["row_number", "r", "cume_dist", "lag"]
     assert [t.name if t is not None else None for t in res.types] == ["INT8", "INT8", "FLOAT8", "STRING"]
+
+
+def test_windows_over_groups(conn: Connection) -> None:
+    got = rows(
+        conn,
+        "SELECT g, count(*), rank() OVER (ORDER BY count(*) DESC), sum(count(*)) OVER () FROM w GROUP BY g ORDER BY g",
+    )
+    assert got == [("a", 3, 1, 4), ("b", 1, 2, 4)]
 
 
 def test_window_values_in_order_by_and_limit(conn: Connection) -> None:
@@ -90,8 +98,8 @@ def test_refusals(conn: Connection) -> None:
         conn.execute("SELECT count(*) FROM w HAVING sum(n) OVER () > 1")
     with pytest.raises(WrongObjectType, match="requires an OVER clause"):
         conn.execute("SELECT lag(n) FROM w")
-    with pytest.raises(UnsupportedFeature, match="GROUP BY or aggregates"):
-        conn.execute("SELECT g, rank() OVER (ORDER BY g) FROM w GROUP BY g")
+    with pytest.raises(GroupingError, match='column "n" must appear in the GROUP BY clause'):
+        conn.execute("SELECT g, sum(n) OVER () FROM w GROUP BY g")
     with pytest.raises(UnsupportedFeature, match="RANGE with offset"):
         conn.execute("SELECT sum(n) OVER (ORDER BY n RANGE BETWEEN 5 PRECEDING AND CURRENT ROW) FROM w")
     with pytest.raises(WindowingError, match="not allowed here"):

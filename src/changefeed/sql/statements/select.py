@@ -472,8 +472,6 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     windows.refuse_in("HAVING", s.having)
     group_by = tuple(_group_item(session, g, items, index, lower_index) for g in s.group_by)
     calls = windows.window_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
-    if calls and (group_by or aggregate):
-        raise UnsupportedFeature("window functions in a query with GROUP BY or aggregates are not supported")
     if s.distinct_on and (group_by or aggregate):
         raise UnsupportedFeature("DISTINCT ON in a query with GROUP BY or aggregates is not supported")
     where = s.where
@@ -488,13 +486,31 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     if lim is not None and early:
         scanned = islice(scanned, skip + lim)  # rows come in output order: stop the scan early
     rows = list(scanned)
+    width = len(rel.columns)
+    if calls and (group_by or aggregate):
+        # Windows over groups: group first, into rows of what the query reads of each group (its
+        # aggregates and grouped columns), then go on as a SELECT over those rows.
+        if session.dialect == "sql" and rel.names is None:
+            exprs = [e for _, e, _ in items]
+            _check_grouped(
+                session, rel, (*exprs, s.having, *(o.expr for o in order_by)), group_by, index, lower_index
+            )
+        lifted, per_group = windows.lift_groups([e for _, e, _ in items] + [o.expr for o in order_by])
+        rows = grouped(evaluator, [scope(r) for r in rows], group_by, per_group, s.having, whole=not group_by)
+        index = {windows.group_column(k): k for k in range(len(per_group))}
+        lower_index = dict(index)
+        width = len(per_group)
+        items = [(label, e, t) for (label, _, t), e in zip(items, lifted, strict=False)]
+        order_by = tuple(replace(o, expr=e) for o, e in zip(order_by, lifted[len(items) :], strict=True))
+        calls = windows.window_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
+        group_by, aggregate, star_at = (), False, None
     if calls:  # each row gains a column per window call, which the select list and ORDER BY read
         scopes = [scope(r) for r in rows]
         values = [windows.compute(evaluator, scopes, c) for c in calls]
         columns: dict[ast.WindowCall, ast.Expr] = {}
         for k, c in enumerate(calls):
             name = f"\0window {k}"
-            index[name] = lower_index[name] = len(rel.columns) + k
+            index[name] = lower_index[name] = width + k
             columns[c] = ast.Column(ast.Ident(name, True))
         rows = [(*r, *w) for r, *w in zip(rows, *values, strict=True)]
         items = [(label, windows.substitute(e, columns), t) for label, e, t in items]
@@ -523,6 +539,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
             out_rows = order_output(out_rows, order_by, computed, names + [""] * len(hidden))
         if hidden:
             out_rows = [r[: len(exprs)] for r in out_rows]
+        if s.distinct:
+            out_rows = list(dict.fromkeys(out_rows))
     else:
         if order_by:
             for o in reversed(order_by):
@@ -533,7 +551,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
                 rows.sort(key=by, reverse=o.descending)
         if s.distinct_on:
             rows = _distinct_on(session, evaluator, rows, scope, s.distinct_on, order_by, items)
-        if star_at is not None and star_at == list(range(len(rel.columns))):
+        if star_at is not None and star_at == list(range(width)):
             out_rows = rows
         elif star_at is not None:
             out_rows = [tuple(r[i] for i in star_at) for r in rows]
@@ -710,6 +728,10 @@ def _check_grouped(
 
     def check(e: Any) -> None:
         if e is None or isinstance(e, ast.Literal | ast.Param) or e in group_by:
+            return
+        if isinstance(e, ast.WindowCall):  # computed over the groups: what it reads, per group
+            for x in (*e.call.args, e.call.filter, *e.partition_by, *(o.expr for o in e.order_by)):
+                check(x)
             return
         if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
             return

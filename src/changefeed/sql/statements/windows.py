@@ -30,6 +30,7 @@ from changefeed.exceptions import (
 )
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Scope, average, order_key, reduce_aggregate, subexpressions
+from changefeed.sql.functions import AGGREGATES
 
 #: Aggregates computed as running totals when the frame starts at the partition's first row.
 _RUNNING = frozenset({"count", "sum", "avg", "min", "max"})
@@ -77,6 +78,41 @@ def substitute(e: Any, columns: Mapping[ast.WindowCall, ast.Expr]) -> Any:
         return e
     changes = {f.name: substitute(getattr(e, f.name), columns) for f in dataclasses.fields(e)}
     return dataclasses.replace(e, **changes)
+
+
+def group_column(k: int) -> str:
+    """The name of the ``k``-th per-group value of a grouped query with window calls."""
+    return f"\0group {k}"
+
+
+def lift_groups(exprs: list[Any]) -> tuple[list[Any], list[ast.Expr]]:
+    """A grouped query's select list and ORDER BY (``exprs``) rewritten for its window calls,
+    which run over the groups: each aggregate, column and subquery read outside a window's own
+    computation becomes a per-group value (the second list, which GROUP BY computes for each
+    group as it computes a select list), read by its :func:`group_column` name."""
+    values: list[ast.Expr] = []
+
+    def value(e: ast.Expr) -> ast.Expr:
+        if e not in values:
+            values.append(e)
+        return ast.Column(ast.Ident(group_column(values.index(e)), True))
+
+    def lift(e: Any) -> Any:
+        if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
+            return value(e)
+        if isinstance(e, ast.Column | ast.Subquery):
+            return value(e)
+        if isinstance(e, ast.WindowCall):
+            call = dataclasses.replace(e.call, args=lift(e.call.args), filter=lift(e.call.filter))
+            order = tuple(dataclasses.replace(o, expr=lift(o.expr)) for o in e.order_by)
+            return dataclasses.replace(e, call=call, partition_by=lift(e.partition_by), order_by=order)
+        if isinstance(e, tuple):
+            return tuple(lift(x) for x in e)
+        if not dataclasses.is_dataclass(e) or isinstance(e, type | ast.Select | ast.Ident | ast.TypeName):
+            return e
+        return dataclasses.replace(e, **{f.name: lift(getattr(e, f.name)) for f in dataclasses.fields(e)})
+
+    return [lift(e) for e in exprs], values
 
 
 def compute(evaluator: Evaluator, scopes: Sequence[Scope], call: ast.WindowCall) -> list[Any]:
