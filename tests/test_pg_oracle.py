@@ -33,6 +33,8 @@ SETUP = (
     "CREATE TABLE d3 (id INT PRIMARY KEY, doc JSONB)",
     """INSERT INTO d3 VALUES (1, '{"a": [1, 2, {"b": null}], "c": "x", "n": 5}'), (2, '[1, "two", [3]]'),"""
     """ (3, '"s"'), (4, 'null'), (5, NULL)""",
+    "CREATE TABLE d4 (id INT PRIMARY KEY, parent INT, name TEXT)",
+    "INSERT INTO d4 VALUES (1, NULL, 'root'), (2, 1, 'a'), (3, 1, 'b'), (4, 2, 'c'), (5, 4, 'd'), (6, 6, 'loop')",
 )
 
 STATEMENTS = (
@@ -236,6 +238,21 @@ STATEMENTS = (
     "INSERT INTO d1 (id, s) VALUES (2, 'p') ON CONFLICT (s) DO UPDATE SET s = excluded.s",
     "INSERT INTO d1 (id, s) VALUES (2, 'p') ON CONFLICT DO UPDATE SET s = excluded.s",
     "SELECT id, s, n FROM d1 WHERE id IN (1, 2, 30) ORDER BY id",
+    # WITH RECURSIVE, WITH column lists, WITH queries joined
+    "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 10) SELECT sum(n), count(*) FROM t",
+    "WITH RECURSIVE tree AS (SELECT id, name, 0 AS depth FROM d4 WHERE parent IS NULL UNION ALL"
+    " SELECT d4.id, d4.name, tree.depth + 1 FROM d4 JOIN tree ON d4.parent = tree.id) SELECT * FROM tree ORDER BY depth, id",
+    "WITH RECURSIVE up(id, parent) AS (SELECT id, parent FROM d4 WHERE id = 5 UNION"
+    " SELECT d4.id, d4.parent FROM up JOIN d4 ON d4.id = up.parent) SELECT id FROM up ORDER BY id",
+    "WITH RECURSIVE c AS (SELECT 1 AS n UNION SELECT (n % 3) + 1 FROM c) SELECT n FROM c ORDER BY n",
+    "WITH RECURSIVE l AS (SELECT id, parent FROM d4 WHERE id = 6 UNION SELECT d4.id, d4.parent FROM d4, l WHERE d4.parent = l.id)"
+    " SELECT count(*) FROM l",
+    "WITH x (a, b) AS (SELECT id, name FROM d4 WHERE id < 3) SELECT a, b, d4.parent FROM x JOIN d4 ON d4.id = x.a ORDER BY a",
+    "WITH x (a) AS (SELECT id, name FROM d4 WHERE id = 1) SELECT * FROM x",
+    "WITH RECURSIVE a AS (SELECT 1 AS v) SELECT v FROM a",
+    "WITH x (a, b, c) AS (SELECT id FROM d4) SELECT * FROM x",
+    "WITH RECURSIVE t(n) AS (SELECT n + 1 FROM t UNION ALL SELECT 1) SELECT * FROM t",
+    "WITH RECURSIVE t(n) AS (SELECT 1 INTERSECT SELECT n FROM t) SELECT * FROM t",
     # FULL joins
     "SELECT d1.id, d2.id FROM d1 FULL JOIN d2 ON d1.id = d2.d1 ORDER BY d1.id NULLS LAST, d2.id NULLS LAST",
     "SELECT count(*) FROM d1 FULL OUTER JOIN d2 ON d1.id = d2.d1 AND d2.label > 'x' WHERE d1.id IS NULL OR d2.id IS NULL",

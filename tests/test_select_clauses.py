@@ -11,7 +11,14 @@ import pytest
 
 import changefeed
 from changefeed.connection import Connection
-from changefeed.exceptions import ChangefeedError, GroupingError, InvalidColumnReference
+from changefeed.exceptions import (
+    ChangefeedError,
+    GroupingError,
+    InvalidColumnReference,
+    InvalidRecursion,
+    StatementTooComplex,
+)
+from changefeed.sql.statements import common_tables
 
 
 @pytest.fixture
@@ -405,3 +412,15 @@ def test_in_list_of_many_values_is_a_lookup(tmp_path: Path) -> None:
         assert rows(
             c, f"SELECT id IN ({in_list}), 99 IN ({in_list}), 99 NOT IN ({in_list}) FROM big WHERE id = 3"
         ) == [(True, None, None)]
+
+
+def test_recursive_with_query_is_bounded(shop: Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recursion that never ends is stopped with an error instead of running out of memory; a
+    UNION (not ALL) recursion over a cycle ends by itself."""
+    monkeypatch.setattr(common_tables, "MAX_ROWS", 1000)
+    with pytest.raises(StatementTooComplex, match='recursive query "t" produced more than 1000 rows'):
+        shop.execute("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t")
+    got = rows(shop, "WITH RECURSIVE t(n) AS (SELECT 1 UNION SELECT n % 7 + 1 FROM t) SELECT count(*) FROM t")
+    assert got == [(7,)]
+    with pytest.raises(InvalidRecursion):
+        shop.execute("WITH RECURSIVE t AS (SELECT id FROM t UNION SELECT 1) SELECT * FROM t")

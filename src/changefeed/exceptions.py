@@ -56,6 +56,13 @@ class GroupingError(InvalidStatement):
     code = "42803"
 
 
+class InvalidRecursion(InvalidStatement):
+    """A recursive WITH query not of the form ``non-recursive-term UNION [ALL] recursive-term``
+    (``42P19``)."""
+
+    code = "42P19"
+
+
 class WindowingError(InvalidStatement):
     """A window function where none may stand: in WHERE, GROUP BY or HAVING, nested in another
     window call, or with a frame that cannot be (``42P20``)."""

@@ -286,6 +286,8 @@ class Join:
     table: QName
     alias: Ident | None = None
     on: Expr | None = None
+    #: A WITH query's rows joined (``table`` is then its name as written).
+    source: Statement | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,6 +604,29 @@ class UpsertSelect:
 
 
 @dataclass(frozen=True, slots=True)
+class CommonTableQuery:
+    """A WITH query read as a statement source where a column list renames its columns
+    (``WITH t (a, b) AS (..)``) or it is recursive: ``query UNION [ALL] step``, ``step`` reading
+    the rows the last round added (:class:`WorkingTable`) until it adds none."""
+
+    name: Ident
+    columns: tuple[Ident, ...]
+    query: Select | SetOperation
+    step: Select | SetOperation | None = None
+    union_all: bool = True
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingTable:
+    """A recursive WITH query's own name read in its recursive term: the rows its last round
+    added."""
+
+    name: Ident
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class SetOperation:
     """``q1 UNION|INTERSECT|EXCEPT [ALL] q2``: ``left`` may itself be one (left-deep, INTERSECT
     binding tighter, as PostgreSQL reads them); ``ORDER BY``, ``LIMIT`` and ``OFFSET`` are the
@@ -689,6 +714,8 @@ class DropSecret:
 Statement = (
     CreateTable
     | SetOperation
+    | CommonTableQuery
+    | WorkingTable
     | Savepoint
     | ReleaseSavepoint
     | RollbackToSavepoint

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from lark import Token, v_args
 
-from changefeed.exceptions import StatementSyntaxError, UnsupportedFeature
+from changefeed.exceptions import StatementSyntaxError
 from changefeed.sql import ast
 from changefeed.sql.builder import with_queries
 from changefeed.sql.builder.common import Clause, Rules, clauses, first, position
@@ -242,15 +242,16 @@ class DmlRules(Rules):
         return replace(out, order_by=last.order_by, limit=last.limit, offset=last.offset)
 
     def with_select(self, c: list[Any]) -> ast.Statement:
-        if c[0] is not None:
-            raise UnsupportedFeature("WITH RECURSIVE is not supported")
-        return with_queries.inline(c[1:-1], c[-1])
+        return with_queries.inline(c[1:-1], c[-1], recursive=c[0] is not None)
 
     def with_recursive(self, c: list[Any]) -> bool:
         return True
 
-    def with_query(self, c: list[Any]) -> tuple[ast.Ident, ast.Select | ast.SetOperation]:
-        return c[0], c[1]
+    def with_query(self, c: list[Any]) -> with_queries.WithQuery:
+        return with_queries.WithQuery(c[0], tuple(c[1] or ()), c[2])
+
+    def with_columns(self, c: list[ast.Ident]) -> tuple[ast.Ident, ...]:
+        return tuple(c)
 
     def as_of(self, c: list[ast.Expr]) -> Clause:
         return Clause("as_of", c[0])

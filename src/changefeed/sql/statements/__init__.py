@@ -6,6 +6,7 @@
 ``dml``            INSERT/UPSERT/REPLACE, UPDATE, DELETE, CQL BATCH (and the bulk INSERT plan)
 ``select``         SELECT over tables and ScyllaDB CDC logs, SHOW TABLES/COLUMNS/CREATE TABLE
 ``set_operations`` UNION, INTERSECT, EXCEPT [ALL] of queries
+``common_tables``  WITH queries with a column list, WITH RECURSIVE
 ``access``         CREATE USER/ROLE, GRANT/REVOKE
 ``ydb_feeds``      YDB ALTER TABLE .. ADD/DROP CHANGEFEED, feeds dropped with their table
 ``crdb_feeds``     CockroachDB CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR
@@ -29,6 +30,7 @@ from changefeed.engine.database import Database
 from changefeed.sql.session import Session, StatementFamily
 from changefeed.sql.statements import (
     access,
+    common_tables,
     crdb_feeds,
     crdb_introspection,
     crdb_jobs,
@@ -51,6 +53,7 @@ STATEMENTS = StatementFamily.merge(
             dml,
             select,
             set_operations,
+            common_tables,
             access,
             ydb_feeds,
             crdb_feeds,

@@ -292,12 +292,12 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
         raise UnsupportedFeature(
             "AS OF SYSTEM TIME is not supported: the store keeps no MVCC history of base tables"
         )
-    if s.source is not None:  # CockroachDB's FROM [SHOW JOBS]
+    if s.joins:
+        rel = _joined_relation(session, txn, s, ev)
+    elif s.source is not None:  # CockroachDB's FROM [SHOW JOBS], a WITH query
         rel = statement_relation(session, txn, s.source, ev)
     elif s.table is None:
         rel = Relation("", [], [], lambda _: iter([()]))
-    elif s.joins:
-        rel = _joined_relation(session, txn, s, ev)
     else:
         rel = relation(session, txn, s.table)
     return select_over(session, txn, s, ev, rel)
@@ -306,10 +306,11 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
 def _check_qualifiers(session: Session, s: ast.Select) -> None:
     """Every ``x.col`` names a table of the FROM, by its alias or name (PostgreSQL's 42P01
     ``missing FROM-clause entry``): a subquery's ``outer.col`` must not read its own table's."""
-    assert s.table is not None
     known = set()
     for q, alias in [(s.table, s.alias), *((j.table, j.alias) for j in s.joins)]:
-        known.add(session.ident(alias if alias is not None else q.parts[-1]).lower())
+        shown = alias if alias is not None else q.parts[-1] if q is not None else None
+        if shown is not None:
+            known.add(session.ident(shown).lower())
     exprs: list[Any] = [*(it.expr for it in s.items), s.where, s.having, *(o.expr for o in s.order_by)]
     exprs += [j.on for j in s.joins]
     stack = [e for e in exprs if e is not None]
@@ -367,19 +368,20 @@ class StatementSubqueries:
         session = self.session
         quals: set[str] = set()
         names: set[str] = set()
-        froms: list[tuple[ast.QName, ast.Ident | None]] = []
-        if query.table is not None:
-            froms.append((query.table, query.alias))
-        froms += [(j.table, j.alias) for j in query.joins]
-        for q, alias in froms:
-            quals.add(session.ident(alias if alias is not None else q.parts[-1]).lower())
-            names.update(n.lower() for n in relation(session, self.txn, q).columns)
-        if query.source is not None:
-            if query.alias is not None:
-                quals.add(session.ident(query.alias).lower())
-            names.update(
-                n.lower() for n in statement_relation(session, self.txn, query.source, self.ev).columns
-            )
+        froms: list[tuple[ast.QName | None, ast.Ident | None, ast.Statement | None]] = []
+        if query.table is not None or query.source is not None:
+            froms.append((query.table, query.alias, query.source))
+        froms += [(j.table, j.alias, j.source) for j in query.joins]
+        for q, alias, source in froms:
+            shown = alias if alias is not None else q.parts[-1] if q is not None else None
+            if shown is not None:
+                quals.add(session.ident(shown).lower())
+            if source is not None:
+                rel = statement_relation(session, self.txn, source, self.ev)
+            else:
+                assert q is not None
+                rel = relation(session, self.txn, q)
+            names.update(n.lower() for n in rel.columns)
         return quals, names
 
 
@@ -390,18 +392,24 @@ def run_in(session: Session, txn: Transaction, ev: Params) -> StatementSubquerie
 
 def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Relation:
     """The rows of ``s``'s tables joined (``sql.statements.joins``)."""
-    assert s.table is not None
     evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
 
-    def read(q: ast.QName, alias: ast.Ident | None) -> tuple[str, Relation, list[tuple[Any, ...]]]:
-        rel = relation(session, txn, q)
-        name = session.ident(alias) if alias is not None else session.ident(q.parts[-1])
+    def read(
+        q: ast.QName | None, alias: ast.Ident | None, source: ast.Statement | None
+    ) -> tuple[str, Relation, list[tuple[Any, ...]]]:
+        if source is not None:  # a WITH query
+            rel = statement_relation(session, txn, source, ev)
+        else:
+            assert q is not None
+            rel = relation(session, txn, q)
+        shown = alias if alias is not None else q.parts[-1] if q is not None else None
+        name = session.ident(shown) if shown is not None else ""
         return name, rel, [tuple(r) for r in rel.rows(None)]
 
-    name, rel, rows = read(s.table, s.alias)
+    name, rel, rows = read(s.table, s.alias, s.source)
     joined = joins.start(name, rel.columns, rel.types, rows)
     for j in s.joins:
-        name, rel, rows = read(j.table, j.alias)
+        name, rel, rows = read(j.table, j.alias, j.source)
         on = subqueries.fold(j.on, run_in(session, txn, ev))
         joined = joins.join(joined, j.kind, name, rel.columns, rel.types, rows, on, evaluator)
     rows_out = joined.rows
@@ -424,7 +432,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
             order_by=subqueries.fold(s.order_by, run),
         )
         evaluator.correlated = subqueries.evaluator_hook(evaluator, run)
-    if session.dialect == "sql" and s.table is not None:
+    if session.dialect == "sql" and (s.table is not None or s.joins):
         _check_qualifiers(session, s)
     index = {n: i for i, n in enumerate(rel.columns)}
     if rel.names is not None:
