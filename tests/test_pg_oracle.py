@@ -253,6 +253,10 @@ STATEMENTS = (
     "WITH x (a, b, c) AS (SELECT id FROM d4) SELECT * FROM x",
     "WITH RECURSIVE t(n) AS (SELECT n + 1 FROM t UNION ALL SELECT 1) SELECT * FROM t",
     "WITH RECURSIVE t(n) AS (SELECT 1 INTERSECT SELECT n FROM t) SELECT * FROM t",
+    "SELECT x.id, d4.name FROM (SELECT id, parent FROM d4 WHERE id > 2) AS x JOIN d4 ON d4.id = x.parent ORDER BY x.id",
+    "SELECT d4.id, c.n FROM d4 LEFT JOIN (SELECT parent, count(*) AS n FROM d4 GROUP BY parent) AS c"
+    " ON c.parent = d4.id ORDER BY d4.id",
+    "SELECT * FROM d4, (SELECT 1 AS one) AS o WHERE d4.id = 1",
     # FULL joins
     "SELECT d1.id, d2.id FROM d1 FULL JOIN d2 ON d1.id = d2.d1 ORDER BY d1.id NULLS LAST, d2.id NULLS LAST",
     "SELECT count(*) FROM d1 FULL OUTER JOIN d2 ON d1.id = d2.d1 AND d2.label > 'x' WHERE d1.id IS NULL OR d2.id IS NULL",

@@ -174,7 +174,11 @@ class DmlRules(Rules):
     def _join(self, kind: str, c: list[Any]) -> Clause:
         alias = next((x.value for x in c if isinstance(x, Clause) and x.key == "alias"), None)
         on = c[-1] if kind != "cross" else None
-        return Clause("join", ast.Join(kind, c[0], alias, on))  # type: ignore[arg-type]
+        if isinstance(c[0], ast.QName):
+            return Clause("join", ast.Join(kind, c[0], alias, on))  # type: ignore[arg-type]
+        # ``JOIN (SELECT ..) AS x``: the query's rows, as a statement source named by its alias
+        name = ast.QName((alias if alias is not None else ast.Ident("?subquery?", True),))
+        return Clause("join", ast.Join(kind, name, alias, on, source=c[0]))  # type: ignore[arg-type]
 
     def inner_join(self, c: list[Any]) -> Clause:
         return self._join("inner", c)
@@ -199,8 +203,13 @@ class DmlRules(Rules):
         return Clause("source", c[0])
 
     def from_subquery(self, c: list[Any]) -> list[Clause]:
-        """``FROM (SELECT ..) [AS] x``: the query's rows are the relation, as a statement source."""
-        return [Clause("source", c[0]), *(x for x in c[1:] if isinstance(x, Clause))]
+        """``FROM (SELECT ..) [AS] x [JOIN ..]``: the query's rows are the relation, as a statement
+        source."""
+        out = [Clause("source", c[0]), *(x for x in c[1:] if isinstance(x, Clause) and x.key != "join")]
+        joins = tuple(x.value for x in c[1:] if isinstance(x, Clause) and x.key == "join")
+        if joins:
+            out.append(Clause("joins", joins))
+        return out
 
     def set_op(self, c: list[Any]) -> tuple[str, bool]:
         words = [str(t).lower() for t in c if t is not None]
