@@ -276,6 +276,11 @@ STATEMENTS = (
     "UPDATE d1 SET n = (SELECT count(*) FROM d2 WHERE d2.d1 = d1.id) WHERE id < 4 RETURNING id, n",
     "DELETE FROM d2 WHERE NOT EXISTS (SELECT 1 FROM d1 WHERE d1.id = d2.d1) RETURNING id",
     "SELECT id, d1, label FROM d2 ORDER BY id",
+    # UPDATE of the primary key
+    "UPDATE d4 SET id = id + 100 WHERE id > 4 RETURNING id, parent, name",
+    "UPDATE d4 SET id = 1 WHERE id = 2",
+    "UPDATE d4 SET id = NULL WHERE id = 2",
+    "SELECT * FROM d4 ORDER BY id",
 )
 
 

@@ -38,7 +38,7 @@ from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns, stored_as_given
 from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, Planned, RowMark, Session, StatementFamily
-from changefeed.sql.statements import subqueries
+from changefeed.sql.statements import key_moves, subqueries
 from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import (
     LOG_SUFFIX,
@@ -513,31 +513,47 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
     assigns = [(session.column(schema, i), e) for i, e in s.assignments]
     for c, _ in assigns:
-        if c.is_key:
-            raise InvalidStatement(f"cannot update primary key column {c.name}")
+        if c.is_key and session.dialect == "cql":
+            raise InvalidStatement(f"PRIMARY KEY part {c.name} found in SET part")
         if c.computed is not None:
             raise InvalidStatement(f"cannot write to computed column {c.name}")
     if session.dialect == "cql":
         return _cql_update(session, txn, schema, assigns, s, evaluator)
     # Every row is computed from the statement's snapshot first, then written in bulk: a
-    # failing row (a NOT NULL, a bad value) stops the statement before anything is written.
+    # failing row (a NOT NULL, a bad value, a key taken) stops the statement before anything
+    # is written.
     groups: dict[tuple[int, ...], tuple[list[tuple[Any, ...]], list[dict[int, Any]]]] = {}
     olds: dict[tuple[Any, ...], dict[int, Any]] = {}
     news: list[dict[int, Any]] = []
+    moves: list[key_moves.Move] = []
+    key_ids = {c.id for c in schema.key} if any(c.is_key for c, _ in assigns) else set()
     for key, row in list(_matching_rows(session, txn, schema, s.where, evaluator)):
         scope = Scope(session.py_row(schema, row))
         cells = {c.id: coerce(c, evaluator.eval(e, scope)) for c, e in assigns}
-        cells = with_computed(session, schema, key, cells, row, ev, ctx)
+        new_key = key
+        if key_ids:  # ``SET id = ..``: the row moves if its key changes
+            new_key = tuple(cells.pop(c.id, k) for c, k in zip(schema.key, key, strict=True))
+            for c, v in zip(schema.key, new_key, strict=True):
+                if v is None:
+                    raise missing_key(session, schema, c.name)
+        cells = with_computed(session, schema, new_key, cells, row, ev, ctx)
         check_not_null(session, schema, {**row, **cells})
+        olds[key] = row
+        if s.returning:
+            news.append({**row, **cells, **dict(zip((c.id for c in schema.key), new_key, strict=True))})
+        if new_key != key:
+            moves.append(key_moves.Move(key, row, new_key, cells))
+            continue
         keys, values = groups.setdefault(tuple(cells), ([], []))
         keys.append(key)
         values.append(cells)
-        olds[key] = row
-        if s.returning:
-            news.append({**row, **cells})
+    if moves:
+        key_moves.check(txn, schema, moves, {k for keys, _ in groups.values() for k in keys})
     for ids, (keys, values) in groups.items():
         columns = {i: [v[i] for v in values] for i in ids}
         txn.write_rows(schema, keys, columns, marker=True, op=OP_UPDATE, olds=olds)
+    if moves:
+        key_moves.apply(txn, schema, moves)
     n = len(olds)
     return _returning(session, txn, schema, s.returning, news, ev, f"UPDATE {n}", n)
 
