@@ -257,6 +257,10 @@ STATEMENTS = (
     "SELECT d4.id, c.n FROM d4 LEFT JOIN (SELECT parent, count(*) AS n FROM d4 GROUP BY parent) AS c"
     " ON c.parent = d4.id ORDER BY d4.id",
     "SELECT * FROM d4, (SELECT 1 AS one) AS o WHERE d4.id = 1",
+    "SELECT id FROM d1 WHERE id IN (SELECT 1 UNION SELECT 3) ORDER BY id",
+    "SELECT id, (SELECT max(x) FROM d2 WHERE d2.d1 = d1.id) FROM d1",
+    "SELECT (SELECT 1 UNION ALL SELECT 2 ORDER BY 1 DESC LIMIT 1), EXISTS (SELECT 1 EXCEPT SELECT 1)",
+    "SELECT id FROM d1 WHERE id = ANY (SELECT d1 FROM d2 WHERE d2.id < d1.id UNION SELECT 5) ORDER BY id",
     # FULL joins
     "SELECT d1.id, d2.id FROM d1 FULL JOIN d2 ON d1.id = d2.d1 ORDER BY d1.id NULLS LAST, d2.id NULLS LAST",
     "SELECT count(*) FROM d1 FULL OUTER JOIN d2 ON d1.id = d2.d1 AND d2.label > 'x' WHERE d1.id IS NULL OR d2.id IS NULL",

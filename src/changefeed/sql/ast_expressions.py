@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal as Lit
 
 if TYPE_CHECKING:
-    from changefeed.sql.ast import Select
+    from changefeed.sql.ast import Select, SetOperation
 
 # --------------------------------------------------------------------------------------------------
 # Names and types
@@ -187,7 +187,7 @@ class Subquery:
     with the outer columns it reads (``outer``) as that row's values
     (``sql.statements.subqueries``)."""
 
-    query: Select
+    query: Select | SetOperation
     kind: Lit["scalar", "exists", "in", "array"] = "scalar"
     #: ``x IN (SELECT ..)``: x, and whether it is ``NOT IN``.
     expr: Expr | None = None

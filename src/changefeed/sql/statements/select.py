@@ -330,13 +330,19 @@ class StatementSubqueries:
         self.txn = txn
         self.ev = ev
 
-    def run(self, query: ast.Select) -> Result:
-        return select(self.session, self.txn, query, self.ev)
+    def run(self, query: ast.Select | ast.SetOperation) -> Result:
+        if isinstance(query, ast.Select):
+            return select(self.session, self.txn, query, self.ev)
+        return self.session.statements.handler(query).run(self.session, self.txn, query, self.ev)
 
-    def outer_refs(self, query: ast.Select) -> tuple[ast.Column, ...]:
+    def outer_refs(self, query: ast.Select | ast.SetOperation) -> tuple[ast.Column, ...]:
         """The columns ``query`` reads that no table of its FROM has (nor its select list names,
         for its ORDER BY): those of the query around it, as SQL resolves a name in the innermost
-        query that has it. Its own subqueries' outer columns count too, unless its FROM has them."""
+        query that has it. Its own subqueries' outer columns count too, unless its FROM has them.
+        Of a UNION (INTERSECT, EXCEPT): those of its queries."""
+        if isinstance(query, ast.SetOperation):
+            refs = self.outer_refs(query.left) + self.outer_refs(query.right)
+            return tuple(dict.fromkeys(refs))
         quals, names = self._visible(query)
         labels = {self.session.ident(it.alias).lower() for it in query.items if it.alias is not None}
         found: list[ast.Column] = []
@@ -422,6 +428,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     """Run ``s`` over the rows of ``rel``: WHERE, projection, aggregates, ORDER BY, LIMIT."""
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
+    labels = [_label(session, it) for it in s.items]  # before subqueries become their values
     if subqueries.has_subquery((s.items, s.where, s.having, s.order_by)):
         run = run_in(session, txn, ev)
         s = replace(
@@ -449,7 +456,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     #: Row positions of the select list when it holds only ``*`` and plain columns (no per-row
     #: evaluation needed).
     star_at: list[int] | None = [] if s.items else None
-    for it in s.items:
+    for it, label_of in zip(s.items, labels, strict=True):
         if isinstance(it.expr, ast.Star):
             for n in rel.star or rel.columns:
                 label = rel.labels[index[n]] if rel.labels is not None else n
@@ -463,7 +470,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
                 if star_at is not None:
                     star_at.append(i)
         else:
-            items.append((_label(session, it), it.expr, expr_type(session, it.expr, rel.types, index)))
+            items.append((label_of, it.expr, expr_type(session, it.expr, rel.types, index)))
             at = _column_at(session, it.expr, index, lower_index)
             if at is None:
                 star_at = None
@@ -807,9 +814,12 @@ def _label(session: Session, it: ast.SelectItem) -> str:
         e = e.call
     if isinstance(e, ast.Subquery) and e.kind in ("scalar", "exists"):
         # PostgreSQL names ``(SELECT x ..)`` by its column, ``EXISTS (..)`` "exists"
-        if e.kind == "exists" or not e.query.items or isinstance(e.query.items[0].expr, ast.Star):
-            return e.kind if e.kind == "exists" else "?column?"
-        return _label(session, e.query.items[0])
+        if e.kind == "exists":
+            return "exists"
+        q = e.query
+        if not isinstance(q, ast.Select) or not q.items or isinstance(q.items[0].expr, ast.Star):
+            return "?column?"
+        return _label(session, q.items[0])
     if isinstance(e, ast.Column):
         return session.ident(e.name)
     if isinstance(e, ast.FuncCall):

@@ -35,11 +35,11 @@ _LEAVES = (ast.Literal, ast.Param, ast.Column, ast.Star)
 class Subqueries(Protocol):
     """How a statement's subqueries run: as SELECTs in its transaction, with its parameters."""
 
-    def run(self, query: ast.Select) -> Result:
+    def run(self, query: ast.Select | ast.SetOperation) -> Result:
         """The rows of ``query`` (which reads no outer column)."""
         ...
 
-    def outer_refs(self, query: ast.Select) -> tuple[ast.Column, ...]:
+    def outer_refs(self, query: ast.Select | ast.SetOperation) -> tuple[ast.Column, ...]:
         """The columns ``query`` reads that its own FROM (or a subquery's in it) lacks."""
         ...
 
