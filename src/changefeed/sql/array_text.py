@@ -11,7 +11,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["array_from_text"]
+from changefeed.exceptions import InvalidTextRepresentation
+
+__all__ = ["array_from_text", "array_literal"]
 
 _DIMENSIONS = re.compile(r"^\s*\[\d+:\d+\]\s*=\s*")
 
@@ -68,3 +70,11 @@ def array_from_text(text: str, element: Callable[[str], Any] | None) -> list[Any
         if body[i] != ",":
             raise ValueError("array elements are separated by commas")
         i += 1
+
+
+def array_literal(text: str) -> list[Any]:
+    """An untyped array literal's (or parameter's) elements, as text; 22P02 when it is not one."""
+    try:
+        return array_from_text(text, None)
+    except ValueError as exc:
+        raise InvalidTextRepresentation(f'malformed array literal: "{text}": {exc}') from None

@@ -25,7 +25,6 @@ from changefeed.exceptions import (
     InvalidEscape,
     InvalidRegularExpression,
     InvalidStatement,
-    InvalidTextRepresentation,
     NumericValueOutOfRange,
     TypeMismatch,
     UndefinedColumn,
@@ -36,7 +35,7 @@ from changefeed.exceptions import (
 )
 from changefeed.sql import ast
 from changefeed.sql.arithmetic import arithmetic
-from changefeed.sql.array_text import array_from_text
+from changefeed.sql.array_text import array_literal
 from changefeed.sql.builtins import to_text
 from changefeed.sql.functions import AGGREGATES, WINDOW_FUNCTIONS, EvalContext, call
 from changefeed.sql.json_ops import JSON_OPERATORS, apply as json_apply
@@ -396,10 +395,7 @@ class Evaluator:
         if items is None:
             return None
         if isinstance(items, str):  # an array's text (an untyped parameter or literal)
-            try:
-                items = array_from_text(items, None)
-            except ValueError as exc:
-                raise InvalidTextRepresentation(f'malformed array literal: "{items}": {exc}') from None
+            items = array_literal(items)
         if not isinstance(items, list | tuple):
             raise DatatypeMismatch(f"op {e.quantifier.upper()} requires array on right side")
         if not items:

@@ -11,7 +11,7 @@ import orjson
 
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import InvalidTextRepresentation, UndefinedFunction
-from changefeed.sql.array_text import array_from_text
+from changefeed.sql.array_text import array_literal
 
 #: The operators, by the name the grammar gives them.
 JSON_OPERATORS = frozenset({"->", "->>", "#>", "#>>", "@>", "<@"})
@@ -61,10 +61,7 @@ def _document(v: Any, op: str) -> Any:
 def _path(v: Any) -> list[str]:
     """A ``#>`` path: a text array (``'{a,1}'``, ``ARRAY['a', '1']``)."""
     if isinstance(v, str):
-        try:
-            v = array_from_text(v, None)
-        except ValueError as exc:
-            raise InvalidTextRepresentation(f'malformed array literal: "{v}": {exc}') from None
+        v = array_literal(v)
     if not isinstance(v, list | tuple):
         raise UndefinedFunction(f"unsupported binary operator: <jsonb> #> <{value_type(v)}>")
     return [str(p) for p in v]
