@@ -50,7 +50,7 @@ from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts, has_ag
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import ddl, dml, select
+from changefeed.sql.statements import ddl, dml, select, select_clauses
 
 FAMILY = StatementFamily("phoenix")
 
@@ -649,10 +649,12 @@ def cdc_query(
         if stop_early and limit is not None and len(rows) >= limit:
             break
     if group_by:
-        out = select.grouped(evaluator, [scope(r) for r in rows], group_by, [e for _, e, _ in items])
+        out = select_clauses.grouped(evaluator, [scope(r) for r in rows], group_by, [e for _, e, _ in items])
         if s.order_by:
             order_items = tuple(ast.OrderItem(_rewrite(o.expr), o.descending) for o in s.order_by)
-            out = select.order_output(out, order_items, [e for _, e, _ in items], [n for n, _, _ in items])
+            out = select_clauses.order_output(
+                out, order_items, [e for _, e, _ in items], [n for n, _, _ in items]
+            )
         if s.distinct:
             out = list(dict.fromkeys(out))
     elif aggregate:

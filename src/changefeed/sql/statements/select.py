@@ -11,20 +11,13 @@ from changefeed.engine.catalog import Role, TableSchema
 from changefeed.engine.privileges import Privilege, check_any_table_privilege
 from changefeed.engine.storage import TableStore, token
 from changefeed.engine.txn import Transaction
-from changefeed.engine.type_errors import sql_text, value_type
 from changefeed.engine.types import SqlType
 from changefeed.exceptions import (
-    AmbiguousColumn,
-    DatatypeMismatch,
-    GroupingError,
-    InvalidColumnReference,
-    InvalidStatement,
     UndefinedTable,
     UnsupportedFeature,
 )
 from changefeed.sql import ast
 from changefeed.sql.evaluator import (
-    AMBIGUOUS,
     Evaluator,
     Params,
     RowMap,
@@ -33,10 +26,10 @@ from changefeed.sql.evaluator import (
     order_key,
     subexpressions,
 )
-from changefeed.sql.functions import AGGREGATES, EvalContext
+from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import joins, subqueries, windows
+from changefeed.sql.statements import joins, select_clauses, subqueries, windows
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
 from changefeed.sql.statements.select_types import expr_type
@@ -149,10 +142,10 @@ def select_log_columns(session: Session, s: ast.Select, params: Sequence[Any] = 
             if isinstance(it.expr, ast.Star):
                 picked.extend((n, index[n]) for n in view.names)
                 continue
-            at = _column_at(session, it.expr, index, lower_index)
+            at = select_clauses.column_at(session, it.expr, index, lower_index)
             if at is None:
                 return Result()  # an expression or an unknown column: the row-wise path says what
-            picked.append((_label(session, it), at))
+            picked.append((select_clauses.label(session, it), at))
         evaluator = Evaluator(session, Params(params), EvalContext(txn.now_ns, session.dialect, txn.ts))
         window = view.window(session, s.where, evaluator)
         if window.residual is not None:
@@ -428,7 +421,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     """Run ``s`` over the rows of ``rel``: WHERE, projection, aggregates, ORDER BY, LIMIT."""
     ctx = EvalContext(txn.now_ns, session.dialect, txn.ts)
     evaluator = Evaluator(session, ev, ctx)
-    labels = [_label(session, it) for it in s.items]  # before subqueries become their values
+    labels = [select_clauses.label(session, it) for it in s.items]  # before subqueries become their values
     if subqueries.has_subquery((s.items, s.where, s.having, s.order_by)):
         run = run_in(session, txn, ev)
         s = replace(
@@ -471,7 +464,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
                     star_at.append(i)
         else:
             items.append((label_of, it.expr, expr_type(session, it.expr, rel.types, index)))
-            at = _column_at(session, it.expr, index, lower_index)
+            at = select_clauses.column_at(session, it.expr, index, lower_index)
             if at is None:
                 star_at = None
             elif star_at is not None:
@@ -479,13 +472,13 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     aggregate = any(has_aggregate(e) for _, e, _ in items)
     if s.having is not None and not s.group_by and not aggregate:
         aggregate = True  # ``SELECT 1 FROM t HAVING count(*) > 0``: one group of every row
-    lim = limit_count(evaluator, s.limit, "LIMIT")
-    skip = limit_count(evaluator, s.offset, "OFFSET") or 0
-    order_by = tuple(_order_item(session, o, items) for o in s.order_by)
+    lim = select_clauses.limit_count(evaluator, s.limit, "LIMIT")
+    skip = select_clauses.limit_count(evaluator, s.offset, "OFFSET") or 0
+    order_by = tuple(select_clauses.order_item(session, o, items) for o in s.order_by)
     windows.refuse_in("WHERE", s.where)
     windows.refuse_in("GROUP BY", s.group_by)
     windows.refuse_in("HAVING", s.having)
-    group_by = tuple(_group_item(session, g, items, index, lower_index) for g in s.group_by)
+    group_by = tuple(select_clauses.group_item(session, g, items, index, lower_index) for g in s.group_by)
     calls = windows.window_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
     if s.distinct_on and (group_by or aggregate):
         raise UnsupportedFeature("DISTINCT ON in a query with GROUP BY or aggregates is not supported")
@@ -507,11 +500,18 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         # aggregates and grouped columns), then go on as a SELECT over those rows.
         if session.dialect == "sql" and rel.names is None:
             exprs = [e for _, e, _ in items]
-            _check_grouped(
-                session, rel, (*exprs, s.having, *(o.expr for o in order_by)), group_by, index, lower_index
+            select_clauses.check_grouped(
+                session,
+                rel.pk_columns,
+                (*exprs, s.having, *(o.expr for o in order_by)),
+                group_by,
+                index,
+                lower_index,
             )
         lifted, per_group = windows.lift_groups([e for _, e, _ in items] + [o.expr for o in order_by])
-        rows = grouped(evaluator, [scope(r) for r in rows], group_by, per_group, s.having, whole=not group_by)
+        rows = select_clauses.grouped(
+            evaluator, [scope(r) for r in rows], group_by, per_group, s.having, whole=not group_by
+        )
         index = {windows.group_column(k): k for k in range(len(per_group))}
         lower_index = dict(index)
         width = len(per_group)
@@ -544,14 +544,20 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
             if e not in exprs and e not in hidden and not named:
                 hidden.append(e)
         if session.dialect == "sql" and rel.names is None:
-            _check_grouped(session, rel, (*exprs, s.having, *hidden), group_by, index, lower_index)
+            select_clauses.check_grouped(
+                session, rel.pk_columns, (*exprs, s.having, *hidden), group_by, index, lower_index
+            )
         computed = exprs + hidden
         if group_by:
-            out_rows = grouped(evaluator, [scope(r) for r in rows], group_by, computed, s.having)
+            out_rows = select_clauses.grouped(
+                evaluator, [scope(r) for r in rows], group_by, computed, s.having
+            )
         else:
-            out_rows = grouped(evaluator, [scope(r) for r in rows], (), computed, s.having, whole=True)
+            out_rows = select_clauses.grouped(
+                evaluator, [scope(r) for r in rows], (), computed, s.having, whole=True
+            )
         if order_by:
-            out_rows = order_output(out_rows, order_by, computed, names + [""] * len(hidden))
+            out_rows = select_clauses.order_output(out_rows, order_by, computed, names + [""] * len(hidden))
         if hidden:
             out_rows = [r[: len(exprs)] for r in out_rows]
         if s.distinct:
@@ -565,7 +571,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
 
                 rows.sort(key=by, reverse=o.descending)
         if s.distinct_on:
-            rows = _distinct_on(session, evaluator, rows, scope, s.distinct_on, order_by, items)
+            rows = select_clauses.distinct_on(session, evaluator, rows, scope, s.distinct_on, order_by, items)
         if star_at is not None and star_at == list(range(width)):
             out_rows = rows
         elif star_at is not None:
@@ -583,47 +589,6 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         status=f"SELECT {len(out_rows)}",
         rowcount=len(out_rows),
     )
-
-
-def grouped(
-    evaluator: Evaluator,
-    scopes: list[Scope],
-    group_by: tuple[ast.Expr, ...],
-    items: list[ast.Expr],
-    having: ast.Expr | None = None,
-    *,
-    whole: bool = False,
-) -> list[tuple[Any, ...]]:
-    """``GROUP BY``: one output row per distinct value of the grouping expressions, in the order
-    groups first appear; aggregates run over the group's rows, other expressions on its first.
-    ``whole``: every row is one group, also when there are none (an aggregate without GROUP BY:
-    ``count(*)`` of no rows is 0). ``having`` keeps the groups for which it is true."""
-    groups: dict[tuple[Any, ...], list[Scope]] = {(): []} if whole else {}
-    for sc in scopes:
-        groups.setdefault(tuple(evaluator.eval(g, sc) for g in group_by), []).append(sc)
-    out = []
-    for members in groups.values():
-        if having is not None:
-            keep = evaluator.eval_aggregate(having, members)
-            if keep is not None and not isinstance(keep, bool):
-                raise DatatypeMismatch(f"argument of HAVING must be type bool, not type {value_type(keep)}")
-            if keep is not True:
-                continue
-        out.append(tuple(evaluator.eval_aggregate(e, members) for e in items))
-    return out
-
-
-def limit_count(evaluator: Evaluator, e: ast.Expr | None, clause: str) -> int | None:
-    """A LIMIT or OFFSET: a non-negative integer (None without the clause, or with NULL: no
-    limit, as PostgreSQL reads ``LIMIT NULL``)."""
-    if e is None:
-        return None
-    n = evaluator.eval(e, None)
-    if n is None:
-        return None
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise InvalidStatement(f"{clause} must be a non-negative integer, not {sql_text(n)}")
-    return n
 
 
 def _qualified_star(session: Session, s: ast.Select, rel: Relation, star: ast.QualifiedStar) -> list[int]:
@@ -645,190 +610,6 @@ def _qualified_star(session: Session, s: ast.Select, rel: Relation, star: ast.Qu
     if not found:
         raise UndefinedTable(f"no data source matches pattern: {wanted}.*")
     return found
-
-
-def _order_item(
-    session: Session, o: ast.OrderItem, items: list[tuple[str, ast.Expr, SqlType | None]]
-) -> ast.OrderItem:
-    """An ORDER BY item as PostgreSQL and CockroachDB read it: ``ORDER BY 2`` is the select
-    list's second expression, and a bare name that is an output column's name is that column's
-    expression (``SELECT n + 1 AS x .. ORDER BY x``; an output name wins over an input column's,
-    the other way round from GROUP BY)."""
-    e = o.expr
-    if isinstance(e, ast.Literal) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        if not 1 <= e.value <= len(items):
-            raise InvalidColumnReference(f"ORDER BY position {e.value} is not in select list")
-        return replace(o, expr=items[e.value - 1][1])
-    if isinstance(e, ast.Column) and e.table is None:
-        name = session.ident(e.name)
-        named: list[ast.Expr] = []
-        for label, x, _ in items:
-            if label == name and x not in named:
-                named.append(x)
-        if len(named) > 1:
-            raise AmbiguousColumn(f'ORDER BY "{name}" is ambiguous')
-        if named:
-            return replace(o, expr=named[0])
-    return o
-
-
-def _distinct_on(
-    session: Session,
-    evaluator: Evaluator,
-    rows: list[tuple[Any, ...]],
-    scope: Callable[[tuple[Any, ...]], Scope],
-    on: tuple[ast.Expr, ...],
-    order_by: tuple[ast.OrderItem, ...],
-    items: list[tuple[str, ast.Expr, SqlType | None]],
-) -> list[tuple[Any, ...]]:
-    """``DISTINCT ON (..)``: the first of the (sorted) rows for each distinct value of ``on``,
-    whose expressions read as ORDER BY items do (positions, output names) and must be the
-    leftmost ORDER BY items, as PostgreSQL requires (42P10)."""
-    exprs = [_order_item(session, ast.OrderItem(e), items).expr for e in on]
-    for o in order_by[: len(exprs)]:
-        if o.expr not in exprs:
-            raise InvalidColumnReference(
-                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"
-            )
-    kept: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    for r in rows:
-        sc = scope(r)
-        kept.setdefault(tuple((type(v) is bool, v) for v in (evaluator.eval(e, sc) for e in exprs)), r)
-    return list(kept.values())
-
-
-def _group_item(
-    session: Session,
-    g: ast.Expr,
-    items: list[tuple[str, ast.Expr, SqlType | None]],
-    index: Mapping[str, int],
-    lower_index: Mapping[str, int],
-) -> ast.Expr:
-    """A ``GROUP BY`` item as PostgreSQL and CockroachDB read it: an integer constant is a
-    position in the select list (``GROUP BY 1``), and a bare name that is no column of the
-    input but an output column's name is that output column's expression (an input column
-    wins when both are)."""
-    if isinstance(g, ast.Literal) and isinstance(g.value, int) and not isinstance(g.value, bool):
-        if not 1 <= g.value <= len(items):
-            raise InvalidColumnReference(f"GROUP BY position {g.value} is not in select list")
-        e = items[g.value - 1][1]
-        if has_aggregate(e):
-            raise GroupingError("aggregate functions are not allowed in GROUP BY")
-        return e
-    if isinstance(g, ast.Column) and g.table is None and _column_at(session, g, index, lower_index) is None:
-        name = session.ident(g.name)
-        named = [e for label, e, _ in items if label == name]
-        if len(named) == 1 and not has_aggregate(named[0]):
-            return named[0]
-    return g
-
-
-def _check_grouped(
-    session: Session,
-    rel: Relation,
-    exprs: tuple[ast.Expr | None, ...],
-    group_by: tuple[ast.Expr, ...],
-    index: Mapping[str, int],
-    lower_index: Mapping[str, int],
-) -> None:
-    """In a grouped SELECT, every column the select list or HAVING reads outside an aggregate
-    must be grouped by, or belong to an expression grouped by, as in PostgreSQL and CockroachDB
-    (``42803``); grouping by the whole primary key groups every column of the table (its
-    functional dependency). CQL keeps ScyllaDB's rule (any column: the group's first row's).
-    Joins are not checked."""
-    grouped_at = {_column_at(session, g, index, lower_index) for g in group_by}
-    key = [index.get(c) for c in rel.pk_columns]
-    if key and all(k is not None and k in grouped_at for k in key):
-        return
-
-    def check(e: Any) -> None:
-        if e is None or isinstance(e, ast.Literal | ast.Param) or e in group_by:
-            return
-        if isinstance(e, ast.WindowCall):  # computed over the groups: what it reads, per group
-            for x in (*e.call.args, e.call.filter, *e.partition_by, *(o.expr for o in e.order_by)):
-                check(x)
-            return
-        if isinstance(e, ast.FuncCall) and e.name.lower() in AGGREGATES:
-            return
-        if isinstance(e, ast.Column):
-            if _column_at(session, e, index, lower_index) not in grouped_at:
-                raise GroupingError(
-                    f'column "{session.ident(e.name)}" must appear in the GROUP BY clause'
-                    " or be used in an aggregate function"
-                )
-            return
-        for x in subexpressions(e):
-            check(x)
-
-    for e in exprs:
-        check(e)
-
-
-def order_output(
-    rows: list[tuple[Any, ...]],
-    order_by: tuple[ast.OrderItem, ...],
-    exprs: list[ast.Expr],
-    names: list[str],
-) -> list[tuple[Any, ...]]:
-    """Order a grouped query's output by ORDER BY items that are one of its select list's
-    expressions or name one of its columns."""
-    lowered = [n.lower() for n in names]
-    for o in reversed(order_by):
-        e = o.expr
-        at = next((i for i, x in enumerate(exprs) if x == e), None)
-        if at is None and isinstance(e, ast.Column) and e.name.name.lower() in lowered:
-            at = lowered.index(e.name.name.lower())
-        if at is None:
-            raise InvalidStatement("ORDER BY of a grouped query must name one of its select list's columns")
-        column: int = at
-
-        def key(r: tuple[Any, ...], i: int = column, o: ast.OrderItem = o) -> tuple[int, Any]:
-            return order_key(r[i], o)
-
-        rows.sort(key=key, reverse=o.descending)
-    return rows
-
-
-def _column_at(
-    session: Session, e: ast.Expr, index: Mapping[str, int], lower_index: Mapping[str, int]
-) -> int | None:
-    """The row position a plain column reference reads, resolved as the evaluator would."""
-    if not isinstance(e, ast.Column):
-        return None
-    name = session.ident(e.name)
-    if e.table is not None:
-        qualified = index.get(f"{session.ident(e.table)}.{name}")
-        if qualified is not None:
-            return qualified
-    at = index.get(name)
-    if at is None:
-        at = lower_index.get(name.lower())
-    return None if at is None or at == AMBIGUOUS else at
-
-
-def _label(session: Session, it: ast.SelectItem) -> str:
-    if it.alias is not None:
-        return session.ident(it.alias)
-    e = it.expr
-    if isinstance(e, ast.WindowCall):
-        e = e.call
-    if isinstance(e, ast.Subquery) and e.kind in ("scalar", "exists"):
-        # PostgreSQL names ``(SELECT x ..)`` by its column, ``EXISTS (..)`` "exists"
-        if e.kind == "exists":
-            return "exists"
-        q = e.query
-        if not isinstance(q, ast.Select) or not q.items or isinstance(q.items[0].expr, ast.Star):
-            return "?column?"
-        return _label(session, q.items[0])
-    if isinstance(e, ast.Column):
-        return session.ident(e.name)
-    if isinstance(e, ast.FuncCall):
-        return e.name.lower() if session.dialect == "cql" or e.name.lower() in AGGREGATES else e.name
-    if isinstance(e, ast.Cast):
-        return e.type.name.lower()
-    if isinstance(e, ast.Case):
-        return "case"  # as PostgreSQL and CockroachDB name it
-    return "?column?"
 
 
 def _pushdown(

@@ -17,7 +17,7 @@ from changefeed.sql.evaluator import Evaluator, Params
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import select
+from changefeed.sql.statements import select, select_clauses
 
 FAMILY = StatementFamily("set_operations")
 
@@ -39,10 +39,12 @@ def set_operation(session: Session, txn: Transaction, s: ast.SetOperation, ev: P
     if s.order_by:
         names = list(left.columns)
         order_by = tuple(_output_column(o, names) for o in s.order_by)
-        rows = select.order_output(rows, order_by, [ast.Column(ast.Ident(n, True)) for n in names], names)
+        rows = select_clauses.order_output(
+            rows, order_by, [ast.Column(ast.Ident(n, True)) for n in names], names
+        )
     evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
-    skip = select.limit_count(evaluator, s.offset, "OFFSET") or 0
-    limit = select.limit_count(evaluator, s.limit, "LIMIT")
+    skip = select_clauses.limit_count(evaluator, s.offset, "OFFSET") or 0
+    limit = select_clauses.limit_count(evaluator, s.limit, "LIMIT")
     if skip or limit is not None:
         rows = rows[skip : None if limit is None else skip + limit]
     return Result(
