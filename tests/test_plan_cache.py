@@ -39,6 +39,28 @@ def test_a_plan_is_made_once_and_reused(tmp_path: Path) -> None:
     assert conn.execute("SELECT count(*) FROM t").rows == [(20,)]
 
 
+def test_plans_past_the_limit_drop_the_one_used_longest_ago(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A working set one plan past the limit replans only what it evicts, not everything."""
+    from changefeed.sql import session as engine_session
+
+    monkeypatch.setattr(engine_session, "PLANS_KEPT", 4)
+    conn = changefeed.connect(tmp_path / "db")
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    texts = [f"UPSERT INTO t (id, v) VALUES ($1, 'v{k}')" for k in range(5)]
+    stmts = [parse(t, "sql")[0] for t in texts]
+    hot = stmts[0]
+    for s in stmts:  # five plans into four places: the first is dropped
+        conn.session.execute(hot, (0,))
+        conn.session.execute(s, (1,))
+    before = conn.session.plans_made
+    for _ in range(3):
+        conn.session.execute(hot, (0,))  # used all along: still there
+    assert conn.session.plans_made == before
+    conn.close()
+
+
 def test_errors_are_the_statements_own(tmp_path: Path) -> None:
     conn = changefeed.connect(tmp_path / "db")
     conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")

@@ -14,6 +14,7 @@ The dialects: ``cql`` (ScyllaDB/Cassandra) and ``sql`` (YDB YQL and CockroachDB)
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -54,7 +55,7 @@ Planned = Callable[[Transaction, Sequence[Any]], Result]
 #: kept per session for the catalog version (which every DDL, GRANT and REVOKE moves) and the
 #: keyspace it was made under.
 PlanOne = Callable[["Session", Transaction, Any], Planned | None]
-#: Compiled plans a session keeps (beyond: all are dropped and made again as they run).
+#: Compiled plans a session keeps (beyond: the one used longest ago is dropped).
 PLANS_KEPT = 256
 #: ``SHOW <what>``.
 ShowRun = Callable[["Session", Transaction, ast.Show], Result]
@@ -205,7 +206,7 @@ class Session:
         #: shares its connection's cancel event here.
         self.cancelled = threading.Event()
         #: id(statement) -> (the statement, what its plan was made under, the plan or None).
-        self._plans: dict[int, tuple[Any, tuple[int, str | None], Planned | None]] = {}
+        self._plans: OrderedDict[int, tuple[Any, tuple[int, str | None], Planned | None]] = OrderedDict()
         #: Plans made (:data:`PlanOne`; for tests and benchmarks).
         self.plans_made = 0
 
@@ -397,16 +398,19 @@ class Session:
         alone."""
         assert h.plan_one is not None
         made_under = (self.db.catalog_version, self.keyspace)
-        got = self._plans.get(id(stmt))
+        plans = self._plans
+        got = plans.get(id(stmt))
         if got is not None and got[0] is stmt and got[1] == made_under:
             plan = got[2]
+            plans.move_to_end(id(stmt))
         else:
             plan = h.plan_one(self, txn, stmt)
             self.plans_made += 1
             if made_under[0] >= 0 and not self.db.catalog_changed:
-                if len(self._plans) >= PLANS_KEPT:
-                    self._plans.clear()
-                self._plans[id(stmt)] = (stmt, made_under, plan)
+                plans[id(stmt)] = (stmt, made_under, plan)
+                plans.move_to_end(id(stmt))
+                if len(plans) > PLANS_KEPT:
+                    plans.popitem(last=False)  # the plan used longest ago
         if plan is None:
             if bound is not None:
                 return h.run(self, txn, bound(), Params(()))
