@@ -261,6 +261,16 @@ STATEMENTS = (
     "SELECT id, (SELECT max(x) FROM d2 WHERE d2.d1 = d1.id) FROM d1",
     "SELECT (SELECT 1 UNION ALL SELECT 2 ORDER BY 1 DESC LIMIT 1), EXISTS (SELECT 1 EXCEPT SELECT 1)",
     "SELECT id FROM d1 WHERE id = ANY (SELECT d1 FROM d2 WHERE d2.id < d1.id UNION SELECT 5) ORDER BY id",
+    # set-returning functions in FROM
+    "SELECT * FROM generate_series(1, 5)",
+    "SELECT i * 2 AS d FROM generate_series(10, 1, -3) AS i",
+    "SELECT sum(g), count(*) FROM generate_series(1, 1000) AS g",
+    "SELECT * FROM unnest(ARRAY['a', 'b', NULL]) AS x",
+    "SELECT * FROM generate_series('2024-01-01'::timestamp, '2024-01-02'::timestamp, '6 hours'::interval) AS t",
+    "SELECT d4.id, s FROM generate_series(1, 4) AS s JOIN d4 ON d4.id = s ORDER BY s",
+    "SELECT count(*), sum(x) FROM generate_series(0.5, 2.5, 0.5) AS x",
+    "SELECT * FROM generate_series(1, NULL)",
+    "SELECT * FROM generate_series(1, 5, 0)",
     # FULL joins
     "SELECT d1.id, d2.id FROM d1 FULL JOIN d2 ON d1.id = d2.d1 ORDER BY d1.id NULLS LAST, d2.id NULLS LAST",
     "SELECT count(*) FROM d1 FULL OUTER JOIN d2 ON d1.id = d2.d1 AND d2.label > 'x' WHERE d1.id IS NULL OR d2.id IS NULL",
@@ -280,6 +290,8 @@ STATEMENTS = (
     "UPDATE d1 SET n = (SELECT count(*) FROM d2 WHERE d2.d1 = d1.id) WHERE id < 4 RETURNING id, n",
     "DELETE FROM d2 WHERE NOT EXISTS (SELECT 1 FROM d1 WHERE d1.id = d2.d1) RETURNING id",
     "SELECT id, d1, label FROM d2 ORDER BY id",
+    "INSERT INTO d2 SELECT i + 100, i, 'gen' FROM generate_series(1, 3) AS i",
+    "SELECT id, d1, label FROM d2 WHERE id > 100 ORDER BY id",
     # UPDATE of the primary key
     "UPDATE d4 SET id = id + 100 WHERE id > 4 RETURNING id, parent, name",
     "UPDATE d4 SET id = 1 WHERE id = 2",

@@ -618,6 +618,16 @@ class CommonTableQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class TableFunction:
+    """A set-returning function read as a table: ``FROM generate_series(1, 10) AS i``,
+    ``FROM unnest(ARRAY[..])``; ``column`` names its one column (the alias, else the function)."""
+
+    call: FuncCall
+    column: str
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class WorkingTable:
     """A recursive WITH query's own name read in its recursive term: the rows its last round
     added."""
@@ -716,6 +726,7 @@ Statement = (
     | SetOperation
     | CommonTableQuery
     | WorkingTable
+    | TableFunction
     | Savepoint
     | ReleaseSavepoint
     | RollbackToSavepoint

@@ -202,6 +202,20 @@ class DmlRules(Rules):
         """CockroachDB's ``FROM [<statement>]``: the statement's rows are the relation."""
         return Clause("source", c[0])
 
+    def from_function(self, c: list[Any]) -> list[Clause]:
+        """``FROM generate_series(..) [AS] x [JOIN ..]``: a set-returning function's rows, as a
+        statement source whose one column the alias names."""
+        call = c[0]
+        if not isinstance(call, ast.FuncCall):
+            raise StatementSyntaxError("a function call in FROM must be a set-returning function")
+        alias = next((x.value for x in c[1:] if isinstance(x, Clause) and x.key == "alias"), None)
+        column = alias.name if alias is not None else call.name.lower()
+        out = [Clause("source", ast.TableFunction(call, column)), Clause("alias", alias or ast.Ident(column))]
+        joins = tuple(x.value for x in c[1:] if isinstance(x, Clause) and x.key == "join")
+        if joins:
+            out.append(Clause("joins", joins))
+        return out
+
     def from_subquery(self, c: list[Any]) -> list[Clause]:
         """``FROM (SELECT ..) [AS] x [JOIN ..]``: the query's rows are the relation, as a statement
         source."""

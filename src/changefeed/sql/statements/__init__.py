@@ -7,6 +7,7 @@
 ``select``         SELECT over tables and ScyllaDB CDC logs, SHOW TABLES/COLUMNS/CREATE TABLE
 ``set_operations`` UNION, INTERSECT, EXCEPT [ALL] of queries
 ``common_tables``  WITH queries with a column list, WITH RECURSIVE
+``table_functions`` set-returning functions in FROM: generate_series, unnest
 ``access``         CREATE USER/ROLE, GRANT/REVOKE
 ``ydb_feeds``      YDB ALTER TABLE .. ADD/DROP CHANGEFEED, feeds dropped with their table
 ``crdb_feeds``     CockroachDB CREATE CHANGEFEED / EXPERIMENTAL CHANGEFEED FOR
@@ -40,6 +41,7 @@ from changefeed.sql.statements import (
     replication,
     select,
     set_operations,
+    table_functions,
     ydb_feeds,
 )
 
@@ -54,6 +56,7 @@ STATEMENTS = StatementFamily.merge(
             select,
             set_operations,
             common_tables,
+            table_functions,
             access,
             ydb_feeds,
             crdb_feeds,
