@@ -322,6 +322,9 @@ class StatementSubqueries:
         self.session = session
         self.txn = txn
         self.ev = ev
+        #: The columns of the statement sources met (a derived table, a WITH query), by node:
+        #: learned once, not by running the source again for each subquery that reads it.
+        self._source_columns: dict[int, tuple[ast.Statement, list[str]]] = {}
 
     def run(self, query: ast.Select | ast.SetOperation) -> Result:
         if isinstance(query, ast.Select):
@@ -376,12 +379,22 @@ class StatementSubqueries:
             if shown is not None:
                 quals.add(session.ident(shown).lower())
             if source is not None:
-                rel = statement_relation(session, self.txn, source, self.ev)
+                columns = self._columns_of(source)
             else:
                 assert q is not None
-                rel = relation(session, self.txn, q)
-            names.update(n.lower() for n in rel.columns)
+                columns = relation(session, self.txn, q).columns
+            names.update(n.lower() for n in columns)
         return quals, names
+
+    def _columns_of(self, source: ast.Statement) -> list[str]:
+        known = self._source_columns.get(id(source))
+        if known is not None and known[0] is source:
+            return known[1]
+        if isinstance(source, ast.WorkingTable):  # changes every round: not kept
+            return statement_relation(self.session, self.txn, source, self.ev).columns
+        columns = statement_relation(self.session, self.txn, source, self.ev).columns
+        self._source_columns[id(source)] = (source, columns)
+        return columns
 
 
 def run_in(session: Session, txn: Transaction, ev: Params) -> StatementSubqueries:
