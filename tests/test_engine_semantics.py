@@ -165,3 +165,17 @@ def test_as_of_system_time_is_refused_clearly(sql: changefeed.Connection) -> Non
     sql.execute("CREATE TABLE t (id INT PRIMARY KEY)")
     with pytest.raises(exc.UnsupportedFeature, match="AS OF SYSTEM TIME"):
         sql.execute("SELECT * FROM t AS OF SYSTEM TIME '-1s'")
+
+
+def test_memory_database_is_the_connections_own() -> None:
+    """``connect(":memory:")``, as sqlite3 reads it: a fresh database each time, gone on close
+    (it made a directory named ``:memory:`` in the working directory)."""
+    first = changefeed.connect(":memory:")
+    first.execute("CREATE TABLE m (id INT PRIMARY KEY)")
+    with changefeed.connect(":memory:") as second:
+        second.execute("CREATE TABLE m (id INT PRIMARY KEY)")  # not the first one's table
+    where = first.path
+    assert where.is_dir() and where.name != ":memory:"
+    first.close()
+    assert not where.exists()
+    assert not Path(":memory:").exists()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "Result", "connect"]
 
 
+#: The path that asks for a database of the connection's own, as sqlite3 takes it.
+MEMORY = ":memory:"
+
+
 class Connection:
     """A session on one database directory, in the ``sql`` or ``cql`` dialect."""
 
@@ -33,13 +39,21 @@ class Connection:
         dialect: str = "sql",
         clock: WallClock | None = None,
     ) -> None:
-        self.path = Path(path)
-        self.db = Database(self.path, clock=clock)
+        #: ``:memory:`` (as sqlite3 reads it): a database of this connection's own, in a
+        #: temporary directory removed when it closes.
+        self._scratch = os.fspath(path) == MEMORY
+        self.path = Path(tempfile.mkdtemp(prefix="changefeed-memory-")) if self._scratch else Path(path)
+        try:
+            self.db = Database(self.path, clock=clock)
+        except BaseException:
+            self._remove_scratch()
+            raise
         try:
             check_login(self.db.conn, user)
             self.session = open_session(self.db, user=user, dialect=dialect)
         except BaseException:
             self.db.close()
+            self._remove_scratch()
             raise
         self._closed = False
 
@@ -123,8 +137,15 @@ class Connection:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self.session.close()
-            self.db.close()
+            try:
+                self.session.close()
+                self.db.close()
+            finally:
+                self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self._scratch:
+            shutil.rmtree(self.path, ignore_errors=True)
 
     def __enter__(self) -> Connection:
         return self
@@ -136,5 +157,7 @@ class Connection:
 def connect(
     path: str | os.PathLike[str], user: str = "root", dialect: str = "sql", *, clock: WallClock | None = None
 ) -> Connection:
-    """Open (creating if needed) the database directory ``path``."""
+    """Open (creating if needed) the database directory ``path``; ``":memory:"``: a database of
+    the connection's own, gone when it closes (a temporary directory, as its changefeeds' runners
+    and the endpoints need files)."""
     return Connection(path, user=user, dialect=dialect, clock=clock)
