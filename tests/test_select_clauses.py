@@ -423,3 +423,17 @@ def test_recursive_with_query_is_bounded(shop: Connection, monkeypatch: pytest.M
     assert got == [(7,)]
     with pytest.raises(InvalidRecursion):
         shop.execute("WITH RECURSIVE t AS (SELECT id FROM t UNION SELECT 1) SELECT * FROM t")
+
+
+def test_a_regular_expression_that_backtracks_without_end_is_refused(
+    conn: Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``(a|aa)+$`` over a long run of a's backtracks exponentially in a backtracking engine; the
+    match gives up after its time with PostgreSQL's 2201B instead of holding the process."""
+    from changefeed.sql import evaluator
+
+    monkeypatch.setattr(evaluator, "REGEX_TIMEOUT_S", 0.2)
+    with pytest.raises(ChangefeedError, match="regular expression is too complex") as err:
+        conn.execute("SELECT repeat('a', 60) || '!' ~ '(a|aa)+$'")
+    assert err.value.code == "2201B"
+    assert rows(conn, "SELECT 'abc' ~ '^a(b|c)+$', 'ABC' ~* 'b', 'abab' ~ '(ab)\\1'") == [(True, True, True)]

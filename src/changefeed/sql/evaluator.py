@@ -7,11 +7,12 @@ import dataclasses
 import datetime as dt
 import functools
 import math
-import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
+
+import regex as regex_engine
 
 from changefeed.engine.clock import timeuuid_key
 from changefeed.engine.database import Database
@@ -317,7 +318,7 @@ class Evaluator:
                 raise UndefinedFunction(
                     f"unsupported comparison operator: <{value_type(v)}> {op} <{value_type(pattern)}>"
                 )
-            return (regex(pattern, e.insensitive).search(v) is not None) != e.negated
+            return regex_search(pattern, v, e.insensitive) != e.negated
         if isinstance(e, ast.FuncCall):
             if e.name.lower() in AGGREGATES:
                 raise InvalidStatement(f"aggregate {e.name}() is not allowed here")
@@ -518,14 +519,32 @@ def _within(v: Any, lo: Any, hi: Any) -> bool | None:
     return None if ge is None or le is None else True
 
 
+#: Seconds one regular expression match may take (PostgreSQL's engine cannot backtrack without
+#: end; a backtracking one can, on patterns such as ``(a|aa)+$``).
+REGEX_TIMEOUT_S = 5.0
+
+
 @functools.lru_cache(maxsize=256)
-def regex(pattern: str, insensitive: bool) -> re.Pattern[str]:
-    """A ``~`` pattern compiled (Python's regular expressions, which read the POSIX and Perl
-    forms clients write alike: classes, anchors, quantifiers, groups, alternation)."""
+def regex(pattern: str, insensitive: bool) -> regex_engine.Pattern[str]:
+    """A ``~`` pattern compiled (the ``regex`` module's engine, which reads the POSIX and Perl
+    forms clients write alike: classes, anchors, quantifiers, groups, alternation, back
+    references)."""
     try:
-        return re.compile(pattern, re.IGNORECASE if insensitive else 0)
-    except re.error as exc:
+        return regex_engine.compile(pattern, regex_engine.IGNORECASE if insensitive else 0)
+    except regex_engine.error as exc:
         raise InvalidRegularExpression(f"invalid regular expression: {exc}") from None
+
+
+def regex_search(pattern: str, text: str, insensitive: bool) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text``: matched without the interpreter lock
+    (the process's other sessions go on) and given up after :data:`REGEX_TIMEOUT_S`, as
+    PostgreSQL refuses a pattern too complex to run (2201B)."""
+    try:
+        return regex(pattern, insensitive).search(text, concurrent=True, timeout=REGEX_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise InvalidRegularExpression(
+            f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"
+        ) from None
 
 
 #: What answers an IN list by a set lookup: the values it can answer, the set, whether the list
