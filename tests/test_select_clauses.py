@@ -437,3 +437,14 @@ def test_a_regular_expression_that_backtracks_without_end_is_refused(
         conn.execute("SELECT repeat('a', 60) || '!' ~ '(a|aa)+$'")
     assert err.value.code == "2201B"
     assert rows(conn, "SELECT 'abc' ~ '^a(b|c)+$', 'ABC' ~* 'b', 'abab' ~ '(ab)\\1'") == [(True, True, True)]
+
+
+def test_like_does_not_backtrack(conn: Connection) -> None:
+    """A LIKE pattern of many ``%`` over a long value answers at once (as a regular expression of
+    ``.*`` runs it took minutes), with the same answers."""
+    got = rows(
+        conn,
+        "SELECT repeat('a', 5000) LIKE '%a%a%a%a%a%b', repeat('a', 5000) || 'b' LIKE '%a%a%a%a%a%b',"
+        " 'a_c' LIKE 'a\\_c', 'abc' LIKE 'a\\_c', 'ABC' ILIKE 'a%C', 'x' LIKE '_', '' LIKE '%'",
+    )
+    assert got == [(False, True, True, False, True, True, True)]

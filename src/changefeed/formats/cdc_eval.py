@@ -19,14 +19,13 @@ scan's). SQL's three-valued logic holds: a NULL predicate drops the row.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
 from changefeed.engine.changes import CHANGE_SNAPSHOT
-from changefeed.engine.patterns import like_regex
+from changefeed.engine.patterns import like as sql_like
 from changefeed.engine.storage import CHANGE_ERASE
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import ChangefeedFailed
@@ -339,19 +338,15 @@ def _special_py(e: PExpr, rows: _Rows, q: CdcQuery) -> Callable[[int], Any]:
     if key in ("like", "not_like", "ilike", "not_ilike"):
         s, pattern = args[0], args[1]
         esc = args[2] if len(args) > 2 else None
-        flags = re.DOTALL | (re.IGNORECASE if "ilike" in key else 0)
+        insensitive = "ilike" in key
         neg = key.startswith("not")
-        cache: dict[tuple[str, str], re.Pattern[str]] = {}
 
         def like(i: int) -> bool | None:
             x, p = s(i), pattern(i)
             if x is None or p is None:
                 return None
             ch = "\\" if esc is None else esc(i)
-            rx = cache.get((p, ch))
-            if rx is None:
-                rx = cache[(p, ch)] = re.compile(like_regex(p, ch), flags)
-            return bool((rx.fullmatch(x) is not None) != neg)
+            return bool(sql_like(x, p, insensitive=insensitive, escape=ch) != neg)
 
         return like
     if key == "case":
