@@ -430,9 +430,9 @@ def test_a_regular_expression_that_backtracks_without_end_is_refused(
 ) -> None:
     """``(a|aa)+$`` over a long run of a's backtracks exponentially in a backtracking engine; the
     match gives up after its time with PostgreSQL's 2201B instead of holding the process."""
-    from changefeed.sql import evaluator
+    from changefeed.engine import patterns
 
-    monkeypatch.setattr(evaluator, "REGEX_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(patterns, "REGEX_TIMEOUT_S", 0.2)
     with pytest.raises(ChangefeedError, match="regular expression is too complex") as err:
         conn.execute("SELECT repeat('a', 60) || '!' ~ '(a|aa)+$'")
     assert err.value.code == "2201B"

@@ -1,6 +1,7 @@
-"""SQL ``LIKE`` patterns: ``%`` any run of characters, ``_`` one character, the escape character
-(a backslash unless ``ESCAPE`` names another) taking the next one literally. Shared by the SQL
-evaluator and CockroachDB's CDC queries.
+"""SQL pattern matching, shared by the SQL evaluator and CockroachDB's CDC queries: ``LIKE``
+patterns (``%`` any run of characters, ``_`` one character, the escape character, a backslash
+unless ``ESCAPE`` names another, taking the next one literally), and the regular expressions
+of ``~`` (:func:`regex_search`).
 
 Matched without backtracking: the pattern is cut at its ``%`` into segments; the first must
 match at the value's start and the last at its end, and each one between at the leftmost place
@@ -12,6 +13,10 @@ took minutes)."""
 from __future__ import annotations
 
 import functools
+
+import regex as regex_engine
+
+from changefeed.exceptions import InvalidRegularExpression
 
 #: Parsed patterns kept (a statement run again and again matches the same few).
 PATTERN_CACHE = 512
@@ -77,3 +82,31 @@ def _find(value: str, seg: Segment, start: int, end: int) -> int:
         if _at(value, i, seg):
             return i
     return -1
+
+
+#: Seconds one regular expression match may take (PostgreSQL's engine cannot backtrack without
+#: end; a backtracking one can, on patterns such as ``(a|aa)+$``).
+REGEX_TIMEOUT_S = 5.0
+
+
+@functools.lru_cache(maxsize=256)
+def regex(pattern: str, insensitive: bool) -> regex_engine.Pattern[str]:
+    """A ``~`` pattern compiled (the ``regex`` module's engine, which reads the POSIX and Perl
+    forms clients write alike: classes, anchors, quantifiers, groups, alternation, back
+    references)."""
+    try:
+        return regex_engine.compile(pattern, regex_engine.IGNORECASE if insensitive else 0)
+    except regex_engine.error as exc:
+        raise InvalidRegularExpression(f"invalid regular expression: {exc}") from None
+
+
+def regex_search(pattern: str, text: str, insensitive: bool) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text``: matched without the interpreter lock
+    (the process's other sessions go on) and given up after :data:`REGEX_TIMEOUT_S`, as
+    PostgreSQL refuses a pattern too complex to run (2201B)."""
+    try:
+        return regex(pattern, insensitive).search(text, concurrent=True, timeout=REGEX_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise InvalidRegularExpression(
+            f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"
+        ) from None

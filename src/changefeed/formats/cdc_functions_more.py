@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from changefeed.engine.patterns import regex_search
 from changefeed.engine.types import Kind, SqlType
-from changefeed.exceptions import ChangefeedFailed
+from changefeed.exceptions import ChangefeedFailed, InvalidRegularExpression
 from changefeed.feeds.cdc_plan import JSONB
 from changefeed.formats import cdc_casts as C, crdb_values as V
 
@@ -632,10 +633,9 @@ def _regex_py(ci: bool, negate: bool) -> Callable[[Sequence[SqlType], SqlType], 
     def make(types: Sequence[SqlType], ret: SqlType) -> Callable[..., Any]:
         def run(s: str, pattern: str) -> bool:
             try:
-                hit = re.search(pattern, s, re.IGNORECASE if ci else 0) is not None
-            except re.error as e:
-                raise ChangefeedFailed(f"invalid regular expression: {e}") from None
-            return hit != negate
+                return regex_search(pattern, s, ci) != negate
+            except InvalidRegularExpression as e:
+                raise ChangefeedFailed(str(e)) from None
 
         return run
 

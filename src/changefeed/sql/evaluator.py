@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 import math
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
-import regex as regex_engine
-
 from changefeed.engine.clock import timeuuid_key
 from changefeed.engine.database import Database
-from changefeed.engine.patterns import like
+from changefeed.engine.patterns import like, regex_search
 from changefeed.engine.storage import token
 from changefeed.engine.type_errors import crdb_parse_error, value_type
 from changefeed.engine.types import Kind, SqlType, parse_interval, parse_timestamp, resolve_type
@@ -24,7 +21,6 @@ from changefeed.exceptions import (
     AmbiguousColumn,
     DatatypeMismatch,
     InvalidEscape,
-    InvalidRegularExpression,
     InvalidStatement,
     NumericValueOutOfRange,
     TypeMismatch,
@@ -517,34 +513,6 @@ def _within(v: Any, lo: Any, hi: Any) -> bool | None:
     if ge is False or le is False:
         return False
     return None if ge is None or le is None else True
-
-
-#: Seconds one regular expression match may take (PostgreSQL's engine cannot backtrack without
-#: end; a backtracking one can, on patterns such as ``(a|aa)+$``).
-REGEX_TIMEOUT_S = 5.0
-
-
-@functools.lru_cache(maxsize=256)
-def regex(pattern: str, insensitive: bool) -> regex_engine.Pattern[str]:
-    """A ``~`` pattern compiled (the ``regex`` module's engine, which reads the POSIX and Perl
-    forms clients write alike: classes, anchors, quantifiers, groups, alternation, back
-    references)."""
-    try:
-        return regex_engine.compile(pattern, regex_engine.IGNORECASE if insensitive else 0)
-    except regex_engine.error as exc:
-        raise InvalidRegularExpression(f"invalid regular expression: {exc}") from None
-
-
-def regex_search(pattern: str, text: str, insensitive: bool) -> bool:
-    """Whether ``pattern`` matches somewhere in ``text``: matched without the interpreter lock
-    (the process's other sessions go on) and given up after :data:`REGEX_TIMEOUT_S`, as
-    PostgreSQL refuses a pattern too complex to run (2201B)."""
-    try:
-        return regex(pattern, insensitive).search(text, concurrent=True, timeout=REGEX_TIMEOUT_S) is not None
-    except TimeoutError:
-        raise InvalidRegularExpression(
-            f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"
-        ) from None
 
 
 #: What answers an IN list by a set lookup: the values it can answer, the set, whether the list
