@@ -231,3 +231,32 @@ def test_cli_error_message_and_exit_code(tmp_path: Path) -> None:
     assert "ERROR: syntax error at line 2" in res.output
     res = runner.invoke(cli, ["sql", "--db", str(tmp_path / "db"), "SELECT * FROM nope"])
     assert res.exit_code == 1 and 'ERROR: table "nope" does not exist' in res.output
+
+
+def test_errors_survive_pickling() -> None:
+    """A process pool's or Spark's worker sends its error back pickled: every error comes back as
+    it was (a UniqueViolation, built from its table and key, did not, and hung the pool)."""
+    import pickle
+
+    dup = exc.UniqueViolation("t", "id", "1")
+    dup.row = 4
+    back = pickle.loads(pickle.dumps(dup))
+    assert (type(back), str(back), back.detail, back.constraint, back.row, back.code) == (
+        exc.UniqueViolation,
+        str(dup),
+        "Key (id)=(1) already exists.",
+        "t_pkey",
+        4,
+        "23505",
+    )
+    syntax = exc.SyntaxError_("unexpected 'x'", line=2, column=5)
+    back_syntax = pickle.loads(pickle.dumps(syntax))
+    assert (str(back_syntax), back_syntax.line, back_syntax.column) == (str(syntax), 2, 5)
+    for cls in vars(exc).values():
+        if isinstance(cls, type) and issubclass(cls, exc.ChangefeedError):
+            try:
+                made = cls("something went wrong")
+            except TypeError:
+                continue  # built from its parts (above)
+            again = pickle.loads(pickle.dumps(made))
+            assert (type(again), str(again), again.code) == (cls, str(made), made.code)

@@ -8,6 +8,8 @@ these is raised from a statement: the surrounding transaction is rolled back.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ChangefeedError(Exception):
     """Base of every error raised by changefeed."""
@@ -25,6 +27,18 @@ class ChangefeedError(Exception):
     detail: str | None = None
     #: The constraint violated, if any (PostgreSQL's constraint name field: ``t_pkey``).
     constraint: str | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as it is (a process pool's or Spark's worker sends it back): rebuilt without
+        calling ``__init__`` again, whose arguments some subclasses shape into the message."""
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[ChangefeedError], args: tuple[Any, ...], state: dict[str, Any]) -> ChangefeedError:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
 
 
 class SyntaxError_(ChangefeedError):
