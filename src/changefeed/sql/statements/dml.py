@@ -515,6 +515,8 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
     for c, _ in assigns:
         if c.is_key and session.dialect == "cql":
             raise InvalidStatement(f"PRIMARY KEY part {c.name} found in SET part")
+        if c.is_key and any(is_ydb_type(x.type) for x in schema.columns):  # a YDB table, as YDB says
+            raise InvalidStatement(f"Cannot update primary key column: {c.name}")
         if c.computed is not None:
             raise InvalidStatement(f"cannot write to computed column {c.name}")
     if session.dialect == "cql":
