@@ -271,6 +271,12 @@ STATEMENTS = (
     "SELECT count(*), sum(x) FROM generate_series(0.5, 2.5, 0.5) AS x",
     "SELECT * FROM generate_series(1, NULL)",
     "SELECT * FROM generate_series(1, 5, 0)",
+    "SELECT generate_series(1, 3)",
+    "SELECT id, unnest(ARRAY[id, id * 10]) AS u FROM d1 ORDER BY u DESC LIMIT 3",
+    "SELECT generate_series(1, 3) AS a, generate_series(1, 2) AS b",
+    "SELECT generate_series(1, 0)",
+    "SELECT generate_series(1, 2) * 10 + id FROM d1 WHERE id < 3 ORDER BY 1",
+    "SELECT id FROM d1 WHERE generate_series(1, 2) > 1",
     # FULL joins
     "SELECT d1.id, d2.id FROM d1 FULL JOIN d2 ON d1.id = d2.d1 ORDER BY d1.id NULLS LAST, d2.id NULLS LAST",
     "SELECT count(*) FROM d1 FULL OUTER JOIN d2 ON d1.id = d2.d1 AND d2.label > 'x' WHERE d1.id IS NULL OR d2.id IS NULL",

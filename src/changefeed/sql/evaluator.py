@@ -34,7 +34,7 @@ from changefeed.sql import ast
 from changefeed.sql.arithmetic import arithmetic
 from changefeed.sql.array_text import array_literal
 from changefeed.sql.builtins import to_text
-from changefeed.sql.functions import AGGREGATES, WINDOW_FUNCTIONS, EvalContext, call
+from changefeed.sql.functions import AGGREGATES, SET_RETURNING, WINDOW_FUNCTIONS, EvalContext, call
 from changefeed.sql.json_ops import JSON_OPERATORS, apply as json_apply
 
 
@@ -320,6 +320,8 @@ class Evaluator:
                 raise InvalidStatement(f"aggregate {e.name}() is not allowed here")
             if e.name.lower() in WINDOW_FUNCTIONS:
                 raise WrongObjectType(f"window function {e.name} requires an OVER clause")
+            if e.name.lower() in SET_RETURNING:  # a SELECT list expands them first
+                raise UnsupportedFeature(f"set-returning function {e.name}() is not allowed here")
             if e.name.lower() == "token" and scope is not None:
                 return token([self.eval(a, scope) for a in e.args])
             return call(

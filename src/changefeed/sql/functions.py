@@ -176,6 +176,9 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
     raise UndefinedFunction(f"unknown function: {name}()")
 
 
+#: Set-returning functions (``sql.statements.table_functions``): in FROM, or at the top of a
+#: SELECT list, where each row is repeated for their values.
+SET_RETURNING = frozenset({"generate_series", "unnest"})
 #: Functions that exist only with ``OVER`` (``sql.statements.windows``); aggregates take one too.
 WINDOW_FUNCTIONS = frozenset(
     {"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",

@@ -29,7 +29,7 @@ from changefeed.sql.evaluator import (
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import joins, select_clauses, subqueries, windows
+from changefeed.sql.statements import joins, select_clauses, subqueries, table_functions, windows
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
 from changefeed.sql.statements.select_types import expr_type
@@ -495,6 +495,11 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     windows.refuse_in("HAVING", s.having)
     group_by = tuple(select_clauses.group_item(session, g, items, index, lower_index) for g in s.group_by)
     calls = windows.window_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
+    srfs = table_functions.set_returning_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
+    if srfs and (group_by or aggregate or calls):
+        raise UnsupportedFeature(
+            "set-returning functions in a SELECT list with GROUP BY, aggregates or window functions are not supported"
+        )
     if s.distinct_on and (group_by or aggregate):
         raise UnsupportedFeature("DISTINCT ON in a query with GROUP BY or aggregates is not supported")
     where = s.where
@@ -505,7 +510,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         scanned = rel.rows(_pushdown(session, rel, s.where, evaluator))
     if where is not None:
         scanned = (r for r in scanned if evaluator.eval(where, scope(r)) is True)
-    early = not (aggregate or group_by or order_by or s.distinct or s.distinct_on or calls)
+    early = not (aggregate or group_by or order_by or s.distinct or s.distinct_on or calls or srfs)
     if lim is not None and early:
         scanned = islice(scanned, skip + lim)  # rows come in output order: stop the scan early
     rows = list(scanned)
@@ -534,6 +539,22 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
         order_by = tuple(replace(o, expr=e) for o, e in zip(order_by, lifted[len(items) :], strict=True))
         calls = windows.window_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
         group_by, aggregate, star_at = (), False, None
+    if srfs:  # each row repeated for its set-returning calls' values, in a column each
+
+        def srf_values(r: tuple[Any, ...], c: ast.FuncCall) -> list[Any]:
+            sc = scope(r)
+            return table_functions.values_of(c, [evaluator.eval(a, sc) for a in c.args])
+
+        rows = table_functions.expand(rows, srfs, srf_values)
+        produced: dict[ast.FuncCall, ast.Expr] = {}
+        for k, fc in enumerate(srfs):
+            name = f"\0set {k}"
+            index[name] = lower_index[name] = width + k
+            produced[fc] = ast.Column(ast.Ident(name, True))
+        width += len(srfs)
+        items = [(label, table_functions.substitute(e, produced), t) for label, e, t in items]
+        order_by = tuple(replace(o, expr=table_functions.substitute(o.expr, produced)) for o in order_by)
+        star_at = None
     if calls:  # each row gains a column per window call, which the select list and ORDER BY read
         scopes = [scope(r) for r in rows]
         values = [windows.compute(evaluator, scopes, c) for c in calls]

@@ -1,4 +1,5 @@
-"""Set-returning functions read as tables, as PostgreSQL and CockroachDB read them:
+"""Set-returning functions, as PostgreSQL and CockroachDB run them: read as tables (in FROM),
+or at the top of a SELECT list (each row repeated for their values, :func:`expand`):
 ``generate_series(start, stop [, step])`` of integers, decimals or timestamps (with an interval
 step), and ``unnest(array)``. Their one column is named by the alias (``FROM
 generate_series(1, 3) AS i``), else by the function. A series longer than :data:`MAX_ROWS` is
@@ -6,8 +7,9 @@ refused (PostgreSQL would stream it; the rows here are held in memory)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -16,8 +18,8 @@ from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import InvalidArgument, StatementTooComplex, UndefinedFunction
 from changefeed.sql import ast
 from changefeed.sql.array_text import array_literal
-from changefeed.sql.evaluator import Evaluator, Params
-from changefeed.sql.functions import EvalContext
+from changefeed.sql.evaluator import Evaluator, Params, subexpressions
+from changefeed.sql.functions import SET_RETURNING, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
 
@@ -30,20 +32,73 @@ MAX_ROWS = 10_000_000
 @FAMILY.statement(ast.TableFunction, write=False)
 def table_function(session: Session, txn: Transaction, s: ast.TableFunction, ev: Params) -> Result:
     evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
-    name = s.call.name.lower()
-    args = [evaluator.eval(a, None) for a in s.call.args]
+    values = values_of(s.call, [evaluator.eval(a, None) for a in s.call.args])
+    rows = [(v,) for v in values]
+    return Result(columns=[s.column], rows=rows, status=f"SELECT {len(rows)}", rowcount=len(rows))
+
+
+def values_of(call: ast.FuncCall, args: list[Any]) -> list[Any]:
+    """The values set-returning function ``call`` gives for its arguments' values."""
+    name = call.name.lower()
     if name == "generate_series":
         values = _series(args)
     elif name == "unnest":
         values = _unnest(args)
     else:
-        raise UndefinedFunction(f"unknown function: {s.call.name}() (not a set-returning function)")
-    rows = []
+        raise UndefinedFunction(f"unknown function: {call.name}() (not a set-returning function)")
+    out = []
     for v in values:
-        rows.append((v,))
-        if len(rows) > MAX_ROWS:
+        out.append(v)
+        if len(out) > MAX_ROWS:
             raise StatementTooComplex(f"{name} would return more than {MAX_ROWS} rows")
-    return Result(columns=[s.column], rows=rows, status=f"SELECT {len(rows)}", rowcount=len(rows))
+    return out
+
+
+def set_returning_calls(exprs: list[Any]) -> list[ast.FuncCall]:
+    """The distinct set-returning calls in ``exprs`` (not inside subqueries or window calls)."""
+    found: list[ast.FuncCall] = []
+    stack = list(reversed(exprs))
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.FuncCall) and e.name.lower() in SET_RETURNING:
+            if e not in found:
+                found.append(e)
+            continue
+        if isinstance(e, ast.WindowCall):
+            continue
+        stack.extend(reversed(list(subexpressions(e))))
+    return found
+
+
+def expand(
+    rows: list[tuple[Any, ...]],
+    calls: list[ast.FuncCall],
+    values: Callable[[tuple[Any, ...], ast.FuncCall], list[Any]],
+) -> list[tuple[Any, ...]]:
+    """A SELECT list's set-returning calls, as PostgreSQL runs them: each row repeated as many
+    times as its longest call has values, with each call's values side by side (NULL past a
+    shorter one's end); a row for which every call is empty goes."""
+    out: list[tuple[Any, ...]] = []
+    for r in rows:
+        lists = [values(r, c) for c in calls]
+        for i in range(max((len(v) for v in lists), default=0)):
+            out.append((*r, *(v[i] if i < len(v) else None for v in lists)))
+            if len(out) > MAX_ROWS:
+                raise StatementTooComplex(f"set-returning functions would give more than {MAX_ROWS} rows")
+    return out
+
+
+def substitute(e: Any, columns: dict[ast.FuncCall, ast.Expr]) -> Any:
+    """``e`` with each set-returning call of ``columns`` replaced by its column."""
+    if isinstance(e, ast.FuncCall) and e in columns:
+        return columns[e]
+    if isinstance(e, tuple):
+        return tuple(substitute(x, columns) for x in e)
+    if not dataclasses.is_dataclass(e) or isinstance(e, type | ast.Select | ast.Ident | ast.TypeName):
+        return e
+    return dataclasses.replace(
+        e, **{f.name: substitute(getattr(e, f.name), columns) for f in dataclasses.fields(e)}
+    )
 
 
 def _series(args: list[Any]) -> Iterator[Any]:
