@@ -261,6 +261,26 @@ STATEMENTS = (
     "SELECT id, (SELECT max(x) FROM d2 WHERE d2.d1 = d1.id) FROM d1",
     "SELECT (SELECT 1 UNION ALL SELECT 2 ORDER BY 1 DESC LIMIT 1), EXISTS (SELECT 1 EXCEPT SELECT 1)",
     "SELECT id FROM d1 WHERE id = ANY (SELECT d1 FROM d2 WHERE d2.id < d1.id UNION SELECT 5) ORDER BY id",
+    # more functions
+    "SELECT regexp_replace('foobarbaz', 'b(..)', 'X\\1Y'), regexp_replace('aaa', 'a', 'b', 'g'),"
+    " regexp_replace('ABC', 'b', '[\\&]', 'i'), regexp_replace(s, '[aeiou]', '', 'g') FROM d1 WHERE id = 1",
+    "SELECT string_to_array('a,b,,c', ','), string_to_array('abc', NULL), string_to_array('a-x-b', '-', 'x'),"
+    " string_to_array('', ',')",
+    "SELECT array_to_string(ARRAY['a', NULL, 'c'], ','), array_to_string(ARRAY['a', NULL, 'c'], ',', '*'),"
+    " array_to_string(ARRAY[1, 2], '-')",
+    "SELECT array_position(ARRAY[5, 6, 7], 6), array_position(ARRAY['a', NULL], NULL), array_position(ARRAY[1], 9),"
+    " cardinality(ARRAY[1, 2, 3]), cardinality(ARRAY[]::int[])",
+    "SELECT translate('12345', '143', 'ax'), quote_ident('abc'), quote_ident('a b'), quote_ident('Abc')",
+    "SELECT format('%s and %s', 'one', 2), format('%I.%L', 'my table', 'it''s'), format('%2$s %1$s', 'a', 'b'),"
+    " format('%s|%L', NULL, NULL), format('100%%')",
+    "SELECT jsonb_build_object('a', 1, 'b', 'two', 'c', NULL, 'd', true), to_jsonb('x'::text), to_jsonb(5),"
+    " jsonb_build_array(1, 'a', NULL)",
+    "SELECT id, jsonb_typeof(doc), doc ->> 'n' FROM d3 ORDER BY id",
+    "SELECT jsonb_array_length(doc) FROM d3 WHERE id = 2",
+    "SELECT jsonb_array_length(doc) FROM d3 WHERE id = 1",
+    "SELECT format('%s %s', 'only one')",
+    "SELECT regexp_replace('a', 'a', 'b', 'z')",
+    "SELECT jsonb_build_object('a')",
     # set-returning functions in FROM
     "SELECT * FROM generate_series(1, 5)",
     "SELECT i * 2 AS d FROM generate_series(10, 1, -3) AS i",

@@ -13,6 +13,8 @@ took minutes)."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import regex as regex_engine
 
@@ -106,6 +108,21 @@ def regex_search(pattern: str, text: str, insensitive: bool) -> bool:
     PostgreSQL refuses a pattern too complex to run (2201B)."""
     try:
         return regex(pattern, insensitive).search(text, concurrent=True, timeout=REGEX_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise InvalidRegularExpression(
+            f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"
+        ) from None
+
+
+def regex_replace(
+    pattern: str, text: str, replacement: Callable[[Any], str], *, insensitive: bool, every: bool
+) -> str:
+    """``text`` with the first match of ``pattern`` (every match with ``every``) replaced by what
+    ``replacement`` makes of it, under the same time limit as :func:`regex_search`."""
+    try:
+        return regex(pattern, insensitive).sub(
+            replacement, text, count=0 if every else 1, concurrent=True, timeout=REGEX_TIMEOUT_S
+        )
     except TimeoutError:
         raise InvalidRegularExpression(
             f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"

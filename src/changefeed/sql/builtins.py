@@ -17,6 +17,7 @@ from typing import Any, cast
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import InvalidArgument, InvalidStatement, UndefinedFunction
 from changefeed.sql.arithmetic import int_quotient, remainder
+from changefeed.sql.builtins_more import MORE
 
 __all__ = ["BUILTINS", "DATE_FIELDS"]
 
@@ -394,3 +395,4 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "date_trunc": _strict("date_trunc", _STR, dt.date)(_date_trunc),
     "array_length": _strict("array_length", (list, tuple), _INT)(_array_length),
 }
+BUILTINS.update(MORE)

@@ -9,6 +9,7 @@ from decimal import Decimal
 from changefeed.engine.types import Kind, SqlType, resolve_type
 from changefeed.exceptions import ChangefeedError
 from changefeed.sql import ast
+from changefeed.sql.builtins_more import JSON_RESULTS
 from changefeed.sql.evaluator import AMBIGUOUS
 from changefeed.sql.session import Session
 
@@ -63,11 +64,13 @@ _LITERAL_TYPE = {
 }
 _PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR", "@>", "<@"})
 _CLOCKS = frozenset({"now", "current_timestamp", "transaction_timestamp", "statement_timestamp"})
-_LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "strpos", "ascii"})
+_LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "strpos", "ascii",
+                      "cardinality", "array_position", "jsonb_array_length", "json_array_length"})  # fmt: skip
 _TEXTS = frozenset(
     {"lower", "upper", "trim", "btrim", "ltrim", "rtrim", "concat", "concat_ws", "substr", "substring",
      "replace", "lpad", "rpad", "reverse", "repeat", "initcap", "left", "right", "split_part", "md5",
-     "sha256", "to_hex", "chr"}
+     "sha256", "to_hex", "chr", "regexp_replace", "translate", "format", "quote_ident", "array_to_string",
+     "jsonb_typeof", "json_typeof"}
 )  # fmt: skip
 #: Functions whose result has their (first) argument's number type.
 _SAME_NUMBER = frozenset({"abs", "ceil", "ceiling", "floor", "sign"})
@@ -127,6 +130,8 @@ def _sql_expr_type(
             return _SQL_TYPE["INT8"]
         if name in _TEXTS:
             return _SQL_TYPE["STRING"]
+        if name in JSON_RESULTS:
+            return resolve_type("JSONB", dialect="sql")
         if name in _CLOCKS and not e.args:
             return _SQL_TYPE["TIMESTAMPTZ"]
         if name in _SAME_NUMBER and len(e.args) == 1:

@@ -1,0 +1,322 @@
+"""More of PostgreSQL's and CockroachDB's scalar functions (``sql.builtins`` merges them in):
+regular expression replacement, arrays and text (``string_to_array``, ``array_to_string``,
+``array_position``, ``cardinality``, ``translate``), ``format`` and ``quote_ident``, and JSONB
+building and inspection (``jsonb_build_object``, ``to_jsonb``, ``jsonb_array_length``,
+``jsonb_typeof``). JSONB values are JSON text, as the engine holds them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from changefeed.engine.patterns import regex_replace
+from changefeed.engine.type_errors import value_type
+from changefeed.exceptions import InvalidArgument, InvalidTextRepresentation, UndefinedFunction
+from changefeed.sql.array_text import array_literal
+
+__all__ = ["JSON_RESULTS", "MORE"]
+
+#: Functions whose result is JSONB (what a prepared statement describes).
+JSON_RESULTS = frozenset({"jsonb_build_object", "json_build_object", "to_jsonb", "to_json", "jsonb_build_array",
+                          "json_build_array"})  # fmt: skip
+
+
+def _signature(name: str, args: tuple[Any, ...]) -> UndefinedFunction:
+    return UndefinedFunction(f"unknown signature: {name}({', '.join(value_type(a) for a in args)})")
+
+
+def _invalid(message: str, code: str) -> InvalidArgument:
+    exc = InvalidArgument(message)
+    exc.code = code
+    return exc
+
+
+def _array(name: str, v: Any, args: tuple[Any, ...]) -> list[Any]:
+    if isinstance(v, str):
+        return array_literal(v)
+    if not isinstance(v, list | tuple):
+        raise _signature(name, args)
+    return list(v)
+
+
+# ------------------------------------------------------------------------------ text and arrays
+
+
+def _regexp_replace(*args: Any) -> str | None:
+    """``regexp_replace(s, pattern, replacement [, flags])``: the first match replaced (every
+    one with flag ``g``; ``i``: ignoring case); ``\\1``..``\\9`` in the replacement are the
+    groups, ``\\&`` the whole match."""
+    if not 3 <= len(args) <= 4:
+        raise _signature("regexp_replace", args)
+    if any(a is None for a in args):
+        return None
+    s, pattern, replacement = args[0], args[1], args[2]
+    flags = args[3] if len(args) == 4 else ""
+    if not all(isinstance(a, str) for a in (s, pattern, replacement, flags)):
+        raise _signature("regexp_replace", args)
+    unknown = set(flags) - set("gi")
+    if unknown:
+        raise _invalid(f'invalid regular expression option: "{"".join(sorted(unknown))}"', "22023")
+    return regex_replace(pattern, s, _replacer(replacement), insensitive="i" in flags, every="g" in flags)
+
+
+def _replacer(replacement: str) -> Callable[[Any], str]:
+    parts = re.split(r"(\\[0-9&\\])", replacement)
+
+    def fill(m: Any) -> str:
+        out = []
+        for p in parts:
+            if len(p) == 2 and p[0] == "\\":
+                if p[1] == "\\":
+                    out.append("\\")
+                else:
+                    g = 0 if p[1] == "&" else int(p[1])
+                    out.append((m.group(g) or "") if g <= (m.re.groups or 0) else "")
+            else:
+                out.append(p)
+        return "".join(out)
+
+    return fill
+
+
+def _string_to_array(*args: Any) -> list[Any] | None:
+    """``string_to_array(s, delimiter [, null_string])``: NULL delimiter splits into characters,
+    an empty one keeps the string whole."""
+    if not 2 <= len(args) <= 3:
+        raise _signature("string_to_array", args)
+    s, delim = args[0], args[1]
+    null = args[2] if len(args) == 3 else None
+    if s is None:
+        return None
+    if not isinstance(s, str) or not (delim is None or isinstance(delim, str)):
+        raise _signature("string_to_array", args)
+    if s == "":
+        return []
+    parts = list(s) if delim is None else [s] if delim == "" else s.split(delim)
+    return [None if null is not None and p == null else p for p in parts]
+
+
+def _array_to_string(*args: Any) -> str | None:
+    """``array_to_string(array, delimiter [, null_string])``: NULLs left out unless
+    ``null_string`` stands for them."""
+    if not 2 <= len(args) <= 3:
+        raise _signature("array_to_string", args)
+    arr, delim = args[0], args[1]
+    null = args[2] if len(args) == 3 else None
+    if arr is None or delim is None:
+        return None
+    items = _array("array_to_string", arr, args)
+    texts = [_text(v) if v is not None else null for v in items]
+    return str(delim).join(t for t in texts if t is not None)
+
+
+def _array_position(*args: Any) -> int | None:
+    if len(args) != 2:
+        raise _signature("array_position", args)
+    if args[0] is None:
+        return None
+    items = _array("array_position", args[0], args)
+    target = args[1]
+    for i, v in enumerate(items, 1):  # IS NOT DISTINCT FROM: a NULL finds a NULL
+        if v is None or target is None:
+            if v is None and target is None:
+                return i
+        elif v == target and isinstance(v, bool) == isinstance(target, bool):
+            return i
+    return None
+
+
+def _cardinality(*args: Any) -> int | None:
+    if len(args) != 1:
+        raise _signature("cardinality", args)
+    return None if args[0] is None else len(_array("cardinality", args[0], args))
+
+
+def _translate(*args: Any) -> str | None:
+    if len(args) != 3:
+        raise _signature("translate", args)
+    if any(a is None for a in args):
+        return None
+    s, src, dst = args
+    if not all(isinstance(a, str) for a in args):
+        raise _signature("translate", args)
+    table: dict[int, int | None] = {}
+    for i, ch in enumerate(src):
+        table.setdefault(ord(ch), ord(dst[i]) if i < len(dst) else None)
+    return str(s).translate(table)
+
+
+def _quote_ident(*args: Any) -> str | None:
+    if len(args) != 1:
+        raise _signature("quote_ident", args)
+    s = args[0]
+    if s is None:
+        return None
+    if not isinstance(s, str):
+        raise _signature("quote_ident", args)
+    return s if re.fullmatch(r"[a-z_][a-z0-9_$]*", s) else '"' + s.replace('"', '""') + '"'
+
+
+def _format(*args: Any) -> str | None:
+    """``format(fmt, ..)``: ``%s`` a value's text (NULL: empty), ``%I`` an identifier quoted as
+    needed, ``%L`` a literal quoted (NULL: ``NULL``), ``%%`` a percent sign; ``%n$`` picks the
+    n-th argument."""
+    if not args:
+        raise _signature("format", args)
+    fmt, values = args[0], args[1:]
+    if fmt is None:
+        return None
+    if not isinstance(fmt, str):
+        raise _signature("format", args)
+    out: list[str] = []
+    i = 0
+    next_arg = 0
+    while i < len(fmt):
+        ch = fmt[i]
+        if ch != "%":
+            out.append(ch)
+            i += 1
+            continue
+        m = re.match(r"%(?:(\d+)\$)?([sIL%])", fmt[i:])
+        if m is None:
+            raise _invalid("unrecognized format() type specifier", "22023")
+        i += m.end()
+        kind = m.group(2)
+        if kind == "%":
+            out.append("%")
+            continue
+        at = int(m.group(1)) - 1 if m.group(1) else next_arg
+        next_arg = at + 1
+        if at >= len(values):
+            raise _invalid("too few arguments for format()", "22023")
+        v = values[at]
+        if kind == "s":
+            out.append("" if v is None else _text(v))
+        elif kind == "I":
+            if v is None:
+                raise _invalid("null values cannot be formatted as an SQL identifier", "22004")
+            quoted = _quote_ident(_text(v))
+            out.append(quoted if quoted is not None else "")
+        else:
+            out.append("NULL" if v is None else "'" + _text(v).replace("'", "''") + "'")
+    return "".join(out)
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list | tuple):
+        return "{" + ",".join("NULL" if x is None else _text(x) for x in v) + "}"
+    return str(v)
+
+
+# ------------------------------------------------------------------------------------ JSONB
+
+
+def _json_value(v: Any) -> Any:
+    """A SQL value as the JSON value ``to_jsonb`` makes of it."""
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() and "E" not in str(v) and "." not in str(v) else float(v)
+    if isinstance(v, list | tuple):
+        return [_json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    if isinstance(v, dt.datetime | dt.date | dt.time):
+        return v.isoformat()
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, bytes):
+        return "\\x" + v.hex()
+    return str(v)
+
+
+def _jsonb_build_object(*args: Any) -> str:
+    if len(args) % 2:
+        raise _invalid("argument list must have even number of elements", "22023")
+    obj: dict[str, Any] = {}
+    for k, v in zip(args[0::2], args[1::2], strict=True):
+        if k is None:
+            raise _invalid("argument 1: key must not be null", "22004")
+        obj[_text(k)] = _json_value(v)
+    return orjson.dumps(obj).decode()
+
+
+def _jsonb_build_array(*args: Any) -> str:
+    return orjson.dumps([_json_value(v) for v in args]).decode()
+
+
+def _to_jsonb(*args: Any) -> str | None:
+    if len(args) != 1:
+        raise _signature("to_jsonb", args)
+    return None if args[0] is None else orjson.dumps(_json_value(args[0])).decode()
+
+
+def _document(name: str, v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return orjson.loads(v)
+        except orjson.JSONDecodeError:
+            raise InvalidTextRepresentation(f'invalid input syntax for type json: "{v}"') from None
+    if isinstance(v, dict | list):
+        return v
+    raise _signature(name, (v,))
+
+
+def _jsonb_array_length(*args: Any) -> int | None:
+    if len(args) != 1:
+        raise _signature("jsonb_array_length", args)
+    if args[0] is None:
+        return None
+    doc = _document("jsonb_array_length", args[0])
+    if not isinstance(doc, list):
+        kind = "a scalar" if not isinstance(doc, dict) else "an object"
+        raise _invalid(f"cannot get array length of {kind}", "22023")
+    return len(doc)
+
+
+def _jsonb_typeof(*args: Any) -> str | None:
+    if len(args) != 1:
+        raise _signature("jsonb_typeof", args)
+    if args[0] is None:
+        return None
+    doc = _document("jsonb_typeof", args[0])
+    if doc is None:
+        return "null"
+    if isinstance(doc, bool):
+        return "boolean"
+    if isinstance(doc, int | float):
+        return "number"
+    if isinstance(doc, str):
+        return "string"
+    return "array" if isinstance(doc, list) else "object"
+
+
+#: The functions by lower-case name.
+MORE: dict[str, Callable[..., Any]] = {
+    "regexp_replace": _regexp_replace,
+    "string_to_array": _string_to_array,
+    "array_to_string": _array_to_string,
+    "array_position": _array_position,
+    "cardinality": _cardinality,
+    "translate": _translate,
+    "quote_ident": _quote_ident,
+    "format": _format,
+    "jsonb_build_object": _jsonb_build_object,
+    "json_build_object": _jsonb_build_object,
+    "jsonb_build_array": _jsonb_build_array,
+    "json_build_array": _jsonb_build_array,
+    "to_jsonb": _to_jsonb,
+    "to_json": _to_jsonb,
+    "jsonb_array_length": _jsonb_array_length,
+    "json_array_length": _jsonb_array_length,
+    "jsonb_typeof": _jsonb_typeof,
+    "json_typeof": _jsonb_typeof,
+}
