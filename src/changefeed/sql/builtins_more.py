@@ -20,11 +20,11 @@ from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import InvalidArgument, InvalidTextRepresentation, UndefinedFunction
 from changefeed.sql.array_text import array_literal
 
-__all__ = ["JSON_RESULTS", "MORE"]
+__all__ = ["JSON_RESULTS", "MORE", "json_array_of", "json_object_of"]
 
 #: Functions whose result is JSONB (what a prepared statement describes).
 JSON_RESULTS = frozenset({"jsonb_build_object", "json_build_object", "to_jsonb", "to_json", "jsonb_build_array",
-                          "json_build_array"})  # fmt: skip
+                          "json_build_array", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"})  # fmt: skip
 
 
 def _signature(name: str, args: tuple[Any, ...]) -> UndefinedFunction:
@@ -236,6 +236,21 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, bytes):
         return "\\x" + v.hex()
     return str(v)
+
+
+def json_array_of(values: list[Any]) -> str:
+    """``jsonb_agg``: the values as a JSON array."""
+    return orjson.dumps([_json_value(v) for v in values]).decode()
+
+
+def json_object_of(pairs: list[tuple[Any, Any]]) -> str:
+    """``jsonb_object_agg``: the (key, value) pairs as a JSON object (a NULL key is 22004)."""
+    obj: dict[str, Any] = {}
+    for k, v in pairs:
+        if k is None:
+            raise _invalid("field name must not be null", "22004")
+        obj[_text(k)] = _json_value(v)
+    return orjson.dumps(obj).decode()
 
 
 def _jsonb_build_object(*args: Any) -> str:

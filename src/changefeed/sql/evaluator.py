@@ -34,6 +34,7 @@ from changefeed.sql import ast
 from changefeed.sql.arithmetic import arithmetic
 from changefeed.sql.array_text import array_literal
 from changefeed.sql.builtins import to_text
+from changefeed.sql.builtins_more import json_array_of, json_object_of
 from changefeed.sql.functions import AGGREGATES, SET_RETURNING, WINDOW_FUNCTIONS, EvalContext, call
 from changefeed.sql.json_ops import JSON_OPERATORS, apply as json_apply
 
@@ -463,7 +464,7 @@ class Evaluator:
         if name in _AGGREGATE_ARITY and len(e.args) != _AGGREGATE_ARITY[name]:
             shown = ", ".join("..." for _ in e.args)
             raise UndefinedFunction(f"unknown signature: {name}({shown})")
-        if name == "string_agg":
+        if name in ("string_agg", "json_object_agg", "jsonb_object_agg"):
             return [(self.eval(e.args[0], s), self.eval(e.args[1], s)) for s in scopes]
         return [self.eval(e.args[0], s) for s in scopes]
 
@@ -476,6 +477,10 @@ def reduce_aggregate(e: ast.FuncCall, inputs: Sequence[Any], dialect: str) -> An
         return (list(dict.fromkeys(inputs)) if e.distinct else list(inputs)) or None
     if name == "string_agg":
         return _string_agg(list(inputs))
+    if name in ("json_agg", "jsonb_agg"):  # NULLs kept as JSON nulls; no rows: NULL
+        return json_array_of(list(dict.fromkeys(inputs)) if e.distinct else list(inputs)) if inputs else None
+    if name in ("json_object_agg", "jsonb_object_agg"):
+        return json_object_of(list(inputs)) if inputs else None
     vals = [v for v in inputs if v is not None]
     if e.distinct:
         vals = list(dict.fromkeys(vals))
@@ -536,7 +541,8 @@ def _holds(c: int, op: str) -> bool:
 
 
 #: Aggregates whose argument count is fixed (count, min, .. take one, checked elsewhere).
-_AGGREGATE_ARITY = {"string_agg": 2, "array_agg": 1, "bool_and": 1, "bool_or": 1, "every": 1}
+_AGGREGATE_ARITY = {"string_agg": 2, "array_agg": 1, "bool_and": 1, "bool_or": 1, "every": 1,
+                    "json_agg": 1, "jsonb_agg": 1, "json_object_agg": 2, "jsonb_object_agg": 2}  # fmt: skip
 
 
 def _string_agg(pairs: list[tuple[Any, Any]]) -> str | None:

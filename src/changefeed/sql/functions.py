@@ -184,4 +184,5 @@ WINDOW_FUNCTIONS = frozenset(
     {"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
      "first_value", "last_value", "nth_value"}
 )  # fmt: skip
-AGGREGATES = {"count", "min", "max", "sum", "avg", "string_agg", "array_agg", "bool_and", "bool_or", "every"}
+AGGREGATES = {"count", "min", "max", "sum", "avg", "string_agg", "array_agg", "bool_and", "bool_or", "every",
+              "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"}  # fmt: skip
