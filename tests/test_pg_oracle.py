@@ -282,6 +282,13 @@ STATEMENTS = (
     "SELECT id, jsonb_agg(id) OVER (ORDER BY id) FROM d1 ORDER BY id",
     "SELECT jsonb_array_length(doc) FROM d3 WHERE id = 1",
     "SELECT format('%s %s', 'only one')",
+    "SELECT to_char('2024-03-05 14:07:09.123456'::timestamp, 'YYYY-MM-DD HH24:MI:SS') AS a,"
+    " to_char('2024-03-05 14:07:09.123456'::timestamp, 'FMMonth DD, YYYY') AS b,"
+    " to_char('2024-03-05 14:07:09.123456'::timestamp, 'Dy Mon DD HH12:MI AM') AS c,"
+    " to_char('2024-03-05 14:07:09.123456'::timestamp, '\"Quarter\" Q, DDD, IW, J') AS d,"
+    " to_char('2024-03-05 14:07:09.123456'::timestamp, 'HH:MI:SS.MS US pm FMDD/FMMM') AS e,"
+    " to_char('2024-03-05 00:07:09'::timestamp, 'Day|MONTH|month|a.m.|HH12') AS f,"
+    " to_char('2024-12-31'::date, 'YYYY DDD D ID WW YY') AS g",
     "SELECT regexp_replace('a', 'a', 'b', 'z')",
     "SELECT jsonb_build_object('a')",
     # set-returning functions in FROM

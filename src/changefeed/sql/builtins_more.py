@@ -17,7 +17,12 @@ import orjson
 
 from changefeed.engine.patterns import regex_replace
 from changefeed.engine.type_errors import value_type
-from changefeed.exceptions import InvalidArgument, InvalidTextRepresentation, UndefinedFunction
+from changefeed.exceptions import (
+    InvalidArgument,
+    InvalidTextRepresentation,
+    UndefinedFunction,
+    UnsupportedFeature,
+)
 from changefeed.sql.array_text import array_literal
 
 __all__ = ["JSON_RESULTS", "MORE", "json_array_of", "json_object_of"]
@@ -216,6 +221,114 @@ def _text(v: Any) -> str:
     return str(v)
 
 
+# ------------------------------------------------------------------------------------ to_char
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")  # fmt: skip
+_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+#: PostgreSQL's date/time template patterns, longest first (so ``HH24`` is not ``HH`` then ``24``).
+_PATTERNS = ("HH24", "HH12", "YYYY", "MONTH", "Month", "month", "A.M.", "P.M.", "a.m.", "p.m.", "DDD", "DAY",
+             "Day", "day", "MON", "Mon", "mon", "YYY", "HH", "MI", "SS", "MS", "US", "YY", "MM", "DD", "DY",
+             "Dy", "dy", "AM", "PM", "am", "pm", "IW", "WW", "ID", "Q", "D", "Y", "J")  # fmt: skip
+_TEMPLATE = re.compile(
+    r"(FM)?(" + "|".join(re.escape(p) for p in _PATTERNS) + r')|"((?:[^"\\]|\\.)*)"|\\(.)|(.)', re.S
+)
+
+
+def _to_char(*args: Any) -> str | None:
+    """``to_char(timestamp|date|interval, template)`` with PostgreSQL's date/time template
+    patterns (``YYYY-MM-DD HH24:MI:SS``, ``Mon``, ``Day``, ``AM``, ``FM`` to drop padding, text in
+    double quotes)."""
+    if len(args) != 2:
+        raise _signature("to_char", args)
+    v, template = args
+    if v is None or template is None:
+        return None
+    if not isinstance(template, str):
+        raise _signature("to_char", args)
+    if isinstance(v, int | float | Decimal) and not isinstance(v, bool):
+        raise _unsupported("to_char of a number (its numeric template patterns) is not supported")
+    if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+        v = dt.datetime(v.year, v.month, v.day)
+    if not isinstance(v, dt.datetime):
+        raise _signature("to_char", args)
+    out: list[str] = []
+    for m in _TEMPLATE.finditer(template):
+        fm, pattern, quoted, escaped, other = m.groups()
+        if pattern is not None:
+            out.append(_field(v, pattern, fm is not None))
+        elif quoted is not None:
+            out.append(re.sub(r"\\(.)", r"\1", quoted))
+        else:
+            out.append(escaped if escaped is not None else other)
+    return "".join(out)
+
+
+def _field(t: dt.datetime, p: str, fm: bool) -> str:
+    def num(n: int, width: int) -> str:
+        return str(n) if fm else f"{n:0{width}d}"
+
+    def name(full: str, width: int) -> str:
+        text = full.upper() if p.isupper() else full.lower() if p.islower() else full
+        return text if fm else text.ljust(width)
+
+    hour12 = t.hour % 12 or 12
+    if p == "YYYY":
+        return num(t.year, 4)
+    if p == "YYY":
+        return num(t.year % 1000, 3)
+    if p == "YY":
+        return num(t.year % 100, 2)
+    if p == "Y":
+        return str(t.year % 10)
+    if p == "MM":
+        return num(t.month, 2)
+    if p.lower() == "month":
+        return name(_MONTHS[t.month - 1], 9)
+    if p.lower() == "mon":
+        return name(_MONTHS[t.month - 1][:3], 3)
+    if p == "DD":
+        return num(t.day, 2)
+    if p == "DDD":
+        return num(t.timetuple().tm_yday, 3)
+    if p == "D":
+        return str(t.isoweekday() % 7 + 1)
+    if p == "ID":
+        return str(t.isoweekday())
+    if p.lower() == "day":
+        return name(_DAYS[t.weekday()], 9)
+    if p.lower() == "dy":
+        return name(_DAYS[t.weekday()][:3], 3)
+    if p in ("HH", "HH12"):
+        return num(hour12, 2)
+    if p == "HH24":
+        return num(t.hour, 2)
+    if p == "MI":
+        return num(t.minute, 2)
+    if p == "SS":
+        return num(t.second, 2)
+    if p == "MS":
+        return num(t.microsecond // 1000, 3)
+    if p == "US":
+        return num(t.microsecond, 6)
+    if p == "Q":
+        return str((t.month - 1) // 3 + 1)
+    if p == "WW":
+        return num((t.timetuple().tm_yday - 1) // 7 + 1, 2)
+    if p == "IW":
+        return num(t.isocalendar()[1], 2)
+    if p == "J":
+        return str(t.toordinal() + 1721425)
+    meridiem = "AM" if t.hour < 12 else "PM"
+    if "." in p:
+        meridiem = meridiem[0] + "." + meridiem[1] + "."
+    return meridiem.lower() if p.islower() else meridiem
+
+
+def _unsupported(message: str) -> UnsupportedFeature:
+    return UnsupportedFeature(message)
+
+
 # ------------------------------------------------------------------------------------ JSONB
 
 
@@ -324,6 +437,7 @@ MORE: dict[str, Callable[..., Any]] = {
     "translate": _translate,
     "quote_ident": _quote_ident,
     "format": _format,
+    "to_char": _to_char,
     "jsonb_build_object": _jsonb_build_object,
     "json_build_object": _jsonb_build_object,
     "jsonb_build_array": _jsonb_build_array,

@@ -70,7 +70,7 @@ _TEXTS = frozenset(
     {"lower", "upper", "trim", "btrim", "ltrim", "rtrim", "concat", "concat_ws", "substr", "substring",
      "replace", "lpad", "rpad", "reverse", "repeat", "initcap", "left", "right", "split_part", "md5",
      "sha256", "to_hex", "chr", "regexp_replace", "translate", "format", "quote_ident", "array_to_string",
-     "jsonb_typeof", "json_typeof"}
+     "jsonb_typeof", "json_typeof", "to_char"}
 )  # fmt: skip
 #: Functions whose result has their (first) argument's number type.
 _SAME_NUMBER = frozenset({"abs", "ceil", "ceiling", "floor", "sign"})
