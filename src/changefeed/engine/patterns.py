@@ -109,9 +109,7 @@ def regex_search(pattern: str, text: str, insensitive: bool) -> bool:
     try:
         return regex(pattern, insensitive).search(text, concurrent=True, timeout=REGEX_TIMEOUT_S) is not None
     except TimeoutError:
-        raise InvalidRegularExpression(
-            f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"
-        ) from None
+        raise _too_complex() from None
 
 
 def regex_replace(
@@ -124,6 +122,10 @@ def regex_replace(
             replacement, text, count=0 if every else 1, concurrent=True, timeout=REGEX_TIMEOUT_S
         )
     except TimeoutError:
-        raise InvalidRegularExpression(
-            f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"
-        ) from None
+        raise _too_complex() from None
+
+
+def _too_complex() -> InvalidRegularExpression:
+    return InvalidRegularExpression(
+        f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"
+    )

@@ -14,24 +14,14 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, cast
 
-from changefeed.engine.type_errors import value_type
-from changefeed.exceptions import InvalidArgument, InvalidStatement, UndefinedFunction
+from changefeed.exceptions import InvalidStatement
 from changefeed.sql.arithmetic import int_quotient, remainder
 from changefeed.sql.builtins_more import MORE
+from changefeed.sql.function_errors import invalid_argument, unknown_signature
 
 __all__ = ["BUILTINS", "DATE_FIELDS"]
 
 Number = int | float | Decimal
-
-
-def _invalid(message: str, code: str) -> InvalidArgument:
-    exc = InvalidArgument(message)
-    exc.code = code  # PostgreSQL's own for the function (22011 substring, 2201E logarithm ..)
-    return exc
-
-
-def _signature(name: str, args: tuple[Any, ...]) -> UndefinedFunction:
-    return UndefinedFunction(f"unknown signature: {name}({', '.join(value_type(a) for a in args)})")
 
 
 def _strict(name: str, *kinds: Any, optional: int = 0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -41,12 +31,12 @@ def _strict(name: str, *kinds: Any, optional: int = 0) -> Callable[[Callable[...
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         def checked(*args: Any) -> Any:
             if not len(kinds) - optional <= len(args) <= len(kinds):
-                raise _signature(name, args)
+                raise unknown_signature(name, args)
             if any(a is None for a in args):
                 return None
             for a, k in zip(args, kinds, strict=False):
                 if not isinstance(a, k) or isinstance(a, bool):  # no kind here is bool
-                    raise _signature(name, args)
+                    raise unknown_signature(name, args)
             return fn(*args)
 
         return checked
@@ -64,7 +54,7 @@ _STR = str
 def _substr(s: str, start: int, length: int | None = None) -> str:
     """PostgreSQL's: 1-based; a start before 1 still counts the characters before it."""
     if length is not None and length < 0:
-        raise _invalid("negative substring length not allowed", "22011")
+        raise invalid_argument("negative substring length not allowed", "22011")
     begin = start - 1
     end = None if length is None else begin + length
     begin = max(begin, 0)
@@ -85,7 +75,7 @@ def _trim(left: bool, right: bool) -> Callable[..., str]:
 
 def _split_part(s: str, delim: str, n: int) -> str:
     if n == 0:
-        raise _invalid("field position must not be zero", "22023")
+        raise invalid_argument("field position must not be zero", "22023")
     parts = s.split(delim) if delim else [s]
     if n < 0:
         n = len(parts) + n + 1
@@ -172,13 +162,13 @@ def _floor(x: Number) -> Number:
 def _mod(a: Number, b: Number) -> Number:
     """The remainder with the sign of ``a``, as PostgreSQL's ``mod`` and ``%``."""
     if b == 0:
-        raise _invalid("division by zero", "22012")
+        raise invalid_argument("division by zero", "22012")
     return cast(Number, remainder(a, b))
 
 
 def _div(a: Number, b: Number) -> Number:
     if b == 0:
-        raise _invalid("division by zero", "22012")
+        raise invalid_argument("division by zero", "22012")
     if isinstance(a, int) and isinstance(b, int):
         return int_quotient(a, b)
     if isinstance(a, float) or isinstance(b, float):
@@ -188,14 +178,14 @@ def _div(a: Number, b: Number) -> Number:
 
 def _sqrt(x: Number) -> Number:
     if x < 0:
-        raise _invalid("cannot take square root of a negative number", "2201F")
+        raise invalid_argument("cannot take square root of a negative number", "2201F")
     return Decimal(x).sqrt() if isinstance(x, Decimal) else math.sqrt(x)
 
 
 def _log_domain(x: Number) -> None:
     if x <= 0:
         word = "zero" if x == 0 else "a negative number"
-        raise _invalid(f"cannot take logarithm of {word}", "2201E")
+        raise invalid_argument(f"cannot take logarithm of {word}", "2201E")
 
 
 def _ln(x: Number) -> Number:
@@ -229,14 +219,14 @@ def _extreme(name: str, pick: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return pick(vals) if vals else None
         except TypeError:
-            raise _signature(name, xs) from None
+            raise unknown_signature(name, xs) from None
 
     return fn
 
 
 def _chr(n: int) -> str:
     if not 0 < n <= 0x10FFFF:
-        raise _invalid(f"requested character too large for encoding: {n}", "54000")
+        raise invalid_argument(f"requested character too large for encoding: {n}", "54000")
     return chr(n)
 
 
@@ -280,7 +270,7 @@ def _extract(field: str, t: Any) -> Number:
     if isinstance(t, dt.timedelta) and field.lower() == "epoch":
         return Decimal(str(t.total_seconds()))
     if not isinstance(t, dt.date | dt.datetime):
-        raise _signature("extract", (field, t))
+        raise unknown_signature("extract", (field, t))
     return fn(t)
 
 
@@ -307,7 +297,7 @@ def _date_trunc(unit: str, t: Any) -> Any:
     elif isinstance(t, dt.date):
         ts = dt.datetime(t.year, t.month, t.day, tzinfo=dt.UTC)  # a date truncates as a timestamptz
     else:
-        raise _signature("date_trunc", (unit, t))
+        raise unknown_signature("date_trunc", (unit, t))
     if u == "microsecond":
         return ts
     if u == "millisecond":
@@ -333,7 +323,7 @@ def _date_trunc(unit: str, t: Any) -> Any:
 
 def _array_length(arr: Any, dim: int) -> int | None:
     if not isinstance(arr, list | tuple):
-        raise _signature("array_length", (arr, dim))
+        raise unknown_signature("array_length", (arr, dim))
     return len(arr) if dim == 1 and arr else None
 
 

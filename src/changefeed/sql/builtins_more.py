@@ -16,14 +16,12 @@ from typing import Any
 import orjson
 
 from changefeed.engine.patterns import regex_replace
-from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import (
-    InvalidArgument,
-    InvalidTextRepresentation,
-    UndefinedFunction,
     UnsupportedFeature,
 )
 from changefeed.sql.array_text import array_literal
+from changefeed.sql.function_errors import invalid_argument, unknown_signature
+from changefeed.sql.json_ops import document
 
 __all__ = ["JSON_RESULTS", "MORE", "json_array_of", "json_object_of"]
 
@@ -32,21 +30,11 @@ JSON_RESULTS = frozenset({"jsonb_build_object", "json_build_object", "to_jsonb",
                           "json_build_array", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"})  # fmt: skip
 
 
-def _signature(name: str, args: tuple[Any, ...]) -> UndefinedFunction:
-    return UndefinedFunction(f"unknown signature: {name}({', '.join(value_type(a) for a in args)})")
-
-
-def _invalid(message: str, code: str) -> InvalidArgument:
-    exc = InvalidArgument(message)
-    exc.code = code
-    return exc
-
-
 def _array(name: str, v: Any, args: tuple[Any, ...]) -> list[Any]:
     if isinstance(v, str):
         return array_literal(v)
     if not isinstance(v, list | tuple):
-        raise _signature(name, args)
+        raise unknown_signature(name, args)
     return list(v)
 
 
@@ -58,16 +46,16 @@ def _regexp_replace(*args: Any) -> str | None:
     one with flag ``g``; ``i``: ignoring case); ``\\1``..``\\9`` in the replacement are the
     groups, ``\\&`` the whole match."""
     if not 3 <= len(args) <= 4:
-        raise _signature("regexp_replace", args)
+        raise unknown_signature("regexp_replace", args)
     if any(a is None for a in args):
         return None
     s, pattern, replacement = args[0], args[1], args[2]
     flags = args[3] if len(args) == 4 else ""
     if not all(isinstance(a, str) for a in (s, pattern, replacement, flags)):
-        raise _signature("regexp_replace", args)
+        raise unknown_signature("regexp_replace", args)
     unknown = set(flags) - set("gi")
     if unknown:
-        raise _invalid(f'invalid regular expression option: "{"".join(sorted(unknown))}"', "22023")
+        raise invalid_argument(f'invalid regular expression option: "{"".join(sorted(unknown))}"', "22023")
     return regex_replace(pattern, s, _replacer(replacement), insensitive="i" in flags, every="g" in flags)
 
 
@@ -94,13 +82,13 @@ def _string_to_array(*args: Any) -> list[Any] | None:
     """``string_to_array(s, delimiter [, null_string])``: NULL delimiter splits into characters,
     an empty one keeps the string whole."""
     if not 2 <= len(args) <= 3:
-        raise _signature("string_to_array", args)
+        raise unknown_signature("string_to_array", args)
     s, delim = args[0], args[1]
     null = args[2] if len(args) == 3 else None
     if s is None:
         return None
     if not isinstance(s, str) or not (delim is None or isinstance(delim, str)):
-        raise _signature("string_to_array", args)
+        raise unknown_signature("string_to_array", args)
     if s == "":
         return []
     parts = list(s) if delim is None else [s] if delim == "" else s.split(delim)
@@ -111,7 +99,7 @@ def _array_to_string(*args: Any) -> str | None:
     """``array_to_string(array, delimiter [, null_string])``: NULLs left out unless
     ``null_string`` stands for them."""
     if not 2 <= len(args) <= 3:
-        raise _signature("array_to_string", args)
+        raise unknown_signature("array_to_string", args)
     arr, delim = args[0], args[1]
     null = args[2] if len(args) == 3 else None
     if arr is None or delim is None:
@@ -123,7 +111,7 @@ def _array_to_string(*args: Any) -> str | None:
 
 def _array_position(*args: Any) -> int | None:
     if len(args) != 2:
-        raise _signature("array_position", args)
+        raise unknown_signature("array_position", args)
     if args[0] is None:
         return None
     items = _array("array_position", args[0], args)
@@ -139,18 +127,18 @@ def _array_position(*args: Any) -> int | None:
 
 def _cardinality(*args: Any) -> int | None:
     if len(args) != 1:
-        raise _signature("cardinality", args)
+        raise unknown_signature("cardinality", args)
     return None if args[0] is None else len(_array("cardinality", args[0], args))
 
 
 def _translate(*args: Any) -> str | None:
     if len(args) != 3:
-        raise _signature("translate", args)
+        raise unknown_signature("translate", args)
     if any(a is None for a in args):
         return None
     s, src, dst = args
     if not all(isinstance(a, str) for a in args):
-        raise _signature("translate", args)
+        raise unknown_signature("translate", args)
     table: dict[int, int | None] = {}
     for i, ch in enumerate(src):
         table.setdefault(ord(ch), ord(dst[i]) if i < len(dst) else None)
@@ -159,12 +147,12 @@ def _translate(*args: Any) -> str | None:
 
 def _quote_ident(*args: Any) -> str | None:
     if len(args) != 1:
-        raise _signature("quote_ident", args)
+        raise unknown_signature("quote_ident", args)
     s = args[0]
     if s is None:
         return None
     if not isinstance(s, str):
-        raise _signature("quote_ident", args)
+        raise unknown_signature("quote_ident", args)
     return s if re.fullmatch(r"[a-z_][a-z0-9_$]*", s) else '"' + s.replace('"', '""') + '"'
 
 
@@ -173,12 +161,12 @@ def _format(*args: Any) -> str | None:
     needed, ``%L`` a literal quoted (NULL: ``NULL``), ``%%`` a percent sign; ``%n$`` picks the
     n-th argument."""
     if not args:
-        raise _signature("format", args)
+        raise unknown_signature("format", args)
     fmt, values = args[0], args[1:]
     if fmt is None:
         return None
     if not isinstance(fmt, str):
-        raise _signature("format", args)
+        raise unknown_signature("format", args)
     out: list[str] = []
     i = 0
     next_arg = 0
@@ -190,7 +178,7 @@ def _format(*args: Any) -> str | None:
             continue
         m = re.match(r"%(?:(\d+)\$)?([sIL%])", fmt[i:])
         if m is None:
-            raise _invalid("unrecognized format() type specifier", "22023")
+            raise invalid_argument("unrecognized format() type specifier", "22023")
         i += m.end()
         kind = m.group(2)
         if kind == "%":
@@ -199,13 +187,13 @@ def _format(*args: Any) -> str | None:
         at = int(m.group(1)) - 1 if m.group(1) else next_arg
         next_arg = at + 1
         if at >= len(values):
-            raise _invalid("too few arguments for format()", "22023")
+            raise invalid_argument("too few arguments for format()", "22023")
         v = values[at]
         if kind == "s":
             out.append("" if v is None else _text(v))
         elif kind == "I":
             if v is None:
-                raise _invalid("null values cannot be formatted as an SQL identifier", "22004")
+                raise invalid_argument("null values cannot be formatted as an SQL identifier", "22004")
             quoted = _quote_ident(_text(v))
             out.append(quoted if quoted is not None else "")
         else:
@@ -240,18 +228,18 @@ def _to_char(*args: Any) -> str | None:
     patterns (``YYYY-MM-DD HH24:MI:SS``, ``Mon``, ``Day``, ``AM``, ``FM`` to drop padding, text in
     double quotes)."""
     if len(args) != 2:
-        raise _signature("to_char", args)
+        raise unknown_signature("to_char", args)
     v, template = args
     if v is None or template is None:
         return None
     if not isinstance(template, str):
-        raise _signature("to_char", args)
+        raise unknown_signature("to_char", args)
     if isinstance(v, int | float | Decimal) and not isinstance(v, bool):
         raise _unsupported("to_char of a number (its numeric template patterns) is not supported")
     if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
         v = dt.datetime(v.year, v.month, v.day)
     if not isinstance(v, dt.datetime):
-        raise _signature("to_char", args)
+        raise unknown_signature("to_char", args)
     out: list[str] = []
     for m in _TEMPLATE.finditer(template):
         fm, pattern, quoted, escaped, other = m.groups()
@@ -361,18 +349,18 @@ def json_object_of(pairs: list[tuple[Any, Any]]) -> str:
     obj: dict[str, Any] = {}
     for k, v in pairs:
         if k is None:
-            raise _invalid("field name must not be null", "22004")
+            raise invalid_argument("field name must not be null", "22004")
         obj[_text(k)] = _json_value(v)
     return orjson.dumps(obj).decode()
 
 
 def _jsonb_build_object(*args: Any) -> str:
     if len(args) % 2:
-        raise _invalid("argument list must have even number of elements", "22023")
+        raise invalid_argument("argument list must have even number of elements", "22023")
     obj: dict[str, Any] = {}
     for k, v in zip(args[0::2], args[1::2], strict=True):
         if k is None:
-            raise _invalid("argument 1: key must not be null", "22004")
+            raise invalid_argument("argument 1: key must not be null", "22004")
         obj[_text(k)] = _json_value(v)
     return orjson.dumps(obj).decode()
 
@@ -383,36 +371,29 @@ def _jsonb_build_array(*args: Any) -> str:
 
 def _to_jsonb(*args: Any) -> str | None:
     if len(args) != 1:
-        raise _signature("to_jsonb", args)
+        raise unknown_signature("to_jsonb", args)
     return None if args[0] is None else orjson.dumps(_json_value(args[0])).decode()
 
 
 def _document(name: str, v: Any) -> Any:
-    if isinstance(v, str):
-        try:
-            return orjson.loads(v)
-        except orjson.JSONDecodeError:
-            raise InvalidTextRepresentation(f'invalid input syntax for type json: "{v}"') from None
-    if isinstance(v, dict | list):
-        return v
-    raise _signature(name, (v,))
+    return document(v, lambda: unknown_signature(name, (v,)))
 
 
 def _jsonb_array_length(*args: Any) -> int | None:
     if len(args) != 1:
-        raise _signature("jsonb_array_length", args)
+        raise unknown_signature("jsonb_array_length", args)
     if args[0] is None:
         return None
     doc = _document("jsonb_array_length", args[0])
     if not isinstance(doc, list):
         kind = "a scalar" if not isinstance(doc, dict) else "an object"
-        raise _invalid(f"cannot get array length of {kind}", "22023")
+        raise invalid_argument(f"cannot get array length of {kind}", "22023")
     return len(doc)
 
 
 def _jsonb_typeof(*args: Any) -> str | None:
     if len(args) != 1:
-        raise _signature("jsonb_typeof", args)
+        raise unknown_signature("jsonb_typeof", args)
     if args[0] is None:
         return None
     doc = _document("jsonb_typeof", args[0])

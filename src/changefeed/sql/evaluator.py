@@ -100,6 +100,12 @@ def subexpressions(e: Any) -> Iterator[Any]:
                 yield v  # not into a subquery's SELECT: its aggregates are its own
 
 
+def distinct_key(v: Any) -> tuple[bool, Any]:
+    """``v`` as a key of a partition, group or DISTINCT ON: ``true`` and ``1`` (equal in Python)
+    kept apart."""
+    return (type(v) is bool, v)
+
+
 def order_key(v: Any, o: ast.OrderItem) -> tuple[int, Any]:
     """The sort key of ``v`` under ORDER BY item ``o``: :func:`sort_key` with ``NULLS FIRST`` /
     ``LAST`` applied (the caller reverses the sort for DESC)."""

@@ -5,6 +5,7 @@ end), ``#>`` and ``#>>`` (the same along a path), ``@>`` and ``<@`` (containment
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -47,7 +48,9 @@ def apply(op: str, left: Any, right: Any) -> Any:
     return orjson.dumps(value).decode()  # JSONB as the engine holds it
 
 
-def _document(v: Any, op: str) -> Any:
+def document(v: Any, refuse: Callable[[], Exception]) -> Any:
+    """A JSONB value's document: JSON text parsed (22P02 if it is not JSON); ``refuse()`` is
+    raised when ``v`` is not JSONB at all (each caller names its own signature)."""
     if isinstance(v, str):
         try:
             return orjson.loads(v)
@@ -55,7 +58,13 @@ def _document(v: Any, op: str) -> Any:
             raise InvalidTextRepresentation(f'invalid input syntax for type json: "{v}"') from None
     if isinstance(v, dict | list):
         return v
-    raise UndefinedFunction(f"unsupported binary operator: <{value_type(v)}> {op} <jsonb>")
+    raise refuse()
+
+
+def _document(v: Any, op: str) -> Any:
+    return document(
+        v, lambda: UndefinedFunction(f"unsupported binary operator: <{value_type(v)}> {op} <jsonb>")
+    )
 
 
 def _path(v: Any) -> list[str]:

@@ -18,7 +18,15 @@ from changefeed.exceptions import (
     InvalidStatement,
 )
 from changefeed.sql import ast
-from changefeed.sql.evaluator import AMBIGUOUS, Evaluator, Scope, has_aggregate, order_key, subexpressions
+from changefeed.sql.evaluator import (
+    AMBIGUOUS,
+    Evaluator,
+    Scope,
+    distinct_key,
+    has_aggregate,
+    order_key,
+    subexpressions,
+)
 from changefeed.sql.functions import AGGREGATES
 from changefeed.sql.session import Session
 
@@ -110,7 +118,7 @@ def distinct_on(
     kept: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for r in rows:
         sc = scope(r)
-        kept.setdefault(tuple((type(v) is bool, v) for v in (evaluator.eval(e, sc) for e in exprs)), r)
+        kept.setdefault(tuple(distinct_key(evaluator.eval(e, sc)) for e in exprs), r)
     return list(kept.values())
 
 

@@ -15,10 +15,11 @@ from typing import Any
 
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import value_type
-from changefeed.exceptions import InvalidArgument, StatementTooComplex, UndefinedFunction
+from changefeed.exceptions import StatementTooComplex, UndefinedFunction
 from changefeed.sql import ast
 from changefeed.sql.array_text import array_literal
 from changefeed.sql.evaluator import Evaluator, Params, subexpressions
+from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import SET_RETURNING, EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
@@ -123,9 +124,7 @@ def _series(args: list[Any]) -> Iterator[Any]:
 
 def _steps(start: Any, stop: Any, step: Any, *, zero: Any) -> Iterator[Any]:
     if step == zero:
-        exc = InvalidArgument("step size cannot equal zero")
-        exc.code = "22023"
-        raise exc
+        raise invalid_argument("step size cannot equal zero", "22023")
     v = start
     while (v <= stop) if step > zero else (v >= stop):
         yield v

@@ -23,13 +23,21 @@ from typing import Any
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import (
     DatatypeMismatch,
-    InvalidArgument,
     UndefinedFunction,
     UnsupportedFeature,
     WindowingError,
 )
 from changefeed.sql import ast
-from changefeed.sql.evaluator import Evaluator, Scope, average, order_key, reduce_aggregate, subexpressions
+from changefeed.sql.evaluator import (
+    Evaluator,
+    Scope,
+    average,
+    distinct_key,
+    order_key,
+    reduce_aggregate,
+    subexpressions,
+)
+from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import AGGREGATES
 
 #: Aggregates computed as running totals when the frame starts at the partition's first row.
@@ -119,7 +127,7 @@ def compute(evaluator: Evaluator, scopes: Sequence[Scope], call: ast.WindowCall)
     """The value of ``call`` for each of ``scopes`` (the query's rows, in their order)."""
     partitions: dict[tuple[Any, ...], list[int]] = {}
     for i, sc in enumerate(scopes):
-        key = tuple(_group_key(evaluator.eval(p, sc)) for p in call.partition_by)
+        key = tuple(distinct_key(evaluator.eval(p, sc)) for p in call.partition_by)
         partitions.setdefault(key, []).append(i)
     out: list[Any] = [None] * len(scopes)
     for rows in partitions.values():
@@ -128,11 +136,6 @@ def compute(evaluator: Evaluator, scopes: Sequence[Scope], call: ast.WindowCall)
         for i, v in zip(ordered, values, strict=True):
             out[i] = v
     return out
-
-
-def _group_key(v: Any) -> Any:
-    """A partition key part: ``true`` and ``1`` (equal in Python) kept apart."""
-    return (type(v) is bool, v)
 
 
 def _ordered(
@@ -247,22 +250,16 @@ def _offset(evaluator: Evaluator, b: ast.FrameBound, which: str) -> int | None:
         return None
     v = evaluator.eval(b.offset, None)
     if v is None:
-        raise _invalid(f"frame {which} offset must not be null", "22004")
+        raise invalid_argument(f"frame {which} offset must not be null", "22004")
     if not isinstance(v, int) or isinstance(v, bool):
         raise DatatypeMismatch(f"frame {which} offset must be an integer, not type {value_type(v)}")
     if v < 0:
-        raise _invalid(f"frame {which} offset must not be negative", "22013")
+        raise invalid_argument(f"frame {which} offset must not be negative", "22013")
     return v
 
 
 def _shown(args: tuple[ast.Expr, ...]) -> str:
     return ", ".join("..." for _ in args)
-
-
-def _invalid(message: str, code: str) -> InvalidArgument:
-    exc = InvalidArgument(message)
-    exc.code = code
-    return exc
 
 
 # ---------------------------------------------------------------------------------- functions
@@ -279,7 +276,7 @@ def _ntile(evaluator: Evaluator, scopes: list[Scope], args: tuple[ast.Expr, ...]
     if not isinstance(k, int) or isinstance(k, bool):
         raise DatatypeMismatch(f"argument of ntile must be an integer, not type {value_type(k)}")
     if k <= 0:
-        raise _invalid("argument of ntile must be greater than zero", "22014")
+        raise invalid_argument("argument of ntile must be greater than zero", "22014")
     n = len(scopes)
     size, extra = divmod(n, k)
     out: list[Any] = []
@@ -338,7 +335,7 @@ def _value_at(
                     f"argument of nth_value must be an integer, not type {value_type(nth)}"
                 )
             if nth <= 0:
-                raise _invalid("argument of nth_value must be greater than zero", "22016")
+                raise invalid_argument("argument of nth_value must be greater than zero", "22016")
             at = first + nth - 1
         out.append(evaluator.eval(args[0], scopes[at]) if first <= at <= last else None)
     return out
