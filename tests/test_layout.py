@@ -32,7 +32,7 @@ ROOT = SRC / "changefeed"
 #: Units from the bottom layer up; units in one tuple are one layer (they may not import each other).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("wal_syncer",),  # the process that syncs a WAL for an event loop: imports nothing of ours
-    ("exceptions", "observe", "durable_files"),
+    ("exceptions", "observe", "durable_files", "stop_signals"),
     ("sqlite_wal",),  # WAL switching and group commit: raises the exceptions of the layer below
     ("engine", "topics"),
     ("feeds",),

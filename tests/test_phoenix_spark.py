@@ -4,6 +4,7 @@ Spark's file sink across a ``kill -9`` of the streaming process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -126,7 +127,7 @@ def _kill_and_check(spark: SparkSession, tmp_path: Path, kills: int) -> None:
     writer.start()
     rng = random.Random(11)
     try:
-        for _ in range(kills):
+        for i in range(kills + 1):
             proc = subprocess.Popen(
                 _stream_cmd(db, out, ck, until_idle=False),
                 env=_env(),
@@ -141,8 +142,12 @@ def _kill_and_check(spark: SparkSession, tmp_path: Path, kills: int) -> None:
                     time.sleep(0.2)
                 assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
                 time.sleep(rng.random() * 1.5)
+                if i == kills:  # then a run stopped as an operator would: SIGTERM, exit 0
+                    proc.send_signal(signal.SIGTERM)
+                    assert proc.wait(timeout=120) == 0, proc.stderr.read().decode() if proc.stderr else ""
             finally:
-                os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM: kill -9
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM: kill -9
                 proc.wait()
     finally:
         stop.set()

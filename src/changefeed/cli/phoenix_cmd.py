@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import signal
+import threading
 import time
-import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from changefeed.engine import phoenix
 from changefeed.engine.database import Database
 from changefeed.exceptions import ChangefeedError, InvalidOption, PhoenixTableUndefined
 from changefeed.formats import phoenix_batch, phoenix_json
+from changefeed.stop_signals import stop_on_signals
 
 __all__ = ["cdc_poll", "poll"]
 
@@ -44,10 +44,11 @@ def poll(
     scopes: frozenset[str] | None = None,
     safety_ms: int = 1000,
     interval_ms: int = 1000,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], bool | None] = time.sleep,
 ) -> Iterator[tuple[Any, ...]]:
     """CDC rows of CDC object ``name`` from ``start_ms`` (default: its creation), each once, in
-    change order, as their time ranges become safe to read."""
+    change order, as their time ranges become safe to read, pausing ``sleep(interval)`` between
+    polls; a ``sleep`` that returns True (``threading.Event.wait`` once set) ends the rows."""
     db.refresh_catalog()
     table = phoenix.find_cdc_table(db.tables(), name)
     if table is None:
@@ -73,7 +74,8 @@ def poll(
             lo = hi
         if until_ms is not None and lo >= until_ms:
             return
-        sleep(interval_ms / 1000)
+        if sleep(interval_ms / 1000):  # a ``threading.Event.wait`` that returns True: stop
+            return
 
 
 def _time(text: str | None, option: str) -> int | None:
@@ -118,10 +120,6 @@ def cdc_poll(
         click.echo(f"ERROR: unknown change scope {exc}; use PRE, POST, CHANGE", err=True)
         raise SystemExit(1) from None
 
-    def stop(signum: int, frame: types.FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
     try:
         db = Database(db_dir, create=False)
     except ChangefeedError as exc:
@@ -132,7 +130,8 @@ def cdc_poll(
         table = phoenix.find_cdc_table(db.tables(), cdc)
         keys = [c.name for c in table.key] if table is not None else []
         names = [phoenix_json.ROW_TIMESTAMP, *keys, phoenix_json.CDC_JSON]
-        for row in poll(
+        stopped = threading.Event()
+        rows = poll(
             db,
             cdc,
             start_ms=_time(start, "--from"),
@@ -140,14 +139,17 @@ def cdc_poll(
             scopes=scopes,
             safety_ms=safety_ms,
             interval_ms=interval_ms,
-        ):
-            shown = [_fmt_ts(row[0]), *row[1:]]
-            if as_json:
-                obj = dict(zip(names, shown, strict=True))
-                obj[phoenix_json.CDC_JSON] = json.loads(row[-1])
-                click.echo(json.dumps(obj, default=str, separators=(",", ":")))
-            else:
-                click.echo("\t".join(str(x) for x in shown))
+            sleep=stopped.wait,
+        )
+        with stop_on_signals(stopped.set):  # Ctrl-C or SIGTERM: stop at the next pause, exit 0
+            for row in rows:
+                shown = [_fmt_ts(row[0]), *row[1:]]
+                if as_json:
+                    obj = dict(zip(names, shown, strict=True))
+                    obj[phoenix_json.CDC_JSON] = json.loads(row[-1])
+                    click.echo(json.dumps(obj, default=str, separators=(",", ":")))
+                else:
+                    click.echo("\t".join(str(x) for x in shown))
     except KeyboardInterrupt:
         pass
     except ChangefeedError as exc:

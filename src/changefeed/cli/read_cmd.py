@@ -10,11 +10,9 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
 import sys
-import types
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+import threading
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +22,14 @@ from changefeed.engine.database import Database
 from changefeed.engine.privileges import ROOT, check_login, check_topic_read
 from changefeed.exceptions import ChangefeedError
 from changefeed.feeds.store import all_feeds
+from changefeed.stop_signals import stop_on_signals
 from changefeed.topics.consumer import Consumer
 from changefeed.topics.store import Record, TopicStore
 
 __all__ = ["format_record", "read"]
 
 _BATCH = 1000
+_FOLLOW_WAIT_S = 0.25  # a poll's longest wait while following: how soon Ctrl-C or SIGTERM ends it
 
 
 def _text(data: bytes | None) -> str:
@@ -67,24 +67,6 @@ def format_record(rec: Record, as_json: bool) -> str:
         "ts": rec.ts,
     }
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C while following (only possible in the main thread)."""
-
-    def handler(signum: int, frame: types.FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command("read")
@@ -140,7 +122,7 @@ def read(
     except ChangefeedError as exc:
         click.echo(f"ERROR: {exc}", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:  # Ctrl-C is how one stops reading
+    except KeyboardInterrupt:  # Ctrl-C before following starts, or a second one while it stops
         sys.exit(0)
     except BrokenPipeError:  # e.g. piped into head: stop quietly
         with suppress(OSError, ValueError):
@@ -198,12 +180,10 @@ def _run(
                 if not recs or consumer.caught_up(snapshot):
                     break
             return
-        with _sigterm_as_interrupt():
-            try:
-                while left is None or left > 0:
-                    emit(consumer.poll(_BATCH if left is None else min(_BATCH, left), timeout=1.0))
-            except KeyboardInterrupt:
-                return
+        stopped = threading.Event()
+        with stop_on_signals(stopped.set):  # Ctrl-C or SIGTERM: stop after the records in hand
+            while (left is None or left > 0) and not stopped.is_set():
+                emit(consumer.poll(_BATCH if left is None else min(_BATCH, left), timeout=_FOLLOW_WAIT_S))
 
 
 if __name__ == "__main__":  # pragma: no cover - standalone use: python -m changefeed.cli.read_cmd

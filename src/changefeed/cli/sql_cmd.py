@@ -7,10 +7,8 @@ the end of an ``initial_scan_only`` scan, or Ctrl-C/SIGTERM (exit 0).
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 
 import click
 
@@ -19,6 +17,7 @@ from changefeed.connection import Connection, connect
 from changefeed.exceptions import ChangefeedError
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
+from changefeed.stop_signals import stop_on_signals
 
 
 def run_sql(db: Path, text: str, *, user: str, dialect: str, as_json: bool) -> int:
@@ -47,19 +46,11 @@ def run_sql(db: Path, text: str, *, user: str, dialect: str, as_json: bool) -> i
     except ChangefeedError as exc:
         click.echo(error_line(exc), err=True)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while a core changefeed streams: a clean end
+    except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM while a core changefeed stops
         return 0
     finally:
         conn.close()
     return 0
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the main thread is, to end a streaming changefeed cleanly."""
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise _Terminated()
 
 
 def _stream_core(conn: Connection, stmt: ast.CreateChangefeed) -> None:
@@ -69,9 +60,5 @@ def _stream_core(conn: Connection, stmt: ast.CreateChangefeed) -> None:
     feed = start_core(conn.session, stmt)
     for notice in feed.plan.notices:
         click.echo(f"NOTICE: {notice}", err=True)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        with feed:
-            write_csv(feed.batches(), sys.stdout)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with feed, stop_on_signals(feed.cancel):  # the feed ends at its next poll; exit 0
+        write_csv(feed.batches(), sys.stdout)

@@ -12,11 +12,11 @@ SIGTERM.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import types
 from pathlib import Path
 from typing import Any
+
+from changefeed.stop_signals import stop_on_signals
 
 
 def start_stream(
@@ -84,14 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         include=args.include,
     )
 
-    def stop(signum: int, frame: types.FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
+    with stop_on_signals(query.stop):  # Ctrl-C or SIGTERM: the query stops, awaitTermination returns
         query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
     exc = query.exception()
     if exc is not None:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +58,7 @@ from changefeed.pipeline.replication.runner import ReplicationRunner
 from changefeed.pipeline.sinks.base import RETRYABLE
 from changefeed.pipeline.stream import query as job, resolved as job_resolved
 from changefeed.pipeline.stream.query import FeedContext
+from changefeed.stop_signals import stop_on_signals
 from changefeed.topics.store import TopicStore
 
 if TYPE_CHECKING:
@@ -718,10 +718,10 @@ def run_forever(
     database's runner lock (False: the caller, a node, holds it)."""
     dbp = check_db(db)
     stop = stop or threading.Event()
-    if install_signals and threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-    with runners.claim(dbp, "run") if claim_lock else contextlib.nullcontext():
+    signals: contextlib.AbstractContextManager[None] = (
+        stop_on_signals(stop.set) if install_signals else contextlib.nullcontext()
+    )
+    with signals, runners.claim(dbp, "run") if claim_lock else contextlib.nullcontext():
         r = Runner(
             dbp, spark=spark, max_rows=max_rows, metrics=metrics, on_progress=on_progress, on_phase=on_phase
         )

@@ -202,6 +202,8 @@ class CoreChangefeed:
         for i, (table, seq) in enumerate(zip(plan.tables, plan.start_seqs, strict=True)):
             feed = plan.feed(table, seq)
             for batch in read_chunk_batches(str(plan.db_path), table, feed, [], 0):
+                if self._cancelled.is_set():
+                    return
                 yield from self._messages(batch, table, feed, plan.families_of(i))
 
     def _messages(
