@@ -24,7 +24,7 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.protocol import SyntaxException
-from cassandra.query import BatchStatement, BatchType, SimpleStatement
+from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, SimpleStatement
 
 import changefeed
 from changefeed.cli.render import render_cql
@@ -275,6 +275,53 @@ def test_batches_are_one_cdc_batch(cql: Session) -> None:
     assert [r.cdc_batch_seq_no for r in by_pk1] == [0, 1, 0, 1]
     assert by_pk1[0].cdc_time == by_pk1[1].cdc_time != by_pk1[2].cdc_time
     assert [r.cdc_end_of_batch for r in by_pk1] == [None, True, None, True]
+
+
+def test_unset_values_leave_their_columns_alone(cql: Session) -> None:
+    """The drivers' UNSET_VALUE (and a named marker left out) writes nothing to its column, as in
+    ScyllaDB; it was once written as null, wiping the column."""
+    cql.execute("DROP TABLE IF EXISTS ks.un")
+    cql.execute("CREATE TABLE ks.un (pk int PRIMARY KEY, a text, b text) WITH cdc = {'enabled': true}")
+    cql.execute("INSERT INTO ks.un (pk, a, b) VALUES (1, 'A', 'B')")
+    ins = cql.prepare("INSERT INTO ks.un (pk, a, b) VALUES (?, ?, ?) USING TTL ?")
+    cql.execute(ins, (1, UNSET_VALUE, "B2", UNSET_VALUE))
+    cql.execute(cql.prepare("UPDATE ks.un SET a = ?, b = ? WHERE pk = ?"), ("A3", UNSET_VALUE, 1))
+    cql.execute(cql.prepare("UPDATE ks.un SET a = ? WHERE pk = ?"), (UNSET_VALUE, 1))  # nothing to do
+    cql.execute(cql.prepare("UPDATE ks.un SET b = :b WHERE pk = :pk"), {"pk": 1})  # :b left out
+    batch = BatchStatement()
+    batch.add(ins, (2, "x", UNSET_VALUE, UNSET_VALUE))
+    batch.add(cql.prepare("UPDATE ks.un SET b = ? WHERE pk = ?"), (UNSET_VALUE, 1))
+    cql.execute(batch)
+    assert sorted(tuple(r) for r in cql.execute("SELECT pk, a, b FROM ks.un")) == [
+        (1, "A3", "B2"),
+        (2, "x", None),
+    ]
+    log = [(r.pk, r.a, r.b) for r in cql.execute("SELECT pk, a, b FROM ks.un_scylla_cdc_log")]
+    # (a column a statement did not write is null in its log row)
+    assert sorted(log, key=repr) == sorted(
+        [(1, "A", "B"), (1, None, "B2"), (1, "A3", None), (2, "x", None)], key=repr
+    )
+    with pytest.raises(InvalidRequest, match="Invalid unset value for column b"):
+        cql.execute(cql.prepare("SELECT * FROM ks.un WHERE pk = 1 AND b = ? ALLOW FILTERING"), (UNSET_VALUE,))
+
+
+def test_counters_are_incremented_never_set(cql: Session) -> None:
+    cql.execute("DROP TABLE IF EXISTS ks.cnt")
+    cql.execute("CREATE TABLE ks.cnt (pk int PRIMARY KEY, hits counter)")
+    cql.execute("UPDATE ks.cnt SET hits = hits + 1 WHERE pk = 1")
+    cql.execute(cql.prepare("UPDATE ks.cnt SET hits = hits + ? WHERE pk = ?"), (10, 1))
+    batch = BatchStatement(batch_type=BatchType.COUNTER)
+    batch.add(cql.prepare("UPDATE ks.cnt SET hits = hits - ? WHERE pk = ?"), (3, 2))
+    cql.execute(batch)
+    assert sorted(tuple(r) for r in cql.execute("SELECT pk, hits FROM ks.cnt")) == [(1, 11), (2, -3)]
+    with pytest.raises(InvalidRequest, match="Cannot set the value of counter column hits"):
+        cql.execute("UPDATE ks.cnt SET hits = 5 WHERE pk = 1")
+    with pytest.raises(InvalidRequest, match="INSERT statements are not allowed on counter tables"):
+        cql.execute("INSERT INTO ks.cnt (pk, hits) VALUES (3, 1)")
+    cql.execute("DROP TABLE IF EXISTS ks.plain")
+    cql.execute("CREATE TABLE ks.plain (pk int PRIMARY KEY, w int)")
+    with pytest.raises(InvalidRequest, match=r"Invalid operation \(w = w \+ 1\) for non counter column w"):
+        cql.execute("UPDATE ks.plain SET w = w + 1 WHERE pk = 1")
 
 
 def test_paging_over_the_log(server: RunningServer, cql: Session) -> None:

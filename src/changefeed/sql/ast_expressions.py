@@ -66,9 +66,11 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class Param:
-    """A bind parameter: ``?`` (index counts from 0 in order of appearance) or ``$1`` (index 0)."""
+    """A bind parameter: ``?`` (index counts from 0 in order of appearance) or ``$1`` (index 0),
+    or CQL's named ``:name`` (counted as ``?`` is; ``name`` is its bound variable's name)."""
 
     index: int
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import re
 import socket
 import sqlite3
@@ -54,6 +55,7 @@ from changefeed.server.cql.statements import (
     statement_table,
 )
 from changefeed.server.cql.types import CqlType, decoder, rows_encoder
+from changefeed.server.cql.unset import without_unset
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pool_calls import PoolCalls
 from changefeed.sql import ast
@@ -63,6 +65,7 @@ from changefeed.sql.statements.common import LOG_SUFFIX
 from changefeed.sql.statements.select import select_log_columns
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 WRITE_TIMEOUT = 30.0
 #: Results kept for paging, per endpoint, and for how long.
@@ -380,16 +383,12 @@ class CqlSession:
                 self.send(stream, w.ERROR, w.error_body(w.PROTOCOL_ERROR, str(exc)))
                 await self.writer.drain()
                 raise w.CloseConnection from None
-            except (
-                QueryError,
-                ChangefeedError,
-                sqlite3.Error,
-                ValueError,
-                LookupError,
-                TypeError,
-                OverflowError,
-            ) as exc:
+            except (w.CloseConnection, asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+                raise  # the connection ends
+            except Exception as exc:  # the request's error; a bug is a server error, never a drop
                 self.shared.metrics.error(ENDPOINT)
+                if not isinstance(exc, QueryError | ChangefeedError | sqlite3.Error):
+                    _log.error("internal error answering a CQL request", exc_info=exc)
                 code, message, extra = error_of(exc)
                 self.send(stream, w.ERROR, w.error_body(code, message, extra))
             await self.drain()
@@ -501,6 +500,18 @@ class CqlSession:
         body.int(w.M_NO_METADATA).int(0)
         self.send(stream, w.RESULT, body.getvalue())
 
+    def _bound(self, prep: Prepared | None, params: dict[str, Any]) -> tuple[ast.Statement | None, list[Any]]:
+        """The prepared statement and its decoded values; with unset values, the statement
+        without what they would have written (:mod:`unset`), None when nothing is left."""
+        values = self._bind(prep, params)
+        if prep is None:
+            return None, values
+        unset = frozenset(i for i, v in enumerate(values) if v is w.UNSET)
+        if not unset:
+            return prep.stmt, values
+        stmt = without_unset(prep.stmt, unset, [s.name for s in prep.specs])
+        return stmt, [None if v is w.UNSET else v for v in values]
+
     def _bind(self, prep: Prepared | None, params: dict[str, Any]) -> list[Any]:
         raw: list[Any] = params["values"]
         names: list[str] | None = params["names"]
@@ -525,7 +536,7 @@ class CqlSession:
             if v is None or v is w.UNSET:
                 if v is w.UNSET and isinstance(prep.stmt, ast.Select | ast.Delete):
                     raise InvalidStatement(f"Invalid unset value for column {prep.specs[i].name}")
-                out.append(None)
+                out.append(v)  # an unset one stays so: ``_bound`` leaves its column alone
                 continue
             try:
                 out.append(prep.decoders[i](v))
@@ -539,8 +550,11 @@ class CqlSession:
         assert self.conn is not None
         if prep is None and params["values"]:
             prep = await self.call(self._prepare_sync, query)
-        values = self._bind(prep, params)
-        stmt = prep.stmt if prep is not None else await self.call(self._parse_for_query, query)
+        bound, values = self._bound(prep, params)
+        if prep is not None and bound is None:  # an UPDATE whose every value was unset: nothing to do
+            self.send(stream, w.RESULT, w.Writer().int(w.VOID).getvalue())
+            return
+        stmt = bound if bound is not None else await self.call(self._parse_for_query, query)
         if prep is not None and prep.keyspace is not None and self.conn.session.keyspace is None:
             self.conn.session.keyspace = prep.keyspace
         if isinstance(stmt, ast.Select):
@@ -774,8 +788,10 @@ class CqlSession:
                 assert q is not None
                 prep = await self.call(self._prepare_sync, q) if vals else None
             if prep is not None:
-                stmt = prep.stmt
-                values = self._bind(prep, {"values": vals, "names": None})
+                kept, values = self._bound(prep, {"values": vals, "names": None})
+                if kept is None:
+                    continue  # every value unset: nothing of it to write
+                stmt = kept
             else:
                 assert q is not None
                 stmt = await self.call(self._parse, q)

@@ -120,7 +120,7 @@ def bind_specs(session: Session, stmt: ast.Statement) -> tuple[list[Spec], list[
             return
         if isinstance(e, ast.Param):
             name, t = hint if hint is not None else ("?", simple("blob"))
-            found.setdefault(e.index, spec(name, t))
+            found.setdefault(e.index, spec(e.name or name, t))
             return
         if isinstance(e, ast.BinaryOp):
             left_hint = right_hint = None

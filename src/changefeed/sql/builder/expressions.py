@@ -220,6 +220,11 @@ class ExpressionRules(Rules):
         self.next_param += 1
         return p
 
+    def named_param(self, c: list[Token]) -> ast.Expr:
+        p = ast.Param(self.next_param, name=str(c[0])[1:])
+        self.next_param += 1
+        return p
+
     def nparam(self, c: list[Token]) -> ast.Expr:
         n = int(c[0][1:])
         if n < 1:

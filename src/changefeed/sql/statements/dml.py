@@ -38,7 +38,7 @@ from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns, stored_as_given
 from changefeed.sql.result import Result
 from changefeed.sql.session import BulkWriter, Planned, RowMark, Session, StatementFamily
-from changefeed.sql.statements import key_moves, subqueries
+from changefeed.sql.statements import counters, key_moves, subqueries
 from changefeed.sql.statements.cdc_log import LogView
 from changefeed.sql.statements.common import (
     LOG_SUFFIX,
@@ -99,6 +99,7 @@ def insert_plan(session: Session, txn: Transaction, s: ast.Insert) -> BulkWriter
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_insert_privileges(session, s))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
+    counters.check_insert(schema)
     cols = (
         [session.column(schema, i) for i in s.columns]
         if s.columns
@@ -259,6 +260,7 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_insert_privileges(session, s))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
+    counters.check_insert(schema)
     if s.columns:
         cols = [session.column(schema, i) for i in s.columns]
     else:
@@ -572,11 +574,18 @@ def _cql_update(
     ttl = _ttl(session, s.ttl, evaluator)
     statics: dict[int, Any] = {}
     regular: dict[int, Any] = {}
+    steps: dict[int, tuple[ColumnSchema, int]] = {}  # counters: ``c = c + n``
     for c, e in assigns:
+        n = counters.step(c, e, evaluator)
+        if n is not None:
+            steps[c.id] = (c, n)
+            continue
         v = coerce(c, evaluator.eval(e, None))
         (statics if c.role is Role.STATIC else regular)[c.id] = v
     st = txn.store(schema)
-    if regular and (target.range is not None or len(target.prefix_cols) < len(schema.clustering_key)):
+    if (regular or steps) and (
+        target.range is not None or len(target.prefix_cols) < len(schema.clustering_key)
+    ):
         missing = schema.clustering_key[len(target.prefix_cols)] if target.range is None else target.range
         raise InvalidStatement(f"Missing mandatory PRIMARY KEY part {missing.name}")
     applied = True
@@ -586,13 +595,20 @@ def _cql_update(
                 applied = False
                 continue
             txn.write_static(schema, pk, statics, ttl=ttl)
-        if regular:
+        if regular or steps:
             for prefix in target.prefixes:
                 key = pk + prefix
                 if s.if_exists and st.get_row(txn.conn, key, txn.now_ns) is None:
                     applied = False
                     continue
-                txn.write_row(schema, key, regular, marker=False, op=OP_UPDATE, ttl=ttl)
+                cells = regular
+                if steps:  # read, add, write: in the statement's transaction
+                    now = st.get_row(txn.conn, key, txn.now_ns) or {}
+                    cells = {
+                        **regular,
+                        **{i: coerce(c, (now.get(i) or 0) + n) for i, (c, n) in steps.items()},
+                    }
+                txn.write_row(schema, key, cells, marker=False, op=OP_UPDATE, ttl=ttl)
     if s.if_exists:
         return Result(columns=["[applied]"], rows=[(applied,)], types=[bool_type()])
     return Result(status="UPDATE")
