@@ -369,6 +369,30 @@ def test_with_queries_and_grouping_over_the_wire(server: RunningServer) -> None:
     assert asyncio.run(go()) == [(2,)]
 
 
+def test_array_columns_reach_asyncpg_and_psycopg_as_lists(server: RunningServer) -> None:
+    """Array columns go out as PostgreSQL arrays (int8[], text[] ..); asyncpg learns the types it
+    has no codec for through its own introspection query (``server/pg/type_lookup.py``)."""
+    import asyncpg
+
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS arr (id INT PRIMARY KEY, ta TEXT[], ia INT[], da DATE[])")
+        conn.execute("UPSERT INTO arr VALUES (1, '{\"y,z\",NULL}', '{1,2}', '{2024-01-02}')")
+        for binary in (False, True):
+            got = conn.cursor(binary=binary).execute("SELECT ta, ia, da FROM arr").fetchall()
+            assert got == [(["y,z", None], [1, 2], [dt.date(2024, 1, 2)])]
+
+    async def go() -> list[tuple[object, ...]]:
+        c = await asyncpg.connect(
+            host=server.host, port=server.port, user="root", database="defaultdb", ssl=False
+        )
+        try:
+            return [tuple(r) for r in await c.fetch("SELECT ta, ia, da, ARRAY[1.5] FROM arr")]
+        finally:
+            await c.close()
+
+    assert asyncio.run(go()) == [(["y,z", None], [1, 2], [dt.date(2024, 1, 2)], [Decimal("1.5")])]
+
+
 def test_asyncpg_gets_errors_of_a_statement_it_prepares(server: RunningServer) -> None:
     """asyncpg prepares with Parse, Describe and Flush (no Sync) and waits for the answer: an
     error must be sent at once, although the messages after it up to Sync are skipped."""

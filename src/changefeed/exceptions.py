@@ -195,6 +195,12 @@ class InvalidDatetimeFormat(TypeMismatch):
     code = "22007"
 
 
+class DatetimeFieldOverflow(TypeMismatch):
+    """Date or time arithmetic past the range the type holds (``22008``)."""
+
+    code = "22008"
+
+
 class DatatypeMismatch(TypeMismatch):
     """A value of another type where a column or operator wants this one."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from changefeed.exceptions import InvalidTextRepresentation
 
-__all__ = ["array_from_text", "array_literal"]
+__all__ = ["array_from_text", "array_literal", "array_to_text"]
 
 _DIMENSIONS = re.compile(r"^\s*\[\d+:\d+\]\s*=\s*")
 
@@ -70,6 +70,22 @@ def array_from_text(text: str, element: Callable[[str], Any] | None) -> list[Any
         if body[i] != ",":
             raise ValueError("array elements are separated by commas")
         i += 1
+
+
+def array_to_text(values: Any, element: Callable[[Any], str]) -> str:
+    """A one-dimensional array's text form as PostgreSQL's array_out writes it, each element's
+    text by ``element``: ``{1,NULL,"a b","","NULL"}`` (quoted where empty, ``NULL``, or holding
+    a delimiter, a brace, a quote, a backslash or white space)."""
+    return "{" + ",".join("NULL" if x is None else _quoted(element(x)) for x in values) + "}"
+
+
+def _quoted(s: str) -> str:
+    if s == "" or s.upper() == "NULL" or any(c in s for c in _QUOTE_IF):
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return s
+
+
+_QUOTE_IF = frozenset(' ,{}"\\\t\n\r\f\v')
 
 
 def array_literal(text: str) -> list[Any]:

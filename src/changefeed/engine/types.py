@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import ipaddress
+import math
 import re
 import uuid
 from dataclasses import dataclass
@@ -26,8 +27,9 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine.array_text import array_from_text
 from changefeed.engine.type_errors import YDB_SPELLINGS, mismatch, out_of_range, voice_of
-from changefeed.exceptions import TypeMismatch, UndefinedObject, ValueTooLarge
+from changefeed.exceptions import TypeMismatch, UndefinedObject, UnsupportedFeature, ValueTooLarge
 
 UTC = dt.UTC
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -167,7 +169,7 @@ class SqlType:
         if k is Kind.FLOAT:
 
             def store_float(v: Any) -> Any:
-                if type(v) is float:
+                if type(v) is float and v == v:
                     return v
                 if v is None:
                     return None
@@ -543,13 +545,10 @@ def _c_array(t: SqlType, v: object) -> list[Any]:
 
 
 def _parse_pg_array(s: str) -> list[str | None]:
-    s = s.strip()
-    if not (s.startswith("{") and s.endswith("}")):
-        raise _Bad("array must be enclosed in { and }")
-    body = s[1:-1].strip()
-    if not body:
-        return []
-    return [None if x.strip().upper() == "NULL" else x.strip().strip('"') for x in body.split(",")]
+    try:
+        return array_from_text(s, None)
+    except ValueError as exc:
+        raise _Bad(f"malformed array literal: {exc}") from None
 
 
 _COERCE: dict[Kind, Any] = {
@@ -605,7 +604,26 @@ def _ns_to_time(ns: int) -> dt.time:
 def _array_to_db(t: SqlType, v: list[Any]) -> str:
     assert t.element is not None
     el = t.element
+    if el.kind is Kind.FLOAT:  # JSON has no NaN or infinities (orjson would write null): as text
+        return orjson.dumps([_float_element(x) for x in v]).decode()
     return orjson.dumps([_json_safe(el.to_db(x)) for x in v]).decode()
+
+
+def _float_element(x: Any) -> Any:
+    """A FLOAT array element as stored: a number, or ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
+    (text every reader turns back with ``float()``, Spark's JSON reader too)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if x != x else "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+def _float_to_db(t: SqlType, v: float) -> float:
+    if v != v:
+        raise UnsupportedFeature(
+            "NaN cannot be stored in a FLOAT column: SQLite, which keeps the rows, reads it back "
+            "as NULL (store NULL, or NaN inside an array)"
+        )
+    return v
 
 
 def _json_safe(x: Any) -> Any:
@@ -646,7 +664,7 @@ _TO_DB: dict[Kind, Any] = {
     Kind.INT: _ident,
     Kind.UINT: _uint_to_db,
     Kind.VARINT: _varint_to_db,
-    Kind.FLOAT: _ident,
+    Kind.FLOAT: _float_to_db,
     Kind.DECIMAL: lambda t, v: str(v),
     Kind.TEXT: _ident,
     Kind.BYTES: _ident,

@@ -151,4 +151,4 @@ def _temporal(op: str, a: Any, b: Any, phoenix: bool) -> Any:
     raise unsupported(op, a, b)
 
 
-__all__ = ["arithmetic", "unsupported"]
+__all__ = ["INT64_MAX", "INT64_MIN", "arithmetic", "unsupported"]

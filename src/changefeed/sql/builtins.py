@@ -14,6 +14,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, cast
 
+from changefeed.engine.array_text import array_to_text
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql.arithmetic import int_quotient, remainder
 from changefeed.sql.builtins_more import MORE
@@ -118,7 +119,13 @@ def to_text(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
+    if isinstance(v, list):  # an array: PostgreSQL's and CockroachDB's text form
+        return array_to_text(v, _element_text)
     return str(v)
+
+
+def _element_text(v: Any) -> str:
+    return ("t" if v else "f") if isinstance(v, bool) else to_text(v)
 
 
 def _concat_ws(sep: Any, *xs: Any) -> str | None:
@@ -198,7 +205,19 @@ def _log10(x: Number) -> Number:
     return Decimal(x).log10() if isinstance(x, Decimal) else math.log10(x)
 
 
+def _integral(x: Number) -> bool:
+    if isinstance(x, float):
+        return x.is_integer()
+    return isinstance(x, int) or x == x.to_integral_value()
+
+
 def _power(a: Number, b: Number) -> Number:
+    if a == 0 and b < 0:
+        raise invalid_argument("zero raised to a negative power is undefined", "2201F")
+    if a < 0 and not _integral(b):
+        raise invalid_argument(
+            "a negative number raised to a non-integer power yields a complex result", "2201F"
+        )
     if isinstance(a, int) and isinstance(b, int) and b >= 0:
         return int(a**b)
     if isinstance(a, Decimal) or isinstance(b, Decimal):

@@ -15,11 +15,11 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine.array_text import array_literal
 from changefeed.engine.patterns import regex_replace
 from changefeed.exceptions import (
     UnsupportedFeature,
 )
-from changefeed.sql.array_text import array_literal
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.json_ops import document
 

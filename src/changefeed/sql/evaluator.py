@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
+from changefeed.engine.array_text import array_literal
 from changefeed.engine.clock import timeuuid_key
 from changefeed.engine.database import Database
 from changefeed.engine.patterns import like, regex_search
@@ -31,8 +32,7 @@ from changefeed.exceptions import (
     WrongObjectType,
 )
 from changefeed.sql import ast
-from changefeed.sql.arithmetic import arithmetic
-from changefeed.sql.array_text import array_literal
+from changefeed.sql.arithmetic import INT64_MAX, INT64_MIN, arithmetic
 from changefeed.sql.builtins import to_text
 from changefeed.sql.builtins_more import json_array_of, json_object_of
 from changefeed.sql.functions import AGGREGATES, SET_RETURNING, WINDOW_FUNCTIONS, EvalContext, call
@@ -253,7 +253,11 @@ class Evaluator:
                 return -v if e.op == "-" else v
             if not isinstance(v, int | float | Decimal) or isinstance(v, bool):
                 raise UndefinedFunction(f"unsupported unary operator: {e.op}<{value_type(v)}>")
-            return -v if e.op == "-" else v
+            if e.op != "-":
+                return v
+            if type(v) is int and v == INT64_MIN:  # -INT8's smallest is past INT8
+                raise NumericValueOutOfRange("integer out of range")
+            return -v
         if isinstance(e, ast.IsNull):
             v = self.eval(e.expr, scope)
             return (v is not None) if e.negated else (v is None)
@@ -265,8 +269,8 @@ class Evaluator:
             return distinct != e.negated
         if isinstance(e, ast.InList):
             v = self.eval(e.expr, scope)
-            if v is None:
-                return None
+            if v is None:  # unknown, unless the list (a subquery's rows) is empty: NULL IN () is false
+                return e.negated if not e.items else None
             known = self._literal_set(e) if len(e.items) >= _SET_FROM else None
             if known is not None and known[0](v):
                 hit = v in known[1]
@@ -499,7 +503,7 @@ def reduce_aggregate(e: ast.FuncCall, inputs: Sequence[Any], dialect: str) -> An
     if name == "max":
         return max(vals)
     if name == "sum":
-        return sum(vals)
+        return widened_sum(sum(vals), dialect)
     if name in ("bool_and", "every", "bool_or"):
         for v in vals:
             if not isinstance(v, bool):
@@ -508,6 +512,14 @@ def reduce_aggregate(e: ast.FuncCall, inputs: Sequence[Any], dialect: str) -> An
     return average(
         sum(vals), len(vals), exact=all(isinstance(v, int | Decimal) for v in vals), dialect=dialect
     )
+
+
+def widened_sum(total: Any, dialect: str) -> Any:
+    """In SQL a sum of integers past INT8 is a DECIMAL (PostgreSQL's ``sum(int8)`` is numeric,
+    CockroachDB's ``sum(INT)`` DECIMAL): never an INT8 that no client can decode."""
+    if dialect == "sql" and type(total) is int and not INT64_MIN <= total <= INT64_MAX:
+        return Decimal(total)
+    return total
 
 
 def average(total: Any, count: int, *, exact: bool, dialect: str) -> Any:

@@ -22,7 +22,8 @@ from typing import Any
 from changefeed.engine.clock import CommitTs
 from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import UTC, resolve_type
-from changefeed.exceptions import InvalidStatement, TypeMismatch, UndefinedFunction
+from changefeed.exceptions import InvalidStatement, NumericValueOutOfRange, TypeMismatch, UndefinedFunction
+from changefeed.sql.arithmetic import INT64_MIN
 from changefeed.sql.builtins import BUILTINS, to_text
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
 
@@ -102,6 +103,12 @@ class EvalContext:
         self.phoenix = phoenix
 
 
+def _abs(x: Any) -> Any:
+    if type(x) is int and x == INT64_MIN:  # its absolute value is past INT8
+        raise NumericValueOutOfRange("integer out of range")
+    return abs(x)
+
+
 _PURE: dict[str, Callable[..., Any]] = {
     name.lower(): _typed(name)
     for name in (
@@ -115,7 +122,7 @@ _PURE["tztimestamp"] = _typed("Timestamp")
 _PURE["lower"] = lambda s: None if s is None else str(s).lower()
 _PURE["upper"] = lambda s: None if s is None else str(s).upper()
 _PURE["length"] = lambda s: None if s is None else len(s)
-_PURE["abs"] = lambda x: None if x is None else abs(x)
+_PURE["abs"] = lambda x: None if x is None else _abs(x)
 _PURE["coalesce"] = lambda *xs: next((x for x in xs if x is not None), None)
 _PURE["concat"] = lambda *xs: "".join("" if x is None else to_text(x) for x in xs)
 _PURE["totimestamp"] = lambda x: x if isinstance(x, dt.datetime) else _uuid_time(x)

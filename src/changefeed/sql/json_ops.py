@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine.array_text import array_literal
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import InvalidTextRepresentation, UndefinedFunction
-from changefeed.sql.array_text import array_literal
 
 #: The operators, by the name the grammar gives them.
 JSON_OPERATORS = frozenset({"->", "->>", "#>", "#>>", "@>", "<@"})

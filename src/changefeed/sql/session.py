@@ -37,6 +37,7 @@ from changefeed.exceptions import (
 )
 from changefeed.sql import ast, astjson
 from changefeed.sql.evaluator import Evaluator, Params, Scope
+from changefeed.sql.function_errors import arithmetic_error
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns
 from changefeed.sql.result import Result
@@ -311,12 +312,18 @@ class Session:
                 txn = self._start()  # may wait for (or, not waiting, refuse) the write lock
                 try:
                     return fn(txn)
+                except ArithmeticError as exc:
+                    self.aborted = True
+                    raise arithmetic_error(exc) from exc
                 except BaseException:
                     self.aborted = True
                     raise
             txn = Transaction(self.db, write=write)
             try:
                 res = fn(txn)
+            except ArithmeticError as exc:
+                txn.rollback()
+                raise arithmetic_error(exc) from exc
             except BaseException:
                 txn.rollback()
                 raise

@@ -1,6 +1,6 @@
 """One-dimensional PostgreSQL arrays as bound parameters in the binary wire form (a client's
 ``WHERE id = ANY($1)`` with a list: psycopg, asyncpg and pgjdbc send ``int8[]``, ``text[]`` and
-the like; the text form is ``changefeed.sql.array_text``'s).
+the like; the text form is ``changefeed.engine.array_text``'s).
 
 Binary (array_recv): dimensions, a has-NULLs flag, the element type's OID, each dimension's
 length and lower bound, then each element as a length (-1: NULL) and its bytes. Arrays of more

@@ -41,6 +41,7 @@ from changefeed.server.pg import (
     normalise as norm_,
     protocol as p,
     session_commands,
+    type_lookup,
     types as t,
 )
 from changefeed.server.pg.commands import parse_command, split_statements
@@ -79,6 +80,9 @@ _log = logging.getLogger(__name__)
 
 #: Seconds to wait for a client that stopped reading before its connection is closed.
 WRITE_TIMEOUT = 30.0
+#: The client went away (or stopped reading): the session ends; any other exception a statement
+#: raises is that statement's error, sent with its SQLSTATE (``error_of``: XX000 for a bug).
+CLIENT_GONE = (ConnectionError, asyncio.IncompleteReadError, TimeoutError)
 
 
 #: Bytes of DataRows buffered before waiting for the client to take them.
@@ -336,7 +340,9 @@ class PgSession:
                             await batches.linger(self, taken)
                         continue
                     await batches.flush_batch(self)
-                except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+                except CLIENT_GONE:
+                    raise
+                except Exception as exc:  # the statement's error (XX000 for a bug: error_of)
                     self.send_error(await self.flush_before(exc))
                     skipping = True
                     await self.flush(True)  # the error goes out now (see below)
@@ -371,7 +377,11 @@ class PgSession:
                 self.send(p.error_response(exc.code, str(exc), severity="FATAL"))
                 await self.flush(True)
                 return
-            except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+            except CLIENT_GONE:
+                raise
+            except (
+                Exception
+            ) as exc:  # the statement's error (XX000 for a bug: error_of), never a dropped connection
                 # A Bind taken after the batch's first Execute may have failed: its rows first.
                 self.send_error(await self.flush_before(exc) if self.batch is not None else exc)
                 if kind == b"Q":
@@ -390,7 +400,9 @@ class PgSession:
         if self.batch is not None:
             try:
                 await batches.flush_batch(self)
-            except (ChangefeedError, sqlite3.Error, ValueError, LookupError, TypeError) as first:
+            except CLIENT_GONE:
+                raise
+            except Exception as first:
                 exc = first
             self.batch = None
         if self.conn is not None and self.conn.session.in_transaction:
@@ -514,6 +526,8 @@ class PgSession:
                 spanning = await session_commands.run_cluster_command(self, prep.command)
                 return spanning if spanning is not None else session_commands.run_command(self, prep.command)
             if prep.kind == "catalog":
+                if type_lookup.is_type_lookup(prep.sql):
+                    return type_lookup.answer(params)
                 return await self.call(catalog.run, self.conn, prep.sql, params, self.vars)
             if prep.inline:
                 if not prep.planned and not session.in_transaction:
@@ -743,6 +757,8 @@ class PgSession:
         portal.described = True
 
     def _param_types(self, prep: Prepared, n: int) -> list[int]:
+        if prep.kind == "catalog" and type_lookup.is_type_lookup(prep.sql):
+            return list(type_lookup.PARAM_OIDS)
         if prep.kind != "engine" or len(prep.stmts) != 1 or self.conn is None or n == 0:
             return [t.TEXT] * n
         self.conn.db.refresh_catalog()

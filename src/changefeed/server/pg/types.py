@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine.array_text import array_from_text, array_to_text
 from changefeed.engine.type_errors import crdb_parse_error
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import (
@@ -29,7 +30,6 @@ from changefeed.exceptions import (
     TypeMismatch,
 )
 from changefeed.server.pg.arrays import array_from_binary
-from changefeed.sql.array_text import array_from_text
 
 # ------------------------------------------------------------------------------------------ OIDs
 BOOL = 16
@@ -92,6 +92,9 @@ TYPE_NAMES = {oid: name for name, oid, _, _, _ in TYPES}
 #: An array type's OID -> its element type's OID.
 ARRAY_ELEMENTS = {array: oid for _, oid, array, _, _ in TYPES if array}
 TYPE_NAMES.update((array, f"{TYPE_NAMES[oid]}[]") for array, oid in ARRAY_ELEMENTS.items())
+#: An element type's OID -> its array type's OID.
+ARRAY_OF = {oid: array for array, oid in ARRAY_ELEMENTS.items()}
+TEXT_ARRAY = ARRAY_OF[TEXT]
 TYPE_LENGTHS = {oid: length for _, oid, _, length, _ in TYPES}
 
 
@@ -108,6 +111,8 @@ def oid_of(t: SqlType | None, sample: Any = None) -> int:
         return FLOAT4 if t.bits <= 32 else FLOAT8
     if k is Kind.TIMESTAMP:
         return TIMESTAMPTZ if t.zoned else TIMESTAMP
+    if k is Kind.ARRAY and t.element is not None:
+        return ARRAY_OF.get(oid_of(t.element), TEXT)
     return _KIND_OIDS.get(k, TEXT)
 
 
@@ -149,7 +154,12 @@ def _oid_of_value(v: Any) -> int:
         return INTERVAL
     if isinstance(v, uuid.UUID):
         return UUID
-    if isinstance(v, dict | list):
+    if isinstance(v, list):  # an array (JSON values are text): its elements' array type
+        first = next((x for x in v if x is not None), None)
+        if isinstance(first, dict | list):
+            return JSONB
+        return TEXT_ARRAY if first is None else ARRAY_OF.get(_oid_of_value(first), TEXT_ARRAY)
+    if isinstance(v, dict):
         return JSONB
     return TEXT
 
@@ -223,7 +233,7 @@ def text_value(v: Any) -> str:
     if isinstance(v, dict | list):
         return orjson.dumps(v).decode() if not v else _json_text(v)
     if isinstance(v, tuple | set | frozenset):
-        return "{" + ",".join(_array_item(x) for x in v) + "}"
+        return array_to_text(v, text_value)
     return str(v)
 
 
@@ -233,13 +243,11 @@ def _json_text(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
-def _array_item(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    s = text_value(v)
-    if s == "" or any(c in s for c in ' ,{}"\\') or s.upper() == "NULL":
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return s
+def text_array(v: Any) -> str:
+    """An array's text output as PostgreSQL's array_out writes it: ``{1,2,NULL,"a b"}``."""
+    if not isinstance(v, list | tuple):
+        return text_value(v)
+    return array_to_text(v, text_value)
 
 
 def text_json(v: Any) -> bytes:
@@ -287,8 +295,27 @@ def _numeric_binary(v: Decimal) -> bytes:
     return struct.pack(f"!hhhh{len(groups)}h", len(groups), weight, 0x4000 if sign else 0, dscale, *groups)
 
 
+def _array_binary(v: list[Any], oid: int) -> bytes:
+    """array_send: dimensions, a has-NULLs flag, the element OID, length and lower bound (1),
+    then each element as a length (-1: NULL) and its binary form."""
+    element = ARRAY_ELEMENTS[oid]
+    if not v:
+        return struct.pack("!iii", 0, 0, element)
+    parts = []
+    for x in v:
+        if x is None:
+            parts.append(b"\xff\xff\xff\xff")
+        else:
+            data = binary_value(x, element)
+            parts.append(struct.pack("!i", len(data)) + data)
+    has_nulls = any(x is None for x in v)
+    return struct.pack("!iiiii", 1, int(has_nulls), element, len(v), 1) + b"".join(parts)
+
+
 def binary_value(v: Any, oid: int) -> bytes:
     """The binary wire format of ``v`` for a column of type ``oid``."""
+    if oid in ARRAY_ELEMENTS:
+        return _array_binary(v, oid)
     if oid == BOOL:
         return b"\x01" if v else b"\x00"
     if oid == INT8:
@@ -323,10 +350,11 @@ def binary_value(v: Any, oid: int) -> bytes:
 
 
 #: OIDs whose binary format we write; others are sent as text even when binary was asked.
-BINARY_OUT = frozenset(
+_BINARY_SCALARS = frozenset(
     {BOOL, INT8, INT4, INT2, FLOAT8, FLOAT4, NUMERIC, BYTEA, UUID, DATE, TIMESTAMP, TIMESTAMPTZ, TIME}
     | {INTERVAL, JSONB, JSON, TEXT, VARCHAR, NAME, BPCHAR, CHAR}
 )
+BINARY_OUT = _BINARY_SCALARS | {ARRAY_OF[oid] for oid in _BINARY_SCALARS if oid in ARRAY_OF}
 
 
 # ------------------------------------------------------------------------------------ params in

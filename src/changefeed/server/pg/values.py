@@ -26,6 +26,10 @@ def _text_int(v: Any) -> bytes:
     return str(v).encode() if type(v) is int else t.text_value(v).encode()
 
 
+def _text_array(v: Any) -> bytes:
+    return t.text_array(v).encode()
+
+
 def _text_any(v: Any) -> bytes:
     return t.text_value(v).encode()
 
@@ -83,6 +87,8 @@ def encoders(oids: Sequence[int], formats: Sequence[int]) -> tuple[list[Encoder]
             encs.append(_text_str)
         elif oid in (t.INT8, t.INT4, t.INT2, t.OID):
             encs.append(_text_int)
+        elif oid in t.ARRAY_ELEMENTS:
+            encs.append(_text_array)
         else:
             encs.append(_text_any)
     return encs, fmts

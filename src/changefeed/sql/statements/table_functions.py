@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
+from changefeed.engine.array_text import array_literal
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import StatementTooComplex, UndefinedFunction
 from changefeed.sql import ast
-from changefeed.sql.array_text import array_literal
 from changefeed.sql.evaluator import Evaluator, Params, subexpressions
 from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import SET_RETURNING, EvalContext

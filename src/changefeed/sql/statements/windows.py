@@ -36,6 +36,7 @@ from changefeed.sql.evaluator import (
     order_key,
     reduce_aggregate,
     subexpressions,
+    widened_sum,
 )
 from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import AGGREGATES
@@ -406,6 +407,8 @@ def _running(name: str, inputs: list[Any], frames: list[tuple[int, int]], dialec
             totals.append(count)
         elif name == "avg":
             totals.append(None if not count else average(total, count, exact=exact, dialect=dialect))
+        elif name == "sum":
+            totals.append(widened_sum(total, dialect))
         else:
             totals.append(total)
     empty = 0 if name == "count" else None
