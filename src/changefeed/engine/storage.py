@@ -22,6 +22,8 @@ import orjson
 import xxhash
 
 from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
+from changefeed.engine.types import Kind
+from changefeed.exceptions import UnsupportedFeature
 
 Row = dict[int, Any]
 
@@ -174,6 +176,10 @@ class TableStore:
         self.static_cols: tuple[ColumnSchema, ...] = tuple(c for c in s.stored if c.role is Role.STATIC)
         self.all_cols: tuple[ColumnSchema, ...] = s.stored
         self.value_cols: tuple[ColumnSchema, ...] = tuple(c for c in s.stored if not c.is_key)
+        #: FLOAT columns by id (value columns) and position (key columns): SQLite reads a stored
+        #: NaN back as NULL, so a write of one is refused (:meth:`check_no_nan`)
+        self.float_ids = frozenset(c.id for c in s.stored if c.type.kind is Kind.FLOAT)
+        self.float_key_at = tuple(i for i, c in enumerate(self.key_cols) if c.type.kind is Kind.FLOAT)
         lead = "_tok = ? AND " if self.cql else ""
         self.key_where = lead + " AND ".join(f"{c.db} = ?" for c in self.key_cols)
         self.pk_where = lead + " AND ".join(f"{c.db} = ?" for c in self.pk_cols)
@@ -182,6 +188,18 @@ class TableStore:
         self._upsert_tail: dict[tuple[Any, ...], str] = {}
         self._x_capture: dict[tuple[tuple[int, ...], int], str] = {}
         self.x_sql = self._x_insert_sql()
+
+    def check_no_nan(self, keys: Sequence[tuple[Any, ...]], cells: Mapping[int, Sequence[Any]]) -> None:
+        """Refuse NaN in a FLOAT column (0A000) before anything is written: SQLite stores NaN as
+        NULL, which would lose the value (or, in a key, the row)."""
+        floats = [cells[i] for i in self.float_ids.intersection(cells)]
+        floats += [[k[at] for k in keys] for at in self.float_key_at]
+        for values in floats:
+            if any(v != v for v in values if type(v) is float):
+                raise UnsupportedFeature(
+                    "NaN cannot be stored in a FLOAT column: SQLite, which keeps the rows, reads it "
+                    "back as NULL (store NULL, or NaN inside an array)"
+                )
 
     @property
     def row_select(self) -> str:

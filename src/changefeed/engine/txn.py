@@ -417,6 +417,8 @@ class Transaction:
         if ttl is None and marker:
             ttl = phoenix.row_ttl_s(schema)  # Apache Phoenix's table TTL: rows expire after it
         st = self.store(schema)
+        if st.float_ids:
+            st.check_no_nan(keys, cells)
         cdc = schema.cdc
         ids = tuple(cells)
         pks, toks = st.partitions(keys)
@@ -588,6 +590,8 @@ class Transaction:
         """Set static cells of partition ``pk`` (a CQL static-row update, always Scylla op 1)."""
         self._require_table_write(schema)
         st = self.store(schema)
+        if st.float_ids:
+            st.check_no_nan([pk], {i: (v,) for i, v in cells.items()})
         cdc = schema.cdc
         need_old = schema.changes or (cdc.enabled and (cdc.preimage != "false" or cdc.postimage))
         old = st.get_static(self.conn, pk, self.now_ns) if need_old else None

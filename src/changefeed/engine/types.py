@@ -29,7 +29,7 @@ import orjson
 
 from changefeed.engine.array_text import array_from_text
 from changefeed.engine.type_errors import YDB_SPELLINGS, mismatch, out_of_range, voice_of
-from changefeed.exceptions import TypeMismatch, UndefinedObject, UnsupportedFeature, ValueTooLarge
+from changefeed.exceptions import TypeMismatch, UndefinedObject, ValueTooLarge
 
 UTC = dt.UTC
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -169,7 +169,7 @@ class SqlType:
         if k is Kind.FLOAT:
 
             def store_float(v: Any) -> Any:
-                if type(v) is float and v == v:
+                if type(v) is float:
                     return v
                 if v is None:
                     return None
@@ -617,15 +617,6 @@ def _float_element(x: Any) -> Any:
     return x
 
 
-def _float_to_db(t: SqlType, v: float) -> float:
-    if v != v:
-        raise UnsupportedFeature(
-            "NaN cannot be stored in a FLOAT column: SQLite, which keeps the rows, reads it back "
-            "as NULL (store NULL, or NaN inside an array)"
-        )
-    return v
-
-
 def _json_safe(x: Any) -> Any:
     if isinstance(x, bytes):
         return {"$b": x.hex()}
@@ -664,7 +655,7 @@ _TO_DB: dict[Kind, Any] = {
     Kind.INT: _ident,
     Kind.UINT: _uint_to_db,
     Kind.VARINT: _varint_to_db,
-    Kind.FLOAT: _float_to_db,
+    Kind.FLOAT: _ident,
     Kind.DECIMAL: lambda t, v: str(v),
     Kind.TEXT: _ident,
     Kind.BYTES: _ident,
