@@ -350,6 +350,14 @@ STATEMENTS = (
     "SELECT id, array_length(ta, 1), array_to_string(ta, '|', '*') FROM d5 ORDER BY id",
     "SELECT id FROM d5 WHERE 'y,z' = ANY(ta)",
     "INSERT INTO d5 VALUES (3, 0, '{a,b')",
+    "INSERT INTO d5 (id, b) VALUES (20, 1), (20, 2) ON CONFLICT (id) DO UPDATE SET b = EXCLUDED.b",
+    "SELECT count(*) FROM d5 WHERE id = 20",
+    # float8 with numeric is float8; a cast keeps its operand's name; values' text as PostgreSQL's
+    "SELECT ('0.1'::text)::float8 + 0.2 AS a, 2.5 * f AS b FROM d1 WHERE id = 1",
+    "SELECT id::text, s::varchar(3), n::float8 FROM d1 ORDER BY id",
+    "SELECT 1.0::float8::text AS a, f::text AS b FROM d1 WHERE id = 5",
+    "SELECT '1 day 2 hours'::interval::text AS a, '-30 days'::interval::text AS b",
+    "SELECT '2024-01-01 12:34:56.789'::timestamp::text AS a, '2024-01-01 12:34:56'::timestamp::text AS b",
     # arrays go out as arrays (text[] and int8[] OIDs, array_out's text; the client gets lists)
     "SELECT id, ta FROM d5 ORDER BY id",
     "SELECT ta::text AS t FROM d5 ORDER BY id",
@@ -448,6 +456,23 @@ def test_array_results_in_binary_as_postgresql(
     assert [d.type_code for d in got.description or []] == [
         int8.get(d.type_code, d.type_code) for d in want.description or []
     ]
+
+
+def test_a_pipeline_that_fails_changes_nothing(
+    both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]],
+) -> None:
+    """psycopg's ``executemany`` in autocommit pipelines its Executes before one Sync: PostgreSQL
+    runs them in one implicit transaction, so a failing row rolls back the rows before it."""
+    outcomes = []
+    for conn in both:
+        conn.execute("CREATE TABLE p1 (id INT PRIMARY KEY, v TEXT)")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.cursor().executemany("INSERT INTO p1 VALUES (%s, %s)", [(1, "a"), (2, "b"), (1, "c")])
+        conn.cursor().executemany("INSERT INTO p1 VALUES (%s, %s)", [(3, "c"), (4, "d")])
+        conn.cursor().executemany("UPDATE p1 SET v = %s WHERE id = %s", [("x", 3), ("y", 4)])
+        outcomes.append(conn.execute("SELECT * FROM p1 ORDER BY id").fetchall())
+        conn.execute("DROP TABLE p1")
+    assert outcomes[1] == outcomes[0] == [(3, "x"), (4, "y")]
 
 
 def test_duplicate_key_error_fields(both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]]) -> None:

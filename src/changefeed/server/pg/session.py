@@ -145,6 +145,9 @@ class PgSession:
         #: Executes of one single-row INSERT/UPSERT in an explicit transaction, not run yet: they
         #: run as one bulk write (see :meth:`flush_batch`).
         self.batch: Batch | None = None
+        #: An implicit transaction is open: the pipelined Executes up to the next Sync run in one
+        #: transaction, committed at the Sync (rolled back after an error), as in PostgreSQL.
+        self.implicit = False
         self.pending = 0  # bytes in ``out``
 
     # ------------------------------------------------------------------ lifecycle
@@ -350,6 +353,8 @@ class PgSession:
                     continue
             try:
                 if kind == b"Q":
+                    if self.implicit:  # a simple query ends the pipeline's implicit transaction
+                        await self.end_implicit()
                     await self.simple_query(msg.cstr())
                     await self.flush(True)
                 elif kind == b"P":
@@ -367,6 +372,8 @@ class PgSession:
                 elif kind == b"S":
                     skipping = False
                     self.portals.pop("", None)
+                    if self.implicit:
+                        await self.end_implicit()
                     self.send(p.ready_for_query(self.txn_status))
                     await self.flush(True)
                 elif kind in (b"d", b"c", b"f"):
@@ -392,6 +399,41 @@ class PgSession:
                     # Flush (asyncpg's prepare) waits for it before it sends Sync.
                     skipping = True
                 await self.flush(True)
+
+    async def begin_implicit(self, prep: Prepared, *, at_describe: bool = False) -> None:
+        """Before a write's Execute (or Describe, which runs it) outside a transaction block, with
+        other Executes before the Sync already sent (psycopg's ``executemany``, a JDBC batch):
+        open the implicit transaction
+        PostgreSQL runs them in, so an error rolls back the writes before it too and nothing of
+        the pipeline is half-applied. An Execute followed by its Sync (pgbench, most clients)
+        runs alone, as before: a transaction of its own."""
+        if self.implicit or self.conn is None or prep.kind != "engine" or len(prep.stmts) != 1:
+            return
+        if not isinstance(prep.stmts[0], ast.Insert | ast.Update | ast.Delete):
+            return
+        session = self.conn.session
+        # Other Executes than this statement's own (still to come after its Describe)
+        if session.in_transaction or self.messages.executes_before_sync() <= int(at_describe):
+            return
+        await self.call(session.begin)
+        self.implicit = True
+
+    async def end_implicit(self) -> None:
+        """At Sync: commit the implicit transaction, or roll it back after an error."""
+        self.implicit = False
+        assert self.conn is not None
+        session = self.conn.session
+        if not session.in_transaction:
+            return
+        if session.aborted:
+            await self.call(session.rollback)
+            return
+        try:
+            await self.call(session.commit)
+        except CLIENT_GONE:
+            raise
+        except Exception as exc:  # the commit's own error, then ReadyForQuery
+            self.send_error(exc)
 
     async def flush_before(self, exc: BaseException) -> BaseException:
         """A message taken into the batch failed (a Bind whose parameters do not decode): as in
@@ -748,6 +790,7 @@ class PgSession:
         if self.batch is not None:
             await batches.flush_batch(self)
         if portal.result is None:
+            await self.begin_implicit(prep, at_describe=True)
             portal.result = await self.execute(prep, portal.params)
         described = portal.result
         if described is not None and described.columns:
@@ -832,6 +875,7 @@ class PgSession:
             await core_feeds.run_stream(self, prep, portal.formats, describe=False, params=portal.params)
             return
         if portal.result is None:
+            await self.begin_implicit(prep)
             portal.result = await self.execute(prep, portal.params)
         res = portal.result
         if res is None:
