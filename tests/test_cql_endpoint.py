@@ -324,6 +324,32 @@ def test_counters_are_incremented_never_set(cql: Session) -> None:
         cql.execute("UPDATE ks.plain SET w = w + 1 WHERE pk = 1")
 
 
+def test_timeuuid_bounds_pick_a_window_of_the_log(cql: Session) -> None:
+    """minTimeuuid/maxTimeuuid (how a reader picks a time range of a CDC log), dateOf, uuid(),
+    blobAsText/textAsBlob, as in ScyllaDB."""
+    cql.execute("DROP TABLE IF EXISTS ks.win")
+    cql.execute("CREATE TABLE ks.win (pk int PRIMARY KEY, v text) WITH cdc = {'enabled': true}")
+    cql.execute("INSERT INTO ks.win (pk, v) VALUES (1, 'a')")
+    time.sleep(0.01)
+    between = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=1)
+    while dt.datetime.now(dt.UTC) < between + dt.timedelta(milliseconds=5):
+        time.sleep(0.01)
+    cql.execute("INSERT INTO ks.win (pk, v) VALUES (2, 'b')")
+    at = between.strftime("%Y-%m-%d %H:%M:%S+0000")
+    log = "SELECT pk FROM ks.win_scylla_cdc_log WHERE \"cdc$time\" {} {}('{}') ALLOW FILTERING"
+    assert [r.pk for r in cql.execute(log.format(">", "minTimeuuid", at))] == [2]
+    assert [r.pk for r in cql.execute(log.format("<", "maxTimeuuid", at))] == [1]
+    row = cql.execute(
+        "SELECT minTimeuuid(0), maxTimeuuid(0), blobAsText(textAsBlob(v)) FROM ks.win WHERE pk = 1"
+    ).one()
+    assert str(row[0]) == "13814000-1dd2-11b2-8080-808080808080"  # Cassandra's documented values
+    assert str(row[1]) == "1381670f-1dd2-11b2-7f7f-7f7f7f7f7f7f"
+    assert row[2] == "a"
+    assert cql.execute("SELECT uuid() FROM ks.win WHERE pk = 1").one()[0].version == 4
+    stamps = [r[0] for r in cql.execute('SELECT dateOf("cdc$time") FROM ks.win_scylla_cdc_log')]
+    assert all(abs(s.replace(tzinfo=dt.UTC) - between) < dt.timedelta(seconds=5) for s in stamps)
+
+
 def test_paging_over_the_log(server: RunningServer, cql: Session) -> None:
     _paging(server, cql, PAGING_ROWS)
 

@@ -96,6 +96,14 @@ def timeuuid_ticks(u: uuid.UUID) -> int:
     return int(u.time)
 
 
+def timeuuid_bound(ms: int, *, upper: bool) -> uuid.UUID:
+    """CQL's ``minTimeuuid``/``maxTimeuuid``: the smallest (largest) timeuuid of millisecond
+    ``ms`` in ScyllaDB's order (:func:`timeuuid_key`): the tick the millisecond starts at (the
+    last of it), the low bytes all signed-minimum ``0x80`` (all signed-maximum ``0x7f``)."""
+    ticks = ms * 10_000 + GREGORIAN_OFFSET + (9_999 if upper else 0)
+    return uuid.UUID(int=(_msb(ticks) << 64) | (0x7F7F_7F7F_7F7F_7F7F if upper else 0x8080_8080_8080_8080))
+
+
 def timeuuid_key(u: uuid.UUID) -> tuple[int, int]:
     """How ScyllaDB orders timeuuids: timestamp, then the low eight bytes as signed bytes (as an
     integer: each byte's top bit flipped). For :meth:`CommitTs.timeuuid` values the second part is

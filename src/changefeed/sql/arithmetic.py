@@ -40,6 +40,9 @@ def unsupported(op: str, a: Any, b: Any) -> UndefinedFunction:
 def arithmetic(op: str, a: Any, b: Any, *, phoenix: bool = False) -> Any:
     """``a op b`` for non-NULL ``a`` and ``b``."""
     if _number(a) and _number(b):
+        mixed = (type(a) is float and isinstance(b, Decimal)) or (type(b) is float and isinstance(a, Decimal))
+        if mixed and not phoenix:  # float8 with numeric is float8 in PostgreSQL (Phoenix: DECIMAL)
+            a, b = float(a), float(b)
         return _numeric(op, a, b)
     temporal = (dt.date, dt.timedelta)
     if isinstance(a, temporal) or isinstance(b, temporal):

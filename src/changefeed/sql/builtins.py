@@ -19,6 +19,7 @@ from changefeed.exceptions import InvalidStatement
 from changefeed.sql.arithmetic import int_quotient, remainder
 from changefeed.sql.builtins_more import MORE
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
+from changefeed.sql.text_out import float_text, interval_text, timestamp_text
 
 __all__ = ["BUILTINS", "DATE_FIELDS"]
 
@@ -121,6 +122,12 @@ def to_text(v: Any) -> str:
         return v.decode("utf-8", "replace")
     if isinstance(v, list):  # an array: PostgreSQL's and CockroachDB's text form
         return array_to_text(v, _element_text)
+    if isinstance(v, float):
+        return float_text(v)
+    if isinstance(v, dt.datetime):
+        return timestamp_text(v)
+    if isinstance(v, dt.timedelta):
+        return interval_text(v)
     return str(v)
 
 

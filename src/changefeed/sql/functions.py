@@ -25,6 +25,7 @@ from changefeed.engine.types import UTC, resolve_type
 from changefeed.exceptions import InvalidStatement, NumericValueOutOfRange, TypeMismatch, UndefinedFunction
 from changefeed.sql.arithmetic import INT64_MIN
 from changefeed.sql.builtins import BUILTINS, to_text
+from changefeed.sql.cql_functions import CQL_FUNCTIONS
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
 
 #: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
@@ -133,6 +134,8 @@ _PURE["tounixtimestamp"] = lambda x: int(
 
 # Apache Phoenix (issue 11): TO_DATE, TO_TIMESTAMP.
 _PURE.update(PHOENIX_FUNCTIONS)
+# CQL: minTimeuuid/maxTimeuuid, dateOf, blobAsText ..
+_PURE.update(CQL_FUNCTIONS)
 # PostgreSQL's and CockroachDB's string, number and date functions (those above keep theirs).
 for _name, _fn in BUILTINS.items():
     _PURE.setdefault(_name, _fn)
@@ -147,6 +150,8 @@ def _uuid_time(u: Any) -> dt.datetime:
 def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
     """Evaluate scalar function ``name`` on already evaluated ``args``."""
     key = name.lower()
+    if key == "uuid" and not args:  # CQL's uuid(): a random one (YDB's Uuid(x) is a cast)
+        return uuid.uuid4()
     fn = _PURE.get(key)
     if fn is not None:
         return fn(*args)

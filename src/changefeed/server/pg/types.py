@@ -30,6 +30,7 @@ from changefeed.exceptions import (
     TypeMismatch,
 )
 from changefeed.server.pg.arrays import array_from_binary
+from changefeed.sql.text_out import float_text, interval_text, timestamp_text
 
 # ------------------------------------------------------------------------------------------ OIDs
 BOOL = 16
@@ -165,51 +166,6 @@ def _oid_of_value(v: Any) -> int:
 
 
 # ------------------------------------------------------------------------------------- text out
-def _text_float(v: float) -> str:
-    if v != v:
-        return "NaN"
-    if v in (float("inf"), float("-inf")):
-        return "Infinity" if v > 0 else "-Infinity"
-    s = repr(v)
-    return s[:-2] if s.endswith(".0") else s
-
-
-def _text_tz(v: dt.datetime) -> str:
-    s = v.isoformat(sep=" ")
-    if v.tzinfo is None:
-        return s
-    off = v.utcoffset() or dt.timedelta(0)
-    body = s[:-6]
-    sign = "-" if off < dt.timedelta(0) else "+"
-    secs = abs(int(off.total_seconds()))
-    h, m = divmod(secs // 60, 60)
-    return f"{body}{sign}{h:02d}" + (f":{m:02d}" if m else "")
-
-
-def _text_interval(v: dt.timedelta) -> str:
-    days, secs, us = v.days, v.seconds, v.microseconds
-    neg = days < 0
-    if neg:  # PostgreSQL prints -1 days +23:00:00 as "-01:00:00"
-        total = -(days * 86_400_000_000 + secs * 1_000_000 + us)
-        d, rest = divmod(total, 86_400_000_000)
-        parts = [f"-{d} days"] if d else []
-        clock = _clock(rest)
-        return " ".join([*parts, f"-{clock}" if rest else ""]).strip() or "00:00:00"
-    parts = [f"{days} day" + ("s" if days != 1 else "")] if days else []
-    rest = secs * 1_000_000 + us
-    if rest or not parts:
-        parts.append(_clock(rest))
-    return " ".join(parts)
-
-
-def _clock(us: int) -> str:
-    s, frac = divmod(us, 1_000_000)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    out = f"{h:02d}:{m:02d}:{s:02d}"
-    return out + (f".{frac:06d}".rstrip("0") if frac else "")
-
-
 def text_value(v: Any) -> str:
     """PostgreSQL's text output of a value (``bytea`` in hex, ``timestamptz`` with ``+00``)."""
     if isinstance(v, bool):
@@ -219,17 +175,17 @@ def text_value(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        return _text_float(v)
+        return float_text(v)
     if isinstance(v, Decimal):
         return "NaN" if v.is_nan() else format(v, "f")
     if isinstance(v, bytes | bytearray | memoryview):
         return "\\x" + bytes(v).hex()
     if isinstance(v, dt.datetime):
-        return _text_tz(v)
+        return timestamp_text(v)
     if isinstance(v, dt.date | dt.time | uuid.UUID):
         return v.isoformat() if not isinstance(v, uuid.UUID) else str(v)
     if isinstance(v, dt.timedelta):
-        return _text_interval(v)
+        return interval_text(v)
     if isinstance(v, dict | list):
         return orjson.dumps(v).decode() if not v else _json_text(v)
     if isinstance(v, tuple | set | frozenset):

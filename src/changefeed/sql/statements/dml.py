@@ -482,6 +482,8 @@ def _sql_insert(
     cells = with_computed(session, schema, key, cells, old, ev, ctx)
     check_not_null(session, schema, {**(old or {}), **cells} if s.mode == "upsert" else cells)
     txn.write_row(schema, key, cells, marker=True, op=OP_INSERT, old=old)
+    if conflict is not None:
+        conflict.inserted(key)
     if not s.returning:
         return cells  # written; the whole row is wanted only by RETURNING
     kept = old if (old is not None and s.mode == "upsert") else {}

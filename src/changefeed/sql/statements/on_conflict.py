@@ -55,6 +55,11 @@ class ConflictUpdate:
             self.assigns.append((c, e))
         self._done: set[tuple[Any, ...]] = set()
 
+    def inserted(self, key: tuple[Any, ...]) -> None:
+        """The statement inserted ``key``: a later row of it on that key would affect the row a
+        second time (21000, as in PostgreSQL and CockroachDB), not update it."""
+        self._done.add(key)
+
     def update(
         self,
         key: tuple[Any, ...],

@@ -232,25 +232,33 @@ def column_at(
 
 
 def label(session: Session, it: ast.SelectItem) -> str:
+    """A result column's name, as PostgreSQL's FigureColname makes it: the alias, else what the
+    expression is named by (a column, a function), else a cast's type or ``case``."""
     if it.alias is not None:
         return session.ident(it.alias)
-    e = it.expr
+    return _named(session, it.expr)[0]
+
+
+def _named(session: Session, e: ast.Expr) -> tuple[str, int]:
+    """The name and how strongly it names (2: a column or function, 1: a cast's type or
+    ``case``, 0: nothing): a cast keeps its operand's strong name (``id::text`` is ``id``)."""
     if isinstance(e, ast.WindowCall):
         e = e.call
     if isinstance(e, ast.Subquery) and e.kind in ("scalar", "exists"):
         # PostgreSQL names ``(SELECT x ..)`` by its column, ``EXISTS (..)`` "exists"
         if e.kind == "exists":
-            return "exists"
+            return "exists", 2
         q = e.query
         if not isinstance(q, ast.Select) or not q.items or isinstance(q.items[0].expr, ast.Star):
-            return "?column?"
-        return label(session, q.items[0])
+            return "?column?", 0
+        return label(session, q.items[0]), 2
     if isinstance(e, ast.Column):
-        return session.ident(e.name)
+        return session.ident(e.name), 2
     if isinstance(e, ast.FuncCall):
-        return e.name.lower() if session.dialect == "cql" or e.name.lower() in AGGREGATES else e.name
+        return (e.name.lower() if session.dialect == "cql" or e.name.lower() in AGGREGATES else e.name), 2
     if isinstance(e, ast.Cast):
-        return e.type.name.lower()
+        inner, strength = _named(session, e.expr)
+        return (inner, strength) if strength > 1 else (e.type.name.lower(), 1)
     if isinstance(e, ast.Case):
-        return "case"  # as PostgreSQL and CockroachDB name it
-    return "?column?"
+        return "case", 1  # as PostgreSQL and CockroachDB name it
+    return "?column?", 0

@@ -154,8 +154,8 @@ def _arithmetic(left: SqlType | None, right: SqlType | None) -> SqlType | None:
     kinds = {left.kind, right.kind}
     if kinds == {Kind.INT}:
         return _SQL_TYPE["INT8"]
-    if Kind.DECIMAL in kinds and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
+    if Kind.FLOAT in kinds and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
+        return _SQL_TYPE["FLOAT8"]  # float8 with numeric is float8, as in PostgreSQL
+    if Kind.DECIMAL in kinds and kinds <= {Kind.INT, Kind.DECIMAL}:
         return _SQL_TYPE["DECIMAL"]  # the evaluator keeps a DECIMAL operand's exactness
-    if Kind.FLOAT in kinds and kinds <= {Kind.INT, Kind.FLOAT}:
-        return _SQL_TYPE["FLOAT8"]
     return None
