@@ -281,6 +281,12 @@ class TransactionError(ChangefeedError):
     code = "25000"
 
 
+class ReadOnlyTransaction(TransactionError):
+    """A write in a ``READ ONLY`` transaction (``25006``)."""
+
+    code = "25006"
+
+
 class NoActiveTransaction(TransactionError):
     """A statement that needs a transaction block outside one (PostgreSQL's ``25P01``:
     ``SAVEPOINT can only be used in transaction blocks``)."""

@@ -328,7 +328,11 @@ class Batch:
 
 @dataclass(frozen=True, slots=True)
 class Begin:
+    """``BEGIN``/``START TRANSACTION`` with its modes: ``READ ONLY`` is kept (writes refused);
+    every isolation level is accepted and runs serializable, as CockroachDB's do."""
+
     pos: Pos = field(default=Pos(), compare=False)
+    read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -595,7 +599,7 @@ class UpsertSelect:
 
     table: QName
     columns: tuple[Ident, ...]
-    query: Select
+    query: Select | SetOperation
     pos: Pos = field(default=Pos(), compare=False)
     mode: Lit["insert", "upsert", "replace"] = "upsert"
     on_conflict_do_nothing: bool = False

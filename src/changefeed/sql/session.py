@@ -13,6 +13,7 @@ The dialects: ``cql`` (ScyllaDB/Cassandra) and ``sql`` (YDB YQL and CockroachDB)
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from changefeed.exceptions import (
     InvalidStatement,
     NoActiveTransaction,
     QueryCanceled,
+    ReadOnlyTransaction,
     TransactionError,
     UndefinedColumn,
     UndefinedTable,
@@ -203,6 +205,8 @@ class Session:
         #: An explicit transaction was begun and has run no statement yet (see :meth:`begin`).
         self.opened = False
         self.aborted = False
+        #: The explicit transaction is ``READ ONLY`` (``BEGIN READ ONLY``): writes are 25006.
+        self.read_only = False
         #: Set to cancel a statement that is waiting (:class:`RunAgain`); the PostgreSQL endpoint
         #: shares its connection's cancel event here.
         self.cancelled = threading.Event()
@@ -216,25 +220,34 @@ class Session:
     def in_transaction(self) -> bool:
         return self.txn is not None or self.opened
 
-    def begin(self) -> None:
-        """Open an explicit transaction. Its SQLite transaction (and the write lock) starts with
-        its first statement, not here: a client's BEGIN round trip holds no lock."""
+    def begin(self, *, read_only: bool = False) -> None:
+        """Open an explicit transaction. Its SQLite transaction (and, unless ``read_only``, the
+        write lock) starts with its first statement, not here: a client's BEGIN round trip holds
+        no lock. A ``read_only`` one refuses writes (25006) and never blocks a writer."""
         if self.in_transaction:
             raise TransactionError("there is already a transaction in progress")
         self.opened = True
         self.aborted = False
+        self.read_only = read_only
 
     def _start(self) -> Transaction:
         if self.txn is None:
-            self.txn = Transaction(self.db, write=True)
+            self.txn = Transaction(self.db, write=not self.read_only)
             self.opened = False
         return self.txn
+
+    def _check_writable(self, stmt: ast.Statement) -> None:
+        if self.read_only and self.in_transaction:
+            self.aborted = True
+            words = re.sub(r"(?<!^)(?=[A-Z])", " ", type(stmt).__name__).upper()
+            raise ReadOnlyTransaction(f"cannot execute {words} in a read-only transaction")
 
     def commit(self) -> None:
         if not self.in_transaction:
             raise TransactionError("there is no transaction in progress")
         txn, self.txn = self.txn, None
         self.opened = False
+        self.read_only = False
         if self.aborted:
             self.aborted = False
             if txn is not None:
@@ -245,6 +258,7 @@ class Session:
 
     def rollback(self) -> None:
         self.opened = False
+        self.read_only = False
         if self.txn is not None:
             txn, self.txn = self.txn, None
             txn.rollback()
@@ -354,7 +368,7 @@ class Session:
                 stmt, params, h = bound(), (), None
                 bound = None
         if isinstance(stmt, ast.Begin):
-            self.begin()
+            self.begin(read_only=stmt.read_only)
             return Result(status="BEGIN")
         if isinstance(stmt, ast.Commit):
             self.commit()
@@ -377,6 +391,8 @@ class Session:
             fn: Callable[[Transaction], Result] = lambda t: self._run_planned(h, t, stmt, params, ev, bound)  # noqa: E731
         else:
             fn = lambda t: h.run(self, t, stmt, ev)  # noqa: E731
+        if h.write and self.read_only:
+            self._check_writable(stmt)
         started: int | None = None
         while True:
             try:
@@ -432,7 +448,10 @@ class Session:
         rows: Sequence[Sequence[Any]] = (
             param_rows if isinstance(param_rows, ParamColumns) else list(param_rows)
         )
-        plan_many = self.statements.handler(stmt).plan_many
+        handler = self.statements.handler(stmt)
+        if handler.write and self.read_only:
+            self._check_writable(stmt)
+        plan_many = handler.plan_many
         if plan_many is not None:
             plan = self.run(lambda t: Result(rows=[(plan_many(self, t, stmt),)]), write=False).rows[0][0]
             if plan is not None:

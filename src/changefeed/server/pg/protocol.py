@@ -161,20 +161,20 @@ class MessageStream:
         pos = self.pos
         return self.buf[pos : pos + 1], self.buf[pos + 5 : pos + n]
 
-    def executes_before_sync(self, limit: int = 2) -> int:
-        """How many Execute messages have arrived before the next Sync (counted up to ``limit``,
-        among the messages that are whole; a Sync not here yet ends the count too)."""
+    def executes_before_sync(self, limit: int = 2) -> tuple[int, bool]:
+        """How many Execute messages have arrived whole before the next Sync (counted up to
+        ``limit``), and whether that Sync has arrived."""
         buf, pos, n = self.buf, self.pos, 0
         while n < limit and len(buf) - pos >= 5:
             kind = buf[pos : pos + 1]
             if kind == b"S":
-                break
+                return n, True
             (length,) = _I.unpack_from(buf, pos + 1)
             if length < 4 or len(buf) - pos < length + 1:
                 break
             n += kind == b"E"
             pos += length + 1
-        return n
+        return n, False
 
     def advance(self) -> None:
         """Drop the message :meth:`peek` returned (it is whole: its length field is right)."""

@@ -401,19 +401,22 @@ class PgSession:
                 await self.flush(True)
 
     async def begin_implicit(self, prep: Prepared, *, at_describe: bool = False) -> None:
-        """Before a write's Execute (or Describe, which runs it) outside a transaction block, with
-        other Executes before the Sync already sent (psycopg's ``executemany``, a JDBC batch):
-        open the implicit transaction
-        PostgreSQL runs them in, so an error rolls back the writes before it too and nothing of
-        the pipeline is half-applied. An Execute followed by its Sync (pgbench, most clients)
-        runs alone, as before: a transaction of its own."""
+        """Before a write's Execute (or Describe, which runs it) outside a transaction block:
+        unless it is alone before a Sync that has already arrived (pgbench, most clients: it runs
+        as a transaction of its own, in a commit group), open the implicit transaction PostgreSQL
+        runs the Executes up to the Sync in (psycopg's ``executemany``, a JDBC batch), so an error
+        rolls back the writes before it too and nothing of the pipeline is half-applied."""
         if self.implicit or self.conn is None or prep.kind != "engine" or len(prep.stmts) != 1:
             return
         if not isinstance(prep.stmts[0], ast.Insert | ast.Update | ast.Delete):
             return
         session = self.conn.session
-        # Other Executes than this statement's own (still to come after its Describe)
-        if session.in_transaction or self.messages.executes_before_sync() <= int(at_describe):
+        if session.in_transaction:
+            return
+        # Alone before its Sync, and the Sync here already: a transaction of its own. (Its own
+        # Execute is still to come after its Describe.)
+        executes, synced = self.messages.executes_before_sync()
+        if synced and executes <= int(at_describe):
             return
         await self.call(session.begin)
         self.implicit = True

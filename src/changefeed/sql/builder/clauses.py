@@ -97,6 +97,10 @@ class ClauseRules(Rules):
     def limit_clause(self, c: list[ast.Expr]) -> Clause:
         return Clause("limit", c[0])
 
+    def fetch_clause(self, c: list[Any]) -> Clause:
+        count = next((x for x in c if x is not None and not isinstance(x, Token)), None)
+        return Clause("limit", count if count is not None else ast.Literal(1))
+
     def limit_all(self, c: list[Any]) -> Clause:
         return Clause("limit", None)
 

@@ -133,6 +133,19 @@ class ExpressionRules(Rules):
     def is_not_distinct_from(self, c: list[ast.Expr]) -> ast.Expr:
         return ast.IsDistinct(c[0], c[1], negated=True)
 
+    # ``x IS [NOT] TRUE/FALSE``: never NULL, as ``x IS [NOT] DISTINCT FROM true/false``
+    def is_true(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.IsDistinct(c[0], ast.Literal(True), negated=True)
+
+    def is_not_true(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.IsDistinct(c[0], ast.Literal(True))
+
+    def is_false(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.IsDistinct(c[0], ast.Literal(False), negated=True)
+
+    def is_not_false(self, c: list[ast.Expr]) -> ast.Expr:
+        return ast.IsDistinct(c[0], ast.Literal(False))
+
     def in_list(self, c: list[Any]) -> ast.Expr:
         return ast.InList(c[0], c[1])
 

@@ -88,7 +88,7 @@ class PhoenixRules(Rules):
         return ast.UpsertSelect(
             c[1],
             cl.get("columns", ()),
-            first(c, ast.Select),
+            next(x for x in c if isinstance(x, ast.Select | ast.SetOperation)),
             pos=position(meta),
             mode=c[0],
             on_conflict_do_nothing="on_conflict" in cl,

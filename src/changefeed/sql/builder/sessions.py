@@ -18,7 +18,14 @@ class SessionRules(Rules):
 
     @v_args(meta=True)
     def begin(self, meta: Any, c: list[Any]) -> ast.Statement:
-        return ast.Begin(pos=position(meta))
+        modes = next((x for x in c if isinstance(x, list)), [])
+        return ast.Begin(pos=position(meta), read_only="read only" in modes)
+
+    def txn_modes(self, c: list[Any]) -> list[str]:
+        return [x for x in c if isinstance(x, str)]
+
+    def txn_read_only(self, c: list[Any]) -> str:
+        return "read only"
 
     @v_args(meta=True)
     def commit(self, meta: Any, c: list[Any]) -> ast.Statement:

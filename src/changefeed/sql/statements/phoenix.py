@@ -50,7 +50,7 @@ from changefeed.sql.evaluator import Evaluator, Params, Scope, conjuncts, has_ag
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import ddl, dml, select, select_clauses
+from changefeed.sql.statements import ddl, dml, select, select_clauses, set_operations
 
 FAMILY = StatementFamily("phoenix")
 
@@ -327,7 +327,10 @@ def drop_cdc(session: Session, txn: Transaction, s: ast.DropCdc, ev: Params) -> 
 
 @FAMILY.statement(ast.UpsertSelect)
 def upsert_select(session: Session, txn: Transaction, s: ast.UpsertSelect, ev: Params) -> Result:
-    rows = select.select(session, txn, s.query, ev).rows
+    if isinstance(s.query, ast.SetOperation):
+        rows = set_operations.set_operation(session, txn, s.query, ev).rows
+    else:
+        rows = select.select(session, txn, s.query, ev).rows
     tag = s.mode.upper()
     if not rows:
         if s.returning:  # no rows, the columns all the same

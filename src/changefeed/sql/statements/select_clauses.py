@@ -27,6 +27,7 @@ from changefeed.sql.evaluator import (
     order_key,
     subexpressions,
 )
+from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import AGGREGATES
 from changefeed.sql.session import Session
 
@@ -67,8 +68,10 @@ def limit_count(evaluator: Evaluator, e: ast.Expr | None, clause: str) -> int | 
     n = evaluator.eval(e, None)
     if n is None:
         return None
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+    if not isinstance(n, int) or isinstance(n, bool):
         raise InvalidStatement(f"{clause} must be a non-negative integer, not {sql_text(n)}")
+    if n < 0:  # PostgreSQL's words and codes: 2201W for LIMIT, 2201X for OFFSET
+        raise invalid_argument(f"{clause} must not be negative", "2201W" if clause == "LIMIT" else "2201X")
     return n
 
 
