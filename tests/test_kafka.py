@@ -882,3 +882,16 @@ def test_fetch_long_polls_until_data_or_max_wait(db: Path, port: int) -> None:
     assert error == 0 and hw == 1 and len(records) > 61 and took < 2.0  # answered when data came
     took, error, _, _ = fetch(7, 100)
     assert error == 1  # OFFSET_OUT_OF_RANGE: past the end
+
+
+def test_a_record_past_message_max_bytes_is_message_too_large(db: Path, port: int) -> None:
+    """A batch larger than Kafka's default ``message.max.bytes`` (1 MiB of records) is refused
+    with MESSAGE_TOO_LARGE, as a broker refuses it; one within it is stored."""
+    p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "message.max.bytes": 10_000_000})
+    got: list[Any] = []
+    p.produce("sized", b"x" * 2_000_000, on_delivery=lambda err, msg: got.append(err))
+    p.produce("sized", b"y" * 500_000, on_delivery=lambda err, msg: got.append(err))
+    p.flush(30)
+    codes = sorted(e.code() if e is not None else 0 for e in got)
+    assert codes == sorted([0, ck.KafkaError.MSG_SIZE_TOO_LARGE]), got
+    assert [len(v) for (_k, v, _ts) in stored(db, "sized").values()] == [500_000]

@@ -22,6 +22,10 @@ __all__ = ["TopicApis"]
 
 #: Kafka's num.partitions default: the partitions of an auto-created topic.
 AUTO_CREATE_PARTITIONS = 1
+#: The largest record batch a Produce may carry, Kafka's default ``message.max.bytes``
+#: (1 MiB of records and a batch header): a larger one is MESSAGE_TOO_LARGE, as a broker says
+#: (the Java producer then raises RecordTooLargeException).
+MAX_MESSAGE_BYTES = 1_048_588
 _LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
@@ -274,6 +278,16 @@ class TopicApis:
         if not 0 <= p < info.partitions:
             return ProduceResult(E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
 
+        too_large = oversized_batch(data or b"")
+        if too_large:
+            return ProduceResult(
+                E.MESSAGE_TOO_LARGE,
+                -1,
+                -1,
+                f"The request included a message larger than the max message size the server will "
+                f"accept ({too_large} > {MAX_MESSAGE_BYTES} bytes)",
+            )
+
         def parse_and_append() -> ProduceResult:  # in a worker thread, off the event loop
             try:
                 batches = parse_batches(data or b"", version)
@@ -419,3 +433,18 @@ class TopicApis:
                 if version >= 1:
                     w.int32(0)
         return w.getvalue()
+
+
+def oversized_batch(data: bytes) -> int:
+    """The size of the first record batch in ``data`` larger than :data:`MAX_MESSAGE_BYTES`, or
+    0 (each batch: base offset, then its length, then that many bytes; a malformed tail is left
+    to the parser to refuse)."""
+    pos = 0
+    while pos + 12 <= len(data):
+        size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if size > MAX_MESSAGE_BYTES:
+            return size
+        if size <= 12:
+            return 0
+        pos += size
+    return 0
