@@ -350,6 +350,17 @@ def test_timeuuid_bounds_pick_a_window_of_the_log(cql: Session) -> None:
     assert all(abs(s.replace(tzinfo=dt.UTC) - between) < dt.timedelta(seconds=5) for s in stamps)
 
 
+def test_insert_if_not_exists_returns_the_row_that_is_there(cql: Session) -> None:
+    cql.execute("DROP TABLE IF EXISTS ks.lwt")
+    cql.execute("CREATE TABLE ks.lwt (pk int, ck int, v text, PRIMARY KEY (pk, ck))")
+    first = cql.execute("INSERT INTO ks.lwt (pk, ck, v) VALUES (1, 1, 'a') IF NOT EXISTS")
+    assert first.was_applied and first.column_names == ["[applied]"]
+    again = cql.execute("INSERT INTO ks.lwt (pk, ck, v) VALUES (1, 1, 'b') IF NOT EXISTS")
+    assert not again.was_applied
+    assert again.column_names == ["[applied]", "pk", "ck", "v"]
+    assert tuple(again.current_rows[0]) == (False, 1, 1, "a")
+
+
 def test_paging_over_the_log(server: RunningServer, cql: Session) -> None:
     _paging(server, cql, PAGING_ROWS)
 

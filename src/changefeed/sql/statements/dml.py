@@ -20,7 +20,7 @@ from typing import Any
 from changefeed.engine import replicas
 from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
 from changefeed.engine.privileges import Privilege
-from changefeed.engine.storage import OP_INSERT, OP_UPDATE
+from changefeed.engine.storage import OP_INSERT, OP_UPDATE, Row
 from changefeed.engine.txn import Bound, Transaction
 from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import is_ydb_type
@@ -283,7 +283,7 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
     conflict = None
     if s.on_conflict_update is not None and session.dialect == "sql":
         conflict = ConflictUpdate(session, schema, s.on_conflict_update)
-    applied_rows: list[tuple[Any, ...]] = []
+    applied_rows: list[tuple[bool, Row | None]] = [(True, None)]
     written: list[dict[int, Any]] = []
     for values in s.rows:
         if len(values) != len(cols):
@@ -297,15 +297,15 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
             )
         given = {c.id: coerce(c, evaluator.eval(v, None)) for c, v in zip(cols, values, strict=True)}
         if session.dialect == "cql":
-            applied = _cql_insert(session, txn, schema, given, ttl, s.if_not_exists)
+            existing = _cql_insert(session, txn, schema, given, ttl, s.if_not_exists)
             if s.if_not_exists:
-                applied_rows.append((applied,))
+                applied_rows.append((existing is None, existing))
         else:
             row = _sql_insert(session, txn, schema, given, s, ev, ctx, conflict)
             if row is not None:
                 written.append(row)
     if s.if_not_exists and session.dialect == "cql":
-        return Result(columns=["[applied]"], rows=applied_rows[-1:], types=[bool_type()])
+        return _lwt_result(session, schema, applied_rows[-1])
     n = len(written) if session.dialect == "sql" else len(s.rows)
     return _returning(session, txn, schema, s.returning, written, ev, f"{_TAGS[s.mode]} {n}", n)
 
@@ -399,6 +399,21 @@ def _key_of(
     return tuple(key)
 
 
+def _lwt_result(session: Session, schema: TableSchema, outcome: tuple[bool, Row | None]) -> Result:
+    """``INSERT .. IF NOT EXISTS``'s answer as ScyllaDB gives it: ``[applied]``, and when it
+    was not applied, the row that was there (its columns after ``[applied]``)."""
+    applied, existing = outcome
+    if applied or existing is None:
+        return Result(columns=["[applied]"], rows=[(True,)], types=[bool_type()])
+    cols = [c for c in schema.columns if not c.virtual]
+    values = session.py_row(schema, existing)
+    return Result(
+        columns=["[applied]", *(c.name for c in cols)],
+        rows=[(False, *(values.get(c.name) for c in cols))],
+        types=[bool_type(), *(c.type for c in cols)],
+    )
+
+
 def _cql_insert(
     session: Session,
     txn: Transaction,
@@ -406,7 +421,9 @@ def _cql_insert(
     given: dict[int, Any],
     ttl: int | None,
     if_not_exists: bool,
-) -> bool:
+) -> Row | None:
+    """Write a CQL INSERT; with ``if_not_exists``, the row (or static row) already there
+    instead, unwritten; None once written."""
     pk = tuple(given.get(c.id) for c in schema.partition_key)
     if any(v is None for v in pk):
         missing = [c.name for c in schema.partition_key if given.get(c.id) is None]
@@ -418,20 +435,20 @@ def _cql_insert(
     if not ck_given and schema.clustering_key:
         if regular or not statics:
             raise InvalidStatement(f"Missing mandatory PRIMARY KEY part {schema.clustering_key[0].name}")
-        if if_not_exists and st.get_static(txn.conn, pk, txn.now_ns) is not None:
-            return False
+        if if_not_exists and (there := st.get_static(txn.conn, pk, txn.now_ns)) is not None:
+            return there
         txn.write_static(schema, pk, statics, ttl=ttl)
-        return True
+        return None
     if len(ck_given) != len(schema.clustering_key):
         missing = [c.name for c in schema.clustering_key if given.get(c.id) is None]
         raise InvalidStatement(f"Missing mandatory PRIMARY KEY part {missing[0]}")
     key = _key_of(session, schema, given)
-    if if_not_exists and st.get_row(txn.conn, key, txn.now_ns) is not None:
-        return False
+    if if_not_exists and (there := st.get_row(txn.conn, key, txn.now_ns)) is not None:
+        return there
     if statics:
         txn.write_static(schema, pk, statics, ttl=ttl)
     txn.write_row(schema, key, regular, marker=True, op=OP_INSERT, ttl=ttl)
-    return True
+    return None
 
 
 def _sql_insert(
