@@ -393,6 +393,17 @@ class Evaluator:
             c = compare(a, b, op)
             return _holds(c, op)
         if op == "||":
+            if isinstance(a, list) or isinstance(b, list):  # arrays: concatenated, or an element added
+                return [*(a if isinstance(a, list) else [a]), *(b if isinstance(b, list) else [b])]
+            if (
+                self.session.dialect == "sql"
+                and not self.ctx.phoenix
+                and not isinstance(a, str | bytes)
+                and not isinstance(b, str | bytes)
+            ):
+                raise UndefinedFunction(
+                    f"unsupported binary operator: <{value_type(a)}> || <{value_type(b)}>"
+                )
             return to_text(a) + to_text(b)
         if op in ("+", "-", "*", "/", "%"):
             return arithmetic(op, a, b, phoenix=self.ctx.phoenix)
