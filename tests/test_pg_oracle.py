@@ -369,6 +369,9 @@ STATEMENTS = (
     "INSERT INTO d5 (id, b) (SELECT 32, 3)",
     "SELECT id, b FROM d5 WHERE id >= 30 ORDER BY id",
     "SELECT 1 || 2",
+    "SELECT 1 UNION SELECT 'a'",
+    "SELECT 1 AS x UNION SELECT '1' ORDER BY 1",
+    "SELECT n FROM d1 WHERE id = 1 UNION ALL SELECT '7' ORDER BY 1",
     "SELECT 'a' || 1 AS a, n || 'x' AS b, ARRAY[1, 2] || ARRAY[3] AS c, ARRAY[1] || 2 AS d FROM d1 WHERE id = 1",
     # transaction modes: every isolation level accepted; READ ONLY refuses writes (25006)
     "BEGIN ISOLATION LEVEL SERIALIZABLE",

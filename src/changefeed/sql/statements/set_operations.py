@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable
+from decimal import Decimal
 from typing import Any
 
 from changefeed.engine.txn import Transaction
-from changefeed.exceptions import ColumnCountMismatch, InvalidColumnReference, UnsupportedFeature
+from changefeed.exceptions import (
+    ColumnCountMismatch,
+    InvalidColumnReference,
+    InvalidTextRepresentation,
+    UnsupportedFeature,
+)
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params
 from changefeed.sql.functions import EvalContext
@@ -27,7 +33,6 @@ def set_operation(session: Session, txn: Transaction, s: ast.SetOperation, ev: P
     left, right = _side(session, txn, s.left, ev), _side(session, txn, s.right, ev)
     if len(left.columns) != len(right.columns):
         raise ColumnCountMismatch(f"each {s.op.upper()} query must have the same number of columns")
-    rows = _combine(s.op, s.all, left.rows, right.rows)
     # a column's type where both sides agree (or one says nothing); else none, and the values
     # tell their own
     types = [
@@ -36,6 +41,8 @@ def set_operation(session: Session, txn: Transaction, s: ast.SetOperation, ev: P
             left.types or [None] * len(left.columns), right.types or [None] * len(right.columns), strict=True
         )
     ]
+    both = _unified([*left.rows, *right.rows], types)  # before the rows are compared
+    rows = _combine(s.op, s.all, both[: len(left.rows)], both[len(left.rows) :])
     if s.order_by:
         names = list(left.columns)
         order_by = tuple(_output_column(o, names) for o in s.order_by)
@@ -50,6 +57,40 @@ def set_operation(session: Session, txn: Transaction, s: ast.SetOperation, ev: P
     return Result(
         columns=list(left.columns), rows=rows, types=types, status=f"SELECT {len(rows)}", rowcount=len(rows)
     )
+
+
+_NUMBER_NAMES = {int: "integer", float: "double precision", Decimal: "numeric"}
+
+
+def _unified(rows: list[tuple[Any, ...]], types: list[Any]) -> list[tuple[Any, ...]]:
+    """A column whose sides disagree on numbers and text (``SELECT 1 UNION SELECT 'a'``) takes
+    the number's type, as PostgreSQL resolves a literal against a typed column: the text is
+    read as that number, or the statement fails with 22P02, instead of a column of one type
+    holding values of another."""
+    fixes: dict[int, type] = {}
+    for i, t in enumerate(types):
+        if t is not None:
+            continue
+        kinds = {type(r[i]) for r in rows if r[i] is not None}
+        numbers = kinds - {str}
+        if str in kinds and numbers and numbers <= {int, float, Decimal}:
+            fixes[i] = Decimal if Decimal in numbers else float if float in numbers else int
+    if not fixes:
+        return rows
+    out = []
+    for r in rows:
+        row = list(r)
+        for i, kind in fixes.items():
+            v = row[i]
+            if isinstance(v, str):
+                try:
+                    row[i] = kind(v.strip())
+                except (ValueError, ArithmeticError):
+                    raise InvalidTextRepresentation(
+                        f'invalid input syntax for type {_NUMBER_NAMES[kind]}: "{v}"'
+                    ) from None
+        out.append(tuple(row))
+    return out
 
 
 def _side(session: Session, txn: Transaction, q: ast.Select | ast.SetOperation, ev: Params) -> Result:
