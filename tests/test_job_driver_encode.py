@@ -41,7 +41,7 @@ def _workload(conn: Any, table: str) -> None:
             f"{'true' if i % 2 else 'false'}, '8c5b9c8e-0000-4000-8000-00000000000{i % 10}', '{i} hours')"
         )
     with conn.transaction():
-        conn.execute(f"UPDATE {table} SET s = NULL, f = 'NaN' WHERE k = 0")
+        conn.execute(f"UPDATE {table} SET s = NULL, f = '-Infinity' WHERE k = 0")  # (NaN is refused)
         conn.execute(f"UPDATE {table} SET bo = NULL WHERE k = 1")
     conn.execute(f"UPDATE {table} SET f = 1e21, j = '[]' WHERE k = 2")
     with conn.transaction():
