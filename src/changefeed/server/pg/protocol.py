@@ -119,6 +119,11 @@ _H = struct.Struct("!h")
 _I = struct.Struct("!i")
 
 
+#: The client went away (or stopped reading): the session ends; any other exception a statement
+#: raises is that statement's error, sent with its SQLSTATE (``session.error_of``: XX000 for a bug).
+CLIENT_GONE = (ConnectionError, asyncio.IncompleteReadError, TimeoutError)
+
+
 class MessageStream:
     """The regular messages of one connection, read through one buffer: a client that pipelines
     (psycopg's ``executemany``, JDBC batches) sends many messages per segment, and the session can

@@ -31,13 +31,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from changefeed.connection import Connection, Result
-from changefeed.exceptions import ChangefeedError, UndefinedObject
+from changefeed.exceptions import ChangefeedError
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import gate_wait
 from changefeed.server.pg import (
     batch as batches,
     catalog,
     core_feeds,
+    describe,
+    implicit,
     normalise as norm_,
     protocol as p,
     session_commands,
@@ -55,7 +57,7 @@ from changefeed.server.pg.errors import (
     UndefinedStatement,
 )
 from changefeed.server.pg.inline import bulk_insert, runs_inline
-from changefeed.server.pg.params import param_count, param_types
+from changefeed.server.pg.params import param_count
 from changefeed.server.pg.portals import Batch, BatchRows, Portal, Prepared, Running, new_query_id
 from changefeed.server.pg.sessions import Registry
 from changefeed.server.pg.values import (
@@ -72,7 +74,6 @@ from changefeed.server.pg.write_group import WriteGroup, groups
 from changefeed.server.pool_calls import PoolCalls
 from changefeed.sql import ast
 from changefeed.sql.parser import parse
-from changefeed.sql.statements.dml import returning_shape
 from changefeed.sql.statements.point import PointRead, plan_point
 
 T = TypeVar("T")
@@ -80,9 +81,6 @@ _log = logging.getLogger(__name__)
 
 #: Seconds to wait for a client that stopped reading before its connection is closed.
 WRITE_TIMEOUT = 30.0
-#: The client went away (or stopped reading): the session ends; any other exception a statement
-#: raises is that statement's error, sent with its SQLSTATE (``error_of``: XX000 for a bug).
-CLIENT_GONE = (ConnectionError, asyncio.IncompleteReadError, TimeoutError)
 
 
 #: Bytes of DataRows buffered before waiting for the client to take them.
@@ -343,7 +341,7 @@ class PgSession:
                             await batches.linger(self, taken)
                         continue
                     await batches.flush_batch(self)
-                except CLIENT_GONE:
+                except p.CLIENT_GONE:
                     raise
                 except Exception as exc:  # the statement's error (XX000 for a bug: error_of)
                     self.send_error(await self.flush_before(exc))
@@ -354,7 +352,7 @@ class PgSession:
             try:
                 if kind == b"Q":
                     if self.implicit:  # a simple query ends the pipeline's implicit transaction
-                        await self.end_implicit()
+                        await implicit.end(self)
                     await self.simple_query(msg.cstr())
                     await self.flush(True)
                 elif kind == b"P":
@@ -373,7 +371,7 @@ class PgSession:
                     skipping = False
                     self.portals.pop("", None)
                     if self.implicit:
-                        await self.end_implicit()
+                        await implicit.end(self)
                     self.send(p.ready_for_query(self.txn_status))
                     await self.flush(True)
                 elif kind in (b"d", b"c", b"f"):
@@ -384,7 +382,7 @@ class PgSession:
                 self.send(p.error_response(exc.code, str(exc), severity="FATAL"))
                 await self.flush(True)
                 return
-            except CLIENT_GONE:
+            except p.CLIENT_GONE:
                 raise
             except (
                 Exception
@@ -400,44 +398,6 @@ class PgSession:
                     skipping = True
                 await self.flush(True)
 
-    async def begin_implicit(self, prep: Prepared, *, at_describe: bool = False) -> None:
-        """Before a write's Execute (or Describe, which runs it) outside a transaction block:
-        unless it is alone before a Sync that has already arrived (pgbench, most clients: it runs
-        as a transaction of its own, in a commit group), open the implicit transaction PostgreSQL
-        runs the Executes up to the Sync in (psycopg's ``executemany``, a JDBC batch), so an error
-        rolls back the writes before it too and nothing of the pipeline is half-applied."""
-        if self.implicit or self.conn is None or prep.kind != "engine" or len(prep.stmts) != 1:
-            return
-        if not isinstance(prep.stmts[0], ast.Insert | ast.Update | ast.Delete):
-            return
-        session = self.conn.session
-        if session.in_transaction:
-            return
-        # Alone before its Sync, and the Sync here already: a transaction of its own. (Its own
-        # Execute is still to come after its Describe.)
-        executes, synced = self.messages.executes_before_sync()
-        if synced and executes <= int(at_describe):
-            return
-        await self.call(session.begin)
-        self.implicit = True
-
-    async def end_implicit(self) -> None:
-        """At Sync: commit the implicit transaction, or roll it back after an error."""
-        self.implicit = False
-        assert self.conn is not None
-        session = self.conn.session
-        if not session.in_transaction:
-            return
-        if session.aborted:
-            await self.call(session.rollback)
-            return
-        try:
-            await self.call(session.commit)
-        except CLIENT_GONE:
-            raise
-        except Exception as exc:  # the commit's own error, then ReadyForQuery
-            self.send_error(exc)
-
     async def flush_before(self, exc: BaseException) -> BaseException:
         """A message taken into the batch failed (a Bind whose parameters do not decode): as in
         PostgreSQL, the rows before it run and get their replies first; the error to send is
@@ -445,7 +405,7 @@ class PgSession:
         if self.batch is not None:
             try:
                 await batches.flush_batch(self)
-            except CLIENT_GONE:
+            except p.CLIENT_GONE:
                 raise
             except Exception as first:
                 exc = first
@@ -756,7 +716,7 @@ class PgSession:
             if prep is None:
                 raise UndefinedStatement(f'prepared statement "{name}" does not exist')
             n = max(param_count(prep.sql), len(prep.param_oids))
-            inferred = await self.call(self._param_types, prep, n)
+            inferred = await self.call(describe.param_types_of, self, prep, n)
             oids = [
                 (prep.param_oids[i] if i < len(prep.param_oids) and prep.param_oids[i] else inferred[i])
                 for i in range(n)
@@ -765,7 +725,7 @@ class PgSession:
                 prep = prep.retyped(oids)
                 self.prepared[name] = prep
             self.send(p.parameter_description(oids))
-            cols = await self.describe_columns(prep)
+            cols = await describe.result_columns(self, prep)
             if cols:
                 # Rows of its portals are sent as these columns' types (see send_result).
                 self.prepared[name] = prep.described_as(tuple(o for _, o in cols))
@@ -793,7 +753,7 @@ class PgSession:
         if self.batch is not None:
             await batches.flush_batch(self)
         if portal.result is None:
-            await self.begin_implicit(prep, at_describe=True)
+            await implicit.begin(self, prep, at_describe=True)
             portal.result = await self.execute(prep, portal.params)
         described = portal.result
         if described is not None and described.columns:
@@ -801,60 +761,6 @@ class PgSession:
         else:
             self.send(p.NO_DATA)
         portal.described = True
-
-    def _param_types(self, prep: Prepared, n: int) -> list[int]:
-        if prep.kind == "catalog" and type_lookup.is_type_lookup(prep.sql):
-            return list(type_lookup.PARAM_OIDS)
-        if prep.kind != "engine" or len(prep.stmts) != 1 or self.conn is None or n == 0:
-            return [t.TEXT] * n
-        self.conn.db.refresh_catalog()
-        return param_types(prep.stmts[0], self.conn.db.tables(), n)
-
-    async def describe_columns(self, prep: Prepared) -> list[tuple[str, int]]:
-        """Columns of a statement's result without running it: SELECTs (and catalog queries, which
-        only read) are run with NULL parameters in a read-only way; others return no rows."""
-        if prep.kind == "stream":
-            return [("table", t.TEXT), ("key", t.BYTEA), ("value", t.BYTEA)]
-        if prep.kind == "command" and prep.command is not None and prep.command.kind.startswith("show"):
-            shown = session_commands.run_command(self, prep.command)
-            return [(c, t.TEXT) for c in shown.columns]
-        stmt = prep.stmts[-1] if prep.stmts else None
-        if prep.kind == "engine" and isinstance(
-            stmt, ast.Insert | ast.Update | ast.Delete | ast.UpsertSelect
-        ):
-            conn = self.conn
-            assert conn is not None
-            write = stmt
-
-            def describe_returning() -> list[tuple[str, int]]:
-                try:
-                    res = conn.session.run(lambda txn: returning_shape(conn.session, txn, write), write=False)
-                except UndefinedObject:
-                    raise  # a missing table or column: PostgreSQL says so when it is prepared
-                except ChangefeedError:
-                    return []  # the statement's own error when it runs
-                return list(zip(res.columns, column_oids(res.types, [], len(res.columns)), strict=True))
-
-            return await self.call(describe_returning)
-        if prep.kind == "catalog" or (
-            prep.kind == "engine" and isinstance(prep.stmts[-1], ast.Select | ast.Show | ast.SetOperation)
-        ):
-            params = [None] * max(param_count(prep.sql), len(prep.param_oids))
-            assert self.conn is not None
-            aborted = self.conn.session.aborted
-            try:
-                res = await self.execute(prep, params)
-            except UndefinedObject:
-                raise  # a missing table, column or function, whatever the parameters
-            except (ChangefeedError, sqlite3.Error, ValueError, TypeError):
-                return []
-            finally:
-                self.conn.session.aborted = aborted
-            if res is None:
-                return []
-            oids = column_oids(res.types, res.rows, len(res.columns))
-            return list(zip(res.columns, oids, strict=True))
-        return []
 
     async def on_execute(self, msg: p.Reader) -> None:
         name = msg.cstr()
@@ -878,7 +784,7 @@ class PgSession:
             await core_feeds.run_stream(self, prep, portal.formats, describe=False, params=portal.params)
             return
         if portal.result is None:
-            await self.begin_implicit(prep)
+            await implicit.begin(self, prep)
             portal.result = await self.execute(prep, portal.params)
         res = portal.result
         if res is None:

@@ -1,21 +1,23 @@
-"""The values a SQL row write computes beyond what the statement gives: a column's DEFAULT,
-stored computed columns, and the NOT NULL checks of the row about to be written (shared by
-INSERT, UPDATE and ``ON CONFLICT DO UPDATE``)."""
+"""The values a row write computes beyond what the statement gives: a column's DEFAULT,
+stored computed columns, the NOT NULL checks of the row about to be written (shared by INSERT,
+UPDATE and ``ON CONFLICT DO UPDATE``), the row's key and a ``USING TTL``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from changefeed.engine.catalog import ColumnSchema, TableSchema
-from changefeed.exceptions import NotNullViolation
-from changefeed.sql import astjson
+from changefeed.engine.catalog import ColumnSchema, Role, TableSchema
+from changefeed.engine.type_errors import sql_text
+from changefeed.engine.types import is_ydb_type
+from changefeed.exceptions import ChangefeedError, InvalidStatement, NotNullViolation
+from changefeed.sql import ast, astjson
 from changefeed.sql.evaluator import Evaluator, Params, Scope
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.session import Session
 from changefeed.sql.statements.common import coerce
 
-__all__ = ["check_not_null", "default_value", "with_computed"]
+__all__ = ["check_not_null", "default_value", "key_of", "missing_key", "ttl_seconds", "with_computed"]
 
 
 def default_value(session: Session, col: ColumnSchema, ev: Params, ctx: EvalContext) -> Any:
@@ -56,3 +58,36 @@ def check_not_null(session: Session, schema: TableSchema, cells: Mapping[int, An
     for c in schema.columns:
         if c.not_null and not c.is_key and not c.virtual and c.id not in cells:
             raise NotNullViolation(f'null value in column "{c.name}" violates not-null constraint')
+
+
+def missing_key(session: Session, schema: TableSchema, column: str) -> ChangefeedError:
+    """A primary key column without a value: CockroachDB's not-null violation (23502) for a
+    CockroachDB table; for a YDB or CQL table, an invalid request naming the column."""
+    if session.dialect == "sql" and not any(is_ydb_type(c.type) for c in schema.columns):
+        return NotNullViolation(f'null value in column "{column}" violates not-null constraint')
+    return InvalidStatement(f"missing value for primary key column {column}")
+
+
+def key_of(
+    session: Session, schema: TableSchema, values: Mapping[int, Any], *, partial: bool = False
+) -> tuple[Any, ...]:
+    """The primary key of the row ``values`` (column id -> value); a missing part is an error, or
+    with ``partial`` ends the key at the first missing clustering column."""
+    key = []
+    for c in schema.key:
+        if c.id not in values or values[c.id] is None:
+            if partial and c.role is Role.CLUSTERING:
+                break
+            raise missing_key(session, schema, c.name)
+        key.append(values[c.id])
+    return tuple(key)
+
+
+def ttl_seconds(session: Session, expr: ast.Expr | None, evaluator: Evaluator) -> int | None:
+    """A ``USING TTL`` in seconds (0: none), checked as ScyllaDB checks it."""
+    if expr is None:
+        return None
+    v = evaluator.eval(expr, None)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 630_720_000:
+        raise InvalidStatement(f"TTL must be a number of seconds between 0 and 630720000, not {sql_text(v)}")
+    return v or None
