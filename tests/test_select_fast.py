@@ -41,8 +41,11 @@ def test_projections_with_expressions_and_nulls(sql: changefeed.Connection) -> N
 
 
 def test_bad_limit_is_refused(sql: changefeed.Connection) -> None:
-    with pytest.raises(exc.InvalidStatement):
+    with pytest.raises(exc.InvalidArgument, match="LIMIT must not be negative") as e:
         sql.execute("SELECT * FROM t LIMIT -1")
+    assert e.value.code == "2201W"  # PostgreSQL's
+    with pytest.raises(exc.InvalidStatement, match="LIMIT must be a non-negative integer"):
+        sql.execute("SELECT * FROM t LIMIT 'x'")
 
 
 def test_cql_star_order_and_log_relation_with_limit(tmp_path: Path) -> None:
