@@ -14,7 +14,7 @@ from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import UTC, parse_timestamp
 from changefeed.exceptions import TypeMismatch
 
-__all__ = ["CQL_FUNCTIONS"]
+__all__ = ["CQL_FUNCTIONS", "timeuuid_time"]
 
 
 def _millis(v: Any, name: str) -> int:
@@ -40,7 +40,8 @@ def _bound(name: str, upper: bool) -> Callable[[Any], uuid.UUID | None]:
     return fn
 
 
-def _timeuuid_time(v: Any) -> dt.datetime:
+def timeuuid_time(v: Any) -> dt.datetime:
+    """The time a version-1 UUID carries (``toTimestamp``, ``dateOf``), to the microsecond."""
     if not isinstance(v, uuid.UUID) or v.version != 1:
         raise TypeMismatch(f"expected a timeuuid, got {sql_text(v)}")
     return dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=(v.time - GREGORIAN_OFFSET) // 10)
@@ -69,8 +70,8 @@ CQL_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "mintimeuuid": _bound("mintimeuuid", False),
     "maxtimeuuid": _bound("maxtimeuuid", True),
     # Cassandra 2's names for toTimestamp/toUnixTimestamp of a timeuuid
-    "dateof": lambda v: None if v is None else _timeuuid_time(v),
-    "unixtimestampof": lambda v: None if v is None else _millis(_timeuuid_time(v), "unixtimestampof"),
+    "dateof": lambda v: None if v is None else timeuuid_time(v),
+    "unixtimestampof": lambda v: None if v is None else _millis(timeuuid_time(v), "unixtimestampof"),
     "blobastext": _blob_as_text,
     "blobasvarchar": _blob_as_text,
     "blobasascii": _blob_as_text,

@@ -20,12 +20,11 @@ from decimal import Decimal
 from typing import Any
 
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.type_errors import sql_text
 from changefeed.engine.types import UTC, resolve_type
-from changefeed.exceptions import InvalidStatement, NumericValueOutOfRange, TypeMismatch, UndefinedFunction
+from changefeed.exceptions import InvalidStatement, NumericValueOutOfRange, UndefinedFunction
 from changefeed.sql.arithmetic import INT64_MIN
 from changefeed.sql.builtins import BUILTINS, to_text
-from changefeed.sql.cql_functions import CQL_FUNCTIONS
+from changefeed.sql.cql_functions import CQL_FUNCTIONS, timeuuid_time
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
 
 #: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
@@ -126,10 +125,10 @@ _PURE["length"] = lambda s: None if s is None else len(s)
 _PURE["abs"] = lambda x: None if x is None else _abs(x)
 _PURE["coalesce"] = lambda *xs: next((x for x in xs if x is not None), None)
 _PURE["concat"] = lambda *xs: "".join("" if x is None else to_text(x) for x in xs)
-_PURE["totimestamp"] = lambda x: x if isinstance(x, dt.datetime) else _uuid_time(x)
-_PURE["todate"] = lambda x: (x if isinstance(x, dt.datetime) else _uuid_time(x)).date()
+_PURE["totimestamp"] = lambda x: x if isinstance(x, dt.datetime) else timeuuid_time(x)
+_PURE["todate"] = lambda x: (x if isinstance(x, dt.datetime) else timeuuid_time(x)).date()
 _PURE["tounixtimestamp"] = lambda x: int(
-    ((x if isinstance(x, dt.datetime) else _uuid_time(x)).timestamp()) * 1000
+    ((x if isinstance(x, dt.datetime) else timeuuid_time(x)).timestamp()) * 1000
 )
 
 # Apache Phoenix (issue 11): TO_DATE, TO_TIMESTAMP.
@@ -139,12 +138,6 @@ _PURE.update(CQL_FUNCTIONS)
 # PostgreSQL's and CockroachDB's string, number and date functions (those above keep theirs).
 for _name, _fn in BUILTINS.items():
     _PURE.setdefault(_name, _fn)
-
-
-def _uuid_time(u: Any) -> dt.datetime:
-    if not isinstance(u, uuid.UUID) or u.version != 1:
-        raise TypeMismatch(f"expected a timeuuid, got {sql_text(u)}")
-    return dt.datetime.fromtimestamp((u.time - 0x01B21DD213814000) / 1e7, tz=UTC)
 
 
 def call(name: str, args: list[Any], ctx: EvalContext) -> Any:

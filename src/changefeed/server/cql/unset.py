@@ -17,6 +17,7 @@ from typing import Any
 
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql import ast
+from changefeed.sql.evaluator import subexpressions
 
 __all__ = ["without_unset"]
 
@@ -62,10 +63,5 @@ def _params(node: Any) -> Iterator[ast.Param]:
     if isinstance(node, ast.Param):
         yield node
         return
-    if isinstance(node, tuple | list):
-        for x in node:
-            yield from _params(x)
-        return
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for f in dataclasses.fields(node):
-            yield from _params(getattr(node, f.name))
+    for child in subexpressions(node):
+        yield from _params(child)

@@ -280,7 +280,7 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
     conflict = None
     if s.on_conflict_update is not None and session.dialect == "sql":
         conflict = ConflictUpdate(session, schema, s.on_conflict_update)
-    applied_rows: list[tuple[bool, Row | None]] = [(True, None)]
+    lwt: tuple[bool, Row | None] = (True, None)  # the last row's IF NOT EXISTS outcome
     written: list[dict[int, Any]] = []
     for values in s.rows:
         if len(values) != len(cols):
@@ -296,13 +296,13 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
         if session.dialect == "cql":
             existing = cql_insert(session, txn, schema, given, ttl, s.if_not_exists)
             if s.if_not_exists:
-                applied_rows.append((existing is None, existing))
+                lwt = (existing is None, existing)
         else:
             row = _sql_insert(session, txn, schema, given, s, ev, ctx, conflict)
             if row is not None:
                 written.append(row)
     if s.if_not_exists and session.dialect == "cql":
-        return lwt_result(session, schema, applied_rows[-1])
+        return lwt_result(session, schema, lwt)
     n = len(written) if session.dialect == "sql" else len(s.rows)
     return _returning(session, txn, schema, s.returning, written, ev, f"{_TAGS[s.mode]} {n}", n)
 
