@@ -299,3 +299,22 @@ def test_schema_change_policies(db: Connection, tmp_path: Path) -> None:
             ("t", b"[1]", b'{"after": {"d": 7, "k": 1, "m": null, "n": null, "v": "b"}}'),
         ]
     w.close()
+
+
+def test_jsonb_numbers_keep_every_digit(db: Connection) -> None:
+    """JSONB numbers are decimals (CockroachDB's apd, PostgreSQL's numeric): a feed carries the
+    digits written, not a binary float's rounding of them; an exponent is read into the digits."""
+    db.execute("CREATE TABLE jdoc (id INT PRIMARY KEY, doc JSONB)")
+    db.execute(
+        """INSERT INTO jdoc VALUES (1, '{"x": 0.1234567890123456789, "big": 123456789012345678901234567890, "e": 1.5e2, "t": 1.10}')"""
+    )
+    with db.stream("EXPERIMENTAL CHANGEFEED FOR jdoc") as feed:
+        assert next(feed) == (
+            "jdoc",
+            b"[1]",
+            b'{"after": {"doc": {"big": 123456789012345678901234567890, "e": 150, "t": 1.10,'
+            b' "x": 0.1234567890123456789}, "id": 1}}',
+        )
+    assert db.execute("SELECT doc ->> 'x', doc -> 'big' FROM jdoc").rows == [
+        ("0.1234567890123456789", "123456789012345678901234567890")
+    ]

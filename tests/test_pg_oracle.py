@@ -33,6 +33,9 @@ SETUP = (
     "CREATE TABLE d3 (id INT PRIMARY KEY, doc JSONB)",
     """INSERT INTO d3 VALUES (1, '{"a": [1, 2, {"b": null}], "c": "x", "n": 5}'), (2, '[1, "two", [3]]'),"""
     """ (3, '"s"'), (4, 'null'), (5, NULL)""",
+    "CREATE TABLE dj (id INT PRIMARY KEY, doc JSONB)",
+    """INSERT INTO dj VALUES (1, '{"x": 0.1234567890123456789, "big": 123456789012345678901234567890,"""
+    """ "e": 1.50e1, "z": -0, "t": 1.10, "tiny": 1E-3}')""",
     "CREATE TABLE d4 (id INT PRIMARY KEY, parent INT, name TEXT)",
     "INSERT INTO d4 VALUES (1, NULL, 'root'), (2, 1, 'a'), (3, 1, 'b'), (4, 2, 'c'), (5, 4, 'd'), (6, 6, 'loop')",
 )
@@ -277,6 +280,10 @@ STATEMENTS = (
     " jsonb_build_array(1, 'a', NULL)",
     "SELECT id, jsonb_typeof(doc), doc ->> 'n' FROM d3 ORDER BY id",
     "SELECT jsonb_array_length(doc) FROM d3 WHERE id = 2",
+    # JSONB numbers are exact decimals: every digit kept, exponents read into the digits
+    "SELECT doc ->> 'x', doc ->> 'big', doc ->> 'e', doc ->> 'z', doc ->> 't', doc ->> 'tiny' FROM dj",
+    "SELECT jsonb_typeof(doc -> 'big'), (doc -> 'x')::text, doc -> 'big' = '123456789012345678901234567890'::jsonb FROM dj",
+    "SELECT to_jsonb(0.1234567890123456789::decimal) #>> '{}', jsonb_build_array(1.50, 2) ->> 0",
     "SELECT s, jsonb_agg(id), json_agg(n) FROM d1 WHERE s IS NOT NULL GROUP BY s ORDER BY s",
     "SELECT jsonb_object_agg(id, s), jsonb_agg(id) FILTER (WHERE id > 100) FROM d1 WHERE id < 4",
     "SELECT id, jsonb_agg(id) OVER (ORDER BY id) FROM d1 ORDER BY id",

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_from_text
 from changefeed.engine.type_errors import YDB_SPELLINGS, mismatch, out_of_range, voice_of
 from changefeed.exceptions import TypeMismatch, UndefinedObject, ValueTooLarge
@@ -468,12 +469,12 @@ def _c_interval(t: SqlType, v: object) -> dt.timedelta:
 
 def _c_json(t: SqlType, v: object) -> str:
     if isinstance(v, str):
-        parsed = orjson.loads(v)
-    elif isinstance(v, dict | list | int | float | bool):
+        parsed = json_doc.loads(v)  # numbers exact: orjson would round them (see json_doc)
+    elif isinstance(v, dict | list | int | float | bool | Decimal):
         parsed = v
     else:
         raise _Unfit()
-    out = orjson.dumps(parsed).decode()
+    out = json_doc.dumps(parsed)
     if len(out) > MAX_VALUE_BYTES:
         raise ValueTooLarge(f"JSON value exceeds the {MAX_VALUE_BYTES}-byte limit")
     return out

@@ -39,8 +39,7 @@ from collections.abc import Callable
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from changefeed.engine import json_doc
 from changefeed.engine.types import Kind, SqlType, parse_interval, parse_timestamp
 from changefeed.exceptions import ChangefeedFailed, TypeMismatch
 from changefeed.feeds.cdc_plan import is_canonical_json
@@ -254,7 +253,7 @@ def text_of(v: Any, t: SqlType) -> str:
     if k is Kind.INTERVAL:
         return V.interval_text(v)[1:-1]
     if k is Kind.JSON:
-        return v if is_canonical_json(t) else V.json_document(orjson.loads(v))
+        return v if is_canonical_json(t) else V.json_document(json_doc.loads(v))
     return str(v)
 
 
@@ -283,7 +282,7 @@ def json_text(v: Any, t: SqlType) -> str:
     if k is Kind.INTERVAL:
         return V.interval_text(v)
     if k is Kind.JSON:
-        return v if is_canonical_json(t) else V.json_document(orjson.loads(v))
+        return v if is_canonical_json(t) else V.json_document(json_doc.loads(v))
     if k is Kind.ARRAY:
         return V.storage_text(v, t)
     return V.json_string(str(v))
@@ -488,8 +487,8 @@ def parse_text(s: str, t: SqlType) -> Any:
             return (iv.days * 86_400 + iv.seconds) * US + iv.microseconds
         if k is Kind.JSON:
             try:
-                return V.json_document(orjson.loads(s))
-            except orjson.JSONDecodeError:
+                return V.json_document(json_doc.loads(s))
+            except ValueError:
                 raise ChangefeedFailed(f"could not parse JSON: {s}") from None
         if k is Kind.BYTES:
             if s.startswith("\\x"):

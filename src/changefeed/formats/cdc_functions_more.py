@@ -9,10 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from changefeed.engine import json_doc
 from changefeed.engine.patterns import regex_search
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import ChangefeedFailed, InvalidRegularExpression
@@ -487,7 +489,7 @@ def _format_spark(c: Sequence[Column], t: Sequence[SqlType], r: SqlType, k: Sequ
 
 
 def _json_get(doc: str, key: Any) -> Any:
-    parsed = orjson.loads(doc)
+    parsed = json_doc.loads(doc)
     if isinstance(key, int):
         if not isinstance(parsed, list):
             return None
@@ -506,7 +508,7 @@ _MISSING = object()
 def _arrow_make(text: bool) -> Callable[[Sequence[SqlType], SqlType], Callable[..., Any]]:
     def make(types: Sequence[SqlType], ret: SqlType) -> Callable[..., Any]:
         def run(doc: str, key: Any) -> str | None:
-            if isinstance(key, str) and isinstance(orjson.loads(doc), list):
+            if isinstance(key, str) and isinstance(json_doc.loads(doc), list):
                 return None
             v = _json_get(doc, key)
             if v is None and not _has(doc, key):
@@ -515,7 +517,7 @@ def _arrow_make(text: bool) -> Callable[[Sequence[SqlType], SqlType], Callable[.
                 if v is None:
                     return None
                 return v if isinstance(v, str) else V.json_document(v)
-            return orjson.dumps(v).decode()
+            return json_doc.dumps(v)
 
         return run
 
@@ -523,7 +525,7 @@ def _arrow_make(text: bool) -> Callable[[Sequence[SqlType], SqlType], Callable[.
 
 
 def _has(doc: str, key: Any) -> bool:
-    parsed = orjson.loads(doc)
+    parsed = json_doc.loads(doc)
     if isinstance(key, int):
         return isinstance(parsed, list) and -len(parsed) <= key < len(parsed)
     return isinstance(parsed, dict) and key in parsed
@@ -561,12 +563,12 @@ def _arrow_spark(
 
 
 def _typeof_py(doc: str) -> str:
-    v = orjson.loads(doc)
+    v = json_doc.loads(doc)
     if v is None:
         return "null"
     if isinstance(v, bool):
         return "boolean"
-    if isinstance(v, int | float):
+    if isinstance(v, int | float | Decimal):
         return "number"
     if isinstance(v, str):
         return "string"

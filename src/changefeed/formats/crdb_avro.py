@@ -35,7 +35,6 @@ the topic partition is Spark's own ``pmod(xxhash64(key), n)``.
 from __future__ import annotations
 
 import io
-import json
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from changefeed.engine import json_doc
 from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE
 from changefeed.engine.types import Kind, SqlType
@@ -118,7 +118,7 @@ def interval_iso8601(us: int) -> str:
 
 def jsonb_text(stored: str) -> str:
     """JSONB as CockroachDB prints it: keys sorted, ``", "`` and ``": "`` separators."""
-    return json.dumps(orjson.loads(stored), sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+    return json_doc.spaced(json_doc.loads(stored), sort_keys=True)
 
 
 def _element_converter(t: SqlType) -> Callable[[Any], Any]:

@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Protocol
 
-import orjson
-
+from changefeed.engine import json_doc
 from changefeed.engine.catalog import ColumnSchema, TableSchema
 from changefeed.engine.types import Kind, SqlType
 from changefeed.feeds.crdb_options import CrdbOptions
@@ -171,7 +170,7 @@ def envelope_schema(table: TableSchema, opts: CrdbOptions) -> dict[str, Any]:
 
 def json_text(v: Any) -> str:
     """A JSON document printed as CockroachDB prints it (keys sorted, ``", "``/``": "``)."""
-    return V.json_document(orjson.loads(orjson.dumps(v)))
+    return V.json_document(json_doc.loads(json_doc.dumps(v)))
 
 
 # ============================================================================ assembly

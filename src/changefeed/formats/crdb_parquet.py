@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from changefeed.engine import json_doc
 from changefeed.engine.catalog import ColumnSchema
 from changefeed.engine.changes import CHANGE_SNAPSHOT
 from changefeed.engine.storage import CHANGE_ERASE, CHANGE_UPSERT
@@ -175,7 +176,7 @@ def _to_transport(t: SqlType) -> Callable[[Any], Any]:
         inner = _from_json_element(el)
         return lambda v: None if v is None else [inner(x) for x in orjson.loads(v)]
     if k is Kind.JSON and not is_canonical_json(t):  # CockroachDB's JSONB text: sorted keys, spaced
-        return lambda v: None if v is None else V.json_document(orjson.loads(v))
+        return lambda v: None if v is None else V.json_document(json_doc.loads(v))
     return lambda v: v if v is None or isinstance(v, str) else str(v)
 
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from changefeed.engine import json_doc
 from changefeed.engine.types import Kind, SqlType
 from changefeed.feeds.cdc_plan import is_canonical_json
 
@@ -157,6 +158,8 @@ def json_document(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, float):
         return float_text(v)
+    if isinstance(v, Decimal):
+        return json_doc.number_text(v)
     return str(v)
 
 
@@ -189,7 +192,7 @@ def storage_text(v: Any, t: SqlType) -> str:
     if k is Kind.JSON:
         if is_canonical_json(t):
             return str(v)  # a CDC query's JSON, printed the CockroachDB way already
-        return json_document(orjson.loads(v) if isinstance(v, str) else v)
+        return json_document(json_doc.loads(v) if isinstance(v, str) else v)
     if k is Kind.ARRAY:
         assert t.element is not None
         el = t.element

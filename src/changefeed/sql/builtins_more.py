@@ -13,8 +13,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-import orjson
-
+from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_literal
 from changefeed.engine.patterns import regex_replace
 from changefeed.exceptions import (
@@ -324,8 +323,8 @@ def _json_value(v: Any) -> Any:
     """A SQL value as the JSON value ``to_jsonb`` makes of it."""
     if v is None or isinstance(v, bool | int | float | str):
         return v
-    if isinstance(v, Decimal):
-        return int(v) if v == v.to_integral_value() and "E" not in str(v) and "." not in str(v) else float(v)
+    if isinstance(v, Decimal):  # exact, as PostgreSQL's numeric in JSONB (NaN and infinities as text)
+        return v if v.is_finite() else str(v)
     if isinstance(v, list | tuple):
         return [_json_value(x) for x in v]
     if isinstance(v, dict):
@@ -341,7 +340,7 @@ def _json_value(v: Any) -> Any:
 
 def json_array_of(values: list[Any]) -> str:
     """``jsonb_agg``: the values as a JSON array."""
-    return orjson.dumps([_json_value(v) for v in values]).decode()
+    return json_doc.dumps([_json_value(v) for v in values])
 
 
 def json_object_of(pairs: list[tuple[Any, Any]]) -> str:
@@ -351,7 +350,7 @@ def json_object_of(pairs: list[tuple[Any, Any]]) -> str:
         if k is None:
             raise invalid_argument("field name must not be null", "22004")
         obj[_text(k)] = _json_value(v)
-    return orjson.dumps(obj).decode()
+    return json_doc.dumps(obj)
 
 
 def _jsonb_build_object(*args: Any) -> str:
@@ -362,17 +361,17 @@ def _jsonb_build_object(*args: Any) -> str:
         if k is None:
             raise invalid_argument("argument 1: key must not be null", "22004")
         obj[_text(k)] = _json_value(v)
-    return orjson.dumps(obj).decode()
+    return json_doc.dumps(obj)
 
 
 def _jsonb_build_array(*args: Any) -> str:
-    return orjson.dumps([_json_value(v) for v in args]).decode()
+    return json_doc.dumps([_json_value(v) for v in args])
 
 
 def _to_jsonb(*args: Any) -> str | None:
     if len(args) != 1:
         raise unknown_signature("to_jsonb", args)
-    return None if args[0] is None else orjson.dumps(_json_value(args[0])).decode()
+    return None if args[0] is None else json_doc.dumps(_json_value(args[0]))
 
 
 def _document(name: str, v: Any) -> Any:
@@ -401,7 +400,7 @@ def _jsonb_typeof(*args: Any) -> str | None:
         return "null"
     if isinstance(doc, bool):
         return "boolean"
-    if isinstance(doc, int | float):
+    if isinstance(doc, int | float | Decimal):
         return "number"
     if isinstance(doc, str):
         return "string"

@@ -4,12 +4,10 @@ end), ``#>`` and ``#>>`` (the same along a path), ``@>`` and ``<@`` (containment
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
+from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_literal
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import InvalidTextRepresentation, UndefinedFunction
@@ -38,14 +36,8 @@ def apply(op: str, left: Any, right: Any) -> Any:
     if not found:
         return None
     if op in ("->>", "#>>"):  # text as jsonb's output prints it: {"a": [1, 2]}
-        return (
-            None
-            if value is None
-            else value
-            if isinstance(value, str)
-            else json.dumps(value, ensure_ascii=False)
-        )
-    return orjson.dumps(value).decode()  # JSONB as the engine holds it
+        return None if value is None else value if isinstance(value, str) else json_doc.spaced(value)
+    return json_doc.dumps(value)  # JSONB as the engine holds it
 
 
 def document(v: Any, refuse: Callable[[], Exception]) -> Any:
@@ -53,8 +45,8 @@ def document(v: Any, refuse: Callable[[], Exception]) -> Any:
     raised when ``v`` is not JSONB at all (each caller names its own signature)."""
     if isinstance(v, str):
         try:
-            return orjson.loads(v)
-        except orjson.JSONDecodeError:
+            return json_doc.loads(v)
+        except ValueError:
             raise InvalidTextRepresentation(f'invalid input syntax for type json: "{v}"') from None
     if isinstance(v, dict | list):
         return v

@@ -9,7 +9,6 @@ is passed on and the engine converts it to the column's type, as PostgreSQL's ``
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import struct
 import uuid
@@ -18,8 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import orjson
-
+from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_from_text, array_to_text
 from changefeed.engine.type_errors import crdb_parse_error
 from changefeed.engine.types import Kind, SqlType
@@ -187,16 +185,10 @@ def text_value(v: Any) -> str:
     if isinstance(v, dt.timedelta):
         return interval_text(v)
     if isinstance(v, dict | list):
-        return orjson.dumps(v).decode() if not v else _json_text(v)
+        return json_doc.spaced(v)
     if isinstance(v, tuple | set | frozenset):
         return array_to_text(v, text_value)
     return str(v)
-
-
-def _json_text(v: Any) -> str:
-    import json
-
-    return json.dumps(v, ensure_ascii=False)
 
 
 def text_array(v: Any) -> str:
@@ -210,10 +202,10 @@ def text_json(v: Any) -> bytes:
     """jsonb text output as PostgreSQL prints it: ``{"a": [1, 2]}``."""
     if isinstance(v, str | bytes):
         try:
-            v = orjson.loads(v)
-        except orjson.JSONDecodeError:
+            v = json_doc.loads(v)
+        except ValueError:
             return v.encode() if isinstance(v, str) else v
-    return json.dumps(v, ensure_ascii=False).encode()
+    return json_doc.spaced(v).encode()
 
 
 # ----------------------------------------------------------------------------------- binary out
@@ -402,8 +394,8 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     TIMESTAMPTZ: _parse_ts,
     TIME: dt.time.fromisoformat,
     INTERVAL: _parse_interval,
-    JSON: orjson.loads,
-    JSONB: orjson.loads,
+    JSON: json_doc.loads,
+    JSONB: json_doc.loads,
 }
 
 
@@ -487,9 +479,9 @@ def _from_binary(b: bytes, oid: int) -> Any:
         us, days, months = struct.unpack("!qii", b)
         return dt.timedelta(days=days + 30 * months, microseconds=us)
     if oid == JSONB:
-        return orjson.loads(b[1:])
+        return json_doc.loads(b[1:])
     if oid == JSON:
-        return orjson.loads(b)
+        return json_doc.loads(b)
     if oid in ARRAY_ELEMENTS:
         return array_from_binary(b, _from_binary)
     return b.decode()
@@ -515,7 +507,6 @@ DECODE_ERRORS = (
     struct.error,
     UnicodeDecodeError,
     IndexError,
-    orjson.JSONDecodeError,
     ArithmeticError,
 )
 
