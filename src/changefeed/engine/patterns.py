@@ -18,7 +18,7 @@ from typing import Any
 
 import regex as regex_engine
 
-from changefeed.exceptions import InvalidRegularExpression
+from changefeed.exceptions import InvalidEscape, InvalidRegularExpression
 
 #: Parsed patterns kept (a statement run again and again matches the same few).
 PATTERN_CACHE = 512
@@ -35,7 +35,9 @@ def segments(pattern: str, escape: str = "\\", insensitive: bool = False) -> tup
     i = 0
     while i < len(pattern):
         ch = pattern[i]
-        if escape and ch == escape and i + 1 < len(pattern):
+        if escape and ch == escape:
+            if i + 1 == len(pattern):  # PostgreSQL and CockroachDB refuse it (22025)
+                raise InvalidEscape("LIKE pattern must not end with escape character")
             current.append(pattern[i + 1].lower() if insensitive else pattern[i + 1])
             i += 2
             continue

@@ -30,7 +30,13 @@ import orjson
 from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_from_text
 from changefeed.engine.type_errors import YDB_SPELLINGS, mismatch, out_of_range, voice_of
-from changefeed.exceptions import TypeMismatch, UndefinedObject, ValueTooLarge
+from changefeed.exceptions import (
+    DatetimeFieldOverflow,
+    NumericValueOutOfRange,
+    TypeMismatch,
+    UndefinedObject,
+    ValueTooLarge,
+)
 
 UTC = dt.UTC
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -275,11 +281,28 @@ def _c_int(t: SqlType, v: object) -> int:
 def _c_float(t: SqlType, v: object) -> float:
     if isinstance(v, bool):
         raise _Unfit()
-    if isinstance(v, int | float | Decimal):
-        return float(v)
+    if isinstance(v, float):
+        return v
+    if isinstance(v, int | Decimal):
+        f = float(v)
+        if math.isinf(f) and not (isinstance(v, Decimal) and v.is_infinite()):
+            raise _out_of_float_range(str(v))
+        return f
     if isinstance(v, str):
-        return float(v)
+        f = float(v)
+        if math.isinf(f) and v.strip().lower().lstrip("+-") not in _INFINITY_SPELLINGS:
+            raise _out_of_float_range(v)
+        return f
     raise _Unfit()
+
+
+#: How a string may name an infinity (``float()`` also reads them; a huge number is not one).
+_INFINITY_SPELLINGS = frozenset({"inf", "infinity"})
+
+
+def _out_of_float_range(text: str) -> NumericValueOutOfRange:
+    """PostgreSQL's error for a number past double precision's range (``1e400``), not Infinity."""
+    return NumericValueOutOfRange(f'"{text.strip()}" is out of range for type double precision')
 
 
 def _c_decimal(t: SqlType, v: object) -> Decimal:
@@ -348,10 +371,25 @@ def _c_date(t: SqlType, v: object) -> dt.date:
     if isinstance(v, dt.date):
         return v
     if isinstance(v, str):
-        return dt.date.fromisoformat(v.strip())
+        s = v.strip()
+        try:
+            return dt.date.fromisoformat(s)
+        except ValueError:
+            if _DATE_SHAPE.match(s):  # well formed, a field out of range (2024-02-30)
+                raise _field_out_of_range(s) from None
+            raise
     if isinstance(v, int) and not isinstance(v, bool):
         return EPOCH_DATE + dt.timedelta(days=v)
     raise _Unfit()
+
+
+_DATE_SHAPE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TIME_SHAPE = re.compile(r"^\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?$")
+
+
+def _field_out_of_range(text: str) -> DatetimeFieldOverflow:
+    """PostgreSQL's 22008 for a well-formed date or time whose field is out of range."""
+    return DatetimeFieldOverflow(f'date/time field value out of range: "{text}"')
 
 
 _TS_RE = re.compile(
@@ -381,7 +419,12 @@ def _c_timestamp(t: SqlType, v: object) -> dt.datetime:
     elif isinstance(v, dt.date):
         ts = dt.datetime(v.year, v.month, v.day)
     elif isinstance(v, str):
-        ts = parse_timestamp(v)
+        try:
+            ts = parse_timestamp(v)
+        except _Bad:
+            raise
+        except ValueError:  # well formed (parse_timestamp checked), a field out of range
+            raise _field_out_of_range(v.strip()) from None
     elif isinstance(v, int) and not isinstance(v, bool):
         unit = 1000 if t.millis else (1 if t.kind is Kind.DATETIME else 1_000_000)
         ts = EPOCH + dt.timedelta(microseconds=v * (1_000_000 // unit))
@@ -402,7 +445,13 @@ def _c_time(t: SqlType, v: object) -> dt.time:
     if isinstance(v, dt.time):
         return v
     if isinstance(v, str):
-        return dt.time.fromisoformat(v.strip())
+        s = v.strip()
+        try:
+            return dt.time.fromisoformat(s)
+        except ValueError:
+            if _TIME_SHAPE.match(s):  # well formed, a field out of range (24:00:01)
+                raise _field_out_of_range(s) from None
+            raise
     if isinstance(v, int) and not isinstance(v, bool):  # nanoseconds since midnight (CQL)
         us = v // 1000
         return (dt.datetime.min + dt.timedelta(microseconds=us)).time()

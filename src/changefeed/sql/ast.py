@@ -328,11 +328,12 @@ class Batch:
 
 @dataclass(frozen=True, slots=True)
 class Begin:
-    """``BEGIN``/``START TRANSACTION`` with its modes: ``READ ONLY`` is kept (writes refused);
-    every isolation level is accepted and runs serializable, as CockroachDB's do."""
+    """``BEGIN``/``START TRANSACTION`` with its modes: ``READ ONLY`` (True) or ``READ WRITE``
+    (False) is kept, None when neither is said (the session's default); every isolation level is
+    accepted and runs serializable, as CockroachDB's do."""
 
     pos: Pos = field(default=Pos(), compare=False)
-    read_only: bool = False
+    read_only: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from changefeed.engine.database import Database
 from changefeed.engine.privileges import Privilege, UserPrivileges, check_table_privileges, effective
 from changefeed.engine.txn import Transaction
 from changefeed.exceptions import (
+    ActiveTransaction,
     ChangefeedError,
     InvalidOption,
     InvalidSavepoint,
@@ -207,6 +208,10 @@ class Session:
         self.aborted = False
         #: The explicit transaction is ``READ ONLY`` (``BEGIN READ ONLY``): writes are 25006.
         self.read_only = False
+        #: Transactions are read only unless they say otherwise (PostgreSQL's
+        #: ``default_transaction_read_only``, ``SET SESSION CHARACTERISTICS``; JDBC's
+        #: ``setReadOnly``): autocommit writes are refused too.
+        self.default_read_only = False
         #: Set to cancel a statement that is waiting (:class:`RunAgain`); the PostgreSQL endpoint
         #: shares its connection's cancel event here.
         self.cancelled = threading.Event()
@@ -220,14 +225,31 @@ class Session:
     def in_transaction(self) -> bool:
         return self.txn is not None or self.opened
 
-    def begin(self, *, read_only: bool = False) -> None:
+    def begin(self, *, read_only: bool | None = None) -> None:
         """Open an explicit transaction. Its SQLite transaction (and, unless ``read_only``, the
         write lock) starts with its first statement, not here: a client's BEGIN round trip holds
-        no lock. A ``read_only`` one refuses writes (25006) and never blocks a writer."""
+        no lock. A ``read_only`` one refuses writes (25006) and never blocks a writer; None:
+        the session's :attr:`default_read_only`."""
         if self.in_transaction:
             raise TransactionError("there is already a transaction in progress")
         self.opened = True
         self.aborted = False
+        self.read_only = self.default_read_only if read_only is None else read_only
+
+    @property
+    def refuses_writes(self) -> bool:
+        """A write now would be refused with 25006: the transaction is read only, or there is
+        none and the session's transactions are read only by default."""
+        return self.read_only if self.in_transaction else self.default_read_only
+
+    def set_read_only(self, read_only: bool) -> None:
+        """``SET TRANSACTION READ ONLY | READ WRITE``, as PostgreSQL allows it: a transaction may
+        turn read only at any point, and read write only before its first statement (25001
+        after); outside a transaction it does nothing."""
+        if not self.in_transaction:
+            return
+        if not read_only and self.read_only and self.txn is not None:
+            raise ActiveTransaction("transaction read-write mode must be set before any query")
         self.read_only = read_only
 
     def _start(self) -> Transaction:
@@ -237,8 +259,8 @@ class Session:
         return self.txn
 
     def _check_writable(self, stmt: ast.Statement) -> None:
-        if self.read_only and self.in_transaction:
-            self.aborted = True
+        if self.refuses_writes:
+            self.aborted = self.in_transaction
             words = re.sub(r"(?<!^)(?=[A-Z])", " ", type(stmt).__name__).upper()
             raise ReadOnlyTransaction(f"cannot execute {words} in a read-only transaction")
 
@@ -391,7 +413,7 @@ class Session:
             fn: Callable[[Transaction], Result] = lambda t: self._run_planned(h, t, stmt, params, ev, bound)  # noqa: E731
         else:
             fn = lambda t: h.run(self, t, stmt, ev)  # noqa: E731
-        if h.write and self.read_only:
+        if h.write and self.refuses_writes:
             self._check_writable(stmt)
         started: int | None = None
         while True:
@@ -449,7 +471,7 @@ class Session:
             param_rows if isinstance(param_rows, ParamColumns) else list(param_rows)
         )
         handler = self.statements.handler(stmt)
-        if handler.write and self.read_only:
+        if handler.write and self.refuses_writes:
             self._check_writable(stmt)
         plan_many = handler.plan_many
         if plan_many is not None:

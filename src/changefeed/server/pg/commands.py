@@ -16,8 +16,8 @@ _GRAMMAR = r"""
 set: "SET"i [scope] name ("="|"TO"i) values                -> set
    | "SET"i [scope] "TIME"i "ZONE"i value                  -> set_timezone
    | "SET"i [scope] "NAMES"i value                         -> set_names
-   | "SET"i "SESSION"i "CHARACTERISTICS"i "AS"i "TRANSACTION"i /[^;]+/ -> set_ignored
-   | "SET"i "TRANSACTION"i /[^;]+/                         -> set_ignored
+   | "SET"i "SESSION"i "CHARACTERISTICS"i "AS"i "TRANSACTION"i MODES -> set_characteristics
+   | "SET"i "TRANSACTION"i MODES                           -> set_transaction
 scope: "SESSION"i | "LOCAL"i
 reset: "RESET"i (name | "ALL"i)
 show: "SHOW"i "QUERIES"i                                   -> show_queries
@@ -36,6 +36,7 @@ values: value ("," value)*
 name: CNAME ("." CNAME)* | ESCAPED_STRING
 STRING: /E?'(?:[^']|'')*'/i
 SIGNED: /[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?/
+MODES: /[^;]+/
 %import common.CNAME
 %import common.ESCAPED_STRING
 %import common.WS
@@ -89,8 +90,11 @@ class _Build(Transformer[Token, Command]):
     def set_names(self, items: list[object]) -> Command:
         return Command("set", "client_encoding", None if items[1] is None else str(items[1]))
 
-    def set_ignored(self, _: list[object]) -> Command:
-        return Command("ignored", "SET")
+    def set_characteristics(self, items: list[Token]) -> Command:
+        return _transaction_modes("default_transaction_read_only", str(items[0]))
+
+    def set_transaction(self, items: list[Token]) -> Command:
+        return _transaction_modes("transaction_read_only", str(items[0]))
 
     def reset(self, items: list[object]) -> Command:
         return Command("reset", str(items[0]) if items else "all")
@@ -118,6 +122,18 @@ class _Build(Transformer[Token, Command]):
 
     def deallocate(self, items: list[object]) -> Command:
         return Command("deallocate", str(items[0]) if items and items[0] is not None else "all")
+
+
+def _transaction_modes(variable: str, modes: str) -> Command:
+    """``SET [SESSION CHARACTERISTICS AS] TRANSACTION <modes>``: its access mode as a setting of
+    ``variable``; isolation levels and DEFERRABLE are accepted and change nothing (every
+    transaction runs serializable)."""
+    words = " ".join(modes.upper().replace(",", " ").split())
+    if "READ ONLY" in words:
+        return Command("set", variable, "on")
+    if "READ WRITE" in words:
+        return Command("set", variable, "off")
+    return Command("ignored", "SET")
 
 
 def parse_command(sql: str) -> Command | None:

@@ -35,6 +35,28 @@ def _var_name(session: PgSession, name: str) -> str:
     return var_name(session.vars, name)
 
 
+#: The settings of transactions' access mode (``SET SESSION CHARACTERISTICS``, ``SET
+#: TRANSACTION`` and JDBC's ``setReadOnly`` set them).
+READ_ONLY_VARIABLES = frozenset({"default_transaction_read_only", "transaction_read_only"})
+_TRUE = frozenset({"on", "true", "yes", "1", "t", "y"})
+_FALSE = frozenset({"off", "false", "no", "0", "f", "n"})
+
+
+def _set_read_only(session: PgSession, name: str, said: str, value: str) -> str:
+    """Apply a transaction access mode setting to the engine's session; its shown value."""
+    low = value.strip().lower()
+    if low not in _TRUE | _FALSE:
+        raise InvalidValue(f'parameter "{said}" requires a Boolean value')
+    on = low in _TRUE
+    engine = session.conn.session if session.conn is not None else None
+    if engine is not None:
+        if name == "default_transaction_read_only":
+            engine.default_read_only = on
+        else:
+            engine.set_read_only(on)
+    return "on" if on else "off"
+
+
 def run_command(session: PgSession, cmd: Command) -> Result:
     if cmd.kind == "set":
         name = _var_name(session, cmd.name)
@@ -51,6 +73,8 @@ def run_command(session: PgSession, cmd: Command) -> Result:
             value = "UTF8"
         if name == "TimeZone" and value.lower() in ("utc", "etc/utc", "z", "0", "+00", "gmt"):
             value = "UTC"
+        if name in READ_ONLY_VARIABLES:
+            value = _set_read_only(session, name, cmd.name, value)
         session.vars[name] = value
         if name in REPORTED:
             session.send(p.parameter_status(name, value))

@@ -19,13 +19,17 @@ class SessionRules(Rules):
     @v_args(meta=True)
     def begin(self, meta: Any, c: list[Any]) -> ast.Statement:
         modes = next((x for x in c if isinstance(x, list)), [])
-        return ast.Begin(pos=position(meta), read_only="read only" in modes)
+        access = "read only" in modes or ("read write" not in modes and None)
+        return ast.Begin(pos=position(meta), read_only=access)
 
     def txn_modes(self, c: list[Any]) -> list[str]:
         return [x for x in c if isinstance(x, str)]
 
     def txn_read_only(self, c: list[Any]) -> str:
         return "read only"
+
+    def txn_read_write(self, c: list[Any]) -> str:
+        return "read write"
 
     @v_args(meta=True)
     def commit(self, meta: Any, c: list[Any]) -> ast.Statement:
