@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal as Lit
 
+from changefeed.sql.ast_cql import CqlSelect as CqlSelect, InsertJson as InsertJson, Truncate as Truncate
 from changefeed.sql.ast_expressions import (
     ArrayLit as ArrayLit,
     Between as Between,
@@ -32,6 +33,7 @@ from changefeed.sql.ast_expressions import (
     Option as Option,
     OrderItem as OrderItem,
     Param as Param,
+    Pos as Pos,
     QName as QName,
     QualifiedStar as QualifiedStar,
     Quantified as Quantified,
@@ -47,14 +49,6 @@ from changefeed.sql.ast_expressions import (
 
 # --------------------------------------------------------------------------------------------------
 # Statements
-
-
-@dataclass(frozen=True, slots=True)
-class Pos:
-    """Where a statement starts in the submitted text (1-based), for error messages."""
-
-    line: int = 0
-    column: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -775,4 +769,8 @@ Statement = (
     | DropAsyncReplication
     | CreateSecret
     | DropSecret
+    # CQL statements of their own (``ast_cql``)
+    | Truncate
+    | InsertJson
+    | CqlSelect
 )

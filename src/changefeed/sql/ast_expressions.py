@@ -15,6 +15,14 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Pos:
+    """Where a statement starts in the submitted text (1-based), for error messages."""
+
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Ident:
     """One identifier. ``quoted`` is true for "x" in CQL/CockroachDB and `x` in YQL."""
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from changefeed.engine.array_text import array_literal
 from changefeed.engine.clock import timeuuid_key
 from changefeed.engine.database import Database
+from changefeed.engine.intervals import Interval
 from changefeed.engine.patterns import like, regex_search
 from changefeed.engine.storage import token
 from changefeed.engine.type_errors import crdb_parse_error, value_type
@@ -249,7 +250,7 @@ class Evaluator:
                 return None if v is None else not _truth(v, "NOT")
             if v is None:
                 return None
-            if isinstance(v, dt.timedelta):
+            if isinstance(v, dt.timedelta | Interval):
                 return -v if e.op == "-" else v
             if not isinstance(v, int | float | Decimal) or isinstance(v, bool):
                 raise UndefinedFunction(f"unsupported unary operator: {e.op}<{value_type(v)}>")
@@ -508,7 +509,8 @@ def reduce_aggregate(e: ast.FuncCall, inputs: Sequence[Any], dialect: str) -> An
     if name == "count":
         return len(vals)
     if not vals:
-        return None
+        # ScyllaDB: a sum or average of no values is 0, of the argument's type
+        return 0 if dialect == "cql" and name in ("sum", "avg") else None
     if name == "min":
         return min(vals)
     if name == "max":
@@ -535,9 +537,20 @@ def widened_sum(total: Any, dialect: str) -> Any:
 
 def average(total: Any, count: int, *, exact: bool, dialect: str) -> Any:
     """``avg``: of integers and decimals an exact DECIMAL in SQL (as CockroachDB's), else the
-    quotient of the values' own type."""
+    quotient of the values' own type; in CQL (ScyllaDB's) of integers an integer truncated
+    toward zero, of decimals a decimal of the sum's scale, rounded half to even."""
     if dialect == "sql" and exact:
         return Decimal(total) / count
+    if dialect == "cql" and type(total) is int:
+        q = abs(total) // count
+        return q if total >= 0 else -q
+    if dialect == "cql" and isinstance(total, Decimal) and total.is_finite():
+        sign, digits, exponent = total.as_tuple()
+        assert isinstance(exponent, int)
+        q, r = divmod(int("".join(map(str, digits)) or "0"), count)
+        if 2 * r > count or (2 * r == count and q % 2 == 1):
+            q += 1
+        return Decimal((sign, tuple(int(d) for d in str(q)), exponent))
     return total / count
 
 

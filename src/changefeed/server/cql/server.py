@@ -33,7 +33,7 @@ from changefeed.engine.privileges import check_login
 from changefeed.exceptions import ChangefeedError
 from changefeed.server import EndpointConfig
 from changefeed.server.cql import wire as w
-from changefeed.server.cql.session import ENDPOINT, CqlSession, Shared, lz4_decompress
+from changefeed.server.cql.session import ENDPOINT, CqlSession, Shared
 from changefeed.server.cql.statements import SchemaChange
 from changefeed.server.cql.system import Node, user_tables
 from changefeed.sql.parser import parse
@@ -276,7 +276,7 @@ class CqlEndpoint:
                 if flags & w.FLAG_COMPRESSION:
                     if compression != "lz4":
                         raise w.ProtocolError("compression was not negotiated")
-                    body = lz4_decompress(body)
+                    body = w.lz4_decompress(body)
                 r = w.Reader(body)
                 if opcode == w.OPTIONS:
                     out = w.Writer().string_multimap(w.OPTIONS_ANSWER).getvalue()

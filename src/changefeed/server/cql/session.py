@@ -4,8 +4,8 @@ Statements run on the connection's own engine session (``changefeed.connect(db, 
 semantics, privileges included) in the endpoint's thread pool. Results are paged as the driver
 asks (``result_page_size``): the first page runs the statement and keeps the rest of the result
 for ``paging_state`` to continue from; a paging state whose result is gone (expired, or another
-endpoint) runs the statement again and resumes at its row offset. Consistency levels are
-accepted and have no effect: this is one node.
+endpoint) runs the statement again and resumes at its row offset. Consistency levels have no
+effect (this is one node), but those ScyllaDB refuses for a statement are refused (``checks``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
-
-import lz4.block
+from typing import Any, TypeVar
 
 from changefeed.connection import Connection
 from changefeed.exceptions import (
@@ -42,8 +40,16 @@ from changefeed.exceptions import (
 )
 from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import gate_wait
-from changefeed.server.cql import system, wire as w
-from changefeed.server.cql.columnar import EncodedRows, encode_rows
+from changefeed.server.cql import checks, system, wire as w
+from changefeed.server.cql.columnar import encode_rows
+from changefeed.server.cql.results import (
+    ColumnarRows,
+    Paged,
+    TupleRows,
+    page_body,
+    rows_body,
+    schema_change_body,
+)
 from changefeed.server.cql.statements import (
     SchemaChange,
     Spec,
@@ -54,7 +60,7 @@ from changefeed.server.cql.statements import (
     split_name,
     statement_table,
 )
-from changefeed.server.cql.types import CqlType, decoder, rows_encoder
+from changefeed.server.cql.types import decoder
 from changefeed.server.cql.unset import without_unset
 from changefeed.server.pg.inline import runs_inline
 from changefeed.server.pool_calls import PoolCalls
@@ -89,63 +95,6 @@ class Prepared:
     #: Short enough to run on the event loop (see ``server.pg.inline``): a thread hand-over costs
     #: more CPU than a single-row write.
     inline: bool = False
-
-
-class PageRows(Protocol):
-    """A kept result's rows, encoded a page at a time."""
-
-    #: Whether encoding a page costs little enough to do on the event loop.
-    cheap: bool
-
-    def __len__(self) -> int: ...
-
-    def cells(self, lo: int, hi: int) -> bytes:
-        """The cells of rows ``lo`` to ``hi`` (exclusive), end to end."""
-        ...
-
-
-class TupleRows:
-    """Rows of Python values (a statement's :class:`Result`), encoded page by page."""
-
-    cheap = False
-
-    def __init__(self, rows: list[tuple[Any, ...]], types: list[CqlType]) -> None:
-        self.rows = rows
-        self.encode = rows_encoder(types)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def cells(self, lo: int, hi: int) -> bytes:
-        return self.encode(self.rows[lo:hi])
-
-
-class ColumnarRows:
-    """Rows encoded column-wise at once (a CDC log window): a page is a slice of their bytes."""
-
-    cheap = True
-
-    def __init__(self, rows: EncodedRows) -> None:
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def cells(self, lo: int, hi: int) -> bytes:
-        return self.rows.cells(lo, hi)
-
-
-@dataclass
-class Paged:
-    key: bytes
-    columns: list[str]
-    types: list[CqlType]
-    table: tuple[str, str]
-    rows: PageRows
-    at: float
-    #: Pages encoded ahead, by (offset, page size, metadata skipped): while the client decodes a
-    #: page, the pool encodes the next one, so paging uses both cores.
-    ahead: dict[tuple[int, int, bool], asyncio.Future[bytes]] = field(default_factory=dict)
 
 
 #: This endpoint's name in the node's metrics (``changefeed_endpoint_*{endpoint="cql"}``).
@@ -201,7 +150,7 @@ def error_of(exc: BaseException) -> tuple[int, str, bytes]:
     if isinstance(exc, DatabaseError):
         return w.SERVER_ERROR, str(exc), b""
     if isinstance(exc, ChangefeedError):
-        return w.INVALID, str(exc), b""
+        return w.INVALID, checks.cql_words(str(exc)), b""
     if isinstance(exc, sqlite3.Error):
         text = str(exc)
         if "locked" in text or "busy" in text:
@@ -279,7 +228,7 @@ class CqlSession:
         driver's pool) gets one sync for many commits, and one sync process serves every
         waiting session of the loop (``WalSync.wait_async``)."""
         if self.lz4 and body:
-            frame = w.frame(self.version, stream, opcode, lz4_compress(body), w.FLAG_COMPRESSION)
+            frame = w.frame(self.version, stream, opcode, w.lz4_compress(body), w.FLAG_COMPRESSION)
         else:
             frame = w.frame(self.version, stream, opcode, body)
         ticket = self._durability_ticket()
@@ -346,7 +295,7 @@ class CqlSession:
     def push_schema_event(self, change: SchemaChange) -> None:
         if "SCHEMA_CHANGE" not in self.events:
             return
-        body = w.Writer().string("SCHEMA_CHANGE").raw(_schema_change_body(change)).getvalue()
+        body = w.Writer().string("SCHEMA_CHANGE").raw(schema_change_body(change)).getvalue()
         with contextlib.suppress(Exception):
             self.send(-1, w.EVENT, body)
 
@@ -375,7 +324,7 @@ class CqlSession:
                 if flags & w.FLAG_COMPRESSION:
                     if not self.lz4:
                         raise w.ProtocolError("compression was not negotiated")
-                    body = lz4_decompress(body)
+                    body = w.lz4_decompress(body)
                 self.shared.metrics.request(ENDPOINT)
                 await self.handle(stream, opcode, w.Reader(body), bool(flags & w.FLAG_CUSTOM_PAYLOAD))
             except w.ProtocolError as exc:
@@ -459,7 +408,13 @@ class CqlSession:
 
     # ------------------------------------------------------------------ statements
     def _parse(self, query: str) -> ast.Statement:
-        stmts = parse(query, "cql")
+        try:
+            stmts = parse(query, "cql")
+        except SyntaxError_:
+            unbuilt = checks.unbuilt_statement(query)
+            if unbuilt is None:
+                raise
+            raise InvalidStatement(f"{unbuilt} is not supported by this endpoint") from None
         if len(stmts) != 1:
             raise InvalidStatement("expected exactly one statement" if stmts else "empty query")
         return stmts[0]
@@ -475,7 +430,7 @@ class CqlSession:
         stmt = self._parse_for_query(query)
         self.conn.db.refresh_catalog()
         specs, pk_at = bind_specs(session, stmt)
-        inline = runs_inline(session, [stmt]) and not isinstance(stmt, ast.Select)
+        inline = runs_inline(session, [stmt]) and not isinstance(stmt, ast.Select | ast.CqlSelect)
         prep = Prepared(pid, query, keyspace, stmt, specs, pk_at, [decoder(s.type) for s in specs], inline)
         with self.shared.lock:
             self.shared.prepared[pid] = prep
@@ -534,7 +489,9 @@ class CqlSession:
         out: list[Any] = []
         for i, v in enumerate(raw):
             if v is None or v is w.UNSET:
-                if v is w.UNSET and isinstance(prep.stmt, ast.Select | ast.Delete):
+                if v is w.UNSET and isinstance(
+                    prep.stmt, ast.Select | ast.CqlSelect | ast.Delete | ast.InsertJson
+                ):
                     raise InvalidStatement(f"Invalid unset value for column {prep.specs[i].name}")
                 out.append(v)  # an unset one stays so: ``_bound`` leaves its column alone
                 continue
@@ -557,7 +514,8 @@ class CqlSession:
         stmt = bound if bound is not None else await self.call(self._parse_for_query, query)
         if prep is not None and prep.keyspace is not None and self.conn.session.keyspace is None:
             self.conn.session.keyspace = prep.keyspace
-        if isinstance(stmt, ast.Select):
+        checks.check_consistency(stmt, params["consistency"])
+        if isinstance(stmt, ast.Select | ast.CqlSelect):
             await self.select(stream, query, stmt, values, params)
             return
         res, changes = await self._run_write(stmt, values, prep is not None and prep.inline)
@@ -577,13 +535,13 @@ class CqlSession:
             self.send(
                 stream,
                 w.RESULT,
-                w.Writer().int(w.SCHEMA_CHANGE).raw(_schema_change_body(changes[0])).getvalue(),
+                w.Writer().int(w.SCHEMA_CHANGE).raw(schema_change_body(changes[0])).getvalue(),
             )
             return
         if res.columns:  # LWT: [applied]
             types = result_types(self.conn.session, stmt, res.columns, res.types, res.rows)
             ks, table = split_name(self.conn.session, statement_table(stmt))
-            self.send(stream, w.RESULT, _rows_body(res.columns, types, (ks, table), res.rows, None))
+            self.send(stream, w.RESULT, rows_body(res.columns, types, (ks, table), res.rows, None))
             return
         self.send(stream, w.RESULT, w.Writer().int(w.VOID).getvalue())
 
@@ -603,7 +561,8 @@ class CqlSession:
             # ScyllaDB before server-side DESCRIBE answered it so; cqlsh then describes the
             # schema from the driver's metadata (system_schema), as it does with those versions.
             raise SyntaxError_(f"line 1:0 no viable alternative at input '{query.split()[0]}'")
-        return stmt
+        assert self.conn is not None
+        return checks.typed_literals(self.conn.session, stmt)
 
     def _execute(self, stmt: ast.Statement, values: Sequence[Any]) -> tuple[Result, list[SchemaChange]]:
         """Run a statement; returns its result and the schema changes it made (for a CREATE TABLE
@@ -641,7 +600,7 @@ class CqlSession:
     def has_reread(self, tables: set[tuple[str, str]]) -> bool:
         return ("", "*") in self.reread or tables <= self.reread
 
-    def _note_schema_read(self, query: str, stmt: ast.Select) -> None:
+    def _note_schema_read(self, query: str, stmt: ast.Select | ast.CqlSelect) -> None:
         """A driver re-reading a table's schema (its last query of a refresh, ``system_schema.views``
         by keyspace and name, or all of it)."""
         assert self.conn is not None
@@ -658,7 +617,12 @@ class CqlSession:
         self.reread_event.set()
 
     async def select(
-        self, stream: int, query: str, stmt: ast.Select, values: list[Any], params: dict[str, Any]
+        self,
+        stream: int,
+        query: str,
+        stmt: ast.Select | ast.CqlSelect,
+        values: list[Any],
+        params: dict[str, Any],
     ) -> None:
         assert self.conn is not None
         if stmt.table is not None and not values:
@@ -706,8 +670,8 @@ class CqlSession:
 
     async def _encode_page(self, paged: Paged, lo: int, hi: int, state: bytes | None, skip: bool) -> bytes:
         if hi - lo > 2000 and not paged.rows.cheap:
-            return await self.call(_page_body, paged, lo, hi, state, skip)
-        return _page_body(paged, lo, hi, state, skip)
+            return await self.call(page_body, paged, lo, hi, state, skip)
+        return page_body(paged, lo, hi, state, skip)
 
     def _expire_paged(self) -> None:
         now = time.monotonic()
@@ -718,19 +682,22 @@ class CqlSession:
             else:
                 break
 
-    def _run_select(self, stmt: ast.Select, values: Sequence[Any], key: bytes) -> Paged:
+    def _run_select(self, stmt: ast.Select | ast.CqlSelect, values: Sequence[Any], key: bytes) -> Paged:
         assert self.conn is not None
         session = self.conn.session
         table = split_name(session, stmt.table)
-        if table[1].endswith(LOG_SUFFIX):
+        if table[1].endswith(LOG_SUFFIX) and isinstance(stmt, ast.Select):
             self._close_log(stmt)
             cols = select_log_columns(session, stmt, values)
             if cols is not None:  # a window of the log: encoded column-wise, pages are slices
                 types = result_types(session, stmt, cols.names, cols.types, [])
                 encoded = encode_rows(cols.values, types, cols.rows)
                 return Paged(key, cols.names, types, table, ColumnarRows(encoded), time.monotonic())
+        if table[1].endswith(LOG_SUFFIX) and isinstance(stmt, ast.CqlSelect):
+            self._close_log(stmt.select)
         res = session.execute(stmt, values)
         types = result_types(session, stmt, res.columns, res.types, res.rows)
+        checks.check_sums(stmt, types, res.rows)
         return Paged(key, res.columns, types, table, TupleRows(res.rows, types), time.monotonic())
 
     def _close_log(self, stmt: ast.Select) -> None:
@@ -818,77 +785,6 @@ class CqlSession:
 
 _QUOTED_KS = re.compile(r"keyspace_name\s*=\s*'([^']*)'", re.IGNORECASE)
 _QUOTED_VIEW = re.compile(r"view_name\s*=\s*'([^']*)'", re.IGNORECASE)
-
-
-def lz4_compress(body: bytes) -> bytes:
-    """The protocol's LZ4 body: the uncompressed length (big-endian [int]), then an LZ4 block."""
-    block: bytes = lz4.block.compress(body, store_size=False)
-    return struct.pack(">i", len(body)) + block
-
-
-def lz4_decompress(body: bytes) -> bytes:
-    if len(body) < 4:
-        raise w.ProtocolError("compressed frame body shorter than its length prefix")
-    size = struct.unpack(">i", body[:4])[0]
-    if size < 0 or size > w.MAX_BODY:
-        raise w.ProtocolError(f"compressed frame body announces {size} bytes")
-    try:
-        return bytes(lz4.block.decompress(body[4:], uncompressed_size=size))
-    except lz4.block.LZ4BlockError as exc:
-        raise w.ProtocolError(f"corrupt LZ4 frame body: {exc}") from None
-
-
-def _schema_change_body(change: SchemaChange) -> bytes:
-    body = w.Writer().string(change.change).string(change.target).string(change.keyspace)
-    if change.target != "KEYSPACE":
-        body.string(change.name)
-    return body.getvalue()
-
-
-def _page_body(paged: Paged, lo: int, hi: int, paging_state: bytes | None, skip_metadata: bool) -> bytes:
-    """The Rows RESULT of rows ``lo`` to ``hi`` of a kept result."""
-    return _rows_head(paged.columns, paged.types, paged.table, hi - lo, paging_state, skip_metadata) + (
-        paged.rows.cells(lo, hi)
-    )
-
-
-def _rows_body(
-    columns: list[str],
-    types: list[CqlType],
-    table: tuple[str, str],
-    rows: Sequence[Sequence[Any]],
-    paging_state: bytes | None,
-    skip_metadata: bool = False,
-) -> bytes:
-    """A Rows RESULT: metadata (unless skipped), the row count, the cells."""
-    head = _rows_head(columns, types, table, len(rows), paging_state, skip_metadata)
-    return head + rows_encoder(types)(rows)
-
-
-def _rows_head(
-    columns: list[str],
-    types: list[CqlType],
-    table: tuple[str, str],
-    count: int,
-    paging_state: bytes | None,
-    skip_metadata: bool,
-) -> bytes:
-    """A Rows RESULT up to its cells: metadata (unless skipped) and the row count."""
-    head = w.Writer().int(w.ROWS)
-    flags = 0 if skip_metadata else w.M_GLOBAL_TABLES_SPEC
-    if paging_state is not None:
-        flags |= w.M_HAS_MORE_PAGES
-    if skip_metadata:
-        flags |= w.M_NO_METADATA
-    head.int(flags).int(len(columns))
-    if paging_state is not None:
-        head.bytes_(paging_state)
-    if not skip_metadata:
-        head.string(table[0]).string(table[1])
-        for name, t in zip(columns, types, strict=True):
-            head.string(name).raw(t.option())
-    head.int(count)
-    return head.getvalue()
 
 
 __all__ = ["CqlSession", "QueryError", "Shared", "error_of"]

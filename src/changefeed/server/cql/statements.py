@@ -158,11 +158,18 @@ def bind_specs(session: Session, stmt: ast.Statement) -> tuple[list[Spec], list[
     elif isinstance(stmt, ast.Delete):
         on_expr(stmt.timestamp, ("[timestamp]", simple("bigint")))
         on_expr(stmt.where)
-    elif isinstance(stmt, ast.Select):
-        for item in stmt.items:
+    elif isinstance(stmt, ast.InsertJson):
+        on_expr(stmt.json, ("[json]", simple("text")))
+        on_expr(stmt.ttl, ("[ttl]", simple("int")))
+        on_expr(stmt.timestamp, ("[timestamp]", simple("bigint")))
+    elif isinstance(stmt, ast.Select | ast.CqlSelect):
+        sel = stmt.select if isinstance(stmt, ast.CqlSelect) else stmt
+        for item in sel.items:
             on_expr(item.expr)
-        on_expr(stmt.where)
-        on_expr(stmt.limit, ("[limit]", simple("int")))
+        on_expr(sel.where)
+        if isinstance(stmt, ast.CqlSelect):
+            on_expr(stmt.per_partition_limit, ("[per_partition_limit]", simple("int")))
+        on_expr(sel.limit, ("[limit]", simple("int")))
     specs = [found.get(i, spec("?", simple("blob"))) for i in range(max(found, default=-1) + 1)]
     # Partition-key markers (for routing): ``pk = ?`` for every partition-key column.
     pk_at: list[int] = []
@@ -270,5 +277,5 @@ def schema_change(session: Session, stmt: ast.Statement) -> SchemaChange | None:
 
 
 def check_batchable(stmt: ast.Statement) -> None:
-    if not isinstance(stmt, ast.Insert | ast.Update | ast.Delete):
+    if not isinstance(stmt, ast.Insert | ast.InsertJson | ast.Update | ast.Delete):
         raise InvalidStatement("Only INSERT, UPDATE, and DELETE statements are allowed in BATCH")

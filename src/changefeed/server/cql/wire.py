@@ -14,6 +14,8 @@ import ipaddress
 import struct
 from collections.abc import Iterable, Mapping
 
+import lz4.block
+
 #: Protocol versions served. ScyllaDB serves v3 and v4 and answers a v5 request with a protocol
 #: error naming the version, which makes drivers downgrade; so does this endpoint.
 VERSIONS = (3, 4)
@@ -282,3 +284,21 @@ def frame(version: int, stream: int, opcode: int, body: bytes, flags: int = 0) -
 
 def error_body(code: int, message: str, extra: bytes = b"") -> bytes:
     return Writer().int(code).string(message).raw(extra).getvalue()
+
+
+def lz4_compress(body: bytes) -> bytes:
+    """The protocol's LZ4 body: the uncompressed length (big-endian [int]), then an LZ4 block."""
+    block: bytes = lz4.block.compress(body, store_size=False)
+    return struct.pack(">i", len(body)) + block
+
+
+def lz4_decompress(body: bytes) -> bytes:
+    if len(body) < 4:
+        raise ProtocolError("compressed frame body shorter than its length prefix")
+    size = struct.unpack(">i", body[:4])[0]
+    if size < 0 or size > MAX_BODY:
+        raise ProtocolError(f"compressed frame body announces {size} bytes")
+    try:
+        return bytes(lz4.block.decompress(body[4:], uncompressed_size=size))
+    except lz4.block.LZ4BlockError as exc:
+        raise ProtocolError(f"corrupt LZ4 frame body: {exc}") from None

@@ -8,6 +8,8 @@ method by attribute lookup, so the mixins' methods are the builder's):
 * :mod:`~changefeed.sql.builder.expressions` — expressions, literals, parameters, type names;
 * :mod:`~changefeed.sql.builder.ddl` — tables, keyspaces/databases, enums;
 * :mod:`~changefeed.sql.builder.dml` — INSERT/UPSERT, UPDATE, DELETE, SELECT, BATCH;
+* :mod:`~changefeed.sql.builder.cql` — CQL's own: its SELECT (JSON, GROUP BY, PER PARTITION
+  LIMIT), INSERT .. JSON, TRUNCATE;
 * :mod:`~changefeed.sql.builder.sessions` — transactions, SHOW/DESCRIBE;
 * :mod:`~changefeed.sql.builder.access` — users, roles, grants;
 * :mod:`~changefeed.sql.builder.changefeeds` — CockroachDB changefeeds and jobs;
@@ -24,6 +26,7 @@ from changefeed.sql.builder.access import AccessRules
 from changefeed.sql.builder.changefeeds import ChangefeedRules
 from changefeed.sql.builder.clauses import ClauseRules
 from changefeed.sql.builder.common import Rules
+from changefeed.sql.builder.cql import CqlRules
 from changefeed.sql.builder.ddl import DdlRules
 from changefeed.sql.builder.dml import DmlRules
 from changefeed.sql.builder.expressions import ExpressionRules
@@ -40,6 +43,7 @@ class TreeBuilder(
     ExpressionRules,
     DdlRules,
     DmlRules,
+    CqlRules,
     SessionRules,
     AccessRules,
     ChangefeedRules,

@@ -135,10 +135,6 @@ class DmlRules(Rules):
     def select(self, meta: Any, c: list[Any]) -> ast.Statement:
         return select_node(meta, c)
 
-    @v_args(meta=True)
-    def cql_select(self, meta: Any, c: list[Any]) -> ast.Statement:
-        return select_node(meta, [*c, Clause("table", first(c, ast.QName))])
-
     def from_clause(self, c: list[Any]) -> list[Clause]:
         out = [Clause("table", c[0])]
         out.extend(x for x in c[1:] if isinstance(x, Clause) and x.key != "join")

@@ -4,6 +4,8 @@
 ``ddl``            CREATE/DROP TABLE, KEYSPACE/DATABASE, TYPE (enums), USE, ALTER TABLE columns
                    and options
 ``dml``            INSERT/UPSERT/REPLACE, UPDATE, DELETE, CQL BATCH (and the bulk INSERT plan)
+``cql_statements`` CQL's TRUNCATE, INSERT .. JSON, SELECT with JSON, GROUP BY or PER PARTITION
+                   LIMIT
 ``select``         SELECT over tables and ScyllaDB CDC logs, SHOW TABLES/COLUMNS/CREATE TABLE
 ``set_operations`` UNION, INTERSECT, EXCEPT [ALL] of queries
 ``common_tables``  WITH queries with a column list, WITH RECURSIVE
@@ -32,6 +34,7 @@ from changefeed.sql.session import Session, StatementFamily
 from changefeed.sql.statements import (
     access,
     common_tables,
+    cql_statements,
     crdb_feeds,
     crdb_introspection,
     crdb_jobs,
@@ -53,6 +56,7 @@ STATEMENTS = StatementFamily.merge(
         for f in (
             ddl,
             dml,
+            cql_statements,
             select,
             set_operations,
             common_tables,

@@ -42,10 +42,14 @@ def expr_type(
     if isinstance(e, ast.FuncCall) and e.name.lower() == "count":
         return resolve_type("bigint", dialect="cql")
     if session.dialect != "sql":
+        if isinstance(e, ast.FuncCall) and e.name.lower() in _CQL_SAME_TYPE and len(e.args) == 1:
+            return expr_type(session, e.args[0], types, index)  # ScyllaDB: the argument's type
         return None
     return _sql_expr_type(session, e, types, index)
 
 
+#: CQL aggregates whose result has their argument's type (ScyllaDB's ``sum(int)`` is an int).
+_CQL_SAME_TYPE = frozenset({"sum", "avg", "min", "max"})
 #: Window functions numbering rows (INT8), and those returning a row's value of their argument.
 _RANKS = frozenset({"row_number", "rank", "dense_rank", "ntile"})
 _VALUES = frozenset({"lag", "lead", "first_value", "last_value", "nth_value"})

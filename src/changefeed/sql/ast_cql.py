@@ -1,0 +1,57 @@
+"""The statement nodes only CQL has (``changefeed.sql.ast`` re-exports them with the others):
+``TRUNCATE``, ``INSERT .. JSON``, and a SELECT with what only CQL's has (``JSON``, ``GROUP BY``
+of a key prefix, ``PER PARTITION LIMIT``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from changefeed.sql.ast_expressions import Expr, Pos, QName
+
+if TYPE_CHECKING:
+    from changefeed.sql.ast import Select
+
+
+@dataclass(frozen=True, slots=True)
+class Truncate:
+    """``TRUNCATE [TABLE] ks.t``: every row of the table goes, with no entry in its CDC log (as
+    in ScyllaDB, where a truncation is no mutation)."""
+
+    table: QName
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertJson:
+    """``INSERT INTO t JSON '{..}' [DEFAULT NULL|UNSET] [IF NOT EXISTS] [USING ..]``: the object's
+    members are the columns (a name in double quotes keeps its case); with ``DEFAULT NULL`` (the
+    default) the columns it leaves out are written null, with ``DEFAULT UNSET`` left alone."""
+
+    table: QName
+    json: Expr
+    default_unset: bool = False
+    if_not_exists: bool = False
+    ttl: Expr | None = None
+    timestamp: Expr | None = None
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CqlSelect:
+    """A CQL SELECT with ``JSON``, ``GROUP BY`` or ``PER PARTITION LIMIT n``: ``select`` is the rest
+    of it (its ``group_by`` included). ``json`` answers each row as one ``[json]`` text column,
+    which the endpoint formats with the columns' CQL types."""
+
+    select: Select
+    json: bool = False
+    per_partition_limit: Expr | None = None
+    pos: Pos = field(default=Pos(), compare=False)
+
+    @property
+    def table(self) -> QName | None:
+        return self.select.table
+
+    @property
+    def where(self) -> Expr | None:
+        return self.select.where
