@@ -43,7 +43,9 @@ def sql(tmp_path: Path) -> Any:
     conn.execute(
         "CREATE TABLE orders (id Uint64, amount Decimal(10,2), name Utf8, d Date, PRIMARY KEY (id)) WITH (CHANGES = TRUE)"
     )
-    conn.execute("CREATE TABLE foo (id INT PRIMARY KEY, name STRING NOT NULL, tags STRING[], bits BIT(3))")
+    conn.execute(
+        "CREATE TABLE foo (id INT PRIMARY KEY, name STRING NOT NULL, tags STRING[], bits BIT(3), iv INTERVAL)"
+    )
     conn.execute("UPSERT INTO orders (id, amount, name) VALUES (1, 1.5, 'x')")
     conn.execute("INSERT INTO foo VALUES (1, 'Carl', ARRAY['a'], B'101')")
     yield conn
@@ -118,6 +120,11 @@ SQL_BAD = [
     ("INSERT INTO foo (id, name, bits) VALUES (2, 'x', B'1')", exc.TypeMismatch, "bit"),
     ("INSERT INTO foo (id, name, tags) VALUES (2, 'x', ARRAY[1])", exc.TypeMismatch, "string[]"),
     ("UPSERT INTO nope (id) VALUES (1)", exc.UndefinedTable, "nope"),
+    # an INTERVAL column holds days and time only: months are refused, not folded into 30 days
+    ("INSERT INTO foo (id, name, iv) VALUES (2, 'x', '1 month')", exc.UnsupportedFeature, "months or years"),
+    ("UPDATE foo SET iv = interval '1 year' WHERE id = 1", exc.UnsupportedFeature, "cannot be stored"),
+    ("INSERT INTO foo (id, name, iv) VALUES (2, 'x', '1 fortnight')", exc.InvalidDatetimeFormat, "interval"),
+    ("SELECT '2 mons 3 fortnights'::interval", exc.InvalidDatetimeFormat, "interval"),
     ("SELECT nope FROM orders", exc.UndefinedColumn, "nope"),
     ("UPDATE orders SET amount = amount / 0 WHERE id = 1", exc.InvalidStatement, "division by zero"),
     ("ALTER TABLE orders ADD CHANGEFEED f WITH (FORMAT = 'JSON')", exc.InvalidOption, "MODE"),

@@ -9,6 +9,7 @@ compared as multisets; numbers by value (PostgreSQL's ``numeric`` keeps trailing
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import tempfile
@@ -425,6 +426,33 @@ STATEMENTS = (
     "SELECT '1e400'::float8",
     "SELECT '-1e400'::float8",
     "SELECT 'Infinity'::float8 AS a, '-inf'::float8 AS b",
+    # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
+    "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
+    "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",
+    "SELECT ('1 year -2 days +03:00:00'::interval)::text, ('-1 year -2 mons +3 days -04:00:00'::interval)::text",
+    "SELECT ('2 months ago'::interval)::text, ('P1Y2M3DT4H5M6S'::interval)::text, ('1 mon 1 day'::interval)::text",
+    "SELECT (date '2024-01-31' + interval '1 month')::text, (timestamptz '2024-03-31 10:00+00' - interval '1 month')::text",
+    "SELECT (interval '1 month' + interval '2 days')::text, (interval '1 year' - interval '1 month')::text, (interval '1 month' - interval '1 day 02:00:00')::text",
+    "SELECT (interval '1 month' * 1.5)::text, (interval '3 months' / 2)::text, (interval '1 mon 1 day' * 0.3)::text, (interval '1 year' / 7)::text",
+    "SELECT (-interval '1 month')::text, (-interval '1 mon -2 days')::text",
+    "SELECT age(timestamp '2024-03-01', timestamp '2024-01-31')::text, age(timestamp '2024-01-15', timestamp '2024-03-01')::text",
+    "SELECT age(timestamp '2001-04-10', timestamp '1957-06-13')::text, age(date '2024-02-29', date '2023-02-28')::text, age(date '2023-02-28', date '2024-02-29')::text",
+    "SELECT age(timestamp '2024-03-01 10:00', timestamp '2024-03-01 12:00')::text, age(timestamp '2024-05-31 01:00', timestamp '2024-02-29 23:00')::text",
+    "SELECT make_interval(1, 2, 1, 3, 4, 5, 6.5)::text, make_interval(0, 0, 0, 3)::text, make_interval(0, -14)::text",
+    "SELECT justify_days(interval '35 days')::text, justify_hours(interval '27 hours')::text, justify_interval(interval '1 mon -1 hour')::text",
+    "SELECT justify_days(interval '-35 days')::text, justify_interval(interval '-1 mon 40 days -3 hours')::text",
+    "SELECT extract(year from interval '-14 months'), extract(month from interval '-14 months'), extract(quarter from interval '14 months'), extract(quarter from interval '-14 months')",
+    "SELECT extract(epoch from interval '1 year 1 mon 1 day 01:00:01.5'), extract(minute from interval '-05:06:07.5'), extract(second from interval '-05:06:07.5')",
+    "SELECT extract(millisecond from interval '1 min 2.5 sec'), extract(microsecond from interval '2.5 sec'), extract(decade from interval '25 years'), extract(century from interval '250 years')",
+    "SELECT interval '1 month' = interval '30 days', interval '1 year' = interval '360 days'",
+    "SELECT date_part('month', interval '14 months')",
+    "SELECT (interval '1 year' + date '2024-02-29')::text",
+    "SELECT (timestamp '2024-01-31 00:00' + interval '1 month' + interval '1 month')::text, (timestamp '2024-01-31' + interval '2 months')::text",
+    "SELECT now() - interval '1 month' < now(), date '2024-01-31' + interval '1 month' = timestamp '2024-02-29'",
+    "SELECT ('1 day 02:00:00'::interval)::text, ('1 mon -02:00:00'::interval)::text",
+    "SELECT extract(dow from interval '1 day')",
+    "SELECT '1 month 3 fortnights'::interval",
+    "SELECT '1 fortnight'::interval",
     # arrays go out as arrays (text[] and int8[] OIDs, array_out's text; the client gets lists)
     "SELECT id, ta FROM d5 ORDER BY id",
     "SELECT ta::text AS t FROM d5 ORDER BY id",
@@ -523,6 +551,45 @@ def test_array_results_in_binary_as_postgresql(
     assert [d.type_code for d in got.description or []] == [
         int8.get(d.type_code, d.type_code) for d in want.description or []
     ]
+
+
+INTERVAL_RESULTS = (
+    "SELECT interval '1 year 2 mons 3 days 04:05:06' AS a, interval '-14 months -05:00:00' AS b,"
+    " interval '1 day -02:00:00' AS c, interval '-02:00:00' AS d",
+    "SELECT age(timestamp '2024-03-01', timestamp '2024-01-31') AS a, justify_days(interval '65 days') AS b",
+)
+
+
+@pytest.mark.parametrize("sql", INTERVAL_RESULTS, ids=range(len(INTERVAL_RESULTS)))
+def test_interval_results_in_binary_as_postgresql(
+    both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]], sql: str
+) -> None:
+    """Intervals in the binary format (microseconds, days, months, as interval_send writes
+    them): psycopg reads months as 30 days and years as 365, so a month sent as 30 days or a
+    time sent as days would differ."""
+    theirs, mine = both
+    want = theirs.cursor(binary=True).execute(sql)
+    got = mine.cursor(binary=True).execute(sql)
+    assert got.fetchall() == want.fetchall(), sql
+    assert [d.type_code for d in got.description or []] == [d.type_code for d in want.description or []]
+
+
+def test_interval_parameters_as_postgresql(
+    both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]],
+) -> None:
+    """An interval's text bound as a parameter, months included, and a timedelta as psycopg
+    sends it (``1 day 0:00:05``). (Not a negative timedelta: psycopg sends ``-1 day 22:00:00``,
+    which PostgreSQL keeps as two fields and prints so, while an interval without months is one
+    length here, printed ``-02:00:00``; docs/pg.md.)"""
+    theirs, mine = both
+    sql = "SELECT (date '2024-01-31' + %s::interval)::text, (%s::interval)::text"
+    for value in (
+        "1 month",
+        "1 year -1 mons 2 days",
+        dt.timedelta(days=1, seconds=5),
+        dt.timedelta(hours=30),
+    ):
+        assert mine.execute(sql, (value, value)).fetchall() == theirs.execute(sql, (value, value)).fetchall()
 
 
 def test_a_pipeline_that_fails_changes_nothing(

@@ -23,6 +23,7 @@ import datetime as dt
 import uuid
 from decimal import Decimal
 
+from changefeed.engine.intervals import Interval
 from changefeed.exceptions import (
     DatatypeMismatch,
     InvalidDatetimeFormat,
@@ -91,7 +92,7 @@ def value_type(value: object) -> str:
         return "date"
     if isinstance(value, dt.time):
         return "time"
-    if isinstance(value, dt.timedelta):
+    if isinstance(value, dt.timedelta | Interval):
         return "interval"
     if isinstance(value, uuid.UUID):
         return "uuid"
@@ -223,9 +224,10 @@ def crdb_parse_error(kind: str, type_name: str, text: str, reason: str = "") -> 
         )
     else:
         detail = reason
-    return InvalidTextRepresentation(
-        f'could not parse "{text}" as type {type_name}' + (f": {detail}" if detail else "")
-    )
+    message = f'could not parse "{text}" as type {type_name}' + (f": {detail}" if detail else "")
+    if kind == "interval":  # a date/time format, as PostgreSQL's interval_in says (22007)
+        return InvalidDatetimeFormat(message)
+    return InvalidTextRepresentation(message)
 
 
 def out_of_range(kind: str, name: str, value: object, bounds: str) -> TypeMismatch:

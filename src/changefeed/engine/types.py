@@ -29,12 +29,14 @@ import orjson
 
 from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_from_text
+from changefeed.engine.intervals import Interval, parse_calendar
 from changefeed.engine.type_errors import YDB_SPELLINGS, mismatch, out_of_range, voice_of
 from changefeed.exceptions import (
     DatetimeFieldOverflow,
     NumericValueOutOfRange,
     TypeMismatch,
     UndefinedObject,
+    UnsupportedFeature,
     ValueTooLarge,
 )
 
@@ -506,11 +508,26 @@ def parse_interval(s: str) -> dt.timedelta:
     raise _Bad("interval: missing unit")
 
 
-def _c_interval(t: SqlType, v: object) -> dt.timedelta:
-    if isinstance(v, dt.timedelta):
+def parse_interval_value(s: str) -> dt.timedelta | Interval:
+    """An interval's text as a value: :func:`parse_interval`'s forms, and PostgreSQL's with
+    months and years (``'1 month'``, ``'1 year 2 mons 3 days 04:05:06'``: an
+    :class:`~changefeed.engine.intervals.Interval`)."""
+    cal = parse_calendar(s)
+    if isinstance(cal, Interval):
+        return cal
+    try:
+        return parse_interval(s)
+    except _Bad:
+        if cal is not None:  # PostgreSQL's own output form, such as '1 day 02:00:00'
+            return cal
+        raise
+
+
+def _c_interval(t: SqlType, v: object) -> dt.timedelta | Interval:
+    if isinstance(v, dt.timedelta | Interval):
         return v
     if isinstance(v, str):
-        return parse_interval(v)
+        return parse_interval_value(v)
     if isinstance(v, int) and not isinstance(v, bool):
         return dt.timedelta(microseconds=v)
     raise _Unfit()
@@ -639,7 +656,12 @@ def _us_to_ts(t: SqlType, us: int) -> dt.datetime:
     return ts if t.zoned else ts.replace(tzinfo=None)
 
 
-def _td_to_us(v: dt.timedelta) -> int:
+def _td_to_us(v: dt.timedelta | Interval) -> int:
+    if isinstance(v, Interval):
+        raise UnsupportedFeature(
+            f"an interval of months or years ({v}) cannot be stored: an INTERVAL column holds days"
+            " and time only (write it in days, such as '30 days')"
+        )
     return (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
 
 

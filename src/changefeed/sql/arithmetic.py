@@ -18,6 +18,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from changefeed.engine.intervals import Interval, add_interval, combine, scale
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import DivisionByZero, NumericValueOutOfRange, UndefinedFunction
 
@@ -44,7 +45,7 @@ def arithmetic(op: str, a: Any, b: Any, *, phoenix: bool = False) -> Any:
         if mixed and not phoenix:  # float8 with numeric is float8 in PostgreSQL (Phoenix: DECIMAL)
             a, b = float(a), float(b)
         return _numeric(op, a, b)
-    temporal = (dt.date, dt.timedelta)
+    temporal = (dt.date, dt.timedelta, Interval)
     if isinstance(a, temporal) or isinstance(b, temporal):
         return _temporal(op, a, b, phoenix)
     raise unsupported(op, a, b)
@@ -124,6 +125,8 @@ def _aligned(a: dt.datetime, b: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
 
 
 def _temporal(op: str, a: Any, b: Any, phoenix: bool) -> Any:
+    if isinstance(a, Interval) or isinstance(b, Interval):
+        return _calendar(op, a, b)
     date_a, date_b = isinstance(a, dt.date), isinstance(b, dt.date)
     span_a, span_b = isinstance(a, dt.timedelta), isinstance(b, dt.timedelta)
     if op in ("+", "-") and date_a and _number(b):
@@ -151,6 +154,31 @@ def _temporal(op: str, a: Any, b: Any, phoenix: bool) -> Any:
         if b == 0:
             raise DivisionByZero("division by zero")
         return dt.timedelta(microseconds=int((a // dt.timedelta(microseconds=1)) / _dec(b)))
+    raise unsupported(op, a, b)
+
+
+def _calendar(op: str, a: Any, b: Any) -> Any:
+    """Arithmetic with an interval of months (``changefeed.engine.intervals``): a date or
+    timestamp moves by calendar months, intervals add field by field and scale with their
+    fractions spilling down, as in PostgreSQL."""
+    spans = (dt.timedelta, Interval)
+    if op in ("+", "-") and isinstance(a, dt.date) and isinstance(b, Interval):
+        moved = add_interval(a, b, 1 if op == "+" else -1)
+        if isinstance(a, dt.datetime) and a.tzinfo is not None:
+            return moved.replace(tzinfo=a.tzinfo)
+        return moved
+    if op == "+" and isinstance(a, Interval) and isinstance(b, dt.date):
+        return _calendar("+", b, a)
+    if op in ("+", "-") and isinstance(a, spans) and isinstance(b, spans):
+        return combine(a, b, 1 if op == "+" else -1)
+    if op == "*" and isinstance(a, Interval) and _number(b):
+        return scale(a, _dec(b))
+    if op == "*" and _number(a) and isinstance(b, Interval):
+        return scale(b, _dec(a))
+    if op == "/" and isinstance(a, Interval) and _number(b):
+        if b == 0:
+            raise DivisionByZero("division by zero")
+        return scale(a, _dec(b), divide=True)
     raise unsupported(op, a, b)
 
 

@@ -15,10 +15,12 @@ from decimal import Decimal
 from typing import Any, cast
 
 from changefeed.engine.array_text import array_to_text
+from changefeed.engine.intervals import Interval
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql.arithmetic import int_quotient, remainder
 from changefeed.sql.builtins_more import MORE
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
+from changefeed.sql.interval_functions import INTERVAL_FUNCTIONS, extract_interval
 from changefeed.sql.text_out import float_text, interval_text, timestamp_text
 
 __all__ = ["BUILTINS", "DATE_FIELDS"]
@@ -126,7 +128,7 @@ def to_text(v: Any) -> str:
         return float_text(v)
     if isinstance(v, dt.datetime):
         return timestamp_text(v)
-    if isinstance(v, dt.timedelta):
+    if isinstance(v, dt.timedelta | Interval):
         return interval_text(v)
     return str(v)
 
@@ -290,11 +292,11 @@ def _as_datetime(t: Any) -> dt.datetime:
 
 
 def _extract(field: str, t: Any) -> Number:
+    if isinstance(t, dt.timedelta | Interval):
+        return extract_interval(field, t)  # type: ignore[no-any-return]
     fn = DATE_FIELDS.get(field.lower())
     if fn is None:
         raise InvalidStatement(f'unsupported timestamp unit "{field}"')
-    if isinstance(t, dt.timedelta) and field.lower() == "epoch":
-        return Decimal(str(t.total_seconds()))
     if not isinstance(t, dt.date | dt.datetime):
         raise unknown_signature("extract", (field, t))
     return fn(t)
@@ -406,9 +408,10 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "greatest": _extreme("greatest", max),
     "least": _extreme("least", min),
     "nullif": _nullif,
-    "extract": _strict("extract", _STR, (dt.date, dt.timedelta))(_extract),
-    "date_part": _strict("date_part", _STR, (dt.date, dt.timedelta))(_extract),
+    "extract": _strict("extract", _STR, (dt.date, dt.timedelta, Interval))(_extract),
+    "date_part": _strict("date_part", _STR, (dt.date, dt.timedelta, Interval))(_extract),
     "date_trunc": _strict("date_trunc", _STR, dt.date)(_date_trunc),
     "array_length": _strict("array_length", (list, tuple), _INT)(_array_length),
 }
 BUILTINS.update(MORE)
+BUILTINS.update(INTERVAL_FUNCTIONS)

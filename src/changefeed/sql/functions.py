@@ -25,6 +25,7 @@ from changefeed.exceptions import InvalidStatement, NumericValueOutOfRange, Unde
 from changefeed.sql.arithmetic import INT64_MIN
 from changefeed.sql.builtins import BUILTINS, to_text
 from changefeed.sql.cql_functions import CQL_FUNCTIONS, timeuuid_time
+from changefeed.sql.interval_functions import age
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
 
 #: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
@@ -145,6 +146,8 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
     key = name.lower()
     if key == "uuid" and not args:  # CQL's uuid(): a random one (YDB's Uuid(x) is a cast)
         return uuid.uuid4()
+    if key == "age" and len(args) == 1 and args[0] is not None:  # since midnight today
+        return age(_now_ts(ctx).date(), args[0])
     fn = _PURE.get(key)
     if fn is not None:
         return fn(*args)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from changefeed.engine.intervals import Interval, text as calendar_text
+
 __all__ = ["float_text", "interval_text", "timestamp_text"]
 
 
@@ -32,8 +34,10 @@ def timestamp_text(v: dt.datetime) -> str:
     return f"{body}{sign}{h:02d}" + (f":{m:02d}" if m else "")
 
 
-def interval_text(v: dt.timedelta) -> str:
-    """``1 day 02:00:00``, ``-01:00:00`` (IntervalStyle postgres)."""
+def interval_text(v: dt.timedelta | Interval) -> str:
+    """``1 day 02:00:00``, ``-01:00:00``, ``1 year 2 mons`` (IntervalStyle postgres)."""
+    if isinstance(v, Interval):
+        return calendar_text(v)
     days, secs, us = v.days, v.seconds, v.microseconds
     neg = days < 0
     if neg:  # PostgreSQL prints -1 days +23:00:00 as "-01:00:00"

@@ -9,7 +9,6 @@ is passed on and the engine converts it to the column's type, as PostgreSQL's ``
 from __future__ import annotations
 
 import datetime as dt
-import re
 import struct
 import uuid
 from collections.abc import Callable
@@ -19,8 +18,9 @@ from typing import Any
 
 from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_from_text, array_to_text
+from changefeed.engine.intervals import Interval, fields as interval_fields, interval_of
 from changefeed.engine.type_errors import crdb_parse_error
-from changefeed.engine.types import Kind, SqlType
+from changefeed.engine.types import Kind, SqlType, parse_interval_value
 from changefeed.exceptions import (
     InvalidBinaryRepresentation,
     InvalidTextRepresentation,
@@ -149,7 +149,7 @@ def _oid_of_value(v: Any) -> int:
         return DATE
     if isinstance(v, dt.time):
         return TIME
-    if isinstance(v, dt.timedelta):
+    if isinstance(v, dt.timedelta | Interval):
         return INTERVAL
     if isinstance(v, uuid.UUID):
         return UUID
@@ -182,7 +182,7 @@ def text_value(v: Any) -> str:
         return timestamp_text(v)
     if isinstance(v, dt.date | dt.time | uuid.UUID):
         return v.isoformat() if not isinstance(v, uuid.UUID) else str(v)
-    if isinstance(v, dt.timedelta):
+    if isinstance(v, dt.timedelta | Interval):
         return interval_text(v)
     if isinstance(v, dict | list):
         return json_doc.spaced(v)
@@ -291,7 +291,8 @@ def binary_value(v: Any, oid: int) -> bytes:
     if oid == TIME:
         return struct.pack("!q", ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond)
     if oid == INTERVAL:
-        return struct.pack("!qii", v.seconds * 1_000_000 + v.microseconds, v.days, 0)
+        months, days, micros = interval_fields(v)
+        return struct.pack("!qii", micros, days, months)
     if oid == JSONB:
         return b"\x01" + text_json(v)
     return text_value(v).encode()
@@ -315,28 +316,11 @@ def _parse_ts(s: str) -> dt.datetime:
     return dt.datetime.fromisoformat(s)
 
 
-_INTERVAL_UNIT = re.compile(r"([+-]?\d+)\s*(years?|mons?|months?|days?|weeks?)\b", re.IGNORECASE)
-_INTERVAL_CLOCK = re.compile(r"([+-]?)(\d+):(\d{1,2})(?::(\d{1,2}(?:\.\d{1,6})?))?")
-_UNIT_DAYS = {"y": 365, "m": 30, "d": 1, "w": 7}
-
-
-def _parse_interval(s: str) -> dt.timedelta:
+def _parse_interval(s: str) -> dt.timedelta | Interval:
     """PostgreSQL's interval text (``1 day 02:03:04.5``, ``-00:00:01``, ``2 mons``, what psycopg
-    sends for a timedelta); months count as 30 days and years as 365, as the engine keeps no months."""
-    text = s.strip().replace(",", " ")
-    days = 0
-    for num, unit in _INTERVAL_UNIT.findall(text):
-        days += int(num) * _UNIT_DAYS[unit[0].lower()]
-    total = dt.timedelta(days=days)
-    clock = _INTERVAL_CLOCK.search(_INTERVAL_UNIT.sub("", text))
-    if clock:
-        sign = -1 if clock.group(1) == "-" else 1
-        secs = float(clock.group(4) or 0)
-        part = dt.timedelta(hours=int(clock.group(2)), minutes=int(clock.group(3)), seconds=secs)
-        total += sign * part
-    elif not _INTERVAL_UNIT.search(text):
-        raise ValueError(f'invalid input syntax for type interval: "{s}"')
-    return total
+    sends for a timedelta: ``1 day 2:03:04``); with months, an Interval (see
+    ``changefeed.engine.intervals``)."""
+    return parse_interval_value(s.strip().replace(",", " "))
 
 
 def _parse_bool(s: str) -> bool:
@@ -477,7 +461,7 @@ def _from_binary(b: bytes, oid: int) -> Any:
         return dt.time(s // 3600, s // 60 % 60, s % 60, us)
     if oid == INTERVAL:
         us, days, months = struct.unpack("!qii", b)
-        return dt.timedelta(days=days + 30 * months, microseconds=us)
+        return interval_of(months, days, us)
     if oid == JSONB:
         return json_doc.loads(b[1:])
     if oid == JSON:
