@@ -426,6 +426,27 @@ STATEMENTS = (
     "SELECT '1e400'::float8",
     "SELECT '-1e400'::float8",
     "SELECT 'Infinity'::float8 AS a, '-inf'::float8 AS b",
+    # DEFAULT in VALUES and DEFAULT VALUES (what ORMs send for columns left to their defaults)
+    "CREATE TABLE dd (id INT PRIMARY KEY DEFAULT 100, a TEXT DEFAULT 'x', b INT DEFAULT 7, c INT)",
+    "INSERT INTO dd VALUES (1, DEFAULT, DEFAULT, DEFAULT)",
+    "INSERT INTO dd (id, b) VALUES (2, DEFAULT), (3, 5)",
+    "INSERT INTO dd (id, a, c) VALUES (4, 'q', DEFAULT) RETURNING *",
+    "INSERT INTO dd DEFAULT VALUES",
+    "INSERT INTO dd DEFAULT VALUES",
+    "INSERT INTO dd (id, b) VALUES (2, DEFAULT) ON CONFLICT (id) DO UPDATE SET b = excluded.b + 1",
+    "SELECT * FROM dd ORDER BY id",
+    # array subscripts and slices (1-based, NULL or clipped outside the array)
+    "CREATE TABLE arr (id INT PRIMARY KEY, ta TEXT[], ia INT[])",
+    "INSERT INTO arr VALUES (1, ARRAY['a','b','c'], ARRAY[10,20,30]), (2, NULL, ARRAY[]::int[]), (3, ARRAY['x', NULL], ARRAY[5])",
+    "SELECT id, ta[1], ia[2], ta[0], ia[4], ia[-1] FROM arr ORDER BY id",
+    "SELECT id, ia[2:3], ia[:2], ia[2:], ia[3:2], ta[0:1] FROM arr ORDER BY id",
+    "SELECT (ARRAY[1,2,3])[2], (ARRAY['a','b'])[NULL], ('{7,8}'::int[])[1] AS c",
+    "SELECT id FROM arr WHERE ia[1] = 10",
+    "SELECT ia[1] + 1 AS x, ta[1] || '!' AS y FROM arr WHERE id = 1",
+    "SELECT id, ia[1] FROM arr WHERE id = 1",
+    "SELECT ta['a'] FROM arr",
+    "SELECT id[1] FROM arr",
+    "UPDATE arr SET ia = ARRAY[ia[1] * 2] WHERE id = 1 RETURNING ia",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",
@@ -590,6 +611,24 @@ def test_interval_parameters_as_postgresql(
         dt.timedelta(hours=30),
     ):
         assert mine.execute(sql, (value, value)).fetchall() == theirs.execute(sql, (value, value)).fetchall()
+
+
+def test_default_with_parameters_as_postgresql(
+    both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]],
+) -> None:
+    """``DEFAULT`` beside bound parameters, prepared (the extended protocol describes it)."""
+    theirs, mine = both
+    for conn in (theirs, mine):
+        conn.execute("CREATE TABLE dp (id INT PRIMARY KEY, a TEXT DEFAULT 'd', b INT)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO dp (id, a, b) VALUES (%s, DEFAULT, %s)", [(1, 10), (2, None)])
+            cur.execute("INSERT INTO dp VALUES (%s, DEFAULT, DEFAULT)", (3,), prepare=True)
+    sql = "SELECT * FROM dp ORDER BY id"
+    assert (
+        mine.execute(sql).fetchall()
+        == theirs.execute(sql).fetchall()
+        == [(1, "d", 10), (2, "d", None), (3, "d", None)]
+    )
 
 
 def test_a_pipeline_that_fails_changes_nothing(

@@ -280,8 +280,26 @@ class WindowCall:
     frame: WindowFrame | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Subscript:
+    """``a[i]`` (an array's element, 1-based, NULL outside it) or, with ``is_slice``,
+    ``a[lo:hi]`` (its elements from ``lo`` to ``hi``, either end open when None)."""
+
+    expr: Expr
+    index: Expr | None
+    upper: Expr | None = None
+    is_slice: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultValue:
+    """``DEFAULT`` as a value of ``INSERT .. VALUES``: the column's default, as if not named."""
+
+
 Expr = (
     Literal
+    | DefaultValue
+    | Subscript
     | Column
     | Param
     | Star

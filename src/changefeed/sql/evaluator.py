@@ -24,6 +24,7 @@ from changefeed.exceptions import (
     DatatypeMismatch,
     InvalidEscape,
     InvalidStatement,
+    InvalidTextRepresentation,
     NumericValueOutOfRange,
     TypeMismatch,
     UndefinedColumn,
@@ -359,6 +360,8 @@ class Evaluator:
             if t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
                 v = to_text(v)
             return t.coerce(explicit_cast(v, t), "CAST")
+        if isinstance(e, ast.Subscript):
+            return self._subscript(e, scope)
         if isinstance(e, ast.ArrayLit):
             return [self.eval(x, scope) for x in e.items]
         if isinstance(e, ast.TupleLit):
@@ -368,6 +371,26 @@ class Evaluator:
         if isinstance(e, ast.Star):
             raise InvalidStatement("* is not allowed here")
         raise UnsupportedFeature(f"expression {type(e).__name__}")
+
+    def _subscript(self, e: ast.Subscript, scope: Scope | None) -> Any:
+        """``a[i]``: 1-based, NULL outside the array (or for a NULL index); ``a[lo:hi]``: the
+        elements from ``lo`` to ``hi``, clipped to the array, as PostgreSQL subscripts."""
+        arr = self.eval(e.expr, scope)
+        bounds = [None if x is None else _subscript_bound(self.eval(x, scope)) for x in (e.index, e.upper)]
+        if arr is None:
+            return None
+        if not isinstance(arr, list | tuple):
+            raise DatatypeMismatch(f"cannot subscript type {value_type(arr)} because it is not an array")
+        lo, hi = bounds
+        if not e.is_slice:
+            if lo is None or not 1 <= lo <= len(arr):
+                return None
+            return arr[lo - 1]
+        if (e.index is not None and lo is None) or (e.upper is not None and hi is None):
+            return None  # a NULL bound
+        start = 1 if lo is None else max(lo, 1)
+        end = len(arr) if hi is None else min(hi, len(arr))
+        return list(arr[start - 1 : end]) if start <= end else []
 
     def _binary(self, e: ast.BinaryOp, scope: Scope | None) -> Any:
         op = e.op
@@ -611,6 +634,19 @@ def _eq(a: Any, b: Any) -> bool:
         return compare(a, b) == 0
     except TypeMismatch:
         return False
+
+
+def _subscript_bound(b: Any) -> int | None:
+    """An array subscript's value as an integer: text is read as one (an untyped literal or
+    parameter, as PostgreSQL casts it), anything else but an integer is 42804."""
+    if b is None or (isinstance(b, int) and not isinstance(b, bool)):
+        return b
+    if isinstance(b, str):
+        try:
+            return int(b.strip())
+        except ValueError:
+            raise InvalidTextRepresentation(f'invalid input syntax for type integer: "{b}"') from None
+    raise DatatypeMismatch(f"array subscript must have type integer, not {value_type(b)}")
 
 
 def _incomparable(a: Any, b: Any, op: str) -> UndefinedFunction:

@@ -39,8 +39,14 @@ class DmlRules(Rules):
     def insert_rows(self, c: list[tuple[ast.Expr, ...]]) -> Clause:
         return Clause("rows", tuple(c))
 
-    def row(self, c: list[tuple[ast.Expr, ...]]) -> tuple[ast.Expr, ...]:
-        return c[0]
+    def row(self, c: list[ast.Expr]) -> tuple[ast.Expr, ...]:
+        return tuple(c)
+
+    def default_values(self, c: list[Any]) -> Clause:
+        return Clause("rows", ((),))  # no values: every column its default
+
+    def default_value(self, c: list[Any]) -> ast.Expr:
+        return ast.DefaultValue()
 
     def on_conflict(self, c: list[Any]) -> Clause:
         return Clause("on_conflict", True)

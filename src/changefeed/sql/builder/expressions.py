@@ -283,6 +283,12 @@ class ExpressionRules(Rules):
     def pg_cast(self, c: list[Any]) -> ast.Expr:
         return ast.Cast(c[0], c[1])
 
+    def subscript(self, c: list[Any]) -> ast.Expr:
+        return ast.Subscript(c[0], c[1])
+
+    def slice(self, c: list[Any]) -> ast.Expr:
+        return ast.Subscript(c[0], c[1], c[2], is_slice=True)
+
     def number(self, c: list[Token]) -> ast.Expr:
         return ast.Literal(parse_number(str(c[0])))
 

@@ -292,7 +292,14 @@ def insert(session: Session, txn: Transaction, s: ast.Insert, ev: Params) -> Res
             raise ColumnCountMismatch(
                 f"INSERT has more {more}, {len(values)} expressions for {len(cols)} targets"
             )
-        given = {c.id: coerce(c, evaluator.eval(v, None)) for c, v in zip(cols, values, strict=True)}
+        given = {
+            c.id: (
+                default_value(session, c, ev, ctx)  # DEFAULT: written (an UPSERT too), as in CockroachDB
+                if type(v) is ast.DefaultValue
+                else coerce(c, evaluator.eval(v, None))
+            )
+            for c, v in zip(cols, values, strict=True)
+        }
         if session.dialect == "cql":
             existing = cql_insert(session, txn, schema, given, ttl, s.if_not_exists)
             if s.if_not_exists:

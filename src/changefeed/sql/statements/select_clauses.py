@@ -264,4 +264,8 @@ def _named(session: Session, e: ast.Expr) -> tuple[str, int]:
         return (inner, strength) if strength > 1 else (e.type.name.lower(), 1)
     if isinstance(e, ast.Case):
         return "case", 1  # as PostgreSQL and CockroachDB name it
+    if isinstance(e, ast.Subscript):  # arr[1] is named as arr is
+        return _named(session, e.expr)
+    if isinstance(e, ast.ArrayLit):
+        return "array", 2
     return "?column?", 0

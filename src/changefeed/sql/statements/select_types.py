@@ -89,6 +89,11 @@ def _sql_expr_type(
     INT8 (``/`` too: the evaluator divides integers as PostgreSQL does), with a DECIMAL DECIMAL,
     else with a FLOAT FLOAT8 (as the evaluator computes them), the length functions INT8, text
     functions STRING, ``now()`` TIMESTAMPTZ; None otherwise (the first value's type then)."""
+    if isinstance(e, ast.Subscript):  # an element of the array (a slice: the array's type)
+        base = expr_type(session, e.expr, types, index)
+        if base is None or base.kind is not Kind.ARRAY or e.is_slice:
+            return base
+        return base.element
     if isinstance(e, ast.Literal):
         name = _LITERAL_TYPE.get(type(e.value))
         return _SQL_TYPE[name] if name is not None else None
