@@ -284,6 +284,10 @@ class Join:
     on: Expr | None = None
     #: A WITH query's rows joined (``table`` is then its name as written).
     source: Statement | None = None
+    #: ``USING (a, b)``: the columns both sides are joined on, each then one column; with
+    #: ``natural``, the columns the two sides have in common (``NATURAL JOIN``).
+    using: tuple[Ident, ...] | None = None
+    natural: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,14 +173,28 @@ class DmlRules(Rules):
     def table_alias(self, c: list[Any]) -> Clause:
         return Clause("alias", first(c, ast.Ident))
 
-    def _join(self, kind: str, c: list[Any]) -> Clause:
+    def _join(self, kind: str, c: list[Any], *, natural: bool = False) -> Clause:
         alias = next((x.value for x in c if isinstance(x, Clause) and x.key == "alias"), None)
-        on = c[-1] if kind != "cross" else None
+        on = c[-1] if kind != "cross" and not natural else None
+        using = on.value if isinstance(on, Clause) else None
+        if using is not None:
+            on = None
         if isinstance(c[0], ast.QName):
-            return Clause("join", ast.Join(kind, c[0], alias, on))  # type: ignore[arg-type]
+            return Clause("join", ast.Join(kind, c[0], alias, on, using=using, natural=natural))  # type: ignore[arg-type]
         # ``JOIN (SELECT ..) AS x``: the query's rows, as a statement source named by its alias
         name = ast.QName((alias if alias is not None else ast.Ident("?subquery?", True),))
-        return Clause("join", ast.Join(kind, name, alias, on, source=c[0]))  # type: ignore[arg-type]
+        join = ast.Join(kind, name, alias, on, source=c[0], using=using, natural=natural)  # type: ignore[arg-type]
+        return Clause("join", join)
+
+    def join_using(self, c: list[ast.Ident]) -> Clause:
+        return Clause("using", tuple(c))
+
+    def natural_kind(self, c: list[Token]) -> str:
+        return str(c[0]).lower()
+
+    def natural_join(self, c: list[Any]) -> Clause:
+        kind = c[0] if isinstance(c[0], str) else "inner"
+        return self._join(kind, [x for x in c if not isinstance(x, str) and x is not None], natural=True)
 
     def inner_join(self, c: list[Any]) -> Clause:
         return self._join("inner", c)

@@ -6,7 +6,12 @@ with an equality between a column of the tables joined so far and one of the new
 hash join on it (the rest of the ``ON`` is then checked on the candidates), anything else a
 nested loop. The result is a relation whose columns answer to ``alias.column`` and, when one
 table alone has it, to ``column``; a name two tables have is ambiguous (``42702``), as in
-PostgreSQL and CockroachDB. ``SELECT *`` shows every table's columns under their own names."""
+PostgreSQL and CockroachDB. ``SELECT *`` shows every table's columns under their own names.
+
+``JOIN .. USING (a, b)`` joins on ``left.a = right.a AND ..`` and makes each such pair one column:
+the bare name ``a`` is that column (the left's value, the right's for a RIGHT JOIN, the first
+that is not NULL for a FULL JOIN), ``SELECT *`` shows it once, first, and ``l.a``/``r.a`` still
+name each side's. ``NATURAL JOIN`` is ``USING`` the names both sides have."""
 
 from __future__ import annotations
 
@@ -15,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.engine.types import SqlType
-from changefeed.exceptions import DuplicateAlias
+from changefeed.exceptions import AmbiguousColumn, DuplicateAlias, UndefinedColumn
 from changefeed.sql import ast
 from changefeed.sql.evaluator import AMBIGUOUS, Evaluator, RowMap, Scope, conjuncts
 
-__all__ = ["Joined", "join", "start"]
+__all__ = ["USING_PREFIX", "Joined", "join", "natural_names", "start"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,10 @@ class Joined:
     #: Every name a column answers to: qualified, and bare when one table alone has it
     #: (:data:`~changefeed.sql.evaluator.AMBIGUOUS` otherwise).
     names: dict[str, int]
+    #: Columns whose bare name is another's: the two sides of a ``USING`` column.
+    hidden: frozenset[int] = frozenset()
+    #: ``SELECT *``'s columns (their ``columns`` entries) when not all of them in order.
+    star: list[str] | None = None
 
 
 def start(
@@ -53,12 +62,19 @@ def join(
     right: list[tuple[Any, ...]],
     on: ast.Expr | None,
     evaluator: Evaluator,
+    using: Sequence[str] | None = None,
 ) -> Joined:
-    """``left`` joined to the table ``alias`` (``kind``: inner, left, right, full or cross)."""
+    """``left`` joined to the table ``alias`` (``kind``: inner, left, right, full or cross),
+    on ``on`` or on the columns ``using`` names (see the module)."""
     qualified = [f"{alias}.{c}" for c in columns]
     if any(q in left.names for q in qualified):
         raise DuplicateAlias(f'table name "{alias}" specified more than once')
-    shape = _joined(left.columns + qualified, left.labels + list(columns), left.types + list(types), [])
+    pairs_using = _using_pairs(left, columns, using) if using is not None else []
+    if using is not None:
+        on = _equalities(left, qualified, pairs_using)
+    shape = _joined(
+        left.columns + qualified, left.labels + list(columns), left.types + list(types), [], left.hidden
+    )
     lower = {k.lower(): i for k, i in shape.names.items()}
 
     def matches(row: tuple[Any, ...]) -> bool:
@@ -95,16 +111,106 @@ def join(
     if kind in ("right", "full"):  # the right rows no left row matched, with NULLs for the left's columns
         nulls = (None,) * width
         out.extend(nulls + r for at, r in enumerate(right) if at not in matched)
-    return Joined(shape.columns, shape.labels, shape.types, out, shape.names)
+    if using is None:
+        star = None if left.star is None else left.star + qualified
+        return Joined(shape.columns, shape.labels, shape.types, out, shape.names, shape.hidden, star)
+    return _merged(left, shape, out, kind, pairs_using, width)
+
+
+def _using_pairs(left: Joined, columns: Sequence[str], using: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(name, left position, right column index) of each ``USING`` column; ``using`` empty with
+    NATURAL's names already found by the caller."""
+    out: list[tuple[str, int, int]] = []
+    for name in using:
+        at = _bare(left, name)
+        if at is None:
+            raise UndefinedColumn(f'column "{name}" specified in USING clause does not exist in left table')
+        if at == AMBIGUOUS:
+            raise AmbiguousColumn(f'common column name "{name}" appears more than once in left table')
+        right = [i for i, c in enumerate(columns) if c == name]
+        if not right:
+            raise UndefinedColumn(f'column "{name}" specified in USING clause does not exist in right table')
+        if len(right) > 1:
+            raise AmbiguousColumn(f'common column name "{name}" appears more than once in right table')
+        out.append((name, at, right[0]))
+    return out
+
+
+def natural_names(left: Joined, columns: Sequence[str]) -> list[str]:
+    """The names ``NATURAL JOIN`` joins on: the right side's that the left side has bare."""
+    return [c for c in columns if _bare(left, c) is not None]
+
+
+def _bare(left: Joined, name: str) -> int | None:
+    return left.names.get(name)
+
+
+def _equalities(left: Joined, qualified: Sequence[str], pairs: list[tuple[str, int, int]]) -> ast.Expr | None:
+    """``l.a = r.a AND ..`` over the columns' qualified names (a hash join on the first)."""
+    on: ast.Expr | None = None
+    for _, at, ri in pairs:
+        lt, _, lc = left.columns[at].rpartition(".")
+        rt, _, rc = qualified[ri].rpartition(".")
+        eq = ast.BinaryOp(
+            "=",
+            ast.Column(ast.Ident(lc, True), ast.Ident(lt, True)),
+            ast.Column(ast.Ident(rc, True), ast.Ident(rt, True)),
+        )
+        on = eq if on is None else ast.BinaryOp("AND", on, eq)
+    return on
+
+
+def _merged(
+    left: Joined,
+    shape: Joined,
+    rows: list[tuple[Any, ...]],
+    kind: str,
+    pairs: list[tuple[str, int, int]],
+    width: int,
+) -> Joined:
+    """The joined rows with one column more for each ``USING`` pair, which its bare name and
+    ``SELECT *`` then show (first) instead of either side's."""
+    picks = [(at, width + ri) for _, at, ri in pairs]
+
+    def merged(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        vals = []
+        for la, ra in picks:
+            first, second = (row[ra], row[la]) if kind == "right" else (row[la], row[ra])
+            vals.append(first if first is not None else second)
+        return row + tuple(vals)
+
+    names = [name for name, _, _ in pairs]
+    keys = [f"{USING_PREFIX}{n}" for n in names]
+    sides = {at for at, _ in picks} | {ra for _, ra in picks}
+    columns = shape.columns + keys
+    labels = shape.labels + names
+    types = shape.types + [shape.types[at] for at, _ in picks]
+    hidden = shape.hidden | sides
+    joined = _joined(columns, labels, types, [merged(r) for r in rows], hidden)
+    at_left = {c: i for i, c in enumerate(left.columns)}
+    shown = [c for c in (left.star or left.columns) if at_left[c] not in sides]
+    shown += [c for i, c in enumerate(shape.columns[width:], start=width) if i not in sides]
+    return Joined(
+        joined.columns, joined.labels, joined.types, joined.rows, joined.names, hidden, keys + shown
+    )
+
+
+#: The qualifier of a USING column's key in ``Joined.columns`` (no alias can be empty).
+USING_PREFIX = "."
 
 
 def _joined(
-    columns: list[str], labels: list[str], types: list[SqlType | None], rows: list[tuple[Any, ...]]
+    columns: list[str],
+    labels: list[str],
+    types: list[SqlType | None],
+    rows: list[tuple[Any, ...]],
+    hidden: frozenset[int] = frozenset(),
 ) -> Joined:
-    names: dict[str, int] = {q: i for i, q in enumerate(columns)}
+    names: dict[str, int] = {q: i for i, q in enumerate(columns) if not q.startswith(USING_PREFIX)}
     for i, label in enumerate(labels):
-        names[label] = AMBIGUOUS if label in names and names[label] != i else i
-    return Joined(columns, labels, types, rows, names)
+        if i not in hidden:
+            names[label] = AMBIGUOUS if label in names and names[label] != i else i
+    return Joined(columns, labels, types, rows, names, hidden)
 
 
 def _hash_key(on: ast.Expr, names: dict[str, int], width: int) -> tuple[int, int] | None:

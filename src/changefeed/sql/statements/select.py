@@ -425,10 +425,23 @@ def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Para
     for j in s.joins:
         name, rel, rows = read(j.table, j.alias, j.source)
         on = subqueries.fold(j.on, run_in(session, txn, ev))
-        joined = joins.join(joined, j.kind, name, rel.columns, rel.types, rows, on, evaluator)
+        using = (
+            joins.natural_names(joined, rel.columns)
+            if j.natural
+            else [session.ident(u) for u in j.using]
+            if j.using is not None
+            else None
+        )
+        joined = joins.join(joined, j.kind, name, rel.columns, rel.types, rows, on, evaluator, using)
     rows_out = joined.rows
     return Relation(
-        "", joined.columns, joined.types, lambda _: rows_out, names=joined.names, labels=joined.labels
+        "",
+        joined.columns,
+        joined.types,
+        lambda _: rows_out,
+        star=joined.star,
+        names=joined.names,
+        labels=joined.labels,
     )
 
 
