@@ -471,6 +471,33 @@ STATEMENTS = (
     "SELECT * FROM ja JOIN jb USING (id) JOIN jc USING (x) JOIN jb AS j2 USING (id) ORDER BY id",
     "SELECT * FROM ja NATURAL JOIN (SELECT 1 AS id, 'extra' AS e) s",
     "SELECT id FROM ja JOIN jb USING (id) WHERE id > 1",
+    # UPDATE .. FROM and DELETE .. USING (the target joined to other tables by the WHERE)
+    "CREATE TABLE ut (id INT PRIMARY KEY, v TEXT, n INT)",
+    "CREATE TABLE us (sid INT PRIMARY KEY, v TEXT, k INT)",
+    "CREATE TABLE uu (k INT PRIMARY KEY, w TEXT)",
+    "INSERT INTO ut VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3), (4, 'd', 4)",
+    "INSERT INTO us VALUES (1, 'A', 10), (3, 'C', 30), (9, 'Z', 90)",
+    "INSERT INTO uu VALUES (10, 'ten'), (30, 'thirty')",
+    "UPDATE ut SET v = us.v, n = n + us.k FROM us WHERE ut.id = us.sid",
+    "SELECT * FROM ut ORDER BY id",
+    "UPDATE ut AS t SET v = t.v || '-' || uu.w FROM us JOIN uu ON uu.k = us.k WHERE t.id = us.sid RETURNING id, v",
+    "SELECT * FROM ut ORDER BY id",
+    "UPDATE ut SET v = s.v FROM (SELECT 2 AS id, 'sub' AS v) s WHERE ut.id = s.id",
+    "SELECT * FROM ut ORDER BY id",
+    "UPDATE ut SET v = 'x' FROM us WHERE us.sid = 100",
+    "UPDATE ut SET v = v FROM us WHERE ut.id = us.sid",
+    "UPDATE ut SET n = 0 FROM us WHERE ut.id = sid AND us.v = 'C'",
+    "SELECT * FROM ut ORDER BY id",
+    "DELETE FROM ut USING us WHERE ut.id = us.sid AND us.k > 20 RETURNING *",
+    "SELECT * FROM ut ORDER BY id",
+    "DELETE FROM ut AS t USING us, uu WHERE t.id = us.sid AND us.k = uu.k",
+    "SELECT * FROM ut ORDER BY id",
+    "UPDATE ut AS t SET v = 'al' WHERE t.id = 2",
+    "UPDATE ut SET v = 'tn' WHERE ut.id = 4",
+    "DELETE FROM ut AS t WHERE t.id = 4",
+    "SELECT * FROM ut ORDER BY id",
+    "UPDATE ut SET v = 'q' FROM ut WHERE ut.id = 1",
+    "UPDATE ut SET v = nope.v FROM us WHERE ut.id = us.sid",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",
@@ -653,6 +680,24 @@ def test_default_with_parameters_as_postgresql(
         == theirs.execute(sql).fetchall()
         == [(1, "d", 10), (2, "d", None), (3, "d", None)]
     )
+
+
+def test_update_from_prepared_as_postgresql(
+    both: tuple[psycopg.Connection[Any], psycopg.Connection[Any]],
+) -> None:
+    """``UPDATE .. FROM .. RETURNING`` prepared with parameters: described before it runs (the
+    other table's columns in its RETURNING), then run."""
+    theirs, mine = both
+    sql = "UPDATE pu SET v = ps.v || %s FROM ps WHERE pu.id = ps.id AND ps.id > %s RETURNING pu.id, pu.v, ps.v AS src"
+    results = []
+    for conn in (theirs, mine):
+        conn.execute("CREATE TABLE pu (id INT PRIMARY KEY, v TEXT)")
+        conn.execute("CREATE TABLE ps (id INT PRIMARY KEY, v TEXT)")
+        conn.execute("INSERT INTO pu VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        conn.execute("INSERT INTO ps VALUES (2, 'B'), (3, 'C')")
+        cur = conn.execute(sql, ("!", 1), prepare=True)
+        results.append((sorted(cur.fetchall()), [d.name for d in cur.description or []]))
+    assert results[1] == results[0]
 
 
 def test_a_pipeline_that_fails_changes_nothing(

@@ -252,6 +252,9 @@ class Update:
     timestamp: Expr | None = None
     returning: tuple[SelectItem, ...] = ()
     pos: Pos = field(default=Pos(), compare=False)
+    alias: Ident | None = None
+    #: ``UPDATE t SET .. FROM a [JOIN b ..]``: the other tables, as ``SELECT * FROM a ..``.
+    source: Select | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +268,9 @@ class Delete:
     timestamp: Expr | None = None
     returning: tuple[SelectItem, ...] = ()
     pos: Pos = field(default=Pos(), compare=False)
+    alias: Ident | None = None
+    #: ``DELETE FROM t USING a [JOIN b ..]``: the other tables, as ``SELECT * FROM a ..``.
+    source: Select | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ def runs_inline(session: Session, stmts: Sequence[ast.Statement]) -> bool:
             return False
         return _point(session, stmt.table, stmt.where)
     if isinstance(stmt, ast.Update | ast.Delete):
-        return _point(session, stmt.table, stmt.where)
+        return stmt.source is None and _point(session, stmt.table, stmt.where)
     return False
 
 

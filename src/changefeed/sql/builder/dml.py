@@ -97,7 +97,35 @@ class DmlRules(Rules):
             where=cl.get("where"),
             returning=cl.get("returning", ()),
             pos=position(meta),
+            alias=cl.get("alias"),
+            source=cl.get("other_tables"),
         )
+
+    @staticmethod
+    def _other_tables(c: list[Any], *, query: bool = False) -> Clause:
+        """``UPDATE .. FROM`` / ``DELETE .. USING``: the tables as ``SELECT * FROM ..``."""
+        cl = clauses([x for x in c[1:] if isinstance(x, Clause) and x.key != "join"])
+        joins = tuple(x.value for x in c[1:] if isinstance(x, Clause) and x.key == "join")
+        alias = cl.get("alias")
+        star = (ast.SelectItem(ast.Star()),)
+        if query:  # ``FROM (SELECT ..) AS x``: the query's rows, named by its alias
+            name = ast.QName((alias if alias is not None else ast.Ident("?subquery?", True),))
+            return Clause(
+                "other_tables", ast.Select(items=star, table=name, alias=alias, joins=joins, source=c[0])
+            )
+        return Clause("other_tables", ast.Select(items=star, table=c[0], alias=alias, joins=joins))
+
+    def update_from(self, c: list[Any]) -> Clause:
+        return self._other_tables(c)
+
+    def update_from_subquery(self, c: list[Any]) -> Clause:
+        return self._other_tables(c, query=True)
+
+    def delete_using(self, c: list[Any]) -> Clause:
+        return self._other_tables(c)
+
+    def delete_using_subquery(self, c: list[Any]) -> Clause:
+        return self._other_tables(c, query=True)
 
     @v_args(meta=True)
     def cql_update(self, meta: Any, c: list[Any]) -> ast.Statement:
@@ -117,7 +145,12 @@ class DmlRules(Rules):
     def delete(self, meta: Any, c: list[Any]) -> ast.Statement:
         cl = clauses(c)
         return ast.Delete(
-            table=c[0], where=cl.get("where"), returning=cl.get("returning", ()), pos=position(meta)
+            table=c[0],
+            where=cl.get("where"),
+            returning=cl.get("returning", ()),
+            pos=position(meta),
+            alias=cl.get("alias"),
+            source=cl.get("other_tables"),
         )
 
     @v_args(meta=True)

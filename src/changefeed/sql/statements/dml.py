@@ -51,6 +51,7 @@ from changefeed.sql.statements.cql_writes import (
     lwt_result,
 )
 from changefeed.sql.statements.on_conflict import ConflictUpdate
+from changefeed.sql.statements.other_tables import JoinedTargets, joined_targets
 from changefeed.sql.statements.row_values import (
     check_not_null,
     default_value,
@@ -322,7 +323,36 @@ def returning_shape(
     if not s.returning:
         return Result()
     schema = session.resolve_table(txn, s.table)
+    if isinstance(s, ast.Update | ast.Delete) and s.source is not None:  # the other tables' columns too
+        ev = Params(())
+        evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
+        other = joined_targets(
+            session, txn, schema, s.alias, s.source, s.where, ev, evaluator, shape_only=True
+        )
+        return _returning_joined(session, txn, schema, s.returning, other, [], ev, "")
     return _returning(session, txn, schema, s.returning, [], Params(()), "", 0)
+
+
+def _returning_joined(
+    session: Session,
+    txn: Transaction,
+    schema: TableSchema,
+    items: tuple[ast.SelectItem, ...],
+    other: JoinedTargets,
+    written: list[tuple[tuple[Any, ...], dict[int, Any]]],
+    ev: Params,
+    status: str,
+) -> Result:
+    """RETURNING of an ``UPDATE .. FROM`` or ``DELETE .. USING``: over each written row (its
+    key before, its row after an UPDATE, before a DELETE) and the other tables' row it joined,
+    as PostgreSQL returns them."""
+    for it in items:
+        if has_aggregate(it.expr):
+            raise GroupingError("aggregate functions are not allowed in RETURNING")
+    rel = other.returning([(key, session.py_row(schema, row)) for key, row in written])
+    out = select_over(session, txn, ast.Select(items=items, table=None), ev, rel)
+    n = len(written)
+    return Result(columns=out.columns, rows=out.rows, types=out.types, status=status, rowcount=n)
 
 
 def _returning(
@@ -472,8 +502,33 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
     news: list[dict[int, Any]] = []
     moves: list[key_moves.Move] = []
     key_ids = {c.id for c in schema.key} if any(c.is_key for c, _ in assigns) else set()
-    for key, row in list(_matching_rows(session, txn, schema, s.where, evaluator)):
-        scope = Scope(session.py_row(schema, row))
+    other = (
+        joined_targets(
+            session,
+            txn,
+            schema,
+            s.alias,
+            s.source,
+            s.where,
+            ev,
+            evaluator,
+            assignments=s.assignments,
+            returning=s.returning,
+            schema_name=s.table,
+        )
+        if s.source is not None
+        else None
+    )
+    targets = (
+        [(key, row, other.scope(joined)) for key, row, joined in other.targets]
+        if other is not None
+        else [
+            (key, row, _scope(session, schema, row, s.alias))
+            for key, row in _matching_rows(session, txn, schema, s.where, evaluator, s.alias)
+        ]
+    )
+    written: list[tuple[tuple[Any, ...], dict[int, Any]]] = []  # (key before, row after): RETURNING
+    for key, row, scope in targets:
         cells = {c.id: coerce(c, evaluator.eval(e, scope)) for c, e in assigns}
         new_key = key
         if key_ids:  # ``SET id = ..``: the row moves if its key changes
@@ -486,6 +541,7 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
         olds[key] = row
         if s.returning:
             news.append({**row, **cells, **dict(zip((c.id for c in schema.key), new_key, strict=True))})
+            written.append((key, news[-1]))
         if new_key != key:
             moves.append(key_moves.Move(key, row, new_key, cells))
             continue
@@ -500,6 +556,8 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
     if moves:
         key_moves.apply(txn, schema, moves)
     n = len(olds)
+    if other is not None and s.returning:
+        return _returning_joined(session, txn, schema, s.returning, other, written, ev, f"UPDATE {n}")
     return _returning(session, txn, schema, s.returning, news, ev, f"UPDATE {n}", n)
 
 
@@ -521,14 +579,49 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
         run = run_in(session, txn, ev)  # before the write (see insert)
         s = replace(s, where=subqueries.fold(s.where, run), returning=subqueries.fold(s.returning, run))
         evaluator.correlated = subqueries.evaluator_hook(evaluator, run)
-    olds = dict(_matching_rows(session, txn, schema, s.where, evaluator))
+    other = None
+    if s.source is not None:
+        other = joined_targets(
+            session,
+            txn,
+            schema,
+            s.alias,
+            s.source,
+            s.where,
+            ev,
+            evaluator,
+            returning=s.returning,
+            schema_name=s.table,
+        )
+        olds = {key: row for key, row, _ in other.targets}
+    else:
+        olds = dict(_matching_rows(session, txn, schema, s.where, evaluator, s.alias))
     txn.delete_rows(schema, list(olds), olds=olds)
     n = len(olds)
+    if other is not None and s.returning:
+        return _returning_joined(
+            session, txn, schema, s.returning, other, list(olds.items()), ev, f"DELETE {n}"
+        )
     return _returning(session, txn, schema, s.returning, list(olds.values()), ev, f"DELETE {n}", n)
 
 
+def _scope(session: Session, schema: TableSchema, row: dict[int, Any], alias: ast.Ident | None) -> Scope:
+    """A target row's columns by name, and by ``alias.name`` when the statement names one
+    (``UPDATE t AS x .. WHERE x.id = 1``)."""
+    named = session.py_row(schema, row)
+    if alias is not None:
+        a = session.ident(alias)
+        named.update({f"{a}.{k}": v for k, v in list(named.items())})
+    return Scope(named)
+
+
 def _matching_rows(
-    session: Session, txn: Transaction, schema: TableSchema, where: ast.Expr | None, evaluator: Evaluator
+    session: Session,
+    txn: Transaction,
+    schema: TableSchema,
+    where: ast.Expr | None,
+    evaluator: Evaluator,
+    alias: ast.Ident | None = None,
 ) -> Iterator[tuple[tuple[Any, ...], dict[int, Any]]]:
     st = txn.store(schema)
     point = _point_keys(session, schema, where, evaluator)
@@ -538,7 +631,7 @@ def _matching_rows(
     else:
         rows = st.scan_rows(txn.conn, txn.now_ns)
     for row in rows:
-        if where is not None and evaluator.eval(where, Scope(session.py_row(schema, row))) is not True:
+        if where is not None and evaluator.eval(where, _scope(session, schema, row, alias)) is not True:
             continue
         yield tuple(row[c.id] for c in schema.key), row
 

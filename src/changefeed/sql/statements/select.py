@@ -299,13 +299,25 @@ def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Res
 def _check_qualifiers(session: Session, s: ast.Select) -> None:
     """Every ``x.col`` names a table of the FROM, by its alias or name (PostgreSQL's 42P01
     ``missing FROM-clause entry``): a subquery's ``outer.col`` must not read its own table's."""
+    exprs: list[Any] = [*(it.expr for it in s.items), s.where, s.having, *(o.expr for o in s.order_by)]
+    exprs += [j.on for j in s.joins]
+    check_qualifiers(session, from_tables(s), exprs)
+
+
+def from_tables(s: ast.Select) -> list[tuple[ast.QName | None, ast.Ident | None]]:
+    """The (name, alias) of each table of ``s``'s FROM and joins."""
+    return [(s.table, s.alias), *((j.table, j.alias) for j in s.joins)]
+
+
+def check_qualifiers(
+    session: Session, tables: Sequence[tuple[ast.QName | None, ast.Ident | None]], exprs: Sequence[Any]
+) -> None:
+    """Every ``x.col`` of ``exprs`` names one of ``tables``, by its alias or name (42P01)."""
     known = set()
-    for q, alias in [(s.table, s.alias), *((j.table, j.alias) for j in s.joins)]:
+    for q, alias in tables:
         shown = alias if alias is not None else q.parts[-1] if q is not None else None
         if shown is not None:
             known.add(session.ident(shown).lower())
-    exprs: list[Any] = [*(it.expr for it in s.items), s.where, s.having, *(o.expr for o in s.order_by)]
-    exprs += [j.on for j in s.joins]
     stack = [e for e in exprs if e is not None]
     while stack:
         e = stack.pop()
@@ -406,6 +418,21 @@ def run_in(session: Session, txn: Transaction, ev: Params) -> StatementSubquerie
 
 def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Relation:
     """The rows of ``s``'s tables joined (``sql.statements.joins``)."""
+    joined = joined_tables(session, txn, s, ev)
+    rows_out = joined.rows
+    return Relation(
+        "",
+        joined.columns,
+        joined.types,
+        lambda _: rows_out,
+        star=joined.star,
+        names=joined.names,
+        labels=joined.labels,
+    )
+
+
+def joined_tables(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> joins.Joined:
+    """The FROM of ``s`` (a table, a query or WITH query, and its joins) read and joined."""
     evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
 
     def read(
@@ -433,16 +460,7 @@ def _joined_relation(session: Session, txn: Transaction, s: ast.Select, ev: Para
             else None
         )
         joined = joins.join(joined, j.kind, name, rel.columns, rel.types, rows, on, evaluator, using)
-    rows_out = joined.rows
-    return Relation(
-        "",
-        joined.columns,
-        joined.types,
-        lambda _: rows_out,
-        star=joined.star,
-        names=joined.names,
-        labels=joined.labels,
-    )
+    return joined
 
 
 def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, rel: Relation) -> Result:

@@ -1,0 +1,111 @@
+"""``UPDATE t SET .. FROM a [JOIN b ..] WHERE ..`` and ``DELETE FROM t USING a .. WHERE ..``:
+the rows of ``t`` that the WHERE joins to the other tables, as PostgreSQL (and CockroachDB)
+define them.
+
+The other tables are read and joined as a SELECT's FROM is (``select.joined_tables``); the
+target table is then joined to them with the WHERE as the join condition (a hash join on an
+equality between the two sides, ``joins.join``). Each target row the join keeps is updated once,
+from the first row it joined (PostgreSQL leaves which one unspecified), with every table's
+columns in scope for SET; or deleted once. RETURNING sees the target table's columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from changefeed.engine.catalog import TableSchema
+from changefeed.engine.txn import Transaction
+from changefeed.sql import ast
+from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope
+from changefeed.sql.session import Session
+from changefeed.sql.statements import joins
+from changefeed.sql.statements.select import Relation, check_qualifiers, from_tables, joined_tables
+
+__all__ = ["JoinedTargets", "joined_targets"]
+
+
+@dataclass(frozen=True)
+class JoinedTargets:
+    """The target rows the WHERE joined, and the join they came from."""
+
+    #: (key, stored row, its first joined row) of each target row, in join order.
+    targets: list[tuple[tuple[Any, ...], dict[int, Any], tuple[Any, ...]]]
+    joined: joins.Joined
+    #: Where the target's columns start in a joined row, and their names in order.
+    width: int
+    columns: list[str]
+    #: ``SELECT *`` of the other tables (their keys in ``joined.columns``).
+    other_star: list[str]
+
+    def scope(self, row: tuple[Any, ...]) -> Scope:
+        lower = {k.lower(): i for k, i in self.joined.names.items()}
+        return Scope(RowMap(row, self.joined.names, lower))
+
+    def returning(self, written: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Relation:
+        """What RETURNING reads: each written target row (its key and its columns as written)
+        beside the other tables' row it joined; ``*`` is the target's columns, then theirs."""
+        first = {key: joined_row for key, _, joined_row in self.targets}
+        rows = [
+            first[key][: self.width]
+            + tuple(values.get(n) for n in self.columns)
+            + first[key][self.width + len(self.columns) :]
+            for key, values in written
+        ]
+        j = self.joined
+        target_keys = j.columns[self.width : self.width + len(self.columns)]
+        return Relation(
+            "",
+            j.columns,
+            j.types,
+            lambda _: rows,
+            star=target_keys + self.other_star,
+            names=j.names,
+            labels=j.labels,
+        )
+
+
+def joined_targets(
+    session: Session,
+    txn: Transaction,
+    schema: TableSchema,
+    alias: ast.Ident | None,
+    source: ast.Select,
+    where: ast.Expr | None,
+    ev: Params,
+    evaluator: Evaluator,
+    *,
+    assignments: tuple[tuple[ast.Ident, ast.Expr], ...] = (),
+    returning: tuple[ast.SelectItem, ...] = (),
+    schema_name: ast.QName | None = None,
+    shape_only: bool = False,
+) -> JoinedTargets:
+    """Each row of ``schema`` (known as ``alias``, else by its name) that ``where`` joins to the
+    rows of ``source``'s tables, with the first row it joined (``shape_only``: none, for the
+    shape of a RETURNING before the statement runs). Every ``x.col`` of the WHERE,
+    ``assignments`` and ``returning`` must name one of the tables (42P01); ``schema_name`` is the
+    target as the statement names it."""
+    exprs = [where, *(e for _, e in assignments), *(it.expr for it in returning)]
+    check_qualifiers(session, [(schema_name, alias), *from_tables(source)], exprs)
+    other = joined_tables(session, txn, source, ev)
+    name = session.ident(alias) if alias is not None else schema.name.rsplit(".", 1)[-1]
+    st = txn.store(schema)
+    stored = [] if shape_only else list(st.scan_rows(txn.conn, txn.now_ns))
+    shown = [session.py_row(schema, r) for r in stored]
+    columns = list(shown[0]) if shown else [c.name for c in schema.columns]
+    types = [next((c.type for c in schema.columns if c.name == n), None) for n in columns]
+    rows = [tuple(r[n] for n in columns) for r in shown]
+    joined = joins.join(other, "inner", name, columns, types, rows, where, evaluator)
+    width = len(other.columns)
+    at_key = [width + columns.index(c.name) for c in schema.key]
+    by_key = {tuple(s[c.name] for c in schema.key): r for s, r in zip(shown, stored, strict=True)}
+    done: set[tuple[Any, ...]] = set()
+    targets: list[tuple[tuple[Any, ...], dict[int, Any], tuple[Any, ...]]] = []
+    for row in joined.rows:
+        shown_key = tuple(row[i] for i in at_key)
+        if shown_key in done:
+            continue
+        done.add(shown_key)
+        stored_row = by_key[shown_key]
+        targets.append((tuple(stored_row[c.id] for c in schema.key), stored_row, row))
+    return JoinedTargets(targets, joined, width, columns, other.star or list(other.columns))
