@@ -98,7 +98,8 @@ class DivisionByZero(InvalidStatement):
 
 
 class ColumnCountMismatch(InvalidStatement):
-    """An INSERT's values and its target columns that do not pair up (``42601``)."""
+    """An INSERT's values and its target columns that do not pair up, a scalar subquery of
+    several columns (``42601``)."""
 
     code = "42601"
 

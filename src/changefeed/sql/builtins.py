@@ -18,7 +18,7 @@ from changefeed.engine.array_text import array_to_text
 from changefeed.engine.intervals import Interval
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql.arithmetic import int_quotient, remainder
-from changefeed.sql.builtins_more import MORE
+from changefeed.sql.builtins_more import MORE, log_base
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.interval_functions import INTERVAL_FUNCTIONS, extract_interval
 from changefeed.sql.text_out import float_text, interval_text, timestamp_text
@@ -398,7 +398,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "div": _strict("div", _NUM, _NUM)(_div),
     "sqrt": _strict("sqrt", _NUM)(_sqrt),
     "ln": _strict("ln", _NUM)(_ln),
-    "log": _strict("log", _NUM)(_log10),
+    "log": lambda *a: log_base(*a) if len(a) == 2 else _strict("log", _NUM)(_log10)(*a),
     "exp": _strict("exp", _NUM)(lambda x: Decimal(x).exp() if isinstance(x, Decimal) else math.exp(x)),
     "power": _strict("power", _NUM, _NUM)(_power),
     "pow": _strict("pow", _NUM, _NUM)(_power),

@@ -7,6 +7,7 @@ building and inspection (``jsonb_build_object``, ``to_jsonb``, ``jsonb_array_len
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import uuid
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_literal
 from changefeed.engine.patterns import regex_replace
 from changefeed.exceptions import (
+    DivisionByZero,
+    NumericValueOutOfRange,
     UnsupportedFeature,
 )
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
@@ -407,8 +410,72 @@ def _jsonb_typeof(*args: Any) -> str | None:
     return "array" if isinstance(doc, list) else "object"
 
 
+# ------------------------------------------------------------------------------------ numbers
+_INT8_MIN, _INT8_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _integers(name: str, args: tuple[Any, ...]) -> tuple[int, int] | None:
+    if len(args) != 2:
+        raise unknown_signature(name, args)
+    if any(a is None for a in args):
+        return None
+    a, b = args
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (a, b)):
+        raise unknown_signature(name, args)
+    return a, b
+
+
+def _gcd(*args: Any) -> int | None:
+    """``gcd(a, b)``: the greatest common divisor, never negative (``gcd(0, 0)`` is 0)."""
+    ab = _integers("gcd", args)
+    if ab is None:
+        return None
+    g = math.gcd(*ab)
+    if g > _INT8_MAX:  # gcd(INT8 min, 0)
+        raise NumericValueOutOfRange("bigint out of range")
+    return g
+
+
+def _lcm(*args: Any) -> int | None:
+    """``lcm(a, b)``: the least common multiple, never negative (0 when either is 0)."""
+    ab = _integers("lcm", args)
+    if ab is None:
+        return None
+    a, b = ab
+    m = 0 if a == 0 or b == 0 else abs(a * b) // math.gcd(a, b)
+    if m > _INT8_MAX:
+        raise NumericValueOutOfRange("bigint out of range")
+    return m
+
+
+def log_base(*args: Any) -> Any:
+    """``log(b, x)``: the logarithm of ``x`` to base ``b``, a numeric, as PostgreSQL's."""
+    if len(args) != 2:
+        raise unknown_signature("log", args)
+    if any(a is None for a in args):
+        return None
+    if not all(isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in args):
+        raise unknown_signature("log", args)
+    b, x = (Decimal(repr(v)) if isinstance(v, float) else Decimal(v) for v in args)
+    for v in (b, x):
+        if v <= 0:
+            word = "zero" if v == 0 else "a negative number"
+            raise invalid_argument(f"cannot take logarithm of {word}", "2201E")
+    if b == 1:
+        raise DivisionByZero("division by zero")
+    out = x.ln() / b.ln()
+    return out.quantize(_LOG_SCALE) if abs(out) < _LOG_EXACT else out
+
+
+#: PostgreSQL's numeric log keeps 16 digits after the point for results of ordinary size.
+_LOG_SCALE = Decimal("1e-16")
+_LOG_EXACT = Decimal("1e12")
+
+
 #: The functions by lower-case name.
 MORE: dict[str, Callable[..., Any]] = {
+    "gcd": _gcd,
+    "lcm": _lcm,
     "regexp_replace": _regexp_replace,
     "string_to_array": _string_to_array,
     "array_to_string": _array_to_string,

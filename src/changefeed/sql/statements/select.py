@@ -521,6 +521,8 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     lim = select_clauses.limit_count(evaluator, s.limit, "LIMIT")
     skip = select_clauses.limit_count(evaluator, s.offset, "OFFSET") or 0
     order_by = tuple(select_clauses.order_item(session, o, items) for o in s.order_by)
+    if s.distinct and order_by:
+        select_clauses.check_distinct_order(session, order_by, items, index, lower_index)
     windows.refuse_in("WHERE", s.where)
     windows.refuse_in("GROUP BY", s.group_by)
     windows.refuse_in("HAVING", s.having)

@@ -100,6 +100,28 @@ def order_item(
     return o
 
 
+def check_distinct_order(
+    session: Session,
+    order_by: tuple[ast.OrderItem, ...],
+    items: list[tuple[str, ast.Expr, SqlType | None]],
+    index: Mapping[str, int],
+    lower_index: Mapping[str, int],
+) -> None:
+    """``SELECT DISTINCT``: every ORDER BY expression must be one of the select list's (a
+    column by any of its names), as PostgreSQL requires (42P10): a row's order must follow from
+    the values DISTINCT keeps."""
+    exprs = [e for _, e, _ in items]
+    columns = {column_at(session, e, index, lower_index) for e in exprs} - {None}
+    for o in order_by:
+        if o.expr in exprs:
+            continue
+        at = column_at(session, o.expr, index, lower_index)
+        if at is None or at not in columns:
+            raise InvalidColumnReference(
+                "for SELECT DISTINCT, ORDER BY expressions must appear in select list"
+            )
+
+
 def distinct_on(
     session: Session,
     evaluator: Evaluator,

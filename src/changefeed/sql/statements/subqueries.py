@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from changefeed.exceptions import CardinalityViolation, InvalidStatement
+from changefeed.exceptions import CardinalityViolation, ColumnCountMismatch
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Scope, subexpressions
 from changefeed.sql.result import Result
@@ -119,7 +119,7 @@ def _value_of(sub: ast.Subquery, subs: Subqueries, *, fold_expr: bool = True) ->
     if sub.kind == "exists":
         return ast.Literal(bool(res.rows))
     if len(res.columns) != 1:
-        raise InvalidStatement(f"subquery must return only one column, not {len(res.columns)}")
+        raise ColumnCountMismatch(f"subquery must return only one column, not {len(res.columns)}")
     values = [r[0] for r in res.rows]
     if sub.kind == "array":  # ``x = ANY (SELECT ..)``: the values, as an array
         return ast.Literal(values)
