@@ -1,6 +1,6 @@
 """changefeed.topics: the embedded partitioned topic log.
 
-A durable log under ``DB/topics/``: topics of fixed partition count, atomic and idempotent
+A durable log under ``DB/topics/``: topics whose partitions only grow, atomic and idempotent
 appends keyed by ``(writer, batch id)``, reads by partition and offset, consumer groups, and
 time-based retention that deletes records without renumbering offsets.
 """

@@ -20,14 +20,18 @@ from changefeed.topics.batch import BatchRecords, MalformedBatch, decode_batch, 
 __all__ = [
     "BATCH_BYTES",
     "BATCH_RECORDS",
+    "BLOB_READ_MIN",
     "NS_PER_MS",
     "Chunk",
     "Rows",
     "StoredBatches",
     "decode_stored",
     "encode_chunks",
+    "first_at_or_after",
     "insert_chunks",
+    "largest_timestamp",
     "ns_timestamps",
+    "read_stored",
     "scan",
     "watermarks",
 ]
@@ -39,6 +43,9 @@ Int64s = npt.NDArray[np.int64]
 BATCH_BYTES = 256 << 10
 BATCH_RECORDS = 8192
 NS_PER_MS = 1_000_000
+#: Stored batches of at least this many bytes are read with SQLite's incremental blob I/O
+#: (:func:`read_stored`); smaller ones come with their row, which costs less than opening a blob.
+BLOB_READ_MIN = 64 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,3 +195,81 @@ def scan(conn: sqlite3.Connection, path: str, start: int, end: int, limit: int) 
     finally:
         cur.close()
     return out
+
+
+def read_stored(conn: sqlite3.Connection, offset: int, max_bytes: int) -> StoredBatches:
+    """In a read transaction of a partition file: the stored batches from the one holding
+    ``offset`` on, as many whole batches as fit in ``max_bytes`` (the first always), with the
+    watermarks (``TopicStore.read_batches``)."""
+    data: list[bytes] = []
+    earliest, nxt = watermarks(conn)
+    if not earliest <= offset < nxt or max_bytes <= 0:
+        return StoredBatches(earliest, nxt, data, offset, False)
+    if conn.execute("SELECT 1 FROM records WHERE offset >= ? LIMIT 1", (offset,)).fetchone():
+        return StoredBatches(earliest, nxt, data, offset, True)
+    start = conn.execute("SELECT max(base_offset) FROM batches WHERE base_offset <= ?", (offset,)).fetchone()[
+        0
+    ]
+    # length(data) is read from the row's header, without the batch's pages; a small batch comes
+    # with the row, a big one is read through the incremental blob API, straight into its bytes
+    # object without holding the GIL (a column value is copied twice, under the GIL: SQLite's
+    # overflow pages into a buffer, then into bytes)
+    cur = conn.execute(
+        "SELECT base_offset, last_offset, length(data), CASE WHEN length(data) < ? THEN data END "
+        "FROM batches WHERE base_offset >= ? ORDER BY base_offset",
+        (BLOB_READ_MIN, offset if start is None else start),
+    )
+    end = offset
+    total = 0
+    try:
+        while rows := cur.fetchmany(8):
+            for base, last, size, blob in rows:
+                if last < offset:
+                    continue
+                if data and total + size > max_bytes:
+                    return StoredBatches(earliest, nxt, data, end, False)
+                if blob is None:
+                    with conn.blobopen("batches", "data", base, readonly=True) as b:
+                        blob = b.read()
+                data.append(blob)
+                total += size
+                end = last + 1
+            if total >= max_bytes:
+                break
+    finally:
+        cur.close()
+    return StoredBatches(earliest, nxt, data, end, False)
+
+
+def first_at_or_after(conn: sqlite3.Connection, path: str, ts_ns: int) -> tuple[int, int] | None:
+    """In a read transaction of a partition file: (offset, ts ns) of the first record whose
+    timestamp is at or after ``ts_ns``, or None."""
+    row = conn.execute(
+        "SELECT offset, ts FROM records WHERE ts >= ? ORDER BY offset LIMIT 1", (ts_ns,)
+    ).fetchone()
+    if row is not None:  # old-format records precede every batch
+        return int(row[0]), int(row[1])
+    row = conn.execute(
+        "SELECT base_offset, last_offset, ts_ns, data FROM batches WHERE max_ts >= ? "
+        "ORDER BY base_offset LIMIT 1",
+        (ts_ns,),
+    ).fetchone()
+    if row is None:
+        return None
+    base, last, tsb, blob = row
+    tss = ns_timestamps(decode_stored(blob, base, last, tsb, path), tsb)
+    i = int(np.argmax(tss >= ts_ns))
+    return base + i, int(tss[i])
+
+
+def largest_timestamp(conn: sqlite3.Connection, path: str, unit_ns: int) -> tuple[int, int] | None:
+    """In a read transaction of a partition file: (offset, ts ns) of the first record (lowest
+    offset) of the largest timestamp counted in units of ``unit_ns`` (Kafka's ms: records whose
+    ns timestamps differ within one ms tie), or None when the partition holds no record."""
+    top = conn.execute("SELECT max(ts) FROM records").fetchone()[0]
+    stored = conn.execute("SELECT max(max_ts) FROM batches").fetchone()[0]
+    tops = [int(t) for t in (top, stored) if t is not None]
+    if not tops:
+        return None
+    floor = max(tops) // unit_ns * unit_ns  # the first ns of the largest unit
+    return first_at_or_after(conn, path, floor)

@@ -31,14 +31,12 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
 from changefeed.exceptions import DatabaseError, TopicError
@@ -59,16 +57,19 @@ from changefeed.topics.files import (
     write_txn,
 )
 from changefeed.topics.segments import (
+    BLOB_READ_MIN,
     NS_PER_MS,
     Chunk,
     StoredBatches,
-    decode_stored,
     encode_chunks,
+    first_at_or_after,
     insert_chunks,
-    ns_timestamps,
+    largest_timestamp,
+    read_stored,
     scan,
     watermarks,
 )
+from changefeed.topics.slices import Appended, RecordColumns, RecordSlices
 
 __all__ = [
     "BLOB_READ_MIN",
@@ -107,76 +108,6 @@ class TopicInfo:
     partitions: int
     retention_ns: int  #: 0 means records are kept forever
     created_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class RecordColumns:
-    """A column-wise slice of one partition (:meth:`TopicStore.read_columns`)."""
-
-    earliest: int  #: the partition's earliest available offset
-    next_offset: int  #: the offset the next append gets (the high watermark)
-    offsets: Sequence[int]
-    keys: Sequence[bytes | None]
-    values: Sequence[bytes]
-    timestamps: Sequence[int]
-
-
-Int64s = npt.NDArray[np.int64]
-
-
-@dataclass(frozen=True, slots=True)
-class RecordSlices:
-    """Records whose keys and values are slices of one buffer (a Kafka record batch), appended by
-    :meth:`TopicStore.append_slices` without a Python object per record. Starts are 0-based byte
-    positions in ``data``; a key length of -1 is a null key; values are never null. All five
-    arrays have one element per record."""
-
-    data: bytes
-    key_starts: Int64s
-    key_lengths: Int64s
-    value_starts: Int64s
-    value_lengths: Int64s
-    timestamps: Int64s  #: in the ``ts_unit_ns`` the records are appended with
-
-    def __len__(self) -> int:
-        return len(self.value_lengths)
-
-    @property
-    def keys(self) -> list[bytes | None]:
-        d = self.data
-        return [
-            None if n < 0 else d[s : s + n]
-            for s, n in zip(self.key_starts.tolist(), self.key_lengths.tolist(), strict=True)
-        ]
-
-    @property
-    def values(self) -> list[bytes]:
-        d = self.data
-        return [
-            d[s : s + n] for s, n in zip(self.value_starts.tolist(), self.value_lengths.tolist(), strict=True)
-        ]
-
-    @classmethod
-    def from_lists(
-        cls, keys: Sequence[bytes | None], values: Sequence[bytes], timestamps: Sequence[int]
-    ) -> RecordSlices:
-        """The records joined into one buffer (for small batches and tests)."""
-        kl = np.array([-1 if k is None else len(k) for k in keys], dtype=np.int64)
-        vl = np.array([len(v) for v in values], dtype=np.int64)
-        ends = np.cumsum(np.maximum(kl, 0) + vl)
-        ks = ends - vl - np.maximum(kl, 0)
-        data = b"".join(chain.from_iterable((k or b"", v) for k, v in zip(keys, values, strict=True)))
-        return cls(data, ks, kl, ks + np.maximum(kl, 0), vl, np.array(timestamps, dtype=np.int64))
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """What :meth:`TopicStore.append_slices` did, all read in its transaction."""
-
-    start: int  #: the first offset written (the next offset when nothing was)
-    written: int
-    earliest: int  #: the partition's earliest available offset afterwards
-    committed: int | None  #: the writer's committed batch id before this append
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,12 +169,6 @@ _END = (1 << 63) - 1
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-#: Stored batches of at least this many bytes are read with SQLite's incremental blob I/O
-#: (:meth:`TopicStore.read_batches`); smaller ones come with their row, which costs less than
-#: opening a blob.
-BLOB_READ_MIN = 64 << 10
 
 
 class TopicStore:
@@ -346,7 +271,7 @@ class TopicStore:
 
     def ensure_topic(self, name: str, partitions: int, retention_ns: int = DEFAULT_RETENTION_NS) -> TopicInfo:
         """Create the topic if missing (idempotent). Updates the retention of an existing topic;
-        a different partition count is an error (topics are not elastic)."""
+        a different partition count is an error (only :meth:`add_partitions` grows a topic)."""
         self._check_name(name)
         if (
             isinstance(partitions, bool)
@@ -387,6 +312,57 @@ class TopicStore:
                 # topic whose files are half made.
                 for p in range(partitions):
                     self._partition(info, p)
+        return info
+
+    def set_retention(self, name: str, retention_ns: int) -> TopicInfo:
+        """Change the topic's retention (0: records are kept forever), durably: the next
+        :meth:`apply_retention` applies it, in every process."""
+        if isinstance(retention_ns, bool) or not isinstance(retention_ns, int) or retention_ns < 0:
+            raise TopicError(
+                f"topic {name!r}: retention must be a non-negative number of ns, got {retention_ns!r}"
+            )
+        cat = self._catalog(create=False)
+        if cat is None:
+            raise TopicError(f"topic {name!r} does not exist")
+        with guard(str(self.root / "catalog.sqlite")), write_txn(cat) as conn:
+            row = conn.execute(
+                "UPDATE topics SET retention_ns = ? WHERE name = ? RETURNING id, partitions, created_ns",
+                (retention_ns, name),
+            ).fetchone()
+        if row is None:
+            raise TopicError(f"topic {name!r} does not exist")
+        return TopicInfo(name, row[0], row[1], retention_ns, row[2])
+
+    def add_partitions(self, name: str, partitions: int) -> TopicInfo:
+        """Grow the topic to ``partitions`` partitions, durably. The new partitions start empty
+        at offset 0; the existing ones, their records and offsets and every group's committed
+        offsets stay as they are. A topic never shrinks: ``partitions`` must be more than it
+        has (and at most :data:`MAX_PARTITIONS`)."""
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions > MAX_PARTITIONS:
+            raise TopicError(
+                f"topic {name!r}: partitions must be an integer in 1..{MAX_PARTITIONS}, got {partitions!r}"
+            )
+        cat = self._catalog(create=False)
+        if cat is None:
+            raise TopicError(f"topic {name!r} does not exist")
+        with guard(str(self.root / "catalog.sqlite")), write_txn(cat) as conn:
+            row = conn.execute(
+                "SELECT id, partitions, retention_ns, created_ns FROM topics WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                raise TopicError(f"topic {name!r} does not exist")
+            if partitions <= row[1]:
+                raise TopicError(
+                    f"topic {name!r} has {row[1]} partition(s); {partitions} would not be an increase"
+                )
+            conn.execute("UPDATE topics SET partitions = ? WHERE id = ?", (partitions, row[0]))
+            info = TopicInfo(name, row[0], partitions, row[2], row[3])
+            # The new partition files are made (and their folder entries synced) before the
+            # catalog commits: no reader sees a partition whose file is half made. A crash before
+            # the commit leaves empty files that the next growth takes over.
+            for p in range(row[1], partitions):
+                self._partition(info, p)
+            sync_dir(self.root / str(info.id))
         return info
 
     def drop_topic(self, name: str, missing_ok: bool = False) -> None:
@@ -647,66 +623,24 @@ class TopicStore:
         row format, :attr:`StoredBatches.rows` is set and no batch is read (see
         :meth:`read_columns`)."""
         c, path = self._partition(info, partition)
-        data: list[bytes] = []
         with guard(path), read_txn(c) as conn:
-            earliest, nxt = watermarks(conn)
-            if not earliest <= offset < nxt or max_bytes <= 0:
-                return StoredBatches(earliest, nxt, data, offset, False)
-            if conn.execute("SELECT 1 FROM records WHERE offset >= ? LIMIT 1", (offset,)).fetchone():
-                return StoredBatches(earliest, nxt, data, offset, True)
-            first = conn.execute("SELECT max(base_offset) FROM batches WHERE base_offset <= ?", (offset,))
-            start = first.fetchone()[0]
-            # length(data) is read from the row's header, without the batch's pages; a small
-            # batch comes with the row, a big one is read through the incremental blob API,
-            # straight into its bytes object without holding the GIL (a column value is copied
-            # twice, under the GIL: SQLite's overflow pages into a buffer, then into bytes)
-            cur = conn.execute(
-                "SELECT base_offset, last_offset, length(data), CASE WHEN length(data) < ? THEN data END "
-                "FROM batches WHERE base_offset >= ? ORDER BY base_offset",
-                (BLOB_READ_MIN, offset if start is None else start),
-            )
-            end = offset
-            total = 0
-            try:
-                while rows := cur.fetchmany(8):
-                    for base, last, size, blob in rows:
-                        if last < offset:
-                            continue
-                        if data and total + size > max_bytes:
-                            return StoredBatches(earliest, nxt, data, end, False)
-                        if blob is None:
-                            with conn.blobopen("batches", "data", base, readonly=True) as b:
-                                blob = b.read()
-                        data.append(blob)
-                        total += size
-                        end = last + 1
-                    if total >= max_bytes:
-                        break
-            finally:
-                cur.close()
-        return StoredBatches(earliest, nxt, data, end, False)
+            return read_stored(conn, offset, max_bytes)
 
     def offset_for_time(self, topic: str, partition: int, ts_ns: int) -> tuple[int, int] | None:
         """(offset, ts) of the first record with ts >= ``ts_ns``, or None."""
         c, path = self._partition(self.topic(topic), partition)
         with guard(path), read_txn(c) as conn:
-            row = conn.execute(
-                "SELECT offset, ts FROM records WHERE ts >= ? ORDER BY offset LIMIT 1", (ts_ns,)
-            ).fetchone()
-            if row is not None:  # old-format records precede every batch
-                return int(row[0]), int(row[1])
-            row = conn.execute(
-                "SELECT base_offset, last_offset, ts_ns, data FROM batches WHERE max_ts >= ? "
-                "ORDER BY base_offset LIMIT 1",
-                (ts_ns,),
-            ).fetchone()
-        if row is None:
-            return None
-        base, last, tsb, blob = row
-        rec = decode_stored(blob, base, last, tsb, path)
-        tss = ns_timestamps(rec, tsb)
-        i = int(np.argmax(tss >= ts_ns))
-        return base + i, int(tss[i])
+            return first_at_or_after(conn, path, ts_ns)
+
+    def offset_of_largest_timestamp(
+        self, info: TopicInfo, partition: int, unit_ns: int = 1
+    ) -> tuple[int, int] | None:
+        """(offset, ts) of the record with the largest timestamp (the first of them, counting
+        timestamps in units of ``unit_ns``: Kafka's max timestamp is in ms), or None when the
+        partition holds no record (retention may have removed them all)."""
+        c, path = self._partition(info, partition)
+        with guard(path), read_txn(c) as conn:
+            return largest_timestamp(conn, path, unit_ns)
 
     def partition_offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """(earliest available offset, next offset) of one partition."""
