@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -895,3 +896,197 @@ def test_a_record_past_message_max_bytes_is_message_too_large(db: Path, port: in
     codes = sorted(e.code() if e is not None else 0 for e in got)
     assert codes == sorted([0, ck.KafkaError.MSG_SIZE_TOO_LARGE]), got
     assert [len(v) for (_k, v, _ts) in stored(db, "sized").values()] == [500_000]
+
+
+# -- changing topics: retention, partitions, offsets by spec -----------------------------------
+
+
+def _retention_ms(admin: Any, topic: str) -> str:
+    res = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)
+    return str(admin.describe_configs([res])[res].result(10)["retention.ms"].value)
+
+
+def test_topic_changes_are_the_logs_and_survive_a_restart(db: Path, loop_thread: LoopThread) -> None:
+    """Retention set through IncrementalAlterConfigs/AlterConfigs is what the topic log stores and
+    applies, CreatePartitions grows the log's topic, and both survive a restart of the endpoint."""
+    topic = "changed"
+    ep = create(EndpointConfig(db=db))
+    port = loop_thread.start(ep)
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        admin = ck_admin.AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([ck_admin.NewTopic(topic, 2, 1)])[topic].result(10)
+        p = ck.Producer({"bootstrap.servers": bootstrap})
+        for i in range(10):
+            p.produce(topic, b"old %d" % i, partition=i % 2)
+        assert p.flush(10) == 0
+
+        op = ck_admin.AlterConfigOpType.SET
+        res = ck_admin.ConfigResource(
+            ck_admin.ResourceType.TOPIC,
+            topic,
+            incremental_configs=[ck_admin.ConfigEntry("retention.ms", "60000", incremental_operation=op)],
+        )
+        admin.incremental_alter_configs([res])[res].result(10)
+        assert TopicStore(db).topic(topic).retention_ns == 60_000 * 1_000_000
+        assert _retention_ms(admin, topic) == "60000"
+        # the log applies it: a minute later every record is gone (offsets stay)
+        assert TopicStore(db).apply_retention(time.time_ns() + 61 * 1_000_000_000) >= 10
+        c = confluent_consumer(port, "changed-readers")
+        for part in (0, 1):
+            assert c.get_watermark_offsets(ck.TopicPartition(topic, part), timeout=10) == (5, 5)
+        c.close()
+
+        # the legacy AlterConfigs: the configs given replace the topic's
+        legacy = ck_admin.ConfigResource(
+            ck_admin.ResourceType.TOPIC, topic, set_config={"retention.ms": "-1"}
+        )
+        with pytest.warns(DeprecationWarning):
+            admin.alter_configs([legacy])[legacy].result(10)
+        assert TopicStore(db).topic(topic).retention_ns == 0  # kept for ever
+        admin.create_partitions([ck_admin.NewPartitions(topic, 3)])[topic].result(10)
+        assert TopicStore(db).topic(topic).partitions == 3
+
+        # kafka-python's admin (IncrementalAlterConfigs, CreatePartitions)
+        kadmin = kp.KafkaAdminClient(bootstrap_servers=bootstrap)
+        kres = kp_admin.ConfigResource(kp_admin.ConfigResourceType.TOPIC, topic, {"retention.ms": "7200000"})
+        kadmin.alter_configs([kres])
+        kadmin.create_partitions({topic: kp_admin.NewPartitions(4)})
+        with pytest.raises(kp_errors.InvalidPartitionsError):
+            kadmin.create_partitions({topic: kp_admin.NewPartitions(2)})
+        kadmin.close()
+        p = ck.Producer({"bootstrap.servers": bootstrap})  # one that knows the new partitions
+        for i, ts in enumerate((1_700_000_003_000, 1_700_000_009_000, 1_700_000_001_000, 1_700_000_009_000)):
+            p.produce(topic, b"new %d" % i, partition=3, timestamp=ts)
+        assert p.flush(10) == 0
+    finally:
+        loop_thread.call(ep.stop())
+
+    info = TopicStore(db).topic(topic)
+    assert (info.partitions, info.retention_ns) == (4, 7_200_000 * 1_000_000)
+    ep = create(EndpointConfig(db=db))
+    port = loop_thread.start(ep)
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        admin = ck_admin.AdminClient({"bootstrap.servers": bootstrap})
+        assert _retention_ms(admin, topic) == "7200000"
+        assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4
+        tp = ck.TopicPartition(topic, 3)
+        found = admin.list_offsets({tp: ck_admin.OffsetSpec.max_timestamp()})[tp].result(10)
+        assert (found.offset, found.timestamp) == (1, 1_700_000_009_000)
+        # a changefeed's topic is the changefeed's
+        res = ck_admin.ConfigResource(
+            ck_admin.ResourceType.TOPIC, FEED_TOPIC, set_config={"retention.ms": "1"}
+        )
+        with pytest.warns(DeprecationWarning), pytest.raises(ck.KafkaException) as err:
+            admin.alter_configs([res])[res].result(10)
+        assert err.value.args[0].code() == ck.KafkaError.POLICY_VIOLATION
+        with pytest.raises(ck.KafkaException) as err:
+            admin.create_partitions([ck_admin.NewPartitions(FEED_TOPIC, 9)])[FEED_TOPIC].result(10)
+        assert err.value.args[0].code() == ck.KafkaError.POLICY_VIOLATION
+        assert "DROP CHANGEFEED" in err.value.args[0].str()
+        feed = TopicStore(db).topic(FEED_TOPIC)
+        assert (feed.partitions, feed.retention_ns) == (3, 24 * 3600 * 1_000_000_000)
+    finally:
+        loop_thread.call(ep.stop())
+
+
+def test_topic_changes_need_an_admin(db: Path, auth_port: int) -> None:
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{auth_port}",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "wonderland",
+    }
+    TopicStore(db).ensure_topic("admins-only", 1)
+    admin = ck_admin.AdminClient(conf)
+    with pytest.raises(ck.KafkaException) as err:
+        admin.create_partitions([ck_admin.NewPartitions("admins-only", 2)])["admins-only"].result(10)
+    assert err.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    res = ck_admin.ConfigResource(
+        ck_admin.ResourceType.TOPIC,
+        "admins-only",
+        incremental_configs=[
+            ck_admin.ConfigEntry("retention.ms", "1", incremental_operation=ck_admin.AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(ck.KafkaException) as err:
+        admin.incremental_alter_configs([res])[res].result(10)
+    assert err.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    info = TopicStore(db).topic("admins-only")
+    assert (info.partitions, info.retention_ns) == (1, 24 * 3600 * 1_000_000_000)
+
+
+def test_delete_topics_old_and_flexible_versions(port: int) -> None:
+    """DeleteTopics of a changefeed's topic: v1 (non-flexible) answers the code alone, v5
+    (flexible: compact strings, tagged fields, response header v1) the reason too."""
+    name = FEED_TOPIC.encode()
+    old = struct.pack(">i", 1) + struct.pack(">h", len(name)) + name + struct.pack(">i", 5000)
+    resp = _exchange(port, _request(20, 1, old))
+    _size, _corr, _throttle, n, nlen = struct.unpack(">iiiih", resp[:18])
+    (code,) = struct.unpack(">h", resp[18 + nlen : 20 + nlen])
+    assert (n, resp[18 : 18 + nlen], code) == (1, name, 44)
+
+    body = bytes([2, len(name) + 1]) + name + struct.pack(">i", 5000) + b"\x00"
+    head = struct.pack(">hhih", 20, 5, 7, 4) + b"test" + b"\x00"
+    resp = _exchange(port, struct.pack(">i", len(head) + len(body)) + head + body)
+    pos = 4 + 4 + 1 + 4  # size, correlation id, header tags, throttle
+    assert resp[pos] == 2 and resp[pos + 1] == len(name) + 1  # one result, its compact name
+    pos += 2 + len(name)
+    (code,) = struct.unpack(">h", resp[pos : pos + 2])
+    pos += 2
+    length = shift = 0
+    while True:  # the message's length + 1, an unsigned varint
+        length |= (resp[pos] & 0x7F) << shift
+        pos += 1
+        shift += 7
+        if not resp[pos - 1] & 0x80:
+            break
+    message = resp[pos : pos + length - 1].decode()
+    assert code == 44 and "written by a changefeed" in message and "DROP CHANGEFEED" in message
+    assert resp[pos + length - 1 :] == b"\x00\x00"  # the result's and the response's tags
+
+
+def test_topic_config_values_as_kafka_checks_them() -> None:
+    """retention.ms as Kafka parses it, and what the topic log makes of it; fixed configs
+    accept the value they have and refuse others (INVALID_CONFIG); duplicates are one
+    INVALID_REQUEST."""
+    from changefeed.exceptions import InvalidOption, InvalidStatement, UnsupportedFeature
+    from changefeed.server.kafka import errors as E, topic_configs as C
+    from changefeed.topics import DEFAULT_RETENTION_NS
+
+    ms = 1_000_000
+    assert C.parse_retention(" 1000 ") == C.parse_retention("+1000") == 1000 * ms
+    assert C.parse_retention("-1") == 0  # kept for ever
+    assert C.parse_retention("0") == 1  # Kafka: deleted at the next check; 0 is "for ever" to the log
+    assert C.parse_retention(str((1 << 63) - 1)) == 0  # Long.MAX_VALUE: beyond what the log counts
+    assert C.retention_ms(0) == "-1" and C.retention_ms(3_600_000 * ms) == "3600000"
+    for bad in ("", "1_000", "1e3", "-2", str(1 << 63), None):
+        with pytest.raises(InvalidOption):
+            C.parse_retention(bad)
+    day = DEFAULT_RETENTION_NS
+    same = [("cleanup.policy", C.SET, " delete"), ("compression.type", C.SET, "PRODUCER")]
+    assert C.alter_incrementally(5, same) == 5
+    assert C.alter_incrementally(5, [("cleanup.policy", C.APPEND, "delete")]) == 5
+    assert C.alter_incrementally(5, [("retention.ms", C.DELETE, None)]) == day
+    assert C.replace_all([("max.message.bytes", "1048588")]) == day  # retention back to its default
+    for refused in (
+        [("cleanup.policy", C.SET, "compact")],
+        [("cleanup.policy", C.APPEND, "compact")],
+        [("cleanup.policy", C.SUBTRACT, "delete")],
+        [("min.insync.replicas", C.SET, "2")],
+        [("segment.ms", C.SET, "1000")],
+    ):
+        with pytest.raises(UnsupportedFeature) as exc:
+            C.alter_incrementally(5, refused)
+        assert E.error_of(exc.value, E.INVALID_CONFIG) == E.INVALID_CONFIG
+    with pytest.raises(InvalidOption, match=re.escape("Unknown topic config name: x.y")):
+        C.alter_incrementally(5, [("x.y", C.SET, "1")])
+    with pytest.raises(
+        InvalidOption, match=re.escape("Can't SUBTRACT to key retention.ms because its type is not LIST.")
+    ):
+        C.alter_incrementally(5, [("retention.ms", C.SUBTRACT, "1")])
+    with pytest.raises(InvalidStatement) as dup:
+        C.alter_incrementally(5, [("retention.ms", C.SET, "1"), ("retention.ms", C.SET, "2")])
+    assert E.error_of(dup.value, E.INVALID_CONFIG) == E.INVALID_REQUEST

@@ -349,6 +349,132 @@ def test_offsets_by_time(target: Target) -> None:
         assert out == f"{topic}:0:{want}", out
 
 
+#: Records of partition 0 of :func:`_spec_topic`: timestamps (ms after BASE) out of order, the
+#: largest twice (offsets 2 and 4); partition 1 stays empty.
+_SPEC_TIMES = (0, 5000, 9000, 2000, 9000, 1000)
+_BASE_MS = 1_700_000_000_000
+
+
+def _spec_topic(t: Target) -> str:
+    topic = t.topic("specs", 2, {"retention.ms": "-1"})
+    p = ck.Producer({"bootstrap.servers": t.bootstrap})
+    for i, d in enumerate(_SPEC_TIMES):
+        p.produce(topic, f"v{i}".encode(), b"k", partition=0, timestamp=_BASE_MS + d)
+    assert p.flush(30) == 0
+    return topic
+
+
+def test_get_offsets_with_every_time_spec(target: Target) -> None:
+    """``kafka-get-offsets --time`` -1 latest, -2 earliest, -3 max timestamp (v7), -4 earliest
+    local (v8), -5 latest tiered (v9; without tiered storage: none, so nothing is printed), -6
+    earliest pending upload (v11; none), a timestamp, and -7 (no such spec: UNSUPPORTED_VERSION
+    for each partition, which the tool skips)."""
+    topic = _spec_topic(target)
+    want = {
+        "-1": [f"{topic}:0:6", f"{topic}:1:0"],
+        "-2": [f"{topic}:0:0", f"{topic}:1:0"],
+        "-3": [f"{topic}:0:2"],  # the first record of the largest timestamp
+        "-4": [f"{topic}:0:0", f"{topic}:1:0"],
+        "-5": [],
+        "-6": [],
+        str(_BASE_MS + 4000): [f"{topic}:0:1"],
+    }
+    for spec, lines in want.items():
+        res = target.tool("GetOffsetShell", "--topic", topic, "--time", spec)
+        assert sorted(res.stdout.split()) == lines, (spec, res.stdout, res.stderr[-2000:])
+    res = target.tool("GetOffsetShell", "--topic", topic, "--time", "-7")
+    assert res.stdout.strip() == "", res.stdout
+    assert res.stderr.count("UnsupportedVersionException") == 2, res.stderr[-2000:]
+
+    # confluent-kafka's list_offsets (librdkafka's ListOffsets; max timestamp needs v7)
+    admin = ck_admin.AdminClient({"bootstrap.servers": target.bootstrap})
+    tp = ck.TopicPartition(topic, 0)
+    specs = {
+        "max": (ck_admin.OffsetSpec.max_timestamp(), (2, _BASE_MS + 9000)),
+        "earliest": (ck_admin.OffsetSpec.earliest(), (0, -1)),
+        "latest": (ck_admin.OffsetSpec.latest(), (6, -1)),
+        "time": (ck_admin.OffsetSpec.for_timestamp(_BASE_MS + 1500), (1, _BASE_MS + 5000)),
+    }
+    for label, (spec, (offset, ts)) in specs.items():
+        got = admin.list_offsets({tp: spec})[tp].result(30)
+        assert (got.offset, got.timestamp) == (offset, ts), label
+    empty = ck.TopicPartition(topic, 1)
+    assert admin.list_offsets({empty: ck_admin.OffsetSpec.max_timestamp()})[empty].result(30).offset == -1
+
+
+def _flexible_frame(api_key: int, version: int, body: bytes) -> bytes:
+    """A request with header v2 (client id, then an empty tagged-field section)."""
+    head = struct.pack(">hhi", api_key, version, 7) + struct.pack(">h", 4) + b"test" + b"\x00"
+    return struct.pack(">i", len(head) + len(body)) + head + body
+
+
+def _list_offsets_raw(t: Target, topic: str, version: int, specs: list[tuple[int, int]]) -> list[Any]:
+    """One ListOffsets request of ``specs`` ((partition, timestamp)) in ``version`` (flexible
+    from 6): each partition's (partition, error, timestamp, offset)."""
+    flexible = version >= 6
+
+    def count(n: int) -> bytes:
+        return bytes([n + 1]) if flexible else struct.pack(">i", n)
+
+    tags = b"\x00" if flexible else b""
+    name = topic.encode()
+    body = struct.pack(">i", -1) + (b"\x00" if version >= 2 else b"") + count(1)
+    body += (bytes([len(name) + 1]) if flexible else struct.pack(">h", len(name))) + name + count(len(specs))
+    for p, ts in specs:
+        body += (
+            struct.pack(">i", p)
+            + (struct.pack(">i", -1) if version >= 4 else b"")
+            + struct.pack(">q", ts)
+            + tags
+        )
+    body += tags + (struct.pack(">i", 30000) if version >= 10 else b"") + tags
+    host, port = t.bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(_flexible_frame(2, version, body) if flexible else _frame(2, version, body))
+        resp = _answer(s)
+    pos = 4 + (1 if flexible else 0) + (4 if version >= 2 else 0)  # correlation id, tags, throttle
+
+    def take(fmt: str) -> Any:
+        nonlocal pos
+        (v,) = struct.unpack_from(fmt, resp, pos)
+        pos += struct.calcsize(fmt)
+        return v
+
+    def length() -> int:
+        return int(take(">B")) - 1 if flexible else int(take(">i"))
+
+    out = []
+    for _ in range(length()):
+        n = length() if flexible else take(">h")
+        pos += n
+        for _ in range(length()):
+            row = (take(">i"), take(">h"), take(">q"), take(">q"))
+            pos += (4 if version >= 4 else 0) + len(tags)
+            out.append(row)
+        pos += len(tags)
+    return sorted(out)
+
+
+def test_list_offsets_old_and_flexible_versions(target: Target) -> None:
+    """ListOffsets v1 to v11 on the wire: the non-flexible versions older clients use and the
+    flexible ones (v6+), each special timestamp from the version that carries it and refused
+    (UNSUPPORTED_VERSION, 35) in older ones."""
+    topic = _spec_topic(target)
+    late = _BASE_MS + 4000
+    assert _list_offsets_raw(target, topic, 1, [(0, -1), (1, -2)]) == [(0, 0, -1, 6), (1, 0, -1, 0)]
+    assert _list_offsets_raw(target, topic, 5, [(0, late)]) == [(0, 0, _BASE_MS + 5000, 1)]
+    assert _list_offsets_raw(target, topic, 5, [(0, -3)]) == [(0, 35, -1, -1)]
+    assert _list_offsets_raw(target, topic, 6, [(0, -1), (1, -2)]) == [(0, 0, -1, 6), (1, 0, -1, 0)]
+    assert _list_offsets_raw(target, topic, 7, [(0, -3), (1, -4)]) == [
+        (0, 0, _BASE_MS + 9000, 2),
+        (1, 35, -1, -1),
+    ]
+    assert _list_offsets_raw(target, topic, 8, [(0, -4), (1, -3)]) == [(0, 0, -1, 0), (1, 0, -1, -1)]
+    assert _list_offsets_raw(target, topic, 9, [(0, -5), (1, -6)]) == [(0, 0, -1, -1), (1, 35, -1, -1)]
+    assert _list_offsets_raw(target, topic, 11, [(0, -6), (1, -7)]) == [(0, 0, -1, -1), (1, 35, -1, -1)]
+    assert _list_offsets_raw(target, topic, 11, [(0, late)]) == [(0, 0, _BASE_MS + 5000, 1)]
+
+
 # -- consumer groups ---------------------------------------------------------------------------
 
 
@@ -438,6 +564,133 @@ def test_topic_admin(target: Target) -> None:
     assert "PartitionCount: 2" in target.tool("TopicCommand", "--describe", "--topic", jname).stdout
     target.tool("TopicCommand", "--delete", "--topic", jname)
     wait_for(lambda: jname not in target.tool("TopicCommand", "--list").stdout.split(), what="java delete")
+
+
+def _configs(t: Target, topic: str) -> dict[str, tuple[str, Any]]:
+    admin = ck_admin.AdminClient({"bootstrap.servers": t.bootstrap})
+    res = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)
+    return {k: (v.value, v.source) for k, v in admin.describe_configs([res])[res].result(30).items()}
+
+
+def _dynamic(t: Target, topic: str) -> list[str]:
+    """What ``kafka-configs --describe`` lists as the topic's dynamic configs."""
+    out = t.tool("ConfigCommand", "--describe", "--entity-type", "topics", "--entity-name", topic).stdout
+    return [line.split()[0] for line in out.splitlines()[1:] if line.strip()]
+
+
+def test_kafka_configs_alters_retention(target: Target) -> None:
+    """``kafka-configs --alter --add-config/--delete-config retention.ms`` (IncrementalAlterConfigs),
+    confluent-kafka's incremental_alter_configs and alter_configs (the legacy AlterConfigs: the
+    configs given replace the topic's), and the values Kafka refuses, with Kafka's messages."""
+    topic = target.topic("cfg", 1)
+    dynamic = ck_admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+    def alter(*args: str, check: bool = True) -> Any:
+        base = ("--alter", "--entity-type", "topics", "--entity-name", topic)
+        return target.tool("ConfigCommand", *base, *args, check=check)
+
+    assert "Completed updating config" in alter("--add-config", "retention.ms=3600000").stdout
+    assert _dynamic(target, topic) == ["retention.ms=3600000"]
+    assert _configs(target, topic)["retention.ms"] == ("3600000", dynamic)
+    refused = {
+        "retention.ms=abc": "InvalidConfigurationException: Invalid value abc for configuration retention.ms: "
+        "Not a number of type LONG",
+        "retention.ms=-2": "InvalidConfigurationException: Invalid value -2 for configuration retention.ms: "
+        "Value must be at least -1",
+        "no.such.config=1": "InvalidConfigurationException: Unknown topic config name: no.such.config",
+    }
+    for config, message in refused.items():
+        res = alter("--add-config", config, check=False)
+        assert res.returncode == 1 and message in res.stdout + res.stderr, (config, res.stdout, res.stderr)
+    assert _dynamic(target, topic) == ["retention.ms=3600000"]  # nothing half applied
+    missing = target.tool(
+        "ConfigCommand",
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        f"no-such-{topic}",
+        "--add-config",
+        "retention.ms=1000",
+        check=False,
+    )
+    assert "UnknownTopicOrPartitionException" in missing.stdout + missing.stderr
+    alter("--delete-config", "retention.ms")
+    assert _dynamic(target, topic) == []
+
+    admin = ck_admin.AdminClient({"bootstrap.servers": target.bootstrap})
+    T = ck_admin.ResourceType.TOPIC
+    op = ck_admin.AlterConfigOpType
+    res = ck_admin.ConfigResource(
+        T,
+        topic,
+        incremental_configs=[ck_admin.ConfigEntry("retention.ms", "-1", incremental_operation=op.SET)],
+    )
+    admin.incremental_alter_configs([res])[res].result(30)
+    assert _configs(target, topic)["retention.ms"] == ("-1", dynamic)
+    res = ck_admin.ConfigResource(
+        T,
+        topic,
+        incremental_configs=[ck_admin.ConfigEntry("retention.ms", "5", incremental_operation=op.APPEND)],
+    )
+    with pytest.raises(ck.KafkaException) as err:
+        admin.incremental_alter_configs([res])[res].result(30)
+    assert err.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+    assert "Can't APPEND to key retention.ms because its type is not LIST." in err.value.args[0].str()
+    legacy = ck_admin.ConfigResource(T, topic, set_config={"retention.ms": "7200000"})
+    with pytest.warns(DeprecationWarning):
+        admin.alter_configs([legacy])[legacy].result(30)
+    assert _configs(target, topic)["retention.ms"] == ("7200000", dynamic)
+    # validate_only changes nothing
+    res = ck_admin.ConfigResource(
+        T,
+        topic,
+        incremental_configs=[ck_admin.ConfigEntry("retention.ms", "60000", incremental_operation=op.SET)],
+    )
+    admin.incremental_alter_configs([res], validate_only=True)[res].result(30)
+    assert _configs(target, topic)["retention.ms"][0] == "7200000"
+
+    # A config Kafka takes but the topic log cannot honour: ours refuses it (INVALID_CONFIG)
+    res = alter("--add-config", "segment.bytes=1048576", check=False)
+    if target.ours:
+        assert res.returncode == 1 and "InvalidConfigurationException" in res.stdout + res.stderr, res.stdout
+        assert "segment.bytes is not supported" in res.stdout + res.stderr
+    else:
+        assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_kafka_topics_alter_partitions(target: Target) -> None:
+    """``kafka-topics --alter --partitions`` (CreatePartitions) grows a topic; the new partitions
+    take records; not growing is INVALID_PARTITIONS with Kafka's messages."""
+    topic = target.topic("grow", 2)
+    produce(target, topic, 20)
+    target.tool("TopicCommand", "--alter", "--topic", topic, "--partitions", "4")
+    out = target.tool("TopicCommand", "--describe", "--topic", topic).stdout
+    assert "PartitionCount: 4" in out and len(re.findall(r"Partition: \d+\s+Leader: 1", out)) == 4, out
+    for count, message in (
+        ("4", "InvalidPartitionsException: Topic already has 4 partition(s)."),
+        (
+            "3",
+            f"InvalidPartitionsException: The topic {topic} currently has 4 partition(s); 3 would not be an increase.",
+        ),
+    ):
+        res = target.tool("TopicCommand", "--alter", "--topic", topic, "--partitions", count, check=False)
+        assert res.returncode == 1 and message in res.stdout + res.stderr, (count, res.stdout, res.stderr)
+
+    admin = ck_admin.AdminClient({"bootstrap.servers": target.bootstrap})
+    admin.create_partitions([ck_admin.NewPartitions(topic, 5)])[topic].result(30)
+    wait_for(lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 5)
+    p = ck.Producer({"bootstrap.servers": target.bootstrap})
+    for part in (3, 4):
+        p.produce(topic, b"new %d" % part, partition=part)
+    assert p.flush(30) == 0
+    c = consumer(target)
+    c.assign([ck.TopicPartition(topic, part, ck.OFFSET_BEGINNING) for part in (3, 4)])
+    assert sorted(m.value() for m in drain(c, 2)) == [b"new 3", b"new 4"]
+    c.close()
+    with pytest.raises(ck.KafkaException) as err:
+        admin.create_partitions([ck_admin.NewPartitions(topic, 2)])[topic].result(30)
+    assert err.value.args[0].code() == ck.KafkaError.INVALID_PARTITIONS
 
 
 def _committed_group(t: Target, topic: str, n: int, group: str, consume: int) -> None:
@@ -874,3 +1127,23 @@ def test_ydb_topic_names_and_changefeed_topics(target: Target) -> None:
     with pytest.raises(ck.KafkaException) as err:
         admin.delete_topics(["t/f"], operation_timeout=5)["t/f"].result(30)
     assert err.value.args[0].code() == ck.KafkaError.POLICY_VIOLATION
+    # DeleteTopics v5 carries the reason; so do CreatePartitions and IncrementalAlterConfigs
+    for args in (
+        ("TopicCommand", "--delete", "--topic", "t/f"),
+        ("TopicCommand", "--alter", "--topic", "t/f", "--partitions", "3"),
+        (
+            "ConfigCommand",
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "t/f",
+            "--add-config",
+            "retention.ms=1000",
+        ),
+    ):
+        res = target.tool(*args, check=False)
+        text = res.stdout + res.stderr
+        assert res.returncode == 1 and "PolicyViolationException" in text, (args, text)
+        assert "written by a changefeed" in text and "DROP CHANGEFEED" in text, text
+    assert len(admin.list_topics(timeout=10).topics["t/f"].partitions) == 2

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from changefeed.exceptions import ChangefeedError, TopicError
-from changefeed.server.kafka import errors as E
+from changefeed.server.kafka import errors as E, versions as V
 from changefeed.server.kafka.authz import Authorizer
 from changefeed.server.kafka.groups import Coordinator
 from changefeed.server.kafka.records import ProducedBatch, encode_batch
@@ -363,16 +363,28 @@ class Broker:
         return FetchResult(E.NONE, nxt, earliest, data, more_at)
 
     def list_offset(self, info: TopicInfo, partition: int, timestamp: int) -> tuple[int, int, int]:
-        """(error, timestamp, offset) for ListOffsets: -1 latest, -2 earliest, else the first
-        offset whose record timestamp (ms) is at or after ``timestamp``."""
+        """(error, timestamp, offset) for ListOffsets, as Kafka's broker answers for a log without
+        tiered storage: latest (-1) the next offset; earliest (-2) and earliest local (-4) the
+        earliest offset retention left (the whole log is local); max timestamp (-3) the first
+        offset of the largest record timestamp (ms) with that timestamp; latest tiered (-5) and
+        earliest pending upload (-6) offset -1 (nothing is tiered); else the first offset whose
+        record timestamp (ms) is at or after ``timestamp``, with its timestamp. Offset -1 when
+        no record qualifies."""
         if not 0 <= partition < info.partitions:
             return E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-        earliest, nxt = self.store.partition_offsets(info.name, partition)
-        if timestamp == -1:
+        if timestamp in (V.LATEST_TIERED_TIMESTAMP, V.EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return E.NONE, -1, -1
+        earliest, nxt = self.store.partition_watermarks(info, partition)
+        if timestamp == V.LATEST_TIMESTAMP:
             return E.NONE, -1, nxt
-        if timestamp == -2:
+        if timestamp in (V.EARLIEST_TIMESTAMP, V.EARLIEST_LOCAL_TIMESTAMP):
             return E.NONE, -1, earliest
-        found = self.store.offset_for_time(info.name, partition, timestamp * 1_000_000)
+        if timestamp == V.MAX_TIMESTAMP:
+            found = self.store.offset_of_largest_timestamp(info, partition, 1_000_000)
+        elif timestamp > _MAX_TIMESTAMP_MS:  # past every timestamp the log can hold
+            found = None
+        else:
+            found = self.store.offset_for_time(info.name, partition, timestamp * 1_000_000)
         if found is None:
             return E.NONE, -1, -1
         return E.NONE, found[1] // 1_000_000, found[0]

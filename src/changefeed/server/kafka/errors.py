@@ -1,6 +1,16 @@
-"""Kafka protocol error codes this endpoint answers with (numbers as Kafka defines them)."""
+"""Kafka protocol error codes this endpoint answers with (numbers as Kafka defines them), and
+the code of each kind of error (``changefeed.exceptions``) a request can cause."""
 
 from __future__ import annotations
+
+from changefeed.exceptions import (
+    ChangefeedError,
+    InvalidOption,
+    InvalidStatement,
+    PermissionDenied,
+    UndefinedObject,
+    WrongObjectType,
+)
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -29,6 +39,7 @@ UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
@@ -43,3 +54,23 @@ GROUP_ID_NOT_FOUND = 69
 UNSUPPORTED_COMPRESSION_TYPE = 76
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 UNKNOWN_SERVER_ERROR = -1
+
+
+#: Kafka's code for each kind of error, the first that matches.
+_KINDS: tuple[tuple[type[ChangefeedError], int], ...] = (
+    (PermissionDenied, TOPIC_AUTHORIZATION_FAILED),  # a user without the right
+    (UndefinedObject, UNKNOWN_TOPIC_OR_PARTITION),
+    (WrongObjectType, POLICY_VIOLATION),  # a changefeed's topic, which only its changefeed changes
+    (InvalidStatement, INVALID_REQUEST),  # a request wrong as a whole: duplicates, unknown kinds
+    (InvalidOption, INVALID_CONFIG),  # an unknown config, or a value Kafka would refuse
+)
+
+
+def error_of(exc: ChangefeedError, default: int) -> int:
+    """The Kafka error code that answers ``exc``: by its kind, else ``default`` (the request's
+    own code for what it cannot do: INVALID_PARTITIONS for CreatePartitions, INVALID_CONFIG for
+    a config the topic log cannot honour)."""
+    for kind, code in _KINDS:
+        if isinstance(exc, kind):
+            return code
+    return default

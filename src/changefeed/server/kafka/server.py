@@ -25,6 +25,7 @@ from changefeed.server.kafka.group_apis import GroupApis
 from changefeed.server.kafka.records import UnsupportedBatch
 from changefeed.server.kafka.sasl import MECHANISMS, AuthFailed, PlainAuth, ScramAuth
 from changefeed.server.kafka.session import Session
+from changefeed.server.kafka.topic_admin import TopicAdminApis
 from changefeed.server.kafka.topic_apis import TopicApis
 from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
 
@@ -78,6 +79,7 @@ class KafkaEndpoint:
         topics = TopicApis(self.broker, NODE_ID, CLUSTER_ID)
         groups = GroupApis(self.broker, NODE_ID)
         group_admin = GroupAdminApis(self.broker)
+        topic_admin = TopicAdminApis(self.broker, NODE_ID)
         self.handlers: dict[int, Handler] = {
             V.API_VERSIONS: self._api_versions,
             V.SASL_HANDSHAKE: self._sasl_handshake,
@@ -87,9 +89,12 @@ class KafkaEndpoint:
             V.FETCH: topics.fetch,
             V.PRODUCE: topics.produce,
             V.INIT_PRODUCER_ID: topics.init_producer_id,
-            V.CREATE_TOPICS: topics.create_topics,
-            V.DELETE_TOPICS: topics.delete_topics,
-            V.DESCRIBE_CONFIGS: topics.describe_configs,
+            V.CREATE_TOPICS: topic_admin.create_topics,
+            V.DELETE_TOPICS: topic_admin.delete_topics,
+            V.CREATE_PARTITIONS: topic_admin.create_partitions,
+            V.DESCRIBE_CONFIGS: topic_admin.describe_configs,
+            V.ALTER_CONFIGS: topic_admin.alter_configs,
+            V.INCREMENTAL_ALTER_CONFIGS: topic_admin.incremental_alter_configs,
             V.FIND_COORDINATOR: groups.find_coordinator,
             V.JOIN_GROUP: groups.join_group,
             V.SYNC_GROUP: groups.sync_group,

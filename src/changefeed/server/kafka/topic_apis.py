@@ -1,22 +1,23 @@
-"""Kafka APIs over the embedded topics: Metadata, ListOffsets, Fetch, Produce, InitProducerId,
-CreateTopics, DeleteTopics, DescribeConfigs. Each method parses its request version and returns
-the response body (without the correlation id header)."""
+"""Kafka APIs over the embedded topics: Metadata, ListOffsets, Fetch, Produce, InitProducerId
+(the topic admin APIs are :mod:`topic_admin`'s). Each method parses its request version and
+returns the response body (without the correlation id header)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import time
+from collections import Counter
 
 from changefeed.engine.auth import ROOT
 from changefeed.exceptions import ChangefeedError
-from changefeed.server.kafka import errors as E
+from changefeed.server.kafka import errors as E, versions as V
 from changefeed.server.kafka.authz import ADMIN, READ, WRITE
 from changefeed.server.kafka.broker import Broker, FetchResult, ProduceResult
 from changefeed.server.kafka.records import UnsupportedBatch, parse_batches
 from changefeed.server.kafka.session import Session
-from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer
-from changefeed.topics.store import DEFAULT_RETENTION_NS, MAX_PARTITIONS, TopicInfo
+from changefeed.server.kafka.wire import MalformedRequest, Reader, Writer, reader_for, writer_for
+from changefeed.topics.store import DEFAULT_RETENTION_NS, TopicInfo
 
 __all__ = ["TopicApis"]
 
@@ -118,6 +119,8 @@ class TopicApis:
     # -- ListOffsets -------------------------------------------------------------------------
 
     async def list_offsets(self, session: Session, version: int, r: Reader) -> bytes:
+        flexible = version >= V.FLEXIBLE[V.LIST_OFFSETS]
+        r = reader_for(r, flexible)
         r.int32()  # replica id
         if version >= 2:
             r.int8()  # isolation level: every record is committed
@@ -125,12 +128,24 @@ class TopicApis:
         def part(r: Reader) -> tuple[int, int]:
             p = r.int32()
             if version >= 4:
-                r.int32()
-            return p, r.int64()
+                r.int32()  # current leader epoch
+            ts = r.int64()
+            r.tags()
+            return p, ts
 
-        topics = r.array(lambda r: (r.string(), r.array(part)))
+        def topic(r: Reader) -> tuple[str, list[tuple[int, int]]]:
+            name = r.string()
+            parts = r.array(part)
+            r.tags()
+            return name, parts
+
+        topics = r.array(topic)
+        if version >= 10:
+            r.int32()  # timeout for tiered storage: nothing is tiered
+        r.tags()
         b = self.broker
         user = session.user or ROOT
+        seen = Counter((name, p) for name, parts in topics for p, _ in parts)
 
         def work() -> list[tuple[str, list[tuple[int, int, int, int]]]]:
             out = []
@@ -138,25 +153,34 @@ class TopicApis:
                 info, err = b.topic_for(user, name, READ)
                 rows = []
                 for p, ts in parts:
-                    if info is None:
+                    if seen[(name, p)] < 0:
+                        continue  # a duplicate, answered once
+                    if seen[(name, p)] > 1:
+                        seen[(name, p)] = -1
+                        rows.append((p, E.INVALID_REQUEST, -1, -1))
+                    elif info is None:
                         rows.append((p, err, -1, -1))
+                    elif ts < 0 and V.LIST_OFFSETS_SPECS.get(ts, 1 << 15) > version:
+                        rows.append((p, E.UNSUPPORTED_VERSION, -1, -1))
                     else:
                         rows.append((p, *b.list_offset(info, p, ts)))
                 out.append((name, rows))
             return out
 
         result = await b.run(work)
-        w = Writer()
+        w = writer_for(flexible)
         if version >= 2:
             w.int32(0)
-        w.int32(len(result))
-        for name, rows in result:
-            w.string(name).int32(len(rows))
-            for p, err, ts, off in rows:
-                w.int32(p).int16(err).int64(ts).int64(off)
-                if version >= 4:
-                    w.int32(0)
-        return w.getvalue()
+
+        def row(w: Writer, it: tuple[int, int, int, int]) -> None:
+            p, err, ts, off = it
+            w.int32(p).int16(err).int64(ts).int64(off)
+            if version >= 4:
+                w.int32(-1 if off < 0 else 0)  # leader epoch: always 0, none for no offset
+            w.tags()
+
+        w.array(result, lambda w, t: w.string(t[0]).array(t[1], row).tags())
+        return w.tags().getvalue()
 
     # -- Fetch -------------------------------------------------------------------------------
 
@@ -308,131 +332,6 @@ class TopicApis:
             return w.int16(E.INVALID_REQUEST).int64(-1).int16(-1).getvalue()
         pid = await self.broker.run(self.broker.producer_ids.next_id)
         return w.int16(E.NONE).int64(pid).int16(0).getvalue()
-
-    # -- admin -------------------------------------------------------------------------------
-
-    async def create_topics(self, session: Session, version: int, r: Reader) -> bytes:
-        def topic(r: Reader) -> tuple[str, int, int, list[tuple[str, str | None]]]:
-            name = r.string()
-            n = r.int32()
-            rf = r.int16()
-            r.array(lambda r: (r.int32(), r.array(Reader.int32)))
-            configs = r.array(lambda r: (r.string(), r.nullable_string()))
-            return name, n, rf, configs
-
-        topics = r.array(topic)
-        r.int32()
-        validate_only = r.boolean() if version >= 1 else False
-        b = self.broker
-
-        def create(
-            name: str, n: int, rf: int, configs: list[tuple[str, str | None]]
-        ) -> tuple[int, str | None]:
-            if not b.authz.allowed(session.user or ROOT, name, ADMIN):
-                return E.TOPIC_AUTHORIZATION_FAILED, "Only admins may create topics."
-            if b.topic_or_none(name) is not None:
-                return E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
-            if n == -1:
-                n = 1
-            if not 1 <= n <= MAX_PARTITIONS:
-                return E.INVALID_PARTITIONS, f"Number of partitions must be in 1..{MAX_PARTITIONS}."
-            if rf not in (-1, 1):
-                return E.INVALID_REPLICATION_FACTOR, "Replication factor must be 1 (one broker)."
-            retention = DEFAULT_RETENTION_NS
-            for key, value in configs:
-                if key == "retention.ms" and value is not None:
-                    try:
-                        ms = int(value)
-                    except ValueError:
-                        return E.INVALID_CONFIG, f"Invalid value {value} for retention.ms"
-                    retention = 0 if ms < 0 else ms * 1_000_000
-            if not name or not name.isprintable():
-                return E.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal."
-            if validate_only:
-                return E.NONE, None
-            try:
-                b.store.ensure_topic(name, n, retention)
-            except ChangefeedError as exc:
-                return E.INVALID_REQUEST, str(exc)
-            return E.NONE, None
-
-        results = [(t[0], *(await b.run(create, *t))) for t in topics]
-        w = Writer()
-        if version >= 2:
-            w.int32(0)
-        w.int32(len(results))
-        for name, err, msg in results:
-            w.string(name).int16(err)
-            if version >= 1:
-                w.string(msg)
-        return w.getvalue()
-
-    async def delete_topics(self, session: Session, version: int, r: Reader) -> bytes:
-        names = r.array(Reader.string)
-        r.int32()
-        b = self.broker
-
-        def delete(name: str) -> int:
-            if not b.authz.allowed(session.user or ROOT, name, ADMIN):
-                return E.TOPIC_AUTHORIZATION_FAILED
-            info = b.topic_or_none(name)
-            if info is None:
-                return E.UNKNOWN_TOPIC_OR_PARTITION
-            if b.authz.written_by_feed(info.name):
-                return E.POLICY_VIOLATION  # drop the changefeed instead: it owns its topic
-            b.store.drop_topic(info.name, missing_ok=True)
-            return E.NONE
-
-        results = [(n, await b.run(delete, n)) for n in names]
-        w = Writer()
-        if version >= 1:
-            w.int32(0)
-        w.int32(len(results))
-        for name, err in results:
-            w.string(name).int16(err)
-        return w.getvalue()
-
-    async def describe_configs(self, session: Session, version: int, r: Reader) -> bytes:
-        resources = r.array(lambda r: (r.int8(), r.string(), r.nullable_array(Reader.string)))
-        if version >= 1:
-            r.boolean()
-        b = self.broker
-        w = Writer().int32(0).int32(len(resources))
-        for rtype, rname, keys in resources:
-            configs: list[tuple[str, str, bool]] = []
-            err, msg = E.NONE, None
-            if rtype == 2:  # topic
-                info = await b.run(b.topic_or_none, rname)
-                if info is None:
-                    err, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname} does not exist"
-                else:
-                    ret = str(info.retention_ns // 1_000_000) if info.retention_ns else "-1"
-                    configs = [
-                        ("retention.ms", ret, info.retention_ns == DEFAULT_RETENTION_NS),
-                        ("cleanup.policy", "delete", True),
-                        ("message.timestamp.type", "CreateTime", True),
-                        ("compression.type", "producer", True),
-                    ]
-            elif rtype == 4:  # broker
-                configs = [
-                    ("auto.create.topics.enable", "true", True),
-                    ("num.partitions", str(AUTO_CREATE_PARTITIONS), True),
-                ]
-            else:
-                err, msg = E.INVALID_REQUEST, f"resource type {rtype} is not supported"
-            if keys:
-                configs = [c for c in configs if c[0] in keys]
-            w.int16(err).string(msg).int8(rtype).string(rname).int32(len(configs))
-            for name, value, default in configs:
-                w.string(name).string(value).boolean(False)
-                if version == 0:
-                    w.boolean(default)
-                else:
-                    w.int8(5 if default else (1 if rtype == 2 else 4))
-                w.boolean(False)
-                if version >= 1:
-                    w.int32(0)
-        return w.getvalue()
 
 
 def oversized_batch(data: bytes) -> int:

@@ -2,9 +2,11 @@
 
 Big-endian fixed-width integers, ``int16``-length strings, ``int32``-length bytes and arrays,
 as the Kafka protocol guide defines them; and, for the flexible versions of the APIs that have
-them here (the group admin APIs), unsigned varints, compact strings, bytes and arrays (length
-+ 1 as a varint, 0 for null) and tagged fields (skipped on read, none written).
-:class:`Reader` raises :class:`MalformedRequest` on any
+them here, unsigned varints, compact strings, bytes and arrays (length + 1 as a varint, 0 for
+null) and tagged fields (skipped on read, none written). :func:`reader_for` and
+:func:`writer_for` give one API both ways: their ``string``, ``array``, ... are compact in a
+flexible version, and ``tags()`` (the end of every structure) reads or writes its tagged fields
+there and nothing in other versions. :class:`Reader` raises :class:`MalformedRequest` on any
 read past the end of a request, so truncated input never reaches a handler half-parsed.
 """
 
@@ -14,7 +16,15 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-__all__ = ["MalformedRequest", "Reader", "Writer"]
+__all__ = [
+    "FlexibleReader",
+    "FlexibleWriter",
+    "MalformedRequest",
+    "Reader",
+    "Writer",
+    "reader_for",
+    "writer_for",
+]
 
 T = TypeVar("T")
 
@@ -106,6 +116,9 @@ class Reader:
 
     def remaining(self) -> int:
         return len(self.data) - self.pos
+
+    def tags(self) -> None:
+        """The end of a structure: nothing to read in a non-flexible version."""
 
     # -- flexible versions -------------------------------------------------------------------
 
@@ -212,6 +225,10 @@ class Writer:
         self.buf += b
         return self
 
+    def tags(self) -> Writer:
+        """The end of a structure: nothing to write in a non-flexible version."""
+        return self
+
     def bytes_parts(self, parts: Sequence[bytes]) -> Writer:
         """:meth:`bytes_` of the parts joined, without joining them: big parts are kept by
         reference (a Fetch's stored record batches go to the socket as they were read)."""
@@ -278,3 +295,60 @@ class Writer:
         if not self.parts:
             return bytes(self.buf)
         return b"".join([*self.parts, self.buf])
+
+
+class FlexibleReader(Reader):
+    """A :class:`Reader` of a flexible version: strings, bytes and arrays are compact, and
+    :meth:`tags` skips the tagged fields that end every structure."""
+
+    __slots__ = ()
+
+    def nullable_string(self) -> str | None:
+        return self.compact_nullable_string()
+
+    def nullable_bytes(self) -> bytes | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else self.raw(n)
+
+    def array(self, item: Callable[[Reader], T]) -> list[T]:
+        return self.compact_array(item)
+
+    def nullable_array(self, item: Callable[[Reader], T]) -> list[T] | None:
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        if n > len(self.data) - self.pos:
+            raise MalformedRequest(f"array length {n} at byte {self.pos} exceeds the request")
+        return [item(self) for _ in range(n)]
+
+    def tags(self) -> None:
+        self.tagged_fields()
+
+
+class FlexibleWriter(Writer):
+    """A :class:`Writer` of a flexible version: strings, bytes and arrays are compact, and
+    :meth:`tags` writes the (empty) tagged fields that end every structure."""
+
+    __slots__ = ()
+
+    def string(self, s: str | None) -> Writer:
+        return self.compact_string(s)
+
+    def bytes_(self, b: bytes | bytearray | memoryview | None) -> Writer:
+        return self.compact_bytes(None if b is None else bytes(b))
+
+    def array(self, items: list[T] | None, write: Callable[[Writer, T], object]) -> Writer:
+        return self.compact_array(items, write)
+
+    def tags(self) -> Writer:
+        return self.tagged_fields()
+
+
+def reader_for(r: Reader, flexible: bool) -> Reader:
+    """``r`` from where it stands, as the reader of a flexible version or not."""
+    return FlexibleReader(r.data, r.pos) if flexible else r
+
+
+def writer_for(flexible: bool) -> Writer:
+    """A new writer for a flexible version or not."""
+    return FlexibleWriter() if flexible else Writer()
