@@ -517,6 +517,18 @@ STATEMENTS = (
     "SELECT log(0, 8)",
     "SELECT log(2, -1)",
     "SELECT lcm(9223372036854775807, 2)",
+    # VALUES as a query, alone and in FROM with column names
+    "VALUES (1, 'a'), (2, 'b')",
+    "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(x, y) ORDER BY x DESC",
+    "SELECT x * 10 AS t FROM (VALUES (1), (2), (3)) v(x) WHERE x > 1 ORDER BY t",
+    "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v ORDER BY column1",
+    "SELECT v.y, d2.label FROM (VALUES (1, 'one'), (3, 'three')) AS v(x, y) JOIN d2 ON d2.id = v.x ORDER BY 1",
+    "SELECT * FROM (VALUES (1, 'a'), (2)) v",
+    "SELECT * FROM (VALUES (1)) AS v(a, b)",
+    "SELECT count(*), sum(x) FROM (VALUES (1), (NULL), (3)) v(x)",
+    "SELECT * FROM (VALUES (1, 2)) AS v(a)",
+    "VALUES ((SELECT max(id) FROM d1)), (7)",
+    "SELECT * FROM d1 WHERE id IN (SELECT x FROM (VALUES (1), (5)) v(x)) ORDER BY id",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

@@ -648,6 +648,16 @@ class WorkingTable:
 
 
 @dataclass(frozen=True, slots=True)
+class Values:
+    """``VALUES (1, 'a'), (2, 'b')`` as a query: its columns ``column1``, ``column2`` .., or the
+    names of ``(VALUES ..) AS v(x, y)`` (``names``)."""
+
+    rows: tuple[tuple[Expr, ...], ...]
+    names: tuple[Ident, ...] = ()
+    pos: Pos = field(default=Pos(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class SetOperation:
     """``q1 UNION|INTERSECT|EXCEPT [ALL] q2``: ``left`` may itself be one (left-deep, INTERSECT
     binding tighter, as PostgreSQL reads them); ``ORDER BY``, ``LIMIT`` and ``OFFSET`` are the
@@ -735,6 +745,7 @@ class DropSecret:
 Statement = (
     CreateTable
     | SetOperation
+    | Values
     | CommonTableQuery
     | WorkingTable
     | TableFunction

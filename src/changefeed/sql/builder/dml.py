@@ -247,6 +247,23 @@ class DmlRules(Rules):
     def locking(self, c: list[Any]) -> None:
         return None
 
+    @v_args(meta=True)
+    def values_query(self, meta: Any, c: list[tuple[ast.Expr, ...]]) -> ast.Statement:
+        return ast.Values(tuple(c), pos=position(meta))
+
+    def alias_columns(self, c: list[ast.Ident]) -> Clause:
+        return Clause("alias_columns", tuple(c))
+
+    def from_values(self, c: list[Any]) -> list[Clause]:
+        """``FROM (VALUES ..) [AS] v [(x, y)] [JOIN ..]``: the rows, named by the alias."""
+        values, alias = c[0], c[1]
+        names = next((x.value for x in c[2:] if isinstance(x, Clause) and x.key == "alias_columns"), ())
+        joins = tuple(x.value for x in c[2:] if isinstance(x, Clause) and x.key == "join")
+        out = [Clause("source", replace(values, names=names)), Clause("alias", alias)]
+        if joins:
+            out.append(Clause("joins", joins))
+        return out
+
     def from_statement(self, c: list[Any]) -> Clause:
         """CockroachDB's ``FROM [<statement>]``: the statement's rows are the relation."""
         return Clause("source", c[0])

@@ -8,6 +8,7 @@
                    LIMIT
 ``select``         SELECT over tables and ScyllaDB CDC logs, SHOW TABLES/COLUMNS/CREATE TABLE
 ``set_operations`` UNION, INTERSECT, EXCEPT [ALL] of queries
+``values_lists``   VALUES (..), (..) as a query, alone or in FROM
 ``common_tables``  WITH queries with a column list, WITH RECURSIVE
 ``table_functions`` set-returning functions in FROM: generate_series, unnest
 ``access``         CREATE USER/ROLE, GRANT/REVOKE
@@ -45,6 +46,7 @@ from changefeed.sql.statements import (
     select,
     set_operations,
     table_functions,
+    values_lists,
     ydb_feeds,
 )
 
@@ -59,6 +61,7 @@ STATEMENTS = StatementFamily.merge(
             cql_statements,
             select,
             set_operations,
+            values_lists,
             common_tables,
             table_functions,
             access,
