@@ -37,6 +37,7 @@ class World:
         self.db = db
         self.port = port
         self.rng = random.Random(seed)
+        self.seed = seed
         self.conn = changefeed.connect(str(db))
         self.admin = kp_admin.KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
         self.producer = kp.KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", acks="all")
@@ -52,8 +53,10 @@ class World:
         self.conn.close()
 
     def next(self, prefix: str) -> str:
+        """A new name: numbered per world, and apart from another world's on the same database
+        (the module's tests share one)."""
         self.n += 1
-        return f"{prefix}{self.n}"
+        return f"{prefix}{self.seed}_{self.n}"
 
     # ---------------------------------------------------------------- Kafka clients
     def kafka_create(self) -> None:
