@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import math
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
@@ -141,6 +141,38 @@ class Params:
 
 #: SQL's functions called without parentheses (when no column has the name).
 _NILADIC = frozenset({"current_date", "current_timestamp"})
+
+
+def check_names(
+    session: NameScope, exprs: Iterable[Any], index: Mapping[str, int], lower: Mapping[str, int]
+) -> None:
+    """Every column ``exprs`` name (not inside a subquery's own SELECT) is one of ``index``'s
+    (or ``lower``'s, lower-cased), resolved as :meth:`Evaluator.eval` resolves it, checked
+    before any row is read, as PostgreSQL binds names when it plans: a misspelt column is 42703
+    (an ambiguous one 42702) on an empty table, or behind ``false AND``, too."""
+    stack = [e for e in exprs if e is not None]
+    while stack:
+        e = stack.pop()
+        if not isinstance(e, ast.Column):
+            stack.extend(subexpressions(e))
+            continue
+        name = session.ident(e.name)
+        keys = [f"{session.ident(e.table)}.{name}", name] if e.table is not None else [name]
+        for key in keys:
+            at = index.get(key)
+            if at is None:
+                at = lower.get(key.lower())
+            if at == AMBIGUOUS:
+                raise AmbiguousColumn(f'column reference "{key}" is ambiguous')
+            if at is not None:
+                break
+        else:
+            if e.name.quoted and session.dialect == "sql":
+                continue  # YQL: "text" is a string literal
+            if not e.name.quoted and e.table is None and name.lower() in _NILADIC:
+                continue
+            raise UndefinedColumn(f'column "{name}" does not exist')
+
 
 #: The position of a column name that more than one joined table has (``sql.statements.joins``).
 AMBIGUOUS = -1

@@ -30,7 +30,7 @@ from changefeed.exceptions import (
     InvalidStatement,
 )
 from changefeed.sql import ast
-from changefeed.sql.evaluator import Evaluator, Params, Scope, has_aggregate
+from changefeed.sql.evaluator import Evaluator, Params, Scope, check_names, has_aggregate
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.param_columns import ParamColumns, stored_as_given
 from changefeed.sql.result import Result
@@ -60,7 +60,7 @@ from changefeed.sql.statements.row_values import (
     ttl_seconds,
     with_computed,
 )
-from changefeed.sql.statements.select import Relation, run_in, select_over
+from changefeed.sql.statements.select import Relation, check_qualifiers, run_in, select_over
 
 FAMILY = StatementFamily("dml")
 
@@ -519,6 +519,8 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
         if s.source is not None
         else None
     )
+    if other is None and session.dialect == "sql":
+        _check_names(session, schema, s.table, s.alias, [s.where, *(e for _, e in s.assignments)])
     targets = (
         [(key, row, other.scope(joined)) for key, row, joined in other.targets]
         if other is not None
@@ -580,6 +582,8 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
         s = replace(s, where=subqueries.fold(s.where, run), returning=subqueries.fold(s.returning, run))
         evaluator.correlated = subqueries.evaluator_hook(evaluator, run)
     other = None
+    if s.source is None:
+        _check_names(session, schema, s.table, s.alias, [s.where])
     if s.source is not None:
         other = joined_targets(
             session,
@@ -603,6 +607,17 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
             session, txn, schema, s.returning, other, list(olds.items()), ev, f"DELETE {n}"
         )
     return _returning(session, txn, schema, s.returning, list(olds.values()), ev, f"DELETE {n}", n)
+
+
+def _check_names(
+    session: Session, schema: TableSchema, table: ast.QName, alias: ast.Ident | None, exprs: list[Any]
+) -> None:
+    """The WHERE's and SET's columns are the table's, checked before any row is read (42703 on
+    an empty table too), and ``x.col`` names the table (42P01), as PostgreSQL binds them."""
+    check_qualifiers(session, [(table, alias)], exprs)
+    names = [c.name for c in schema.columns]
+    index = {n: i for i, n in enumerate(names)}
+    check_names(session, exprs, index, {n.lower(): i for n, i in index.items()})
 
 
 def _scope(session: Session, schema: TableSchema, row: dict[int, Any], alias: ast.Ident | None) -> Scope:

@@ -17,7 +17,7 @@ from typing import Any
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.txn import Transaction
 from changefeed.sql import ast
-from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope
+from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, check_names
 from changefeed.sql.session import Session
 from changefeed.sql.statements import joins
 from changefeed.sql.statements.select import Relation, check_qualifiers, from_tables, joined_tables
@@ -85,8 +85,10 @@ def joined_targets(
     shape of a RETURNING before the statement runs). Every ``x.col`` of the WHERE,
     ``assignments`` and ``returning`` must name one of the tables (42P01); ``schema_name`` is the
     target as the statement names it."""
-    exprs = [where, *(e for _, e in assignments), *(it.expr for it in returning)]
-    check_qualifiers(session, [(schema_name, alias), *from_tables(source)], exprs)
+    bound = [where, *(e for _, e in assignments)]  # RETURNING: select_over checks its names
+    check_qualifiers(
+        session, [(schema_name, alias), *from_tables(source)], [*bound, *(i.expr for i in returning)]
+    )
     other = joined_tables(session, txn, source, ev)
     name = session.ident(alias) if alias is not None else schema.name.rsplit(".", 1)[-1]
     st = txn.store(schema)
@@ -96,6 +98,7 @@ def joined_targets(
     types = [next((c.type for c in schema.columns if c.name == n), None) for n in columns]
     rows = [tuple(r[n] for n in columns) for r in shown]
     joined = joins.join(other, "inner", name, columns, types, rows, where, evaluator)
+    check_names(session, bound, joined.names, {k.lower(): i for k, i in joined.names.items()})
     width = len(other.columns)
     at_key = [width + columns.index(c.name) for c in schema.key]
     by_key = {tuple(s[c.name] for c in schema.key): r for s, r in zip(shown, stored, strict=True)}

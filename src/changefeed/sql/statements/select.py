@@ -22,6 +22,7 @@ from changefeed.sql.evaluator import (
     Params,
     RowMap,
     Scope,
+    check_names,
     has_aggregate,
     order_key,
     subexpressions,
@@ -527,6 +528,14 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     windows.refuse_in("GROUP BY", s.group_by)
     windows.refuse_in("HAVING", s.having)
     group_by = tuple(select_clauses.group_item(session, g, items, index, lower_index) for g in s.group_by)
+    if session.dialect == "sql":  # names bound before any row is read, as PostgreSQL plans them
+        selected = [e for _, e, _ in items]
+        check_names(
+            session,
+            [*selected, s.where, *group_by, s.having, *(o.expr for o in order_by)],
+            index,
+            lower_index,
+        )
     calls = windows.window_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
     srfs = table_functions.set_returning_calls([*(e for _, e, _ in items), *(o.expr for o in order_by)])
     if srfs and (group_by or aggregate or calls):
