@@ -350,7 +350,7 @@ def test_json_string_escapes() -> None:
 
 
 def test_python_values_per_type() -> None:
-    from changefeed.engine.types import resolve_type
+    from changefeed.engine.type_names import resolve_type
 
     def r(type_name: str, v: Any, params: tuple[int, ...] = ()) -> str:
         return V.python_value(v, resolve_type(type_name, params, dialect="sql"))
@@ -499,7 +499,7 @@ def test_spark_equals_python_random(spark: Any, tmp_path: Path, create: str) -> 
 def test_spark_doubles_and_strings(spark: Any) -> None:
     from pyspark.sql import functions as F
 
-    from changefeed.engine.types import resolve_type
+    from changefeed.engine.type_names import resolve_type
 
     rng = random.Random(7)
     doubles = [_random_double(rng) for _ in range(20_000)]

@@ -19,7 +19,6 @@ import datetime as dt
 import enum
 import ipaddress
 import math
-import re
 import uuid
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
@@ -29,13 +28,18 @@ import orjson
 
 from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_from_text
-from changefeed.engine.intervals import Interval, parse_calendar
+from changefeed.engine.intervals import Interval
+from changefeed.engine.temporal_text import (
+    TextRejected,
+    parse_interval_value,
+    read_date,
+    read_time,
+    read_timestamp,
+)
 from changefeed.engine.type_errors import YDB_SPELLINGS, mismatch, out_of_range, voice_of
 from changefeed.exceptions import (
-    DatetimeFieldOverflow,
     NumericValueOutOfRange,
     TypeMismatch,
-    UndefinedObject,
     UnsupportedFeature,
     ValueTooLarge,
 )
@@ -140,7 +144,7 @@ class SqlType:
             raise
         except (ValueError, TypeError, ArithmeticError, InvalidOperation) as exc:
             # Python's own words (``invalid literal for int()``) never reach the user
-            raise self._mismatch(value, what, exc.reason if isinstance(exc, _Bad) else "") from None
+            raise self._mismatch(value, what, exc.reason if isinstance(exc, TextRejected) else "") from None
 
     @property
     def voice(self) -> str:
@@ -214,14 +218,6 @@ class _Unfit(Exception):
     """A coercer's verdict: the value does not fit; ``reason`` (our words) may say why."""
 
     def __init__(self, reason: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _Bad(ValueError):
-    """A parse helper's ValueError whose text is ours (safe to show)."""
-
-    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -373,46 +369,10 @@ def _c_date(t: SqlType, v: object) -> dt.date:
     if isinstance(v, dt.date):
         return v
     if isinstance(v, str):
-        s = v.strip()
-        try:
-            return dt.date.fromisoformat(s)
-        except ValueError:
-            if _DATE_SHAPE.match(s):  # well formed, a field out of range (2024-02-30)
-                raise _field_out_of_range(s) from None
-            raise
+        return read_date(v)
     if isinstance(v, int) and not isinstance(v, bool):
         return EPOCH_DATE + dt.timedelta(days=v)
     raise _Unfit()
-
-
-_DATE_SHAPE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_TIME_SHAPE = re.compile(r"^\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?$")
-
-
-def _field_out_of_range(text: str) -> DatetimeFieldOverflow:
-    """PostgreSQL's 22008 for a well-formed date or time whose field is out of range."""
-    return DatetimeFieldOverflow(f'date/time field value out of range: "{text}"')
-
-
-_TS_RE = re.compile(
-    r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)?$", re.I
-)
-
-
-def parse_timestamp(s: str) -> dt.datetime:
-    s = s.strip()
-    if not _TS_RE.match(s):
-        raise _Bad("not an ISO 8601 timestamp")
-    s2 = s.replace("z", "Z")
-    if s2.endswith("Z"):
-        s2 = s2[:-1] + "+00:00"
-    m = re.match(r"^(.*\.\d{6})\d+(.*)$", s2)  # truncate nanoseconds to microseconds
-    if m:
-        s2 = m.group(1) + m.group(2)
-    m = re.match(r"^(.*[+-]\d{2})(\d{2})$", s2)  # +0000 -> +00:00
-    if m and ":" not in s2[-5:]:
-        s2 = m.group(1) + ":" + m.group(2)
-    return dt.datetime.fromisoformat(s2)
 
 
 def _c_timestamp(t: SqlType, v: object) -> dt.datetime:
@@ -421,12 +381,7 @@ def _c_timestamp(t: SqlType, v: object) -> dt.datetime:
     elif isinstance(v, dt.date):
         ts = dt.datetime(v.year, v.month, v.day)
     elif isinstance(v, str):
-        try:
-            ts = parse_timestamp(v)
-        except _Bad:
-            raise
-        except ValueError:  # well formed (parse_timestamp checked), a field out of range
-            raise _field_out_of_range(v.strip()) from None
+        ts = read_timestamp(v)
     elif isinstance(v, int) and not isinstance(v, bool):
         unit = 1000 if t.millis else (1 if t.kind is Kind.DATETIME else 1_000_000)
         ts = EPOCH + dt.timedelta(microseconds=v * (1_000_000 // unit))
@@ -447,80 +402,11 @@ def _c_time(t: SqlType, v: object) -> dt.time:
     if isinstance(v, dt.time):
         return v
     if isinstance(v, str):
-        s = v.strip()
-        try:
-            return dt.time.fromisoformat(s)
-        except ValueError:
-            if _TIME_SHAPE.match(s):  # well formed, a field out of range (24:00:01)
-                raise _field_out_of_range(s) from None
-            raise
+        return read_time(v)
     if isinstance(v, int) and not isinstance(v, bool):  # nanoseconds since midnight (CQL)
         us = v // 1000
         return (dt.datetime.min + dt.timedelta(microseconds=us)).time()
     raise _Unfit()
-
-
-_ISO_DUR = re.compile(
-    r"^(?P<sign>-)?P(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
-    re.I,
-)
-_PG_DUR = re.compile(r"(?P<n>-?\d+(?:\.\d+)?)\s*(?P<u>[a-zµ]+)", re.I)
-_UNITS_US = {
-    "us": 1, "µs": 1, "microsecond": 1, "microseconds": 1,
-    "ms": 1000, "millisecond": 1000, "milliseconds": 1000,
-    "s": 1_000_000, "sec": 1_000_000, "secs": 1_000_000, "second": 1_000_000, "seconds": 1_000_000,
-    "m": 60_000_000, "min": 60_000_000, "mins": 60_000_000, "minute": 60_000_000, "minutes": 60_000_000,
-    "h": 3_600_000_000, "hr": 3_600_000_000, "hour": 3_600_000_000, "hours": 3_600_000_000,
-    "d": 86_400_000_000, "day": 86_400_000_000, "days": 86_400_000_000,
-    "w": 604_800_000_000, "week": 604_800_000_000, "weeks": 604_800_000_000,
-}  # fmt: skip
-
-
-def parse_interval(s: str) -> dt.timedelta:
-    """ISO 8601 durations (``PT24H``, ``P1D``), Go/CockroachDB style (``10s``, ``1h30m``) and
-    PostgreSQL style (``1 day 2 hours``), and ``HH:MM:SS``."""
-    s = s.strip()
-    m = _ISO_DUR.match(s)
-    if m and s.upper() not in ("P", "PT", "-P"):
-        us = 0
-        for g, mult in (("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60)):
-            if m.group(g):
-                us += int(m.group(g)) * mult * 1_000_000
-        if m.group("s"):
-            us += int(Decimal(m.group("s")) * 1_000_000)
-        return dt.timedelta(microseconds=-us if m.group("sign") else us)
-    hms = re.match(r"^(-)?(\d+):(\d{2}):(\d{2}(?:\.\d+)?)$", s)
-    if hms:
-        us = int(hms.group(2)) * 3_600_000_000 + int(hms.group(3)) * 60_000_000
-        us += int(Decimal(hms.group(4)) * 1_000_000)
-        return dt.timedelta(microseconds=-us if hms.group(1) else us)
-    pos, us_total = 0, 0
-    compact = s.replace(" ", "")
-    if compact:
-        for part in _PG_DUR.finditer(s):
-            unit = part.group("u").lower()
-            if unit not in _UNITS_US:
-                raise _Bad(f'interval: unknown unit "{unit}"')
-            us_total += int(Decimal(part.group("n")) * _UNITS_US[unit])
-            pos += len(part.group(0).replace(" ", ""))
-        if pos == len(compact):
-            return dt.timedelta(microseconds=us_total)
-    raise _Bad("interval: missing unit")
-
-
-def parse_interval_value(s: str) -> dt.timedelta | Interval:
-    """An interval's text as a value: :func:`parse_interval`'s forms, and PostgreSQL's with
-    months and years (``'1 month'``, ``'1 year 2 mons 3 days 04:05:06'``: an
-    :class:`~changefeed.engine.intervals.Interval`)."""
-    cal = parse_calendar(s)
-    if isinstance(cal, Interval):
-        return cal
-    try:
-        return parse_interval(s)
-    except _Bad:
-        if cal is not None:  # PostgreSQL's own output form, such as '1 day 02:00:00'
-            return cal
-        raise
 
 
 def _c_interval(t: SqlType, v: object) -> dt.timedelta | Interval:
@@ -615,7 +501,7 @@ def _parse_pg_array(s: str) -> list[str | None]:
     try:
         return array_from_text(s, None)
     except ValueError as exc:
-        raise _Bad(f"malformed array literal: {exc}") from None
+        raise TextRejected(f"malformed array literal: {exc}") from None
 
 
 _COERCE: dict[Kind, Any] = {
@@ -772,108 +658,9 @@ _FROM_DB: dict[Kind, Any] = {
 # ====================================================================================== names
 
 
-def _t(kind: Kind, name: str, **kw: Any) -> SqlType:
-    return SqlType(kind=kind, name=name, **kw)
-
-
-# Plain (parameterless) names, keyed by lower-case spelling. The stored name keeps the dialect's
-# customary spelling so that error messages and DESCRIBE speak the user's language.
-_SIMPLE: dict[str, SqlType] = {
-    # --- YDB
-    "bool": _t(Kind.BOOL, "Bool"),
-    "int8": _t(Kind.INT, "Int8", bits=8),
-    "int16": _t(Kind.INT, "Int16", bits=16),
-    "int32": _t(Kind.INT, "Int32", bits=32),
-    "int64": _t(Kind.INT, "Int64", bits=64),
-    "uint8": _t(Kind.UINT, "Uint8", bits=8),
-    "uint16": _t(Kind.UINT, "Uint16", bits=16),
-    "uint32": _t(Kind.UINT, "Uint32", bits=32),
-    "uint64": _t(Kind.UINT, "Uint64", bits=64),
-    "float": _t(Kind.FLOAT, "Float", bits=32),
-    "double": _t(Kind.FLOAT, "Double", bits=64),
-    "string": _t(Kind.BYTES, "String"),
-    "utf8": _t(Kind.TEXT, "Utf8"),
-    "date": _t(Kind.DATE, "Date"),
-    "datetime": _t(Kind.DATETIME, "Datetime"),
-    "timestamp": _t(Kind.TIMESTAMP, "Timestamp"),
-    "interval": _t(Kind.INTERVAL, "Interval"),
-    "json": _t(Kind.JSON, "Json"),
-    "jsondocument": _t(Kind.JSON, "JsonDocument"),
-    "uuid": _t(Kind.UUID, "Uuid"),
-}
-
-_CQL: dict[str, SqlType] = {
-    "int": _t(Kind.INT, "int", bits=32),
-    "bigint": _t(Kind.INT, "bigint", bits=64),
-    "smallint": _t(Kind.INT, "smallint", bits=16),
-    "tinyint": _t(Kind.INT, "tinyint", bits=8),
-    "counter": _t(Kind.INT, "counter", bits=64),
-    "varint": _t(Kind.VARINT, "varint"),
-    "text": _t(Kind.TEXT, "text"),
-    "varchar": _t(Kind.TEXT, "varchar"),
-    "ascii": _t(Kind.TEXT, "ascii", ascii=True),
-    "boolean": _t(Kind.BOOL, "boolean"),
-    "double": _t(Kind.FLOAT, "double", bits=64),
-    "float": _t(Kind.FLOAT, "float", bits=32),
-    "decimal": _t(Kind.DECIMAL, "decimal"),
-    "timestamp": _t(Kind.TIMESTAMP, "timestamp", millis=True),
-    "date": _t(Kind.DATE, "date"),
-    "time": _t(Kind.TIME, "time"),
-    "duration": _t(Kind.INTERVAL, "duration"),
-    "uuid": _t(Kind.UUID, "uuid"),
-    "timeuuid": _t(Kind.TIMEUUID, "timeuuid"),
-    "blob": _t(Kind.BYTES, "blob"),
-    "inet": _t(Kind.INET, "inet"),
-}
-
-_CRDB: dict[str, SqlType] = {
-    "int": _t(Kind.INT, "INT8"),
-    "integer": _t(Kind.INT, "INT8"),
-    "int8": _t(Kind.INT, "INT8"),
-    "int64": _t(Kind.INT, "INT8"),
-    "bigint": _t(Kind.INT, "INT8"),
-    "int4": _t(Kind.INT, "INT4", bits=32),
-    "int2": _t(Kind.INT, "INT2", bits=16),
-    "smallint": _t(Kind.INT, "INT2", bits=16),
-    "serial": _t(Kind.INT, "INT8"),
-    "string": _t(Kind.TEXT, "STRING"),
-    "text": _t(Kind.TEXT, "STRING"),
-    "varchar": _t(Kind.TEXT, "VARCHAR"),
-    "char": _t(Kind.TEXT, "CHAR"),
-    "character varying": _t(Kind.TEXT, "VARCHAR"),
-    "bool": _t(Kind.BOOL, "BOOL"),
-    "boolean": _t(Kind.BOOL, "BOOL"),
-    "float": _t(Kind.FLOAT, "FLOAT8"),
-    "float8": _t(Kind.FLOAT, "FLOAT8"),
-    "double precision": _t(Kind.FLOAT, "FLOAT8"),
-    "real": _t(Kind.FLOAT, "FLOAT4", bits=32),
-    "float4": _t(Kind.FLOAT, "FLOAT4", bits=32),
-    "decimal": _t(Kind.DECIMAL, "DECIMAL"),
-    "numeric": _t(Kind.DECIMAL, "DECIMAL"),
-    "dec": _t(Kind.DECIMAL, "DECIMAL"),
-    "bytes": _t(Kind.BYTES, "BYTES"),
-    "bytea": _t(Kind.BYTES, "BYTES"),
-    "blob": _t(Kind.BYTES, "BYTES"),
-    "date": _t(Kind.DATE, "DATE"),
-    "time": _t(Kind.TIME, "TIME"),
-    "timestamp": _t(Kind.TIMESTAMP, "TIMESTAMP", zoned=False),
-    "timestamp without time zone": _t(Kind.TIMESTAMP, "TIMESTAMP", zoned=False),
-    "timestamptz": _t(Kind.TIMESTAMP, "TIMESTAMPTZ"),
-    "timestamp with time zone": _t(Kind.TIMESTAMP, "TIMESTAMPTZ"),
-    "interval": _t(Kind.INTERVAL, "INTERVAL"),
-    "uuid": _t(Kind.UUID, "UUID"),
-    "inet": _t(Kind.INET, "INET"),
-    "jsonb": _t(Kind.JSON, "JSONB"),
-    "json": _t(Kind.JSON, "JSONB"),
-    "bit": _t(Kind.BIT, "BIT(1)", length=1),
-    "varbit": _t(Kind.BIT, "VARBIT", varying=True),
-    "bit varying": _t(Kind.BIT, "VARBIT", varying=True),
-}
-
 # YDB names that are spelled in CamelCase: used to tell a YDB declaration from a CockroachDB one
 # in the shared ``sql`` dialect (``String`` is YDB bytes, ``STRING`` is CockroachDB text).
-_YDB_SPELLINGS = YDB_SPELLINGS
-_YDB_NAMES = frozenset({t.name for t in _SIMPLE.values()} | {"Decimal"})
+_YDB_NAMES = YDB_SPELLINGS
 
 
 def is_ydb_type(t: SqlType) -> bool:
@@ -882,64 +669,3 @@ def is_ydb_type(t: SqlType) -> bool:
     if t.element is not None:
         return is_ydb_type(t.element)
     return t.name.split("(", 1)[0] in _YDB_NAMES
-
-
-def resolve_type(
-    name: str,
-    params: tuple[int, ...] = (),
-    array: bool = False,
-    *,
-    dialect: str,
-    enums: dict[str, tuple[str, ...]] | None = None,
-) -> SqlType:
-    """Resolve a declared type name. ``dialect`` is "cql" or "sql" (YDB and CockroachDB)."""
-    base = _resolve_base(name, params, dialect, enums or {})
-    if array:
-        return SqlType(kind=Kind.ARRAY, name=f"{base.name}[]", element=base)
-    return base
-
-
-def _resolve_base(
-    name: str, params: tuple[int, ...], dialect: str, enums: dict[str, tuple[str, ...]]
-) -> SqlType:
-    key = " ".join(name.lower().split())
-    if key in ("decimal", "numeric", "dec"):
-        if params:
-            if (
-                len(params) > 2
-                or not 1 <= params[0] <= 38
-                or (len(params) == 2 and not 0 <= params[1] <= params[0])
-            ):
-                raise TypeMismatch(f"invalid precision/scale for {name}{params}")
-            p, s = params[0], params[1] if len(params) == 2 else 0
-            shown = f"Decimal({p},{s})" if name == "Decimal" else f"{name.upper()}({p},{s})"
-            return SqlType(kind=Kind.DECIMAL, name=shown, precision=p, scale=s)
-        return (
-            _t(Kind.DECIMAL, "Decimal(22,9)", precision=22, scale=9)
-            if name == "Decimal"
-            else (_CQL["decimal"] if dialect == "cql" else _CRDB["decimal"])
-        )
-    if key in ("bit", "varbit", "bit varying") and dialect != "cql":
-        varying = key != "bit"
-        n = params[0] if params else (None if varying else 1)
-        if n is not None and n < 1:
-            raise TypeMismatch(f"invalid length for {name}: {n}")
-        shown = ("VARBIT" if varying else "BIT") + (f"({n})" if n is not None else "")
-        return SqlType(kind=Kind.BIT, name=shown, length=n, varying=varying)
-    if key in ("varchar", "char", "character varying", "character", "string") and params and dialect != "cql":
-        return SqlType(kind=Kind.TEXT, name=f"{key.upper()}({params[0]})", length=params[0])
-    if params:
-        raise TypeMismatch(f"type {name} takes no parameters")
-    if dialect == "cql":
-        if key in _CQL:
-            return _CQL[key]
-        raise UndefinedObject(f'type "{name}" does not exist')
-    if name in _YDB_SPELLINGS or (key in _SIMPLE and key not in _CRDB):
-        return _SIMPLE[key]
-    if key in _CRDB:
-        return _CRDB[key]
-    if key in _SIMPLE:
-        return _SIMPLE[key]
-    if key in enums:
-        return SqlType(kind=Kind.ENUM, name=name, labels=enums[key])
-    raise UndefinedObject(f'type "{name}" does not exist')

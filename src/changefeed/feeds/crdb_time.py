@@ -9,7 +9,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.types import parse_interval
+from changefeed.engine.temporal_text import parse_interval
 from changefeed.exceptions import InvalidOption
 
 NS_PER_S = 1_000_000_000

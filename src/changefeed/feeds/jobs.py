@@ -400,7 +400,7 @@ def parse_crdb_time(value: str, statement_time: CommitTs, *, option: str) -> Com
     if _NANOS.match(s):
         return CommitTs(int(s), 0)
     if s.startswith("-"):
-        from changefeed.engine.types import parse_interval
+        from changefeed.engine.temporal_text import parse_interval
 
         try:
             delta = parse_interval(s)
@@ -408,7 +408,7 @@ def parse_crdb_time(value: str, statement_time: CommitTs, *, option: str) -> Com
             delta = None
         if delta is not None:
             return CommitTs(statement_time.wall + int(delta.total_seconds() * 1e9), 0)
-    from changefeed.engine.types import parse_timestamp
+    from changefeed.engine.temporal_text import parse_timestamp
 
     try:
         t = parse_timestamp(s)

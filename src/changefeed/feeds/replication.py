@@ -37,7 +37,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
-from changefeed.engine.types import parse_interval
+from changefeed.engine.temporal_text import parse_interval
 from changefeed.exceptions import DuplicateObject, InvalidOption, UndefinedObject
 
 NS_PER_S = 1_000_000_000

@@ -14,8 +14,9 @@ from typing import Any
 
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.clock import CommitTs
+from changefeed.engine.temporal_text import parse_interval
 from changefeed.engine.type_errors import iso_duration, sql_text
-from changefeed.engine.types import Kind, parse_interval
+from changefeed.engine.types import Kind
 from changefeed.exceptions import InvalidOption
 from changefeed.feeds.cdc_plan import CdcQuery
 from changefeed.feeds.crdb_options import CrdbOptions

@@ -40,7 +40,8 @@ from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from changefeed.engine import json_doc
-from changefeed.engine.types import Kind, SqlType, parse_interval, parse_timestamp
+from changefeed.engine.temporal_text import parse_interval, parse_timestamp
+from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import ChangefeedFailed, TypeMismatch
 from changefeed.feeds.cdc_plan import is_canonical_json
 from changefeed.formats import crdb_values as V

@@ -29,7 +29,8 @@ from typing import Any
 
 from changefeed.engine.catalog import ColumnSchema, TableSchema
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.types import Kind, SqlType, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import (
     ChangefeedError,
     ChangefeedFailed,

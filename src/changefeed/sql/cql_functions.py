@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from changefeed.engine.clock import GREGORIAN_OFFSET, timeuuid_bound
+from changefeed.engine.temporal_text import parse_timestamp
 from changefeed.engine.type_errors import sql_text
-from changefeed.engine.types import UTC, parse_timestamp
+from changefeed.engine.types import UTC
 from changefeed.exceptions import TypeMismatch
 
 __all__ = ["CQL_FUNCTIONS", "timeuuid_time"]

@@ -17,8 +17,10 @@ from changefeed.engine.database import Database
 from changefeed.engine.intervals import Interval
 from changefeed.engine.patterns import like, regex_search
 from changefeed.engine.storage import token
+from changefeed.engine.temporal_text import parse_interval, parse_timestamp
 from changefeed.engine.type_errors import crdb_parse_error, value_type
-from changefeed.engine.types import Kind, SqlType, parse_interval, parse_timestamp, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import (
     AmbiguousColumn,
     DatatypeMismatch,

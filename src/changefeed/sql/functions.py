@@ -20,7 +20,8 @@ from decimal import Decimal
 from typing import Any
 
 from changefeed.engine.clock import CommitTs
-from changefeed.engine.types import UTC, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import UTC
 from changefeed.exceptions import InvalidStatement, NumericValueOutOfRange, UndefinedFunction
 from changefeed.sql.arithmetic import INT64_MIN
 from changefeed.sql.builtins import BUILTINS, to_text

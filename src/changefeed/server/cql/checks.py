@@ -19,7 +19,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from changefeed.engine.types import Kind, SqlType, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import InvalidStatement
 from changefeed.server.cql.types import CqlType
 from changefeed.sql import ast

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from changefeed.engine.catalog import TableSchema
-from changefeed.engine.types import Kind, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import Kind
 from changefeed.exceptions import ChangefeedError
 from changefeed.server.pg import types as t
 from changefeed.sql import ast

@@ -19,8 +19,9 @@ from typing import Any
 from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_from_text, array_to_text
 from changefeed.engine.intervals import Interval, fields as interval_fields, interval_of
+from changefeed.engine.temporal_text import parse_interval_value
 from changefeed.engine.type_errors import crdb_parse_error
-from changefeed.engine.types import Kind, SqlType, parse_interval_value
+from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import (
     InvalidBinaryRepresentation,
     InvalidTextRepresentation,

@@ -30,7 +30,8 @@ from changefeed.engine.cdc_streams import VNODES, generation, generation_at, vno
 from changefeed.engine.clock import CommitTs, timeuuid_key
 from changefeed.engine.storage import tokens
 from changefeed.engine.txn import Transaction
-from changefeed.engine.types import Kind, SqlType, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, conjuncts, is_const

@@ -11,7 +11,8 @@ from changefeed.engine.catalog import ColumnSchema, TableSchema
 from changefeed.engine.privileges import Privilege
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
-from changefeed.engine.types import SqlType, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import SqlType
 from changefeed.exceptions import TypeMismatch, UndefinedTable, UniqueViolation
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, conjuncts, is_const

@@ -23,7 +23,8 @@ from changefeed.engine import replicas
 from changefeed.engine.catalog import CdcOptions, ColumnSchema, TableSchema
 from changefeed.engine.privileges import Privilege
 from changefeed.engine.txn import Transaction
-from changefeed.engine.types import Kind, SqlType, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, conjuncts, has_aggregate, order_key

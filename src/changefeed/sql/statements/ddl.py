@@ -16,7 +16,8 @@ from changefeed.engine.phoenix_types import resolve_phoenix_type
 from changefeed.engine.privileges import CREATEDB, DEFAULT_PRIVILEGES_TABLE, Privilege, check_role_option
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
-from changefeed.engine.types import Kind, SqlType, is_ydb_type, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import Kind, SqlType, is_ydb_type
 from changefeed.exceptions import (
     ChangefeedError,
     DuplicateObject,

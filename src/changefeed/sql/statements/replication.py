@@ -38,7 +38,7 @@ from changefeed.engine.privileges import check_any_table_privilege
 from changefeed.engine.replicas import ReplicaMark
 from changefeed.engine.storage import TableStore
 from changefeed.engine.txn import Transaction
-from changefeed.engine.types import resolve_type
+from changefeed.engine.type_names import resolve_type
 from changefeed.exceptions import (
     DuplicateObject,
     InvalidOption,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from changefeed.engine.types import Kind, SqlType, resolve_type
+from changefeed.engine.type_names import resolve_type
+from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import ChangefeedError
 from changefeed.sql import ast
 from changefeed.sql.builtins_more import JSON_RESULTS
