@@ -18,9 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import logging
-import re
-import sqlite3
 import threading
 import uuid
 from collections import OrderedDict
@@ -55,6 +52,7 @@ from changefeed.server.pg.errors import (
     DuplicateStatement,
     UndefinedCursor,
     UndefinedStatement,
+    sqlstate_of,
 )
 from changefeed.server.pg.inline import bulk_insert, runs_inline
 from changefeed.server.pg.params import param_count
@@ -77,7 +75,6 @@ from changefeed.sql.parser import parse
 from changefeed.sql.statements.point import PointRead, plan_point
 
 T = TypeVar("T")
-_log = logging.getLogger(__name__)
 
 #: Seconds to wait for a client that stopped reading before its connection is closed.
 WRITE_TIMEOUT = 30.0
@@ -295,24 +292,7 @@ class PgSession:
             self.conn.session.aborted = True
 
     def error_of(self, exc: BaseException) -> tuple[str, str]:
-        if isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc):
-            return "57014", "canceling statement due to user request"
-        if isinstance(exc, ChangefeedError):
-            if self.cancelled.is_set() and "interrupt" in str(exc):
-                return "57014", "canceling statement due to user request"
-            text = str(exc)
-            if exc.code == "42P01":  # PostgreSQL's words for a missing table
-                text = re.sub(r'^table ("[^"]*") does not exist', r"relation \1 does not exist", text)
-            return exc.code, text
-        if isinstance(exc, sqlite3.Error):
-            text = str(exc)
-            if "interrupt" in text:
-                return "57014", "canceling statement due to user request"
-            if "locked" in text or "busy" in text:
-                return "40001", "restart transaction: the database is locked by another writer"
-        # a bug, not the client's doing: the details go to the server's log, not to the client
-        _log.error("internal error in session %s", self.session_id, exc_info=exc)
-        return "XX000", "internal error: the statement failed unexpectedly (the server log has the details)"
+        return sqlstate_of(exc, cancelled=self.cancelled.is_set(), session_id=self.session_id)
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> None:
