@@ -426,7 +426,7 @@ def _c_json(t: SqlType, v: object) -> str:
         parsed = v
     else:
         raise _Unfit()
-    out = json_doc.dumps(parsed)
+    out = json_doc.JsonText(json_doc.dumps(parsed))
     if len(out) > MAX_VALUE_BYTES:
         raise ValueTooLarge(f"JSON value exceeds the {MAX_VALUE_BYTES}-byte limit")
     return out
@@ -645,7 +645,7 @@ _FROM_DB: dict[Kind, Any] = {
     Kind.TIMESTAMP: _us_to_ts,
     Kind.TIME: lambda t, r: _ns_to_time(r),
     Kind.INTERVAL: lambda t, r: dt.timedelta(microseconds=r),
-    Kind.JSON: _ident,
+    Kind.JSON: lambda t, r: json_doc.JsonText(r) if isinstance(r, str) else r,
     Kind.UUID: lambda t, r: uuid.UUID(r),
     Kind.TIMEUUID: lambda t, r: uuid.UUID(r),
     Kind.INET: _ident,

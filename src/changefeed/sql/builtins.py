@@ -18,6 +18,7 @@ from changefeed.engine.array_text import array_to_text
 from changefeed.engine.intervals import Interval
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql.arithmetic import int_quotient, remainder
+from changefeed.sql.array_functions import ARRAY_FUNCTIONS
 from changefeed.sql.builtins_more import MORE, log_base
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.interval_functions import INTERVAL_FUNCTIONS, extract_interval
@@ -415,3 +416,4 @@ BUILTINS: dict[str, Callable[..., Any]] = {
 }
 BUILTINS.update(MORE)
 BUILTINS.update(INTERVAL_FUNCTIONS)
+BUILTINS.update(ARRAY_FUNCTIONS)

@@ -29,7 +29,8 @@ __all__ = ["JSON_RESULTS", "MORE", "json_array_of", "json_object_of"]
 
 #: Functions whose result is JSONB (what a prepared statement describes).
 JSON_RESULTS = frozenset({"jsonb_build_object", "json_build_object", "to_jsonb", "to_json", "jsonb_build_array",
-                          "json_build_array", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"})  # fmt: skip
+                          "json_build_array", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg",
+                          "jsonb_set"})  # fmt: skip
 
 
 def _array(name: str, v: Any, args: tuple[Any, ...]) -> list[Any]:
@@ -343,7 +344,7 @@ def _json_value(v: Any) -> Any:
 
 def json_array_of(values: list[Any]) -> str:
     """``jsonb_agg``: the values as a JSON array."""
-    return json_doc.dumps([_json_value(v) for v in values])
+    return json_doc.JsonText(json_doc.dumps([_json_value(v) for v in values]))
 
 
 def json_object_of(pairs: list[tuple[Any, Any]]) -> str:
@@ -353,7 +354,7 @@ def json_object_of(pairs: list[tuple[Any, Any]]) -> str:
         if k is None:
             raise invalid_argument("field name must not be null", "22004")
         obj[_text(k)] = _json_value(v)
-    return json_doc.dumps(obj)
+    return json_doc.JsonText(json_doc.dumps(obj))
 
 
 def _jsonb_build_object(*args: Any) -> str:
@@ -364,17 +365,17 @@ def _jsonb_build_object(*args: Any) -> str:
         if k is None:
             raise invalid_argument("argument 1: key must not be null", "22004")
         obj[_text(k)] = _json_value(v)
-    return json_doc.dumps(obj)
+    return json_doc.JsonText(json_doc.dumps(obj))
 
 
 def _jsonb_build_array(*args: Any) -> str:
-    return json_doc.dumps([_json_value(v) for v in args])
+    return json_doc.JsonText(json_doc.dumps([_json_value(v) for v in args]))
 
 
 def _to_jsonb(*args: Any) -> str | None:
     if len(args) != 1:
         raise unknown_signature("to_jsonb", args)
-    return None if args[0] is None else json_doc.dumps(_json_value(args[0]))
+    return None if args[0] is None else json_doc.JsonText(json_doc.dumps(_json_value(args[0])))
 
 
 def _document(name: str, v: Any) -> Any:
@@ -472,8 +473,78 @@ _LOG_SCALE = Decimal("1e-16")
 _LOG_EXACT = Decimal("1e12")
 
 
+def _jsonb_set(*args: Any) -> Any:
+    """``jsonb_set(target, path, new [, create_if_missing])``: ``target`` with the value at
+    ``path`` replaced by ``new`` (added as the path's last step when missing, unless told not
+    to), as PostgreSQL's; a path through a scalar changes nothing."""
+    if len(args) not in (3, 4):
+        raise unknown_signature("jsonb_set", args)
+    if any(a is None for a in args):
+        return None
+    doc = _document("jsonb_set", args[0])
+    path = args[1]
+    steps = (
+        array_literal(path)
+        if isinstance(path, str)
+        else list(path)
+        if isinstance(path, list | tuple)
+        else None
+    )
+    if steps is None:
+        raise unknown_signature("jsonb_set", args)
+    new = _document("jsonb_set", args[2])
+    create = True if len(args) == 3 else bool(args[3])
+    if not steps:
+        return json_doc.JsonText(json_doc.dumps(doc))
+    parent = doc
+    for step in steps[:-1]:
+        found = _child(parent, step)
+        if found is None:
+            return json_doc.JsonText(json_doc.dumps(doc))
+        parent = found
+    last = steps[-1]
+    if isinstance(parent, dict):
+        if str(last) in parent or create:
+            parent[str(last)] = new
+    elif isinstance(parent, list):
+        try:
+            at = int(str(last))
+        except ValueError:
+            raise invalid_argument(
+                f'path element at position {len(steps)} is not an integer: "{last}"', "22P02"
+            ) from None
+        if -len(parent) <= at < len(parent):
+            parent[at] = new
+        elif create:
+            parent.insert(0 if at < 0 else len(parent), new)
+    return json_doc.JsonText(json_doc.dumps(doc))
+
+
+def _child(node: Any, step: Any) -> Any:
+    if isinstance(node, dict):
+        return node.get(str(step))
+    if isinstance(node, list):
+        try:
+            at = int(str(step))
+        except ValueError:
+            return None
+        return node[at] if -len(node) <= at < len(node) else None
+    return None
+
+
+def _jsonb_pretty(*args: Any) -> str | None:
+    """``jsonb_pretty``: four spaces an indentation level, one item a line, as PostgreSQL's."""
+    if len(args) != 1:
+        raise unknown_signature("jsonb_pretty", args)
+    if args[0] is None:
+        return None
+    return json_doc.pretty(_document("jsonb_pretty", args[0]))
+
+
 #: The functions by lower-case name.
 MORE: dict[str, Callable[..., Any]] = {
+    "jsonb_set": _jsonb_set,
+    "jsonb_pretty": _jsonb_pretty,
     "gcd": _gcd,
     "lcm": _lcm,
     "regexp_replace": _regexp_replace,

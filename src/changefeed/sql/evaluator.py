@@ -11,10 +11,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
+from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_literal
 from changefeed.engine.clock import timeuuid_key
 from changefeed.engine.database import Database
 from changefeed.engine.intervals import Interval
+from changefeed.engine.json_doc import JsonText
 from changefeed.engine.patterns import like, regex_search
 from changefeed.engine.storage import token
 from changefeed.engine.temporal_text import parse_interval, parse_timestamp
@@ -37,10 +39,17 @@ from changefeed.exceptions import (
 )
 from changefeed.sql import ast
 from changefeed.sql.arithmetic import INT64_MAX, INT64_MIN, arithmetic
+from changefeed.sql.array_functions import ARRAY_OPERATORS, array_operator
 from changefeed.sql.builtins import to_text
 from changefeed.sql.builtins_more import json_array_of, json_object_of
+from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import AGGREGATES, SET_RETURNING, WINDOW_FUNCTIONS, EvalContext, call
-from changefeed.sql.json_ops import JSON_OPERATORS, apply as json_apply
+from changefeed.sql.json_ops import (
+    JSON_OPERATORS,
+    apply as json_apply,
+    concat as json_concat,
+    delete as json_delete,
+)
 
 
 class NameScope(Protocol):
@@ -391,7 +400,11 @@ class Evaluator:
                 dialect=self.session.dialect,
                 enums=self.session.db.enums,
             )
-            if t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
+            if t.kind is Kind.TEXT and isinstance(v, JsonText):  # jsonb's text: PostgreSQL's form
+                v = json_doc.spaced(json_doc.loads(v), pg_order=True)
+            elif t.kind in _JSON_SCALARS and isinstance(v, JsonText):
+                v = _json_scalar(v, t)
+            elif t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
                 v = to_text(v)
             return t.coerce(explicit_cast(v, t), "CAST")
         if isinstance(e, ast.Subscript):
@@ -451,6 +464,8 @@ class Evaluator:
             c = compare(a, b, op)
             return _holds(c, op)
         if op == "||":
+            if isinstance(a, JsonText) or isinstance(b, JsonText):  # jsonb || jsonb
+                return json_concat(a, b)
             if isinstance(a, list) or isinstance(b, list):  # arrays: concatenated, or an element added
                 return [*(a if isinstance(a, list) else [a]), *(b if isinstance(b, list) else [b])]
             if (
@@ -463,8 +478,14 @@ class Evaluator:
                     f"unsupported binary operator: <{value_type(a)}> || <{value_type(b)}>"
                 )
             return to_text(a) + to_text(b)
+        if op == "-" and isinstance(a, JsonText):  # jsonb - key, index or keys
+            return json_delete(a, b)
         if op in ("+", "-", "*", "/", "%"):
             return arithmetic(op, a, b, phoenix=self.ctx.phoenix)
+        if op in ARRAY_OPERATORS and (
+            isinstance(a, list | tuple) or isinstance(b, list | tuple) or op == "&&"
+        ):
+            return array_operator(op, a, b)
         if op in JSON_OPERATORS:
             return json_apply(op, a, b)
         raise UnsupportedFeature(f"operator {op}")
@@ -699,12 +720,69 @@ def compare(a: Any, b: Any, op: str = "=") -> int:
             a, b = timeuuid_key(a), timeuuid_key(b)
         else:
             a, b = str(a), str(b)
+    if (
+        isinstance(a, JsonText)
+        and isinstance(b, JsonText)
+        and json_doc.equal(json_doc.loads(a), json_doc.loads(b))
+    ):
+        return 0  # jsonb equality: numbers by value, objects in any key order
+    if (
+        isinstance(a, dt.date)
+        and isinstance(b, dt.date)
+        and isinstance(a, dt.datetime) != isinstance(b, dt.datetime)
+    ):
+        a, b = _midnight(a, b), _midnight(b, a)  # a date with a timestamp: the date's midnight
     if isinstance(a, dt.datetime) and isinstance(b, dt.datetime) and (a.tzinfo is None) != (b.tzinfo is None):
         a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
     try:
         return (a > b) - (a < b)  # type: ignore[no-any-return]
     except TypeError:
         raise _incomparable(a, b, op) from None
+
+
+#: The kinds a jsonb scalar casts to (its number or boolean), and its JSON kind for each.
+_JSON_SCALARS = {
+    Kind.INT: "number",
+    Kind.UINT: "number",
+    Kind.FLOAT: "number",
+    Kind.DECIMAL: "number",
+    Kind.BOOL: "boolean",
+}
+
+
+def _json_scalar(v: JsonText, t: SqlType) -> Any:
+    """A jsonb number or boolean cast to ``t``: its value (then the cast's own rules); any
+    other jsonb value is 22023, as PostgreSQL says it."""
+    doc = json_doc.loads(v)
+    if isinstance(doc, bool):
+        kind = "boolean"
+    elif isinstance(doc, int | float | Decimal):
+        kind = "number"
+    else:
+        kind = (
+            "null"
+            if doc is None
+            else "string"
+            if isinstance(doc, str)
+            else "object"
+            if isinstance(doc, dict)
+            else "array"
+        )
+    if kind != _JSON_SCALARS[t.kind]:
+        target = (
+            "boolean" if t.kind is Kind.BOOL else "integer" if t.kind in (Kind.INT, Kind.UINT) else "numeric"
+        )
+        raise invalid_argument(f"cannot cast jsonb {kind} to type {target}", "22023")
+    return doc
+
+
+def _midnight(d: dt.date, other: dt.date) -> dt.date:
+    """A date beside a timestamp as the timestamp of its midnight (in UTC beside a zoned one), as
+    PostgreSQL casts a date to compare it with a timestamp."""
+    if isinstance(d, dt.datetime):
+        return d
+    tz = other.tzinfo if isinstance(other, dt.datetime) else None
+    return dt.datetime(d.year, d.month, d.day, tzinfo=dt.UTC if tz is not None else None)
 
 
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}

@@ -187,7 +187,10 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
 
 #: Set-returning functions (``sql.statements.table_functions``): in FROM, or at the top of a
 #: SELECT list, where each row is repeated for their values.
-SET_RETURNING = frozenset({"generate_series", "unnest"})
+SET_RETURNING = frozenset(
+    {"generate_series", "unnest", "jsonb_object_keys", "json_object_keys", "jsonb_array_elements",
+     "json_array_elements", "jsonb_array_elements_text", "json_array_elements_text"}
+)  # fmt: skip
 #: Functions that exist only with ``OVER`` (``sql.statements.windows``); aggregates take one too.
 WINDOW_FUNCTIONS = frozenset(
     {"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",

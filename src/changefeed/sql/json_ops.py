@@ -11,6 +11,7 @@ from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_literal
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import InvalidTextRepresentation, UndefinedFunction
+from changefeed.sql.function_errors import invalid_argument
 
 #: The operators, by the name the grammar gives them.
 JSON_OPERATORS = frozenset({"->", "->>", "#>", "#>>", "@>", "<@"})
@@ -36,8 +37,53 @@ def apply(op: str, left: Any, right: Any) -> Any:
     if not found:
         return None
     if op in ("->>", "#>>"):  # text as jsonb's output prints it: {"a": [1, 2]}
-        return None if value is None else value if isinstance(value, str) else json_doc.spaced(value)
-    return json_doc.dumps(value)  # JSONB as the engine holds it
+        return (
+            None
+            if value is None
+            else value
+            if isinstance(value, str)
+            else json_doc.spaced(value, pg_order=True)
+        )
+    return json_doc.JsonText(json_doc.dumps(value))  # JSONB as the engine holds it
+
+
+def concat(a: Any, b: Any) -> json_doc.JsonText:
+    """``jsonb || jsonb``: two objects merged (the right one's fields win), else the two as
+    arrays (a scalar or object as an array of itself) end to end, as PostgreSQL's."""
+    x, y = _document(a, "||"), _document(b, "||")
+    if isinstance(x, dict) and isinstance(y, dict):
+        out: Any = {**x, **y}
+    else:
+        out = [*(x if isinstance(x, list) else [x]), *(y if isinstance(y, list) else [y])]
+    return json_doc.JsonText(json_doc.dumps(out))
+
+
+def delete(a: Any, b: Any) -> json_doc.JsonText:
+    """``jsonb - text`` (an object's field, an array's string elements), ``jsonb - int`` (an
+    array's element by position, negative from the end) and ``jsonb - text[]`` (several
+    fields), as PostgreSQL's; 22023 for what cannot be deleted from."""
+    doc = _document(a, "-")
+    if isinstance(b, bool) or not isinstance(b, str | int | list | tuple):
+        raise UndefinedFunction(f"unsupported binary operator: <jsonb> - <{value_type(b)}>")
+    if isinstance(b, int):
+        if not isinstance(doc, list):
+            raise invalid_argument(
+                "cannot delete from object using integer index"
+                if isinstance(doc, dict)
+                else "cannot delete from scalar",
+                "22023",
+            )
+        at = b + len(doc) if b < 0 else b
+        out: Any = [x for i, x in enumerate(doc) if i != at]
+    else:
+        keys = {b} if isinstance(b, str) else {k for k in b if k is not None}
+        if isinstance(doc, dict):
+            out = {k: v for k, v in doc.items() if k not in keys}
+        elif isinstance(doc, list):
+            out = [x for x in doc if not (isinstance(x, str) and x in keys)]
+        else:
+            raise invalid_argument("cannot delete from scalar", "22023")
+    return json_doc.JsonText(json_doc.dumps(out))
 
 
 def document(v: Any, refuse: Callable[[], Exception]) -> Any:

@@ -134,6 +134,8 @@ _KIND_OIDS = {
 
 
 def _oid_of_value(v: Any) -> int:
+    if isinstance(v, json_doc.JsonText):  # a jsonb value computed (doc || '{..}'): jsonb, not text
+        return JSONB
     if isinstance(v, bool):
         return BOOL
     if isinstance(v, int):
@@ -206,7 +208,7 @@ def text_json(v: Any) -> bytes:
             v = json_doc.loads(v)
         except ValueError:
             return v.encode() if isinstance(v, str) else v
-    return json_doc.spaced(v).encode()
+    return json_doc.spaced(v, pg_order=True).encode()
 
 
 # ----------------------------------------------------------------------------------- binary out

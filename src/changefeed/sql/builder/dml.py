@@ -276,6 +276,8 @@ class DmlRules(Rules):
             raise StatementSyntaxError("a function call in FROM must be a set-returning function")
         alias = next((x.value for x in c[1:] if isinstance(x, Clause) and x.key == "alias"), None)
         column = alias.name if alias is not None else call.name.lower()
+        if call.name.lower().endswith("array_elements") or call.name.lower().endswith("array_elements_text"):
+            column = "value"  # PostgreSQL's: the function's OUT parameter, whatever the alias
         out = [Clause("source", ast.TableFunction(call, column)), Clause("alias", alias or ast.Ident(column))]
         joins = tuple(x.value for x in c[1:] if isinstance(x, Clause) and x.key == "join")
         if joins:

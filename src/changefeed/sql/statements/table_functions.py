@@ -13,14 +13,17 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
+from changefeed.engine import json_doc
 from changefeed.engine.array_text import array_literal
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import value_type
+from changefeed.engine.type_names import resolve_type
 from changefeed.exceptions import StatementTooComplex, UndefinedFunction
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params, subexpressions
 from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import SET_RETURNING, EvalContext
+from changefeed.sql.json_ops import document
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
 
@@ -28,6 +31,8 @@ FAMILY = StatementFamily("table_functions")
 
 #: Rows a set-returning function may give.
 MAX_ROWS = 10_000_000
+_JSONB = resolve_type("JSONB", dialect="sql")
+_TEXT = resolve_type("STRING", dialect="sql")
 
 
 @FAMILY.statement(ast.TableFunction, write=False)
@@ -35,7 +40,17 @@ def table_function(session: Session, txn: Transaction, s: ast.TableFunction, ev:
     evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
     values = values_of(s.call, [evaluator.eval(a, None) for a in s.call.args])
     rows = [(v,) for v in values]
-    return Result(columns=[s.column], rows=rows, status=f"SELECT {len(rows)}", rowcount=len(rows))
+    name = s.call.name.lower()
+    types = [
+        _JSONB
+        if name in ("jsonb_array_elements", "json_array_elements")
+        else _TEXT
+        if name in _JSON_SETS
+        else None
+    ]
+    return Result(
+        columns=[s.column], rows=rows, types=types, status=f"SELECT {len(rows)}", rowcount=len(rows)
+    )
 
 
 def values_of(call: ast.FuncCall, args: list[Any]) -> list[Any]:
@@ -45,6 +60,8 @@ def values_of(call: ast.FuncCall, args: list[Any]) -> list[Any]:
         values = _series(args)
     elif name == "unnest":
         values = _unnest(args)
+    elif name in _JSON_SETS:
+        values = _json_set(name, args)
     else:
         raise UndefinedFunction(f"unknown function: {call.name}() (not a set-returning function)")
     out = []
@@ -53,6 +70,36 @@ def values_of(call: ast.FuncCall, args: list[Any]) -> list[Any]:
         if len(out) > MAX_ROWS:
             raise StatementTooComplex(f"{name} would return more than {MAX_ROWS} rows")
     return out
+
+
+#: The JSON functions that return a set: object keys, array elements (as JSONB or as text).
+_JSON_SETS = frozenset(
+    {"jsonb_object_keys", "json_object_keys", "jsonb_array_elements", "json_array_elements",
+     "jsonb_array_elements_text", "json_array_elements_text"}
+)  # fmt: skip
+
+
+def _json_set(name: str, args: list[Any]) -> Iterator[Any]:
+    """``jsonb_object_keys(doc)``, ``jsonb_array_elements[_text](doc)`` (22023 for a document of
+    the other shape, as PostgreSQL's)."""
+    if len(args) != 1:
+        raise UndefinedFunction(f"unknown signature: {name}({', '.join('...' for _ in args)})")
+    if args[0] is None:
+        return iter(())
+    doc = document(args[0], lambda: UndefinedFunction(f"unknown signature: {name}({value_type(args[0])})"))
+    if name.endswith("object_keys"):
+        if not isinstance(doc, dict):
+            raise invalid_argument(f"cannot call {name} on {_shape(doc)}", "22023")
+        return iter(list(doc))
+    if not isinstance(doc, list):
+        raise invalid_argument(f"cannot extract elements from {_shape(doc)}", "22023")
+    if name.endswith("_text"):
+        return iter([None if v is None else v if isinstance(v, str) else json_doc.spaced(v) for v in doc])
+    return iter([json_doc.JsonText(json_doc.dumps(v)) for v in doc])
+
+
+def _shape(doc: Any) -> str:
+    return "an object" if isinstance(doc, dict) else "an array" if isinstance(doc, list) else "a scalar"
 
 
 def set_returning_calls(exprs: list[Any]) -> list[ast.FuncCall]:
