@@ -573,6 +573,14 @@ STATEMENTS = (
     "SELECT '{\"x\": 1e2}'::jsonb::text",
     'SELECT \'{"b":1, "a":  2}\'::jsonb::text',
     'SELECT \'{"bb":1,"a":2,"ccc":3}\'::jsonb::text',
+    # to_date and to_timestamp with PostgreSQL's templates (Phoenix's TO_DATE keeps its own)
+    "SELECT to_date('2024-05-17', 'YYYY-MM-DD'), to_date('17/05/2024', 'DD/MM/YYYY'), to_date('2024-5-7', 'YYYY-MM-DD')",
+    "SELECT to_timestamp('2024-05-17 13:45:10', 'YYYY-MM-DD HH24:MI:SS'), to_timestamp(0), to_timestamp(1700000000.5)",
+    "SELECT to_timestamp('05 Dec 2000 10:30 PM', 'DD Mon YYYY HH12:MI PM'), to_date('March 3, 2021', 'Month DD, YYYY')",
+    "SELECT to_date('2024-02-30', 'YYYY-MM-DD')",
+    "SELECT to_date('abc', 'YYYY-MM-DD')",
+    "SELECT to_timestamp('2024-05-17 13:45:10.123', 'YYYY-MM-DD HH24:MI:SS.MS')",
+    "SELECT localtimestamp < now() + interval '1 day' AS a, current_time IS NOT NULL AS b, localtime IS NOT NULL AS c",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

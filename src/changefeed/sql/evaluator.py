@@ -151,7 +151,7 @@ class Params:
 
 
 #: SQL's functions called without parentheses (when no column has the name).
-_NILADIC = frozenset({"current_date", "current_timestamp"})
+_NILADIC = frozenset({"current_date", "current_timestamp", "current_time", "localtimestamp", "localtime"})
 
 
 def check_names(

@@ -28,6 +28,7 @@ from changefeed.sql.builtins import BUILTINS, to_text
 from changefeed.sql.cql_functions import CQL_FUNCTIONS, timeuuid_time
 from changefeed.sql.interval_functions import age
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
+from changefeed.sql.time_templates import is_postgres_call, pg_to_date, pg_to_timestamp
 
 #: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.
 #: ``version()`` names it the way CockroachDB's build string does (tools such as the SQLAlchemy
@@ -149,6 +150,8 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
         return uuid.uuid4()
     if key == "age" and len(args) == 1 and args[0] is not None:  # since midnight today
         return age(_now_ts(ctx).date(), args[0])
+    if key in ("to_date", "to_timestamp") and is_postgres_call(tuple(args), ctx.phoenix):
+        return pg_to_date(*args) if key == "to_date" else pg_to_timestamp(*args)
     fn = _PURE.get(key)
     if fn is not None:
         return fn(*args)
@@ -169,6 +172,10 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
         return now.replace(microsecond=now.microsecond // 1000 * 1000)
     if key in ("currentutcdate", "current_date", "currentdate"):
         return _now_ts(ctx).date()
+    if key in ("current_time", "localtime") and not args:  # the session's zone is UTC
+        return _now_ts(ctx).time()
+    if key == "localtimestamp" and not args:
+        return _now_ts(ctx).replace(tzinfo=None)
     if key in ("currentutcdatetime",):
         return _now_ts(ctx).replace(microsecond=0)
     if key == "unique_rowid":
