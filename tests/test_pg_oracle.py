@@ -581,6 +581,13 @@ STATEMENTS = (
     "SELECT to_date('abc', 'YYYY-MM-DD')",
     "SELECT to_timestamp('2024-05-17 13:45:10.123', 'YYYY-MM-DD HH24:MI:SS.MS')",
     "SELECT localtimestamp < now() + interval '1 day' AS a, current_time IS NOT NULL AS b, localtime IS NOT NULL AS c",
+    # an aggregate's own ORDER BY
+    "SELECT string_agg(s, ',' ORDER BY s DESC) FROM d1",
+    "SELECT string_agg(s, ',' ORDER BY n NULLS FIRST, s) FROM d1",
+    "SELECT array_agg(id ORDER BY n DESC NULLS LAST) FROM d1",
+    "SELECT s, string_agg(id::text, '-' ORDER BY id DESC) FROM d1 GROUP BY s ORDER BY s NULLS FIRST",
+    "SELECT jsonb_agg(id ORDER BY id DESC) ->> 0 FROM d1",
+    "SELECT upper(s ORDER BY s) FROM d1",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

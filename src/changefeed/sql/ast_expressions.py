@@ -103,6 +103,8 @@ class FuncCall:
     distinct: bool = False
     #: ``sum(x) FILTER (WHERE cond)``: an aggregate over the rows for which ``cond`` is true.
     filter: Expr | None = None
+    #: ``string_agg(s, ',' ORDER BY s)``: the order an aggregate takes its rows in.
+    order_by: tuple[OrderItem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -559,6 +559,12 @@ class Evaluator:
         name = e.name.lower()
         if e.filter is not None:  # FILTER (WHERE ..): only the rows it holds for
             scopes = [s for s in scopes if self.eval(e.filter, s) is True]
+        if e.order_by:  # ``string_agg(s, ',' ORDER BY s)``: the rows in that order
+            scopes = list(scopes)
+            for o in reversed(e.order_by):
+                keys = [order_key(self.eval(o.expr, s), o) for s in scopes]
+                at = sorted(range(len(scopes)), key=keys.__getitem__, reverse=o.descending)
+                scopes = [scopes[i] for i in at]
         if name == "count" and (not e.args or isinstance(e.args[0], ast.Star)):
             return [1] * len(scopes)
         if name in _AGGREGATE_ARITY and len(e.args) != _AGGREGATE_ARITY[name]:

@@ -11,9 +11,10 @@ from typing import Any, cast
 
 from lark import Token
 
-from changefeed.exceptions import UnsupportedFeature
+from changefeed.exceptions import UnsupportedFeature, WrongObjectType
 from changefeed.sql import ast
 from changefeed.sql.builder.common import (
+    Clause,
     Rules,
     parse_number,
     syntax_error_at,
@@ -30,6 +31,14 @@ class DistinctArg:
     """``DISTINCT x`` as a call's argument list (``count(DISTINCT x)``)."""
 
     arg: ast.Expr
+
+
+@dataclass(frozen=True, slots=True)
+class OrderedArgs:
+    """Arguments and an ORDER BY as a call's argument list (``string_agg(s, ',' ORDER BY s)``)."""
+
+    args: tuple[ast.Expr, ...]
+    order_by: tuple[ast.OrderItem, ...]
 
 
 #: YQL constructors whose double-quoted arguments are strings, not identifiers.
@@ -255,6 +264,10 @@ class ExpressionRules(Rules):
             if name.casefold() not in AGGREGATES:
                 raise syntax_error_at(c[0], f"DISTINCT specified, but {name} is not an aggregate function")
             return ast.FuncCall(name, (c[1].arg,), distinct=True)
+        if isinstance(c[1], OrderedArgs):
+            if name.casefold() not in AGGREGATES:
+                raise WrongObjectType(f"ORDER BY specified, but {name} is not an aggregate function")
+            return ast.FuncCall(name, c[1].args, order_by=c[1].order_by)
         args: tuple[ast.Expr, ...] = c[1] or ()
         if self.dialect == "sql" and name.casefold() in _TYPED_CONSTRUCTORS:
             args = tuple(
@@ -267,6 +280,11 @@ class ExpressionRules(Rules):
 
     def distinct_arg(self, c: list[ast.Expr]) -> DistinctArg:
         return DistinctArg(c[0])
+
+    def ordered_args(self, c: list[Any]) -> OrderedArgs:
+        order = c[-1]
+        assert isinstance(order, Clause)
+        return OrderedArgs(tuple(c[:-1]), order.value)
 
     def star_arg(self, c: list[Any]) -> tuple[ast.Expr, ...]:
         return (ast.Star(),)
