@@ -588,6 +588,20 @@ STATEMENTS = (
     "SELECT s, string_agg(id::text, '-' ORDER BY id DESC) FROM d1 GROUP BY s ORDER BY s NULLS FIRST",
     "SELECT jsonb_agg(id ORDER BY id DESC) ->> 0 FROM d1",
     "SELECT upper(s ORDER BY s) FROM d1",
+    # regexp_match, regexp_split_to_array, regexp_like, regexp_count, encode/decode; bytea text
+    # as bytea_in reads it (hex, escapes)
+    "SELECT regexp_match('abc123', '[0-9]+'), regexp_match('foobarbequebaz', '(bar)(beque)'), regexp_match('abc', 'x')",
+    "SELECT regexp_match('ABC', 'b', 'i'), regexp_split_to_array('a,b,,c', ','), regexp_split_to_array('hello world', '\\s+')",
+    "SELECT regexp_like('Hello', 'h', 'i'), regexp_count('ababab', 'ab')",
+    "SELECT encode('ab'::bytea, 'hex'), decode('6162', 'hex'), encode('ab'::bytea, 'base64'), decode('YWI=', 'base64')",
+    "SELECT encode(E'a\\\\001b'::bytea, 'escape')",
+    "SELECT decode('zz', 'hex')",
+    "SELECT encode('ab'::bytea, 'rot13')",
+    "SELECT '\\x6162'::bytea, length('\\x6162'::bytea), octet_length('\\x6162'::bytea)",
+    "SELECT 'a\\001b'::bytea, 'a\\\\b'::bytea, 'abc'::bytea",
+    "CREATE TABLE bt (id INT PRIMARY KEY, b BYTEA)",
+    "INSERT INTO bt VALUES (1, '\\xdeadbeef'), (2, 'plain'), (3, 'x\\\\y')",
+    "SELECT id, b, length(b) FROM bt ORDER BY id",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

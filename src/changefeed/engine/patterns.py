@@ -127,6 +127,38 @@ def regex_replace(
         raise _too_complex() from None
 
 
+def regex_groups(pattern: str, text: str, insensitive: bool) -> list[str | None] | None:
+    """The first match of ``pattern`` in ``text`` as PostgreSQL's ``regexp_match`` gives it: its
+    capture groups (the whole match when it has none), None when nothing matches."""
+    try:
+        m = regex(pattern, insensitive).search(text, concurrent=True, timeout=REGEX_TIMEOUT_S)
+    except TimeoutError:
+        raise _too_complex() from None
+    if m is None:
+        return None
+    return list(m.groups()) if m.re.groups else [m.group(0)]
+
+
+def regex_split(pattern: str, text: str, insensitive: bool) -> list[str]:
+    """``text`` cut at each match of ``pattern`` (``regexp_split_to_array``): an empty match
+    splits between characters, as PostgreSQL's does."""
+    try:
+        parts = regex(pattern, insensitive).split(text, concurrent=True, timeout=REGEX_TIMEOUT_S)
+    except TimeoutError:
+        raise _too_complex() from None
+    return [p for p in parts if isinstance(p, str)]
+
+
+def regex_count(pattern: str, text: str, insensitive: bool) -> int:
+    """How many times ``pattern`` matches in ``text``, the matches not overlapping."""
+    try:
+        return sum(
+            1 for _ in regex(pattern, insensitive).finditer(text, concurrent=True, timeout=REGEX_TIMEOUT_S)
+        )
+    except TimeoutError:
+        raise _too_complex() from None
+
+
 def _too_complex() -> InvalidRegularExpression:
     return InvalidRegularExpression(
         f"invalid regular expression: regular expression is too complex (no answer within {REGEX_TIMEOUT_S:g} s)"

@@ -19,6 +19,7 @@ import datetime as dt
 import enum
 import ipaddress
 import math
+import re
 import uuid
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
@@ -355,12 +356,46 @@ def _c_bytes(t: SqlType, v: object) -> bytes:
     if isinstance(v, bytes | bytearray | memoryview):
         b = bytes(v)
     elif isinstance(v, str):
-        b = v.encode("utf-8")
+        # CockroachDB's BYTES and PostgreSQL's bytea read text as bytea_in does; YDB's String
+        # and the other systems' binaries take the text's bytes as they are
+        b = bytea_in(v) if t.name == "BYTES" else v.encode("utf-8")
     else:
         raise _Unfit()
     if len(b) > MAX_VALUE_BYTES:
         raise ValueTooLarge(f"value of {len(b)} bytes exceeds the {MAX_VALUE_BYTES}-byte limit for {t.name}")
     return b
+
+
+_OCTAL = re.compile(r"\\([0-3][0-7]{2}|\\)")
+
+
+def bytea_in(text: str) -> bytes:
+    """PostgreSQL's (and CockroachDB's) bytea text: ``\\x`` and hex digits, or the escape
+    format, where ``\\\\`` is a backslash and ``\\nnn`` an octal byte; any other backslash is
+    22P02, as bytea_in says."""
+    if text.startswith(("\\x", "\\X")):
+        digits = "".join(text[2:].split())
+        try:
+            return bytes.fromhex(digits)
+        except ValueError:
+            raise TextRejected(
+                "invalid hexadecimal data: odd number of digits or a character that is not one"
+            ) from None
+    if "\\" not in text:
+        return text.encode("utf-8")
+    out = bytearray()
+    pos = 0
+    for m in _OCTAL.finditer(text):
+        chunk = text[pos : m.start()]
+        if "\\" in chunk:
+            break
+        out += chunk.encode("utf-8")
+        out.append(0x5C if m.group(1) == "\\" else int(m.group(1), 8))
+        pos = m.end()
+    rest = text[pos:]
+    if "\\" in rest:
+        raise TextRejected("invalid input syntax for type bytea")
+    return bytes(out + rest.encode("utf-8"))
 
 
 def _c_date(t: SqlType, v: object) -> dt.date:

@@ -22,6 +22,7 @@ from changefeed.sql.array_functions import ARRAY_FUNCTIONS
 from changefeed.sql.builtins_more import MORE, log_base
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.interval_functions import INTERVAL_FUNCTIONS, extract_interval
+from changefeed.sql.regex_functions import REGEX_FUNCTIONS
 from changefeed.sql.text_out import float_text, interval_text, timestamp_text
 
 __all__ = ["BUILTINS", "DATE_FIELDS"]
@@ -417,3 +418,4 @@ BUILTINS: dict[str, Callable[..., Any]] = {
 BUILTINS.update(MORE)
 BUILTINS.update(INTERVAL_FUNCTIONS)
 BUILTINS.update(ARRAY_FUNCTIONS)
+BUILTINS.update(REGEX_FUNCTIONS)
