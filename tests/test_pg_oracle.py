@@ -602,6 +602,15 @@ STATEMENTS = (
     "CREATE TABLE bt (id INT PRIMARY KEY, b BYTEA)",
     "INSERT INTO bt VALUES (1, '\\xdeadbeef'), (2, 'plain'), (3, 'x\\\\y')",
     "SELECT id, b, length(b) FROM bt ORDER BY id",
+    # variance and standard deviation, digit for digit
+    "SELECT stddev(n), variance(n), stddev_pop(n), var_samp(n), var_pop(n), stddev_samp(n) FROM d1",
+    "SELECT stddev(f), variance(f), var_pop(f) FROM d1",
+    "SELECT variance(x), stddev(x) FROM (VALUES (1.5), (2.25), (10.125)) v(x)",
+    "SELECT variance(x), stddev(x) FROM (VALUES (100000), (200000), (350000)) v(x)",
+    "SELECT variance(x), stddev(x), var_pop(x) FROM (VALUES (0.001), (0.002)) v(x)",
+    "SELECT variance(n) FROM d1 WHERE id = 1",
+    "SELECT variance(x) FROM (VALUES (5), (5)) v(x)",
+    "SELECT s, stddev(n) FROM d1 GROUP BY s ORDER BY s NULLS FIRST",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

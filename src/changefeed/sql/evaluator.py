@@ -50,6 +50,7 @@ from changefeed.sql.json_ops import (
     concat as json_concat,
     delete as json_delete,
 )
+from changefeed.sql.statistics import STATISTICS, statistic
 
 
 class NameScope(Protocol):
@@ -601,6 +602,8 @@ def reduce_aggregate(e: ast.FuncCall, inputs: Sequence[Any], dialect: str) -> An
         return max(vals)
     if name == "sum":
         return widened_sum(sum(vals), dialect)
+    if name in STATISTICS:
+        return statistic(name, vals)
     if name in ("bool_and", "every", "bool_or"):
         for v in vals:
             if not isinstance(v, bool):

@@ -204,4 +204,5 @@ WINDOW_FUNCTIONS = frozenset(
      "first_value", "last_value", "nth_value"}
 )  # fmt: skip
 AGGREGATES = {"count", "min", "max", "sum", "avg", "string_agg", "array_agg", "bool_and", "bool_or", "every",
+              "variance", "var_samp", "var_pop", "stddev", "stddev_samp", "stddev_pop",
               "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"}  # fmt: skip
