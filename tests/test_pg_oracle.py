@@ -611,6 +611,15 @@ STATEMENTS = (
     "SELECT variance(n) FROM d1 WHERE id = 1",
     "SELECT variance(x) FROM (VALUES (5), (5)) v(x)",
     "SELECT s, stddev(n) FROM d1 GROUP BY s ORDER BY s NULLS FIRST",
+    # ^ (numeric at PostgreSQL's scale), bitwise operators, ~~ forms of LIKE, SIMILAR TO
+    "SELECT 2 ^ 3, 2.0 ^ 0.5, -2 ^ 2, 2 * 3 ^ 2, 2 ^ 3 ^ 2",
+    "SELECT 5 & 3, 5 | 3, 5 # 3, ~5, 1 << 3, 16 >> 2, -16 >> 2, 1 + 2 & 3",
+    "SELECT 'abc' ~~ 'a%', 'abc' !~~ 'a%', 'ABC' ~~* 'a%', 'ABC' !~~* 'a%'",
+    "SELECT 'abc' SIMILAR TO 'a(b|c)%', 'abc' SIMILAR TO 'b%', 'abc' NOT SIMILAR TO '%c', 'a.c' SIMILAR TO 'a.c', 'abc' SIMILAR TO 'a.c'",
+    "SELECT 'a_c' SIMILAR TO 'a#_c' ESCAPE '#', 'axc' SIMILAR TO 'a#_c' ESCAPE '#', 'aaa' SIMILAR TO 'a{2,3}', 'ab' SIMILAR TO '[a-b]+'",
+    "SELECT id FROM d1 WHERE s SIMILAR TO '(a|b)' ORDER BY id",
+    "SELECT 1 & true",
+    "SELECT power(2.0, 0.5), power(2.0, 3), 10.0 ^ 5, 1.5 ^ 2, power(0.5, 10), 2.5 ^ -2",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

@@ -11,7 +11,7 @@ import hashlib
 import math
 import random
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any, cast
 
 from changefeed.engine.array_text import array_to_text
@@ -232,8 +232,21 @@ def _power(a: Number, b: Number) -> Number:
     if isinstance(a, int) and isinstance(b, int) and b >= 0:
         return int(a**b)
     if isinstance(a, Decimal) or isinstance(b, Decimal):
-        return Decimal(a) ** Decimal(b)
+        return _numeric_power(Decimal(a), Decimal(b))
     return float(float(a) ** float(b))
+
+
+def _numeric_power(a: Decimal, b: Decimal) -> Decimal:
+    """``numeric ^ numeric`` at PostgreSQL's scale (``power_var``): 16 significant digits for a
+    result of about one, fewer after the point as the result grows, at least the operands'."""
+    with localcontext(Context(prec=200)):
+        out = a**b
+    if out == 0 or not out.is_finite():
+        return out
+    weight = int(float(b) * math.log10(abs(float(a)))) if a != 0 else 0
+    scales = [-x for x in (a.as_tuple().exponent, b.as_tuple().exponent) if isinstance(x, int)]
+    rscale = min(max(16 - weight, *scales, 0), 1000)
+    return out.quantize(Decimal(1).scaleb(-rscale), rounding=ROUND_HALF_UP)
 
 
 def _sign(x: Number) -> Number:

@@ -297,6 +297,10 @@ class Evaluator:
                 return None
             if isinstance(v, dt.timedelta | Interval):
                 return -v if e.op == "-" else v
+            if e.op == "~":  # bitwise not of an integer
+                if not isinstance(v, int) or isinstance(v, bool):
+                    raise UndefinedFunction(f"unsupported unary operator: ~<{value_type(v)}>")
+                return ~v
             if not isinstance(v, int | float | Decimal) or isinstance(v, bool):
                 raise UndefinedFunction(f"unsupported unary operator: {e.op}<{value_type(v)}>")
             if e.op != "-":
@@ -481,6 +485,10 @@ class Evaluator:
             return to_text(a) + to_text(b)
         if op == "-" and isinstance(a, JsonText):  # jsonb - key, index or keys
             return json_delete(a, b)
+        if op == "^":  # PostgreSQL's exponentiation operator: power()
+            return call("power", [a, b], self.ctx)
+        if op in _BITWISE:
+            return _bitwise(op, a, b)
         if op in ("+", "-", "*", "/", "%"):
             return arithmetic(op, a, b, phoenix=self.ctx.phoenix)
         if op in ARRAY_OPERATORS and (
@@ -783,6 +791,25 @@ def _json_scalar(v: JsonText, t: SqlType) -> Any:
         )
         raise invalid_argument(f"cannot cast jsonb {kind} to type {target}", "22023")
     return doc
+
+
+_BITWISE = frozenset({"&", "|", "#", "<<", ">>"})
+
+
+def _bitwise(op: str, a: Any, b: Any) -> Any:
+    """``&``, ``|``, ``#`` (xor), ``<<``, ``>>`` of integers, shifts wrapping in INT8 as
+    PostgreSQL's int8shl does."""
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (a, b)):
+        raise UndefinedFunction(f"unsupported binary operator: <{value_type(a)}> {op} <{value_type(b)}>")
+    if op == "&":
+        return a & b
+    if op == "|":
+        return a | b
+    if op == "#":
+        return a ^ b
+    out: int = (a << b) if op == "<<" else (a >> b)
+    out &= (1 << 64) - 1
+    return out - (1 << 64) if out >= 1 << 63 else out
 
 
 def _midnight(d: dt.date, other: dt.date) -> dt.date:

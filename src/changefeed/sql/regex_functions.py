@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -103,7 +104,49 @@ def _decode(*args: Any) -> Any:
     raise invalid_argument(f'unrecognized encoding: "{fmt}"', "22023")
 
 
+def _similar_to_escape(*args: Any) -> Any:
+    """``similar_to_escape(pattern [, escape])``: a SQL regular expression (``SIMILAR TO``) as a
+    POSIX one matching the whole text: ``%`` any text, ``_`` any character, ``|``, ``*``, ``+``,
+    ``?``, ``{m,n}``, ``()`` and ``[]`` as in POSIX, the escape character (a backslash unless
+    given) quoting the next one; ``.``, ``^`` and ``$`` are plain characters."""
+    a = _texts("similar_to_escape", args, 1, 2)
+    if a is None:
+        return None
+    pattern = a[0]
+    escape = a[1] if len(a) > 1 else "\\"
+    if len(escape) > 1:
+        raise invalid_argument("invalid escape string", "22025")
+    out: list[str] = []
+    i = 0
+    in_class = False
+    while i < len(pattern):
+        ch = pattern[i]
+        if escape and ch == escape:
+            if i + 1 == len(pattern):
+                raise invalid_argument("invalid escape string", "22025")
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if in_class:
+            out.append("\\" + ch if ch == "\\" else ch)
+            in_class = ch != "]"
+        elif ch == "[":
+            out.append(ch)
+            in_class = True
+        elif ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        elif ch in ".^$\\":
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+        i += 1
+    return "^(?:" + "".join(out) + ")$"
+
+
 REGEX_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "similar_to_escape": _similar_to_escape,
     "regexp_match": _match,
     "regexp_split_to_array": _split,
     "regexp_like": _like,

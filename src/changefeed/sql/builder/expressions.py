@@ -178,7 +178,29 @@ class ExpressionRules(Rules):
 
     def regex_match(self, c: list[Any]) -> ast.Expr:
         op = str(c[1])
-        return ast.RegexMatch(c[0], c[2], negated=op.startswith("!"), insensitive=op.endswith("*"))
+        negated, insensitive = op.startswith("!"), op.endswith("*")
+        if "~~" in op:  # PostgreSQL's operator names of LIKE and ILIKE
+            return ast.Like(c[0], c[2], negated=negated, insensitive=insensitive)
+        return ast.RegexMatch(c[0], c[2], negated=negated, insensitive=insensitive)
+
+    def power_op(self, c: list[Any]) -> ast.Expr:
+        return ast.BinaryOp("^", c[0], c[1])
+
+    def bit_op(self, c: list[Any]) -> ast.Expr:
+        return ast.BinaryOp(cast("ast.BinOpName", str(c[1])), c[0], c[2])
+
+    def bit_not(self, c: list[Any]) -> ast.Expr:
+        return ast.UnaryOp("~", c[0])
+
+    def similar_to(self, c: list[Any]) -> ast.Expr:
+        """``x SIMILAR TO p``: ``x ~ similar_to_escape(p)``, as PostgreSQL rewrites it."""
+        return ast.RegexMatch(
+            c[0], ast.FuncCall("similar_to_escape", tuple(x for x in c[1:] if x is not None))
+        )
+
+    def not_similar_to(self, c: list[Any]) -> ast.Expr:
+        pattern = ast.FuncCall("similar_to_escape", tuple(x for x in c[1:] if x is not None))
+        return ast.RegexMatch(c[0], pattern, negated=True)
 
     def json_op(self, c: list[Any]) -> ast.Expr:
         return ast.BinaryOp(cast("ast.BinOpName", str(c[1])), c[0], c[2])
