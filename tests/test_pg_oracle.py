@@ -620,6 +620,8 @@ STATEMENTS = (
     "SELECT id FROM d1 WHERE s SIMILAR TO '(a|b)' ORDER BY id",
     "SELECT 1 & true",
     "SELECT power(2.0, 0.5), power(2.0, 3), 10.0 ^ 5, 1.5 ^ 2, power(0.5, 10), 2.5 ^ -2",
+    # columns named as PostgreSQL names them
+    "SELECT position('b' in 'abc'), trim(' x '), trim(both 'x' from 'xax'), trim(leading from '  a')",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

@@ -375,6 +375,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "substr": _strict("substr", _STR, _INT, _INT, optional=1)(_substr),
     "substring": _strict("substring", _STR, _INT, _INT, optional=1)(_substr),
     "strpos": _strict("strpos", _STR, _STR)(lambda s, sub: s.find(sub) + 1),
+    "position": _strict("position", _STR, _STR)(lambda s, sub: s.find(sub) + 1),
     "btrim": _strict("btrim", _STR, _STR, optional=1)(_trim(True, True)),
     "trim": _strict("trim", _STR, _STR, optional=1)(_trim(True, True)),
     "ltrim": _strict("ltrim", _STR, _STR, optional=1)(_trim(True, False)),

@@ -291,6 +291,8 @@ class ExpressionRules(Rules):
                 raise WrongObjectType(f"ORDER BY specified, but {name} is not an aggregate function")
             return ast.FuncCall(name, c[1].args, order_by=c[1].order_by)
         args: tuple[ast.Expr, ...] = c[1] or ()
+        if self.dialect == "sql" and name.casefold() == "trim":
+            name = "btrim"  # PostgreSQL's function behind TRIM(..), and the column's name
         if self.dialect == "sql" and name.casefold() in _TYPED_CONSTRUCTORS:
             args = tuple(
                 ast.Literal(a.name.name)
@@ -396,8 +398,8 @@ class ExpressionRules(Rules):
         return ast.FuncCall("extract", (ast.Literal(c[0].name.lower()), c[1]))
 
     def position_call(self, c: list[ast.Expr]) -> ast.Expr:
-        """``POSITION(a IN b)``: ``strpos(b, a)``."""
-        return ast.FuncCall("strpos", (c[1], c[0]))
+        """``POSITION(a IN b)``: ``strpos(b, a)``, named ``position`` as PostgreSQL names it."""
+        return ast.FuncCall("position", (c[1], c[0]))
 
     def case_when(self, c: list[ast.Expr]) -> tuple[ast.Expr, ast.Expr]:
         return (c[0], c[1])

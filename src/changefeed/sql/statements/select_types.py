@@ -70,7 +70,7 @@ _LITERAL_TYPE = {
 _PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR", "@>", "<@", "&&"})
 _CLOCKS = frozenset({"now", "current_timestamp", "transaction_timestamp", "statement_timestamp"})
 _LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "strpos", "ascii",
-                      "cardinality", "array_position", "jsonb_array_length", "json_array_length"})  # fmt: skip
+                      "cardinality", "array_position", "jsonb_array_length", "json_array_length", "position"})  # fmt: skip
 _TEXTS = frozenset(
     {"lower", "upper", "trim", "btrim", "ltrim", "rtrim", "concat", "concat_ws", "substr", "substring",
      "replace", "lpad", "rpad", "reverse", "repeat", "initcap", "left", "right", "split_part", "md5",
