@@ -236,6 +236,44 @@ def test_concurrent_autocommit_writes_commit_in_groups(server: RunningServer) ->
     assert writes.statements > writes.commits > 0
 
 
+def test_explicit_transactions_stay_out_of_commit_groups(server: RunningServer) -> None:
+    """A statement inside BEGIN .. COMMIT is its transaction's, never a commit group's (a group
+    would commit it at once: another session would see it, and a ROLLBACK would leave it), in a
+    process whose other sessions write in groups."""
+
+    async def main() -> None:
+        conns = [
+            await asyncpg.connect(
+                host=server.host, port=server.port, user="root", database="defaultdb", ssl=False
+            )
+            for _ in range(3)
+        ]
+        a, b, watcher = conns
+        try:
+            for round_ in range(5):
+                base = 200_000 + round_ * 10
+                await b.execute("INSERT INTO kv (k, v) VALUES ($1, 'autocommit')", base + 1)
+                tx = a.transaction()
+                await tx.start()
+                await a.execute("INSERT INTO kv (k, v) VALUES ($1, 'in txn')", base)
+                await a.execute("UPDATE kv SET v = 'in txn' WHERE k = $1", base + 1)
+                await a.execute("INSERT INTO kv (k, v) VALUES ($1, 'in txn')", base + 2)
+                seen = await watcher.fetch(
+                    "SELECT k, v FROM kv WHERE k >= $1 AND k < $2 ORDER BY k", base, base + 10
+                )
+                assert [tuple(r) for r in seen] == [(base + 1, "autocommit")], "a write seen before COMMIT"
+                await tx.rollback()
+                left = await watcher.fetch(
+                    "SELECT k, v FROM kv WHERE k >= $1 AND k < $2 ORDER BY k", base, base + 10
+                )
+                assert [tuple(r) for r in left] == [(base + 1, "autocommit")], "a rolled-back write stayed"
+        finally:
+            for c in conns:
+                await c.close()
+
+    asyncio.run(main())
+
+
 def test_each_statement_of_a_group_is_checked_against_its_own_user(server: RunningServer) -> None:
     """A group runs several sessions' statements on one connection: each under its own user."""
 

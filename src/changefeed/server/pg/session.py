@@ -527,7 +527,13 @@ class PgSession:
             stmts, args, bound = self.to_run(prep, params)
             if prep.inline:
                 writes = self.endpoint.writes
-                if writes is not None and not session.refuses_writes and not self.alone and groups(stmts):
+                if (
+                    writes is not None
+                    and not session.in_transaction
+                    and not session.refuses_writes
+                    and not self.alone
+                    and groups(stmts)
+                ):
                     # With the other sessions' writes of this moment, in one commit.
                     res = await writes.run(self.user, stmts[0], args, self.conn.db, bound)
                     if res is not None:
