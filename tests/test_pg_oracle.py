@@ -622,6 +622,11 @@ STATEMENTS = (
     "SELECT power(2.0, 0.5), power(2.0, 3), 10.0 ^ 5, 1.5 ^ 2, power(0.5, 10), 2.5 ^ -2",
     # columns named as PostgreSQL names them
     "SELECT position('b' in 'abc'), trim(' x '), trim(both 'x' from 'xax'), trim(leading from '  a')",
+    # justify_* with fields of mixed signs
+    "SELECT justify_days(interval '35 days')::text, justify_hours(interval '27 hours')::text, justify_interval(interval '1 mon -1 hour')::text",
+    "SELECT justify_days(interval '-35 days')::text, justify_interval(interval '-1 mon 40 days -3 hours')::text, justify_hours(interval '-27 hours')::text",
+    "SELECT justify_interval(interval '1 mon -31 days')::text, justify_days(interval '1 mon -40 days')::text, justify_hours(interval '1 day -30 hours')::text",
+    "SELECT justify_interval(interval '-1 mon 2 days')::text, justify_interval(interval '2 mons -65 days 5 hours')::text",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

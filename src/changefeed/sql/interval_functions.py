@@ -105,20 +105,25 @@ def _c_div(a: int, b: int) -> tuple[int, int]:
     return q, a - q * b
 
 
+def _carry(high: int, low: int, unit: int) -> tuple[int, int]:
+    """``low`` carried into ``high`` every ``unit`` (C's truncating division), then the two
+    given one sign: a ``low`` of the other sign than ``high`` borrows one ``unit`` back."""
+    more, low = _c_div(low, unit)
+    high += more
+    if high > 0 and low < 0:
+        return high - 1, low + unit
+    if high < 0 and low > 0:
+        return high + 1, low - unit
+    return high, low
+
+
 def _justify_days(*args: Any) -> Any:
     """Every 30 days a month."""
     f = _one_interval("justify_days", args)
     if f is None:
         return None
     months, days, micros = f
-    more, days = _c_div(days, DAYS_PER_MONTH)
-    months += more
-    if months > 0 and days < 0:
-        days += DAYS_PER_MONTH
-        months -= 1
-    elif months < 0 and days > 0:
-        days -= DAYS_PER_MONTH
-        months += 1
+    months, days = _carry(months, days, DAYS_PER_MONTH)
     return interval_of(months, days, micros)
 
 
@@ -128,43 +133,25 @@ def _justify_hours(*args: Any) -> Any:
     if f is None:
         return None
     months, days, micros = f
-    more, micros = _c_div(micros, _US_PER_DAY)
-    days += more
-    if days > 0 and micros < 0:
-        micros += _US_PER_DAY
-        days -= 1
-    elif days < 0 and micros > 0:
-        micros -= _US_PER_DAY
-        days += 1
-    return _as_calendar(months, days, micros)
+    days, micros = _carry(days, micros, _US_PER_DAY)
+    return interval_of(months, days, micros)
 
 
 def _justify_interval(*args: Any) -> Any:
-    """Both, with the signs of all fields made to agree."""
+    """Both, with the signs of all fields made to agree (PostgreSQL's order: hours into days,
+    days into months, the months' sign against days and time, then days against time)."""
     f = _one_interval("justify_interval", args)
     if f is None:
         return None
     months, days, micros = f
     more, micros = _c_div(micros, _US_PER_DAY)
-    days += more
-    more, days = _c_div(days, DAYS_PER_MONTH)
+    more, days = _c_div(days + more, DAYS_PER_MONTH)
     months += more
     if months > 0 and (days < 0 or (days == 0 and micros < 0)):
-        days += DAYS_PER_MONTH
-        months -= 1
+        months, days = months - 1, days + DAYS_PER_MONTH
     elif months < 0 and (days > 0 or (days == 0 and micros > 0)):
-        days -= DAYS_PER_MONTH
-        months += 1
-    if days > 0 and micros < 0:
-        micros += _US_PER_DAY
-        days -= 1
-    elif days < 0 and micros > 0:
-        micros -= _US_PER_DAY
-        days += 1
-    return _as_calendar(months, days, micros)
-
-
-def _as_calendar(months: int, days: int, micros: int) -> Interval | dt.timedelta:
+        months, days = months + 1, days - DAYS_PER_MONTH
+    days, micros = _carry(days, micros, _US_PER_DAY)
     return interval_of(months, days, micros)
 
 

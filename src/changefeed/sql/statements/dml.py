@@ -326,9 +326,7 @@ def returning_shape(
     if isinstance(s, ast.Update | ast.Delete) and s.source is not None:  # the other tables' columns too
         ev = Params(())
         evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
-        other = joined_targets(
-            session, txn, schema, s.alias, s.source, s.where, ev, evaluator, shape_only=True
-        )
+        other = joined_targets(session, txn, schema, s, ev, evaluator, shape_only=True)
         return _returning_joined(session, txn, schema, s.returning, other, [], ev, "")
     return _returning(session, txn, schema, s.returning, [], Params(()), "", 0)
 
@@ -502,23 +500,7 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
     news: list[dict[int, Any]] = []
     moves: list[key_moves.Move] = []
     key_ids = {c.id for c in schema.key} if any(c.is_key for c, _ in assigns) else set()
-    other = (
-        joined_targets(
-            session,
-            txn,
-            schema,
-            s.alias,
-            s.source,
-            s.where,
-            ev,
-            evaluator,
-            assignments=s.assignments,
-            returning=s.returning,
-            schema_name=s.table,
-        )
-        if s.source is not None
-        else None
-    )
+    other = joined_targets(session, txn, schema, s, ev, evaluator) if s.source is not None else None
     if other is None and session.dialect == "sql":
         _check_names(session, schema, s.table, s.alias, [s.where, *(e for _, e in s.assignments)])
     targets = (
@@ -585,18 +567,7 @@ def delete(session: Session, txn: Transaction, s: ast.Delete, ev: Params) -> Res
     if s.source is None:
         _check_names(session, schema, s.table, s.alias, [s.where])
     if s.source is not None:
-        other = joined_targets(
-            session,
-            txn,
-            schema,
-            s.alias,
-            s.source,
-            s.where,
-            ev,
-            evaluator,
-            returning=s.returning,
-            schema_name=s.table,
-        )
+        other = joined_targets(session, txn, schema, s, ev, evaluator)
         olds = {key: row for key, row, _ in other.targets}
     else:
         olds = dict(_matching_rows(session, txn, schema, s.where, evaluator, s.alias))

@@ -69,25 +69,23 @@ def joined_targets(
     session: Session,
     txn: Transaction,
     schema: TableSchema,
-    alias: ast.Ident | None,
-    source: ast.Select,
-    where: ast.Expr | None,
+    s: ast.Update | ast.Delete,
     ev: Params,
     evaluator: Evaluator,
     *,
-    assignments: tuple[tuple[ast.Ident, ast.Expr], ...] = (),
-    returning: tuple[ast.SelectItem, ...] = (),
-    schema_name: ast.QName | None = None,
     shape_only: bool = False,
 ) -> JoinedTargets:
-    """Each row of ``schema`` (known as ``alias``, else by its name) that ``where`` joins to the
-    rows of ``source``'s tables, with the first row it joined (``shape_only``: none, for the
-    shape of a RETURNING before the statement runs). Every ``x.col`` of the WHERE,
-    ``assignments`` and ``returning`` must name one of the tables (42P01); ``schema_name`` is the
-    target as the statement names it."""
+    """Each row of ``schema`` (the table of ``s``, known by its alias, else by its name) that
+    the WHERE of ``s`` joins to the rows of its other tables (``FROM``/``USING``), with the
+    first row it joined (``shape_only``: none, for the shape of a RETURNING before the statement
+    runs). Every ``x.col`` of the WHERE, the SET and RETURNING must name one of the tables
+    (42P01)."""
+    assert s.source is not None
+    source, alias, where = s.source, s.alias, s.where
+    assignments = s.assignments if isinstance(s, ast.Update) else ()
     bound = [where, *(e for _, e in assignments)]  # RETURNING: select_over checks its names
     check_qualifiers(
-        session, [(schema_name, alias), *from_tables(source)], [*bound, *(i.expr for i in returning)]
+        session, [(s.table, alias), *from_tables(source)], [*bound, *(i.expr for i in s.returning)]
     )
     other = joined_tables(session, txn, source, ev)
     name = session.ident(alias) if alias is not None else schema.name.rsplit(".", 1)[-1]
