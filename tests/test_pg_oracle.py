@@ -627,6 +627,14 @@ STATEMENTS = (
     "SELECT justify_days(interval '-35 days')::text, justify_interval(interval '-1 mon 40 days -3 hours')::text, justify_hours(interval '-27 hours')::text",
     "SELECT justify_interval(interval '1 mon -31 days')::text, justify_days(interval '1 mon -40 days')::text, justify_hours(interval '1 day -30 hours')::text",
     "SELECT justify_interval(interval '-1 mon 2 days')::text, justify_interval(interval '2 mons -65 days 5 hours')::text",
+    # regexp_split_to_table and regexp_matches (set-returning)
+    "SELECT regexp_split_to_table('a,b,,c', ',')",
+    "SELECT * FROM regexp_split_to_table('hello big world', '\\s+') AS w",
+    "SELECT regexp_matches('foobarbequebaz', '(bar)(beque)')",
+    "SELECT regexp_matches('abc123def456', '[0-9]+', 'g')",
+    "SELECT regexp_matches('ABC', 'x')",
+    "SELECT id, regexp_split_to_table(s || ',z', ',') FROM d1 WHERE id < 3 ORDER BY 1, 2",
+    "SELECT regexp_matches('aXbX', 'x', 'gi')",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

@@ -139,6 +139,15 @@ def regex_groups(pattern: str, text: str, insensitive: bool) -> list[str | None]
     return list(m.groups()) if m.re.groups else [m.group(0)]
 
 
+def regex_all_groups(pattern: str, text: str, insensitive: bool) -> list[list[str | None]]:
+    """Every match of ``pattern`` in ``text``, each as :func:`regex_groups` gives one."""
+    try:
+        found = list(regex(pattern, insensitive).finditer(text, concurrent=True, timeout=REGEX_TIMEOUT_S))
+    except TimeoutError:
+        raise _too_complex() from None
+    return [list(m.groups()) if m.re.groups else [m.group(0)] for m in found]
+
+
 def regex_split(pattern: str, text: str, insensitive: bool) -> list[str]:
     """``text`` cut at each match of ``pattern`` (``regexp_split_to_array``): an empty match
     splits between characters, as PostgreSQL's does."""

@@ -196,7 +196,8 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
 #: SELECT list, where each row is repeated for their values.
 SET_RETURNING = frozenset(
     {"generate_series", "unnest", "jsonb_object_keys", "json_object_keys", "jsonb_array_elements",
-     "json_array_elements", "jsonb_array_elements_text", "json_array_elements_text"}
+     "json_array_elements", "jsonb_array_elements_text", "json_array_elements_text",
+     "regexp_split_to_table", "regexp_matches"}
 )  # fmt: skip
 #: Functions that exist only with ``OVER`` (``sql.statements.windows``); aggregates take one too.
 WINDOW_FUNCTIONS = frozenset(

@@ -11,10 +11,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from changefeed.engine.patterns import regex_count, regex_groups, regex_search, regex_split
+from changefeed.engine.patterns import regex_all_groups, regex_count, regex_groups, regex_search, regex_split
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 
-__all__ = ["REGEX_FUNCTIONS"]
+__all__ = ["REGEX_FUNCTIONS", "matches", "split_to_table"]
 
 
 def _texts(name: str, args: tuple[Any, ...], lo: int, hi: int) -> tuple[str, ...] | None:
@@ -143,6 +143,28 @@ def _similar_to_escape(*args: Any) -> Any:
             out.append(ch)
         i += 1
     return "^(?:" + "".join(out) + ")$"
+
+
+def split_to_table(args: list[Any]) -> list[str]:
+    """``regexp_split_to_table(text, pattern [, flags])``: the pieces, one a row."""
+    a = _texts("regexp_split_to_table", tuple(args), 2, 3)
+    if a is None:
+        return []
+    return regex_split(a[1], a[0], _insensitive("regexp_split_to_table", a[2] if len(a) > 2 else ""))
+
+
+def matches(args: list[Any]) -> list[list[str | None]]:
+    """``regexp_matches(text, pattern [, flags])``: the first match's groups as a row (flag
+    ``g``: every match, one a row), none when nothing matches."""
+    a = _texts("regexp_matches", tuple(args), 2, 3)
+    if a is None:
+        return []
+    flags = a[2] if len(a) > 2 else ""
+    insensitive = _insensitive("regexp_matches", flags.replace("g", ""))
+    if "g" in flags:
+        return regex_all_groups(a[1], a[0], insensitive)
+    first = regex_groups(a[1], a[0], insensitive)
+    return [] if first is None else [first]
 
 
 REGEX_FUNCTIONS: dict[str, Callable[..., Any]] = {

@@ -24,6 +24,7 @@ from changefeed.sql.evaluator import Evaluator, Params, subexpressions
 from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import SET_RETURNING, EvalContext
 from changefeed.sql.json_ops import document
+from changefeed.sql.regex_functions import matches, split_to_table
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
 
@@ -45,7 +46,7 @@ def table_function(session: Session, txn: Transaction, s: ast.TableFunction, ev:
         _JSONB
         if name in ("jsonb_array_elements", "json_array_elements")
         else _TEXT
-        if name in _JSON_SETS
+        if name in _JSON_SETS or name == "regexp_split_to_table"
         else None
     ]
     return Result(
@@ -62,6 +63,10 @@ def values_of(call: ast.FuncCall, args: list[Any]) -> list[Any]:
         values = _unnest(args)
     elif name in _JSON_SETS:
         values = _json_set(name, args)
+    elif name == "regexp_split_to_table":
+        values = iter(split_to_table(args))
+    elif name == "regexp_matches":
+        values = iter(matches(args))
     else:
         raise UndefinedFunction(f"unknown function: {call.name}() (not a set-returning function)")
     out = []
