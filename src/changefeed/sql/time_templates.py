@@ -13,6 +13,7 @@ for any separator; numbers may have fewer digits than the field. A value that do
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from decimal import Decimal
 from typing import Any
@@ -57,7 +58,9 @@ def is_postgres_call(args: tuple[Any, ...], phoenix: bool) -> bool:
     return len(args) == 2 and isinstance(args[1], str) and bool(_PG_TEMPLATE.search(args[1]))
 
 
+@functools.lru_cache(maxsize=256)
 def _pattern(template: str) -> re.Pattern[str]:
+    """The regular expression a template reads (built once per template: ``to_date`` runs per row)."""
     out: list[str] = []
     seen: set[str] = set()
     i = 0
