@@ -92,19 +92,16 @@ class TopicAdminApis:
                 return E.TOPIC_AUTHORIZATION_FAILED, "Only admins may create topics."
             if b.topic_or_none(name) is not None:
                 return E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+            try:  # as in Kafka, the configs are checked before the partitions
+                retention = C.create(configs)
+            except ChangefeedError as exc:
+                return E.error_of(exc, E.INVALID_CONFIG), str(exc)
             if n == -1:
                 n = 1
             if not 1 <= n <= MAX_PARTITIONS:
                 return E.INVALID_PARTITIONS, f"Number of partitions must be in 1..{MAX_PARTITIONS}."
             if rf not in (-1, 1):
                 return E.INVALID_REPLICATION_FACTOR, "Replication factor must be 1 (one broker)."
-            retention = DEFAULT_RETENTION_NS
-            try:
-                for key, value in configs:
-                    if key == "retention.ms" and value is not None:
-                        retention = C.parse_retention(value)
-            except ChangefeedError as exc:
-                return E.error_of(exc, E.INVALID_CONFIG), str(exc)
             if not name or not name.isprintable():
                 return E.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal."
             if validate_only:
