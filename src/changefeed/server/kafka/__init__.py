@@ -12,7 +12,11 @@ from changefeed.server.kafka.server import KafkaEndpoint
 __all__ = ["KafkaEndpoint", "create"]
 
 
-def create(config: EndpointConfig, *, allow_anonymous: bool | None = None) -> KafkaEndpoint:
+def create(
+    config: EndpointConfig, *, allow_anonymous: bool | None = None, retention_check_ms: int | None = None
+) -> KafkaEndpoint:
     """The endpoint, not yet started. Anonymous clients (no SASL) act as ``root`` and are
-    allowed by default only when bound to loopback."""
-    return KafkaEndpoint(config, allow_anonymous=allow_anonymous)
+    allowed by default only when bound to loopback. Topic retention is applied every
+    ``retention_check_ms`` (default: ``CHANGEFEED_KAFKA_RETENTION_CHECK_INTERVAL_MS``, else
+    Kafka's 300,000 ms; see ``changefeed.server.kafka.retention``)."""
+    return KafkaEndpoint(config, allow_anonymous=allow_anonymous, retention_check_ms=retention_check_ms)

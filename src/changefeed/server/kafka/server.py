@@ -23,6 +23,7 @@ from changefeed.server.kafka.broker import Broker
 from changefeed.server.kafka.group_admin import GroupAdminApis
 from changefeed.server.kafka.group_apis import GroupApis
 from changefeed.server.kafka.records import UnsupportedBatch
+from changefeed.server.kafka.retention import RetentionTask, check_interval_ms
 from changefeed.server.kafka.sasl import MECHANISMS, AuthFailed, PlainAuth, ScramAuth
 from changefeed.server.kafka.session import Session
 from changefeed.server.kafka.topic_admin import TopicAdminApis
@@ -65,10 +66,19 @@ def _is_loopback(host: str) -> bool:
 class KafkaEndpoint:
     name = "kafka"
 
-    def __init__(self, config: EndpointConfig, *, allow_anonymous: bool | None = None) -> None:
+    def __init__(
+        self,
+        config: EndpointConfig,
+        *,
+        allow_anonymous: bool | None = None,
+        retention_check_ms: int | None = None,
+    ) -> None:
         self.config = config
         self.allow_anonymous = _is_loopback(config.host) if allow_anonymous is None else allow_anonymous
+        #: how often topic retention is applied (Kafka's log.retention.check.interval.ms)
+        self.retention_check_ms = check_interval_ms(retention_check_ms)
         self.broker: Broker | None = None
+        self.retention: RetentionTask | None = None
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
         self.bound: tuple[str, int] = (config.host, config.port)
@@ -110,6 +120,8 @@ class KafkaEndpoint:
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
         sock = self._server.sockets[0].getsockname()
         self.bound = (str(sock[0]), int(sock[1]))
+        self.retention = RetentionTask(self.broker.store, self.retention_check_ms)
+        self.retention.start()
         return self.bound
 
     async def stop(self) -> None:
@@ -121,6 +133,9 @@ class KafkaEndpoint:
             await asyncio.gather(*self._conns, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self.retention is not None:
+            await self.retention.stop()
+            self.retention = None
         if self.broker is not None:
             await self.broker.coordinator.stop()
             await asyncio.get_running_loop().run_in_executor(None, self.broker.close)
