@@ -31,8 +31,9 @@ KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-sec
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """Apache Kafka 4.4 (KRaft, one node) shared by the whole test run: PLAINTEXT, SASL_PLAINTEXT
     (SCRAM-SHA-256/512, PLAIN), SSL and SASL_SSL listeners on free loopback ports, the
-    StandardAuthorizer, auto-created topics with 3 partitions. Fails loudly when `make setup`
-    did not fetch the jars."""
+    StandardAuthorizer, auto-created topics with 3 partitions, retention checked every second
+    (as the conformance suite's endpoint checks it). Fails loudly when `make setup` did not fetch
+    the jars."""
     from changefeed.testing.kafka_broker import KafkaBroker, TlsFiles
     from tests.sink_servers import make_ca
 
@@ -42,6 +43,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
         users=KAFKA_USERS,
         tls=TlsFiles(ca.cert_pem, ca.key_pem, ca.ca_pem),
         partitions=3,
+        extra={"log.retention.check.interval.ms": "1000", "log.initial.task.delay.ms": "1000"},
     )
     broker.start()
     try:

@@ -251,12 +251,14 @@ def test_aiokafka_reads_feed_and_produces(db: Path, port: int) -> None:
 
 
 def test_offsets_removed_by_retention_are_out_of_range(db: Path, port: int) -> None:
-    now = [1_000]
+    # written two hours ago and now, kept an hour: what the endpoint's own retention pass (real
+    # time) would delete is exactly what this pass deletes
+    now = [time.time_ns() - 7200 * 10**9]
     st = TopicStore(db, clock=lambda: now[0])
-    st.ensure_topic("retained", 1, retention_ns=1_000_000_000)
+    st.ensure_topic("retained", 1, retention_ns=3600 * 10**9)
     rows = pa.table({"key": [b"k"] * 10, "value": [b"old"] * 10, "ts": [time.time_ns()] * 10})
     st.append("retained", 0, "w", 1, rows)
-    now[0] = 10**12
+    now[0] = time.time_ns()
     st.append("retained", 0, "w", 2, rows.set_column(1, "value", pa.array([b"new"] * 10)))
     assert st.apply_retention(now[0]) == 10  # the first ten, read or not
     st.commit_offsets("retention-group", "retained", {0: 3})  # a position retention removed
@@ -763,6 +765,74 @@ def test_serve_command_serves_kafka_until_sigterm(db: Path) -> None:
         assert proc.wait(20) == 0
 
 
+def test_retention_check_interval_is_an_option(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """How often the endpoint applies retention: Kafka's default, the environment, or the
+    factory's argument, each checked (a whole number of ms from 1 on); ``serve`` refuses a bad
+    one with one ERROR line before it listens."""
+    from changefeed.exceptions import InvalidOption
+    from changefeed.server.kafka import retention as R
+
+    monkeypatch.delenv(R.CHECK_INTERVAL_ENV, raising=False)
+    assert R.check_interval_ms() == R.DEFAULT_CHECK_INTERVAL_MS == 300_000
+    assert create(EndpointConfig(db=db)).retention_check_ms == 300_000
+    monkeypatch.setenv(R.CHECK_INTERVAL_ENV, " 250 ")
+    assert create(EndpointConfig(db=db)).retention_check_ms == 250
+    assert create(EndpointConfig(db=db), retention_check_ms=40).retention_check_ms == 40
+    for bad in ("0", "-5", "1.5", "abc", str(1 << 41)):
+        monkeypatch.setenv(R.CHECK_INTERVAL_ENV, bad)
+        with pytest.raises(InvalidOption, match=R.CHECK_INTERVAL_ENV):
+            create(EndpointConfig(db=db))
+    monkeypatch.delenv(R.CHECK_INTERVAL_ENV)
+    for wrong in (0, -1, True):
+        with pytest.raises(InvalidOption, match="retention check interval"):
+            create(EndpointConfig(db=db), retention_check_ms=wrong)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(changefeed.__file__).parents[1]),
+        R.CHECK_INTERVAL_ENV: "0",
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--kafka", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 1
+    assert res.stderr.startswith(f"ERROR: {R.CHECK_INTERVAL_ENV}='0': expected a number of milliseconds"), (
+        res.stderr
+    )
+
+
+def test_endpoint_applies_retention_on_its_own(tmp_path: Path, loop_thread: LoopThread) -> None:
+    """Without a node's pipeline, the endpoint deletes what is past a topic's retention.ms every
+    check interval: the log start moves (ListOffsets earliest), offsets go on where they were."""
+    path = tmp_path / "db"
+    changefeed.connect(str(path)).close()
+    ep = create(EndpointConfig(db=path), retention_check_ms=100)
+    port = loop_thread.start(ep)
+    try:
+        admin = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        new = ck_admin.NewTopic("short", 1, 1, config={"retention.ms": "300"})
+        admin.create_topics([new])["short"].result(10)
+        p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+        for i in range(3):
+            p.produce("short", b"v%d" % i, partition=0)
+        assert p.flush(10) == 0
+        c = confluent_consumer(port, "retention-own")
+        tp = ck.TopicPartition("short", 0)
+        deadline = time.monotonic() + 20
+        while c.get_watermark_offsets(tp, timeout=5, cached=False) != (3, 3) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert c.get_watermark_offsets(tp, timeout=5, cached=False) == (3, 3)
+        c.close()
+        assert TopicStore(path).partition_offsets("short", 0) == (3, 3)
+        assert ep.retention is not None and ep.retention.passes >= 1
+    finally:
+        loop_thread.call(ep.stop())
+    assert ep.retention is None
+
+
 # -- group membership expiry -------------------------------------------------------------------
 
 
@@ -1066,7 +1136,7 @@ def test_topic_config_values_as_kafka_checks_them() -> None:
         with pytest.raises(InvalidOption):
             C.parse_retention(bad)
     day = DEFAULT_RETENTION_NS
-    same = [("cleanup.policy", C.SET, " delete"), ("compression.type", C.SET, "PRODUCER")]
+    same = [("cleanup.policy", C.SET, " delete"), ("compression.type", C.SET, " producer")]
     assert C.alter_incrementally(5, same) == 5
     assert C.alter_incrementally(5, [("cleanup.policy", C.APPEND, "delete")]) == 5
     assert C.alter_incrementally(5, [("retention.ms", C.DELETE, None)]) == day
@@ -1083,6 +1153,30 @@ def test_topic_config_values_as_kafka_checks_them() -> None:
         assert E.error_of(exc.value, E.INVALID_CONFIG) == E.INVALID_CONFIG
     with pytest.raises(InvalidOption, match=re.escape("Unknown topic config name: x.y")):
         C.alter_incrementally(5, [("x.y", C.SET, "1")])
+    # Kafka's checks of values come before what the log makes of them, with Kafka's messages
+    for configs, message in (
+        (
+            [("compression.type", "PRODUCER")],
+            "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+        ),
+        ([("segment.ms", "0"), ("x.y", "1")], "Unknown topic config name: x.y"),  # names first
+        ([("segment.ms", "1000"), ("segment.bytes", "x")], "segment.bytes: Not a number of type INT"),
+        (
+            [("min.cleanable.dirty.ratio", "-0.5")],
+            "Invalid value -0.5 for configuration min.cleanable.dirty.ratio",
+        ),
+        ([("leader.replication.throttled.replicas", "0:1,x")], "must be the literal '*'"),
+        ([("preallocate", None)], "Null value not supported for topic configs: preallocate"),
+    ):
+        for check in (C.create, C.replace_all):
+            with pytest.raises(InvalidOption, match=re.escape(message)):
+                check(configs)
+    assert C.create([("retention.ms", "60000"), ("cleanup.policy", "delete")]) == 60_000 * ms
+    assert C.create([]) == day
+    with pytest.raises(UnsupportedFeature, match=re.escape("Topic config preallocate is not supported")):
+        C.create([("preallocate", " TRUE ")])
+    # DELETE of a config that is not set changes nothing, whatever its name (as in Kafka)
+    assert C.alter_incrementally(5, [("x.y", C.DELETE, None), ("segment.ms", C.DELETE, None)]) == 5
     with pytest.raises(
         InvalidOption, match=re.escape("Can't SUBTRACT to key retention.ms because its type is not LIST.")
     ):

@@ -34,6 +34,7 @@ import kafka.errors as kp_errors
 import pytest
 
 import changefeed
+from changefeed.server.kafka.retention import CHECK_INTERVAL_ENV as RETENTION_CHECK_ENV
 from changefeed.testing.kafka_broker import KafkaBroker, run_java
 
 KINDS = ("kafka", "changefeed")
@@ -93,7 +94,11 @@ def ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         "ALTER TABLE t ADD CHANGEFEED f WITH (FORMAT='JSON', MODE='UPDATES', TOPIC_MIN_ACTIVE_PARTITIONS=2)"
     )
     conn.close()
-    env = {**os.environ, "PYTHONPATH": str(Path(changefeed.__file__).parents[1])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(changefeed.__file__).parents[1]),
+        RETENTION_CHECK_ENV: "1000",  # as the real broker's log.retention.check.interval.ms here
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "changefeed.cli.main", "serve", "--db", str(db), "--kafka", "127.0.0.1:0"],
         stderr=subprocess.PIPE,
@@ -657,6 +662,227 @@ def test_kafka_configs_alters_retention(target: Target) -> None:
         assert "segment.bytes is not supported" in res.stdout + res.stderr
     else:
         assert res.returncode == 0, res.stdout + res.stderr
+
+
+#: Topic configs both brokers refuse, with Kafka 4.4's INVALID_CONFIG message: names first, then
+#: each value by its type and validator.
+_REFUSED_CONFIGS: tuple[tuple[dict[str, str], str], ...] = (
+    ({"no.such.config": "1"}, "Unknown topic config name: no.such.config"),
+    ({"retention.ms": "abc", "no.such.config": "1"}, "Unknown topic config name: no.such.config"),
+    ({"segment.bytes": "abc"}, "Invalid value abc for configuration segment.bytes: Not a number of type INT"),
+    (
+        {"segment.bytes": "10"},
+        "Invalid value 10 for configuration segment.bytes: Value must be at least 1048576",
+    ),
+    (
+        {"cleanup.policy": "foo"},
+        "Invalid value foo for configuration cleanup.policy: String must be one of: compact, delete",
+    ),
+    ({"cleanup.policy": "delete,"}, "Configuration 'cleanup.policy' values must not be empty."),
+    (
+        {"compression.type": "Producer"},
+        "Invalid value Producer for configuration compression.type: String must be one of: uncompressed, "
+        "zstd, lz4, snappy, gzip, producer",
+    ),
+    (
+        {"max.message.bytes": "-5"},
+        "Invalid value -5 for configuration max.message.bytes: Value must be at least 0",
+    ),
+    (
+        {"max.message.bytes": "2147483648"},
+        "Invalid value 2147483648 for configuration max.message.bytes: Not a number of type INT",
+    ),
+    (
+        {"retention.bytes": "1k"},
+        "Invalid value 1k for configuration retention.bytes: Not a number of type LONG",
+    ),
+    ({"retention.ms": "-2"}, "Invalid value -2 for configuration retention.ms: Value must be at least -1"),
+    (
+        {"min.insync.replicas": "0"},
+        "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1",
+    ),
+    (
+        {"min.cleanable.dirty.ratio": "2"},
+        "Invalid value 2.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1",
+    ),
+    (
+        {"preallocate": "maybe"},
+        "Invalid value maybe for configuration preallocate: Expected value to be either true or false",
+    ),
+    (
+        {"compression.gzip.level": "20"},
+        "Invalid value 20 for configuration compression.gzip.level: Value must be between 1 and 9 or equal to -1",
+    ),
+)
+
+#: Topic configs Kafka takes whose semantics the topic log does not have: ours refuses them.
+_UNSUPPORTED_CONFIGS: tuple[dict[str, str], ...] = (
+    {"cleanup.policy": "compact"},
+    {"cleanup.policy": "delete,compact"},
+    {"max.message.bytes": "2000000"},
+    {"retention.bytes": "1000000"},
+    {"message.timestamp.type": "LogAppendTime"},
+    {"compression.type": "gzip"},
+    {"segment.bytes": "1048576"},
+    {"min.compaction.lag.ms": "0"},
+)
+
+
+def _create_error(admin: Any, name: str, config: dict[str, str], validate_only: bool) -> Any:
+    """The error CreateTopics answers for topic ``name`` with ``config`` (None: created)."""
+    fut = admin.create_topics([ck_admin.NewTopic(name, 1, 1, config=config)], validate_only=validate_only)
+    try:
+        fut[name].result(30)
+    except ck.KafkaException as exc:
+        return exc.args[0]
+    return None
+
+
+def test_create_topics_checks_configs_as_kafka_does(target: Target) -> None:
+    """CreateTopics (and its validateOnly) refuses unknown config names and invalid values with
+    Kafka's INVALID_CONFIG messages, on both, and creates nothing; configs whose semantics the
+    topic log does not have are refused by ours (INVALID_CONFIG saying so) where Kafka takes them;
+    what the log holds is accepted and reported by DescribeConfigs."""
+    admin = ck_admin.AdminClient({"bootstrap.servers": target.bootstrap})
+    refused: list[str] = []
+    for config, message in _REFUSED_CONFIGS:
+        for validate_only in (True, False):
+            name = f"conf-badcfg-{next(_names)}"
+            refused.append(name)
+            err = _create_error(admin, name, config, validate_only)
+            assert err is not None, config
+            assert (err.code(), err.str()) == (ck.KafkaError.INVALID_CONFIG, message), (config, err)
+    unsupported: list[str] = []
+    for config in _UNSUPPORTED_CONFIGS:
+        name = f"conf-unsupported-{next(_names)}"
+        unsupported.append(name)
+        err = _create_error(admin, name, config, validate_only=False)
+        if target.ours:
+            assert err is not None and err.code() == ck.KafkaError.INVALID_CONFIG, config
+            assert f"Topic config {next(iter(config))}" in err.str() and "is not supported" in err.str(), err
+        else:
+            assert err is None, (config, err)
+    if not target.ours:
+        wait_for(lambda: set(unsupported) <= set(admin.list_topics(timeout=10).topics), what="created")
+    listed = admin.list_topics(timeout=10).topics
+    assert [n for n in refused if n in listed] == []  # a refused CreateTopics creates nothing
+    assert [n for n in unsupported if n in listed] == ([] if target.ours else unsupported)
+
+    # What the topic log holds, spelled as Kafka reads it (blanks around a value are ignored)
+    held = {
+        "retention.ms": " 60000 ",
+        "cleanup.policy": "delete",
+        "compression.type": "producer",
+        "message.timestamp.type": "CreateTime",
+        "max.message.bytes": "1048588",
+        "min.insync.replicas": "1",
+        "retention.bytes": "-1",
+    }
+    name = f"conf-held-{next(_names)}"
+    assert _create_error(admin, name, held, validate_only=True) is None
+    assert name not in admin.list_topics(timeout=10).topics  # validateOnly creates nothing
+    assert _create_error(admin, name, held, validate_only=False) is None
+    wait_for(lambda: name in admin.list_topics(name, timeout=10).topics, what="created")
+    described = _configs(target, name)
+    assert {k: described[k][0] for k in held} == {k: v.strip() for k, v in held.items()}
+
+    # kafka-topics --create --config: the same checks through the Java admin client
+    jname = f"conf-javacfg-{next(_names)}"
+    create = ("TopicCommand", "--create", "--topic", jname, "--partitions", "1", "--replication-factor", "1")
+    res = target.tool(*create, "--config", "segment.bytes=10", check=False)
+    assert res.returncode == 1, res.stdout
+    assert (
+        "Invalid value 10 for configuration segment.bytes: Value must be at least 1048576"
+        in res.stdout + res.stderr
+    )
+    res = target.tool(*create, "--config", "cleanup.policy=compact", check=False)
+    if target.ours:
+        assert res.returncode == 1 and "InvalidConfigurationException" in res.stdout + res.stderr, res.stdout
+        assert "cleanup.policy=compact is not supported" in res.stdout + res.stderr
+        assert jname not in target.tool("TopicCommand", "--list").stdout.split()
+    else:
+        assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_alter_configs_checks_values_as_kafka_does(target: Target) -> None:
+    """IncrementalAlterConfigs and AlterConfigs refuse what CreateTopics refuses, with the same
+    messages on both, and change nothing; DELETE of a config that is not set (an unknown name
+    too) is accepted, as Kafka accepts it."""
+    topic = target.topic("altercfg", 1, config={"retention.ms": "3600000"})
+    admin = ck_admin.AdminClient({"bootstrap.servers": target.bootstrap})
+    T = ck_admin.ResourceType.TOPIC
+    op = ck_admin.AlterConfigOpType
+
+    def incremental(*entries: tuple[str, str | None, Any]) -> Any:
+        res = ck_admin.ConfigResource(
+            T,
+            topic,
+            incremental_configs=[ck_admin.ConfigEntry(k, v, incremental_operation=o) for k, v, o in entries],
+        )
+        try:
+            admin.incremental_alter_configs([res])[res].result(30)
+        except ck.KafkaException as exc:
+            return exc.args[0]
+        return None
+
+    for config, message in _REFUSED_CONFIGS:
+        err = incremental(*((k, v, op.SET) for k, v in config.items()))
+        assert err is not None and (err.code(), err.str()) == (ck.KafkaError.INVALID_CONFIG, message), config
+    err = incremental(("cleanup.policy", "foo", op.APPEND))
+    assert err is not None and err.str() == (
+        "Invalid value foo for configuration cleanup.policy: String must be one of: compact, delete"
+    )
+    assert incremental(("no.such.config", None, op.DELETE), ("segment.ms", None, op.DELETE)) is None
+    legacy = ck_admin.ConfigResource(T, topic, set_config={"retention.ms": "7200000", "segment.bytes": "10"})
+    with pytest.warns(DeprecationWarning), pytest.raises(ck.KafkaException) as raised:
+        admin.alter_configs([legacy])[legacy].result(30)
+    assert raised.value.args[0].str() == (
+        "Invalid value 10 for configuration segment.bytes: Value must be at least 1048576"
+    )
+    unsupported = incremental(("retention.ms", "60000", op.SET), ("cleanup.policy", "compact", op.APPEND))
+    if target.ours:
+        assert unsupported is not None and unsupported.code() == ck.KafkaError.INVALID_CONFIG
+        assert "cleanup.policy=delete,compact is not supported" in unsupported.str(), unsupported.str()
+        assert _configs(target, topic)["retention.ms"][0] == "3600000"  # nothing half applied
+        assert _configs(target, topic)["cleanup.policy"][0] == "delete"
+    else:
+        assert unsupported is None
+        assert _configs(target, topic)["retention.ms"][0] == "60000"
+
+
+def test_retention_deletes_expired_records_and_moves_the_log_start(target: Target) -> None:
+    """The broker applies retention.ms on its own (both run their check every second here:
+    Kafka's log.retention.check.interval.ms, ours CHANGEFEED_KAFKA_RETENTION_CHECK_INTERVAL_MS):
+    the expired records go, ListOffsets earliest moves to the next offset, a fetch below it is
+    OFFSET_OUT_OF_RANGE, and the partition continues at the same offset."""
+    topic = target.topic("retention", 1, config={"retention.ms": "2000"})
+    producer = ck.Producer({"bootstrap.servers": target.bootstrap})
+    for i in range(5):
+        producer.produce(topic, b"old-%d" % i, partition=0)
+    assert producer.flush(10) == 0
+    c = consumer(target)
+    tp = ck.TopicPartition(topic, 0)
+    assert c.get_watermark_offsets(tp, timeout=10, cached=False) == (0, 5)
+    wait_for(lambda: c.get_watermark_offsets(tp, timeout=10, cached=False) == (5, 5), 60, "retention")
+    assert target.tool("GetOffsetShell", "--topic", topic, "--time", "-2").stdout.split() == [f"{topic}:0:5"]
+    c.close()
+    strict = consumer(target, **{"auto.offset.reset": "error"})
+    strict.assign([ck.TopicPartition(topic, 0, 0)])
+    deadline, err = time.monotonic() + 20, None
+    while err is None and time.monotonic() < deadline:
+        m = strict.poll(0.5)
+        if m is not None:
+            err = m.error()
+    strict.close()
+    assert err is not None and err.code() == ck.KafkaError._AUTO_OFFSET_RESET, err
+    assert "Offset out of range" in err.str(), err.str()
+    producer.produce(topic, b"new", partition=0)
+    assert producer.flush(10) == 0
+    c = consumer(target)
+    c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    (m,) = drain(c, 1)
+    c.close()
+    assert (m.offset(), m.value()) == (5, b"new")
 
 
 def test_kafka_topics_alter_partitions(target: Target) -> None:
