@@ -368,6 +368,22 @@ class TableStore:
             return None
         return row
 
+    def cell_expiries(
+        self, conn: sqlite3.Connection
+    ) -> tuple[dict[tuple[Any, ...], dict[int, int]], dict[tuple[Any, ...], dict[int, int]]]:
+        """The expiry (ns) of every cell written with a TTL: by stored primary key (row cells)
+        and by stored partition key (static cells), each a map column id -> expiry."""
+        rows: dict[tuple[Any, ...], dict[int, int]] = {}
+        statics: dict[tuple[Any, ...], dict[int, int]] = {}
+        keys = ", ".join(c.db for c in self.key_cols)
+        for r in conn.execute(f"SELECT {keys}, _exp FROM {self.t} WHERE _exp IS NOT NULL"):
+            rows[tuple(r[:-1])] = {int(k[1:]): int(v) for k, v in orjson.loads(r[-1]).items()}
+        if self.cql and self.static_cols:
+            pks = ", ".join(c.db for c in self.pk_cols)
+            for r in conn.execute(f"SELECT {pks}, _exp FROM {self.s} WHERE _exp IS NOT NULL"):
+                statics[tuple(r[:-1])] = {int(k[1:]): int(v) for k, v in orjson.loads(r[-1]).items()}
+        return rows, statics
+
     def scan_rows(
         self,
         conn: sqlite3.Connection,

@@ -42,6 +42,7 @@ from changefeed.observe import NULL_ENDPOINT_METRICS, EndpointMetrics
 from changefeed.server import gate_wait
 from changefeed.server.cql import checks, system, wire as w
 from changefeed.server.cql.columnar import encode_rows
+from changefeed.server.cql.filtering import check_filtering
 from changefeed.server.cql.results import (
     ColumnarRows,
     Paged,
@@ -562,7 +563,9 @@ class CqlSession:
             # schema from the driver's metadata (system_schema), as it does with those versions.
             raise SyntaxError_(f"line 1:0 no viable alternative at input '{query.split()[0]}'")
         assert self.conn is not None
-        return checks.typed_literals(self.conn.session, stmt)
+        stmt = checks.typed_literals(self.conn.session, stmt)
+        check_filtering(self.conn.session, stmt)
+        return stmt
 
     def _execute(self, stmt: ast.Statement, values: Sequence[Any]) -> tuple[Result, list[SchemaChange]]:
         """Run a statement; returns its result and the schema changes it made (for a CREATE TABLE

@@ -8,6 +8,7 @@ from typing import Any
 from lark import v_args
 
 from changefeed.sql import ast
+from changefeed.sql.ast_cql import calls_cell_function
 from changefeed.sql.builder.common import Clause, Rules, clauses, first, position
 from changefeed.sql.builder.dml import select_node
 
@@ -20,10 +21,11 @@ class CqlRules(Rules):
     @v_args(meta=True)
     def cql_select(self, meta: Any, c: list[Any]) -> ast.Statement:
         """A plain :class:`ast.Select`, or a :class:`ast.CqlSelect` around it when it has
-        ``JSON``, ``GROUP BY`` or ``PER PARTITION LIMIT``."""
+        ``JSON``, ``GROUP BY``, ``PER PARTITION LIMIT`` or selects ``ttl(..)``/``writetime(..)``."""
         node = select_node(meta, [*c, Clause("table", first(c, ast.QName))])
         cl = clauses(c)
-        if not (cl.get("json") or node.group_by or "per_partition_limit" in cl):
+        cells = any(calls_cell_function(it.expr) for it in node.items)
+        if not (cl.get("json") or node.group_by or "per_partition_limit" in cl or cells):
             return node
         return ast.CqlSelect(
             node,

@@ -1,5 +1,6 @@
 """CQL's statements of its own (ScyllaDB semantics): ``TRUNCATE``, ``INSERT .. JSON``, and a
-SELECT with ``GROUP BY`` (a primary-key prefix), ``PER PARTITION LIMIT`` or ``JSON``.
+SELECT with ``GROUP BY`` (a primary-key prefix), ``PER PARTITION LIMIT``, ``JSON`` or ``ttl()``
+(``cql_cells``).
 
 ``TRUNCATE`` removes every row and static row of a table without a CDC log entry, as ScyllaDB
 does (a truncation is no mutation, so its CDC log does not show it, and the log keeps what it had;
@@ -27,11 +28,13 @@ from changefeed.engine.type_names import resolve_type
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import InvalidStatement
 from changefeed.sql import ast
+from changefeed.sql.ast_cql import calls_cell_function
 from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, conjuncts, has_aggregate, order_key
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
+from changefeed.sql.statements.cql_cells import with_cell_functions
 from changefeed.sql.statements.select import Relation, relation, select_over
 
 __all__ = ["FAMILY", "json_text"]
@@ -177,6 +180,8 @@ def cql_select(session: Session, txn: Transaction, s: ast.CqlSelect, ev: Params)
     evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
     rel = relation(session, txn, sel.table)
     schema = session.db.find_table(rel.name)
+    if any(calls_cell_function(it.expr) for it in sel.items):
+        sel, rel = with_cell_functions(session, txn, sel, rel, schema)
     key = _primary_key(schema, rel)
     if sel.group_by and key is not None:
         _check_group_by(session, sel, *key)
