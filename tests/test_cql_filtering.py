@@ -190,6 +190,7 @@ def test_ttl_is_a_cells_remaining_seconds(cql: Session) -> None:
         "SELECT ttl(nope) FROM ks.tt": "Undefined name nope in selection clause",
         "SELECT writetime(pk) FROM ks.tt": "Cannot use selection function writeTime on PRIMARY KEY part pk",
         "SELECT writetime(v) FROM ks.tt": "writetime() is not supported: the store keeps no per-cell write timestamps",
+        "SELECT ttl(v) FROM ks.f_scylla_cdc_log": "ttl() of ks.f_scylla_cdc_log is not supported: only a table's cells keep a TTL here",
     }
     for stmt, message in errors.items():
         with pytest.raises(InvalidRequest) as err:

@@ -151,6 +151,24 @@ def test_ttl_expires_cells_and_rows(tmp_path: Path) -> None:
     assert cql.execute("SELECT * FROM ks.t").rows == []
 
 
+def test_ttl_function_counts_down_on_the_injected_clock(tmp_path: Path) -> None:
+    """``ttl(v)``: the seconds a cell's TTL has left on the database's clock, rounded up; null
+    once expired, without a TTL, or rewritten without one (ScyllaDB's ``ttl()``)."""
+    clock = FakeClock()
+    cql = changefeed.connect(tmp_path / "db", dialect="cql", clock=clock)
+    cql.execute("CREATE TABLE ks.t (pk int, ck int, a int, b int, c int, s int static, PRIMARY KEY (pk, ck))")
+    cql.execute("INSERT INTO ks.t (pk, ck, a, b, c) VALUES (0, 0, 1, 1, 1) USING TTL 10")
+    cql.execute("UPDATE ks.t USING TTL 100 SET b = 2, s = 5 WHERE pk = 0 AND ck = 0")
+    cql.execute("UPDATE ks.t SET c = 3 WHERE pk = 0 AND ck = 0")
+    q = "SELECT ttl(a), ttl(b), ttl(c), ttl(s) FROM ks.t WHERE pk = 0"
+    assert cql.execute(q).rows == [(10, 100, None, 100)]
+    clock.now += NS // 2
+    assert cql.execute(q).rows == [(10, 100, None, 100)]
+    clock.now += 20 * NS
+    assert cql.execute(q).rows == [(None, 80, None, 80)]
+    assert cql.execute("SELECT a, b, c FROM ks.t").rows == [(None, 2, 3)]
+
+
 def test_commit_clock_forms() -> None:
     ts = CommitTs(1_532_377_312_562_986_715, 3)
     assert ts.crdb() == "1532377312562986715.0000000003"

@@ -80,7 +80,7 @@ def _argument(
         raise InvalidStatement(f"{fn}() takes one column name")
     name = session.ident(call.args[0].name)
     if schema is None:
-        raise InvalidStatement(f"{fn}() reads the cells of a table; {rel.name} has none")
+        raise InvalidStatement(f"{fn}() of {rel.name} is not supported: only a table's cells keep a TTL here")
     col = next((c for c in schema.columns if c.name == name and not c.virtual), None)
     if col is None:
         raise InvalidStatement(f"Undefined name {name} in selection clause")
