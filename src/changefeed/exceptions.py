@@ -124,6 +124,12 @@ class UndefinedColumn(UndefinedObject):
     code = "42703"
 
 
+class UndefinedType(UndefinedObject):
+    """A type name that names no type (``CAST(x AS nosuch)``, a column declared of it)."""
+
+    code = "42704"
+
+
 class UndefinedFunction(UndefinedObject):
     """An unknown function, or an operator that does not apply to its operands' types (also
     CockroachDB's CDC queries: ``function "now" unsupported by CDC``, ``unknown signature:

@@ -9,7 +9,7 @@ from typing import Any
 
 from changefeed.engine.type_errors import YDB_SPELLINGS
 from changefeed.engine.types import Kind, SqlType
-from changefeed.exceptions import TypeMismatch, UndefinedObject
+from changefeed.exceptions import TypeMismatch, UndefinedType
 
 __all__ = ["resolve_type"]
 
@@ -164,7 +164,7 @@ def _resolve_base(
     if dialect == "cql":
         if key in _CQL:
             return _CQL[key]
-        raise UndefinedObject(f'type "{name}" does not exist')
+        raise UndefinedType(f'type "{name}" does not exist')
     if name in _YDB_SPELLINGS or (key in _SIMPLE and key not in _CRDB):
         return _SIMPLE[key]
     if key in _CRDB:
@@ -173,4 +173,4 @@ def _resolve_base(
         return _SIMPLE[key]
     if key in enums:
         return SqlType(kind=Kind.ENUM, name=name, labels=enums[key])
-    raise UndefinedObject(f'type "{name}" does not exist')
+    raise UndefinedType(f'type "{name}" does not exist')

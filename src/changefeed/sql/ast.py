@@ -279,12 +279,16 @@ class SelectItem:
     alias: Ident | None = None
 
 
+#: How a join combines its sides.
+JoinKind = Lit["inner", "left", "right", "full", "cross"]
+
+
 @dataclass(frozen=True, slots=True)
 class Join:
     """``[INNER] JOIN t [AS a] ON ..``, ``LEFT|RIGHT|FULL [OUTER] JOIN``, ``CROSS JOIN t`` or
     ``, t``."""
 
-    kind: Lit["inner", "left", "right", "full", "cross"]
+    kind: JoinKind
     table: QName
     alias: Ident | None = None
     on: Expr | None = None
@@ -636,6 +640,10 @@ class TableFunction:
     call: FuncCall
     column: str
     pos: Pos = field(default=Pos(), compare=False)
+    #: ``AS a (x, y)``: new names for the first columns.
+    names: tuple[str, ...] = ()
+    #: ``WITH ORDINALITY``: a last column ``ordinality``, the row's position from 1.
+    ordinality: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from changefeed.exceptions import (
     UndefinedFunction,
     UndefinedObject,
     UndefinedTable,
+    UndefinedType,
     UnsupportedFeature,
 )
 from changefeed.feeds.cdc_plan import (
@@ -463,7 +464,7 @@ class Checker:
         try:
             return resolve_type(ref.name, ref.params, bool(ref.array), dialect="sql", enums=self.enums)
         except (UndefinedObject, TypeMismatch):
-            raise UndefinedObject(f'type "{ref.name}" does not exist') from None
+            raise UndefinedType(f'type "{ref.name}" does not exist') from None
 
     def const_as(self, c: P.Lit, t: SqlType, *, explicit: bool = False) -> PExpr:
         """The literal ``c`` as a constant of type ``t`` (parsed now: errors at CREATE time)."""

@@ -197,7 +197,8 @@ def call(name: str, args: list[Any], ctx: EvalContext) -> Any:
 SET_RETURNING = frozenset(
     {"generate_series", "unnest", "jsonb_object_keys", "json_object_keys", "jsonb_array_elements",
      "json_array_elements", "jsonb_array_elements_text", "json_array_elements_text",
-     "regexp_split_to_table", "regexp_matches"}
+     "regexp_split_to_table", "regexp_matches", "jsonb_each", "json_each", "jsonb_each_text",
+     "json_each_text"}
 )  # fmt: skip
 #: Functions that exist only with ``OVER`` (``sql.statements.windows``); aggregates take one too.
 WINDOW_FUNCTIONS = frozenset(

@@ -1,6 +1,7 @@
 """PostgreSQL's and CockroachDB's JSONB operators over JSON text (how the engine holds JSONB):
 ``->`` and ``->>`` (an object's field by name, an array's element by position, negative from the
-end), ``#>`` and ``#>>`` (the same along a path), ``@>`` and ``<@`` (containment)."""
+end), ``#>`` and ``#>>`` (the same along a path), ``@>`` and ``<@`` (containment), ``?``, ``?|`` and
+``?&`` (a key, any or all of several keys, at the top level)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from changefeed.exceptions import InvalidTextRepresentation, UndefinedFunction
 from changefeed.sql.function_errors import invalid_argument
 
 #: The operators, by the name the grammar gives them.
-JSON_OPERATORS = frozenset({"->", "->>", "#>", "#>>", "@>", "<@"})
+JSON_OPERATORS = frozenset({"->", "->>", "#>", "#>>", "@>", "<@", "?", "?|", "?&"})
 
 
 def apply(op: str, left: Any, right: Any) -> Any:
     """``left op right`` (neither NULL): JSON text for ``->``/``#>``, text (a JSON string's
     value unquoted, a JSON null as NULL) for ``->>``/``#>>``, a boolean for ``@>``/``<@``."""
     doc = _document(left, op)
+    if op in _EXISTS:
+        return _exists(doc, op, right)
     if op in ("->", "->>"):
         if isinstance(right, bool) or not isinstance(right, int | str):
             raise UndefinedFunction(f"unsupported binary operator: <jsonb> {op} <{value_type(right)}>")
@@ -134,6 +137,30 @@ def _step(value: Any, key: int | str, *, from_path: bool = False) -> tuple[bool,
     if isinstance(key, int) and not from_path:  # a scalar is a one-element array to -> (PostgreSQL)
         return key in (0, -1), value
     return False, None
+
+
+_EXISTS = frozenset({"?", "?|", "?&"})
+
+
+def _exists(doc: Any, op: str, right: Any) -> bool:
+    """``jsonb ? text``: the string is one of the document's top-level keys, or one of its
+    top-level string elements (a string scalar: itself); ``?|``/``?&`` with a text array: any
+    or all of its strings (NULL elements are passed over), as PostgreSQL's."""
+    if op == "?":
+        if not isinstance(right, str):
+            raise UndefinedFunction(f"unsupported binary operator: <jsonb> ? <{value_type(right)}>")
+        keys = [right]
+    else:
+        items = array_literal(right) if isinstance(right, str) else right
+        if not isinstance(items, list | tuple):
+            raise UndefinedFunction(f"unsupported binary operator: <jsonb> {op} <{value_type(right)}>")
+        keys = [str(k) for k in items if k is not None]
+    if isinstance(doc, dict):
+        present: Callable[[str], bool] = doc.__contains__
+    else:
+        strings = {x for x in (doc if isinstance(doc, list) else [doc]) if isinstance(x, str)}
+        present = strings.__contains__
+    return any(map(present, keys)) if op == "?|" else all(map(present, keys))
 
 
 def _contains(a: Any, b: Any, *, top: bool = True) -> bool:

@@ -21,3 +21,12 @@ UPDATE people SET name = upper(name) WHERE id = 41 RETURNING id, name || '!' AS 
 DELETE FROM people WHERE id = 52 RETURNING name;
 \d people
 \d+ people
+PREPARE by_owner (text) AS SELECT id, owner FROM accounts WHERE owner = $1;
+EXECUTE by_owner ('ada');
+EXECUTE by_owner;
+DEALLOCATE by_owner;
+EXECUTE by_owner ('ada');
+CREATE TABLE docs (id INT PRIMARY KEY, doc JSONB);
+INSERT INTO docs VALUES (1, '{"a": 1, "b": [1, 2]}'), (2, '{"c": "x"}'), (3, '[1, 2]');
+SELECT d.id, e.key, e.value FROM docs d, jsonb_each(d.doc) e WHERE jsonb_typeof(d.doc) = 'object' ORDER BY 1, 2;
+SELECT id FROM docs WHERE doc ? 'c' OR doc ?| array['a'] ORDER BY id;

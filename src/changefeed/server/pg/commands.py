@@ -1,5 +1,5 @@
 """Session statements the wire protocol answers itself: SET, RESET, SHOW <variable>, SHOW QUERIES,
-CANCEL QUERY, DISCARD, DEALLOCATE. Parsed with a small lark grammar of their own; everything else
+CANCEL QUERY, DISCARD, DEALLOCATE, PREPARE and EXECUTE (``server.pg.sql_prepare``). Parsed with a small lark grammar of their own; everything else
 goes to the engine's parser. Also the splitting of a simple-query string into statements.
 """
 
@@ -12,7 +12,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import LarkError
 
 _GRAMMAR = r"""
-?start: set | reset | show | cancel | discard | deallocate
+?start: set | reset | show | cancel | discard | deallocate | prepare | execute
 set: "SET"i [scope] name ("="|"TO"i) values                -> set
    | "SET"i [scope] "TIME"i "ZONE"i value                  -> set_timezone
    | "SET"i [scope] "NAMES"i value                         -> set_names
@@ -31,6 +31,10 @@ cancel: "CANCEL"i "QUERY"i ["IF"i "EXISTS"i] value
       | "CANCEL"i "QUERIES"i ["IF"i "EXISTS"i] value
 discard: "DISCARD"i ("ALL"i | "PLANS"i | "SEQUENCES"i | "TEMP"i | "TEMPORARY"i)
 deallocate: "DEALLOCATE"i ["PREPARE"i] (name | "ALL"i)
+prepare: "PREPARE"i name [PARENS] "AS"i BODY
+execute: "EXECUTE"i name [PARENS]
+PARENS: /\((?:[^()']|'(?:[^']|'')*'|\((?:[^()']|'(?:[^']|'')*')*\))*\)/
+BODY: /\S[\s\S]*/
 values: value ("," value)*
 ?value: STRING | SIGNED | name | "DEFAULT"i -> default
 name: CNAME ("." CNAME)* | ESCAPED_STRING
@@ -44,7 +48,7 @@ MODES: /[^;]+/
 """
 
 _PARSER = Lark(_GRAMMAR, parser="lalr", maybe_placeholders=True)
-_FIRST_WORDS = ("SET", "RESET", "SHOW", "CANCEL", "DISCARD", "DEALLOCATE")
+_FIRST_WORDS = ("SET", "RESET", "SHOW", "CANCEL", "DISCARD", "DEALLOCATE", "PREPARE", "EXECUTE")
 #: SHOW forms the engine answers (SHOW TABLES, SHOW COLUMNS FROM t, ...).
 ENGINE_SHOWS = frozenset(
     {"TABLES", "CHANGEFEED", "JOBS", "CREATE", "COLUMNS", "DATABASES", "GRANTS", "USERS", "ROLES"}
@@ -53,9 +57,11 @@ ENGINE_SHOWS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    kind: str  # set | reset | show | show_all | show_queries | cancel | discard | deallocate | ignored
+    kind: str  # set | reset | show | show_all | show_queries | cancel | discard | deallocate | prepare | execute | ignored
     name: str = ""
-    value: str | None = None  # None: DEFAULT / RESET
+    value: str | None = None  # None: DEFAULT / RESET; PREPARE's statement
+    #: PREPARE's parameter types and EXECUTE's arguments, as written between parentheses.
+    args: str | None = None
 
 
 class _Build(Transformer[Token, Command]):
@@ -122,6 +128,14 @@ class _Build(Transformer[Token, Command]):
 
     def deallocate(self, items: list[object]) -> Command:
         return Command("deallocate", str(items[0]) if items and items[0] is not None else "all")
+
+    def prepare(self, items: list[object]) -> Command:
+        name, parens, body = items
+        return Command("prepare", str(name), str(body), None if parens is None else str(parens)[1:-1])
+
+    def execute(self, items: list[object]) -> Command:
+        name, parens = items
+        return Command("execute", str(name), args=None if parens is None else str(parens)[1:-1])
 
 
 def _transaction_modes(variable: str, modes: str) -> Command:

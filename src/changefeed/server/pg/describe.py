@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from changefeed.exceptions import ChangefeedError, UndefinedObject
 from changefeed.server.pg import session_commands, type_lookup, types as t
+from changefeed.server.pg.errors import UndefinedStatement
 from changefeed.server.pg.params import param_count, param_types
 from changefeed.server.pg.portals import Prepared
 from changefeed.server.pg.values import column_oids
@@ -36,6 +37,11 @@ async def result_columns(session: PgSession, prep: Prepared) -> list[tuple[str, 
     only read) are run with NULL parameters in a read-only way; others return no rows."""
     if prep.kind == "stream":
         return [("table", t.TEXT), ("key", t.BYTEA), ("value", t.BYTEA)]
+    if prep.kind == "command" and prep.command is not None and prep.command.kind == "execute":
+        executed = session.prepared.get(prep.command.name)
+        if executed is None:
+            raise UndefinedStatement(f'prepared statement "{prep.command.name}" does not exist')
+        return await result_columns(session, executed)
     if prep.kind == "command" and prep.command is not None and prep.command.kind.startswith("show"):
         shown = session_commands.run_command(session, prep.command)
         return [(c, t.TEXT) for c in shown.columns]

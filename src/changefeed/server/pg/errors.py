@@ -48,6 +48,12 @@ class UndefinedStatement(ChangefeedError):
     code = "26000"
 
 
+class WrongParameterCount(ChangefeedError):
+    """EXECUTE of a prepared statement with too few or too many arguments."""
+
+    code = "42601"
+
+
 class DuplicateCursor(ChangefeedError):
     code = "42P03"
 

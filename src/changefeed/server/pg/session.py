@@ -40,6 +40,7 @@ from changefeed.server.pg import (
     normalise as norm_,
     protocol as p,
     session_commands,
+    sql_prepare,
     type_lookup,
     types as t,
 )
@@ -123,6 +124,8 @@ class PgSession:
         self.pid, self.secret = endpoint.registry.new_key()
         self.conn: Connection | None = None
         self.prepared: dict[str, Prepared] = {}
+        #: The declared parameter types of statements made by SQL's PREPARE (``sql_prepare``).
+        self.sql_types: dict[str, list[str]] = {}
         self.portals: dict[str, Portal] = {}
         self.cache: OrderedDict[str, Prepared] = OrderedDict()
         #: Per normalised text: whether its statements run on the loop, and its point-read plan
@@ -508,6 +511,12 @@ class PgSession:
                 return await (copy_out if prep.copy.to else copy_in)(self, prep.copy)
             if prep.kind == "command":
                 assert prep.command is not None
+                if prep.command.kind == "prepare":
+                    return await sql_prepare.prepare(self, prep.command)
+                if prep.command.kind == "execute":
+                    return await sql_prepare.execute(self, prep.command)
+                if prep.command.kind == "deallocate":
+                    return sql_prepare.deallocate(self, prep.command.name)
                 spanning = await session_commands.run_cluster_command(self, prep.command)
                 return spanning if spanning is not None else session_commands.run_command(self, prep.command)
             if prep.kind == "catalog":
@@ -783,6 +792,7 @@ class PgSession:
         msg.done()
         if what == b"S":
             self.prepared.pop(name, None)
+            self.sql_types.pop(name, None)
         elif what == b"P":
             self.portals.pop(name, None)
         else:

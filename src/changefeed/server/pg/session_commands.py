@@ -100,14 +100,9 @@ def run_command(session: PgSession, cmd: Command) -> Result:
         )
     if cmd.kind == "discard":
         session.prepared.clear()
+        session.sql_types.clear()
         session.portals.clear()
         return Result(status="DISCARD ALL")
-    if cmd.kind == "deallocate":
-        if cmd.name == "all":
-            session.prepared.clear()
-        else:
-            session.prepared.pop(cmd.name, None)
-        return Result(status="DEALLOCATE")
     return Result(status=cmd.name or "SET")
 
 

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from lark import Token, v_args
 
-from changefeed.exceptions import StatementSyntaxError
+from changefeed.exceptions import StatementSyntaxError, UnsupportedFeature
 from changefeed.sql import ast
 from changefeed.sql.builder import with_queries
 from changefeed.sql.builder.common import Clause, Rules, clauses, first, position
@@ -207,13 +207,29 @@ class DmlRules(Rules):
         return Clause("alias", first(c, ast.Ident))
 
     def _join(self, kind: str, c: list[Any], *, natural: bool = False) -> Clause:
-        alias = next((x.value for x in c if isinstance(x, Clause) and x.key == "alias"), None)
+        clauses = [x for x in c if isinstance(x, Clause)]
+        alias = next((x.value for x in clauses if x.key == "alias"), None)
+        names = next((x.value for x in clauses if x.key == "alias_columns"), None)
+        target = next(x for x in c if x is not None and not isinstance(x, Clause))
         on = c[-1] if kind != "cross" and not natural else None
         using = on.value if isinstance(on, Clause) else None
         if using is not None:
             on = None
-        if isinstance(c[0], ast.QName):
-            return Clause("join", ast.Join(kind, c[0], alias, on, using=using, natural=natural))  # type: ignore[arg-type]
+        if isinstance(target, ast.TableFunction):
+            # a set-returning function: its arguments may name the columns joined before it
+            source = _named_function(target, alias, names)
+            name = ast.QName((alias if alias is not None else ast.Ident(source.call.name.lower(), True),))
+            join = ast.Join(
+                cast(ast.JoinKind, kind), name, alias, on, source=source, using=using, natural=natural
+            )
+            return Clause("join", join)
+        if any(x.key == "lateral" for x in clauses):
+            raise UnsupportedFeature("LATERAL subqueries are not supported (set-returning functions are)")
+        if names is not None:
+            raise UnsupportedFeature("column alias lists are supported for functions and VALUES only")
+        c = [target, *(x for x in c if x is not target)]
+        if isinstance(target, ast.QName):
+            return Clause("join", ast.Join(kind, target, alias, on, using=using, natural=natural))  # type: ignore[arg-type]
         # ``JOIN (SELECT ..) AS x``: the query's rows, as a statement source named by its alias
         name = ast.QName((alias if alias is not None else ast.Ident("?subquery?", True),))
         join = ast.Join(kind, name, alias, on, source=c[0], using=using, natural=natural)  # type: ignore[arg-type]
@@ -269,20 +285,30 @@ class DmlRules(Rules):
         return Clause("source", c[0])
 
     def from_function(self, c: list[Any]) -> list[Clause]:
-        """``FROM generate_series(..) [AS] x [JOIN ..]``: a set-returning function's rows, as a
-        statement source whose one column the alias names."""
-        call = c[0]
-        if not isinstance(call, ast.FuncCall):
-            raise StatementSyntaxError("a function call in FROM must be a set-returning function")
-        alias = next((x.value for x in c[1:] if isinstance(x, Clause) and x.key == "alias"), None)
-        column = alias.name if alias is not None else call.name.lower()
-        if call.name.lower().endswith("array_elements") or call.name.lower().endswith("array_elements_text"):
-            column = "value"  # PostgreSQL's: the function's OUT parameter, whatever the alias
-        out = [Clause("source", ast.TableFunction(call, column)), Clause("alias", alias or ast.Ident(column))]
-        joins = tuple(x.value for x in c[1:] if isinstance(x, Clause) and x.key == "join")
+        """``FROM generate_series(..) [WITH ORDINALITY] [AS] x [(a, b)] [JOIN ..]``: a
+        set-returning function's rows, as a statement source (``sql.statements.table_functions``)."""
+        target = self.function_target(c[:2])
+        clauses = [x for x in c[2:] if isinstance(x, Clause)]
+        alias = next((x.value for x in clauses if x.key == "alias"), None)
+        names = next((x.value for x in clauses if x.key == "alias_columns"), None)
+        source = _named_function(target, alias, names)
+        out = [Clause("source", source), Clause("alias", alias or ast.Ident(source.call.name.lower()))]
+        joins = tuple(x.value for x in clauses if x.key == "join")
         if joins:
             out.append(Clause("joins", joins))
         return out
+
+    def function_target(self, c: list[Any]) -> ast.TableFunction:
+        call = c[0]
+        if not isinstance(call, ast.FuncCall):
+            raise StatementSyntaxError("a function call in FROM must be a set-returning function")
+        return ast.TableFunction(call, call.name.lower(), ordinality=len(c) > 1 and c[1] is not None)
+
+    def ordinality(self, c: list[Any]) -> Clause:
+        return Clause("ordinality", True)
+
+    def lateral(self, c: list[Any]) -> Clause:
+        return Clause("lateral", True)
 
     def from_subquery(self, c: list[Any]) -> list[Clause]:
         """``FROM (SELECT ..) [AS] x [JOIN ..]``: the query's rows are the relation, as a statement
@@ -386,3 +412,16 @@ def select_node(meta: Any, c: list[Any]) -> ast.Select:
         pos=position(meta),
         source=cl.get("source"),
     )
+
+
+def _named_function(
+    target: ast.TableFunction, alias: ast.Ident | None, names: tuple[ast.Ident, ...] | None
+) -> ast.TableFunction:
+    """A function in FROM with its names: a one-column function's column is the alias, else the
+    function's name (``jsonb_array_elements``' is ``value``, its OUT parameter's, whatever the
+    alias), and ``AS a (x, y)`` renames the first columns."""
+    lower = target.call.name.lower()
+    column = alias.name if alias is not None else lower
+    if lower.endswith(("array_elements", "array_elements_text")):
+        column = "value"
+    return replace(target, column=column, names=tuple(n.name for n in names or ()))

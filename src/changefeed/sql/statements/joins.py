@@ -11,20 +11,24 @@ PostgreSQL and CockroachDB. ``SELECT *`` shows every table's columns under their
 ``JOIN .. USING (a, b)`` joins on ``left.a = right.a AND ..`` and makes each such pair one column:
 the bare name ``a`` is that column (the left's value, the right's for a RIGHT JOIN, the first
 that is not NULL for a FULL JOIN), ``SELECT *`` shows it once, first, and ``l.a``/``r.a`` still
-name each side's. ``NATURAL JOIN`` is ``USING`` the names both sides have."""
+name each side's. ``NATURAL JOIN`` is ``USING`` the names both sides have.
+
+A set-returning function joined after other tables may name their columns in its arguments
+(PostgreSQL's implicitly LATERAL function calls, :func:`join_lateral`): it runs once for each
+row joined so far, in an INNER, CROSS or LEFT join."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from changefeed.engine.types import SqlType
-from changefeed.exceptions import AmbiguousColumn, DuplicateAlias, UndefinedColumn
+from changefeed.exceptions import AmbiguousColumn, DuplicateAlias, InvalidColumnReference, UndefinedColumn
 from changefeed.sql import ast
 from changefeed.sql.evaluator import AMBIGUOUS, Evaluator, RowMap, Scope, conjuncts
 
-__all__ = ["USING_PREFIX", "Joined", "join", "natural_names", "start"]
+__all__ = ["USING_PREFIX", "Joined", "join", "join_lateral", "natural_names", "start"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,35 @@ def join(
         star = None if left.star is None else left.star + qualified
         return Joined(shape.columns, shape.labels, shape.types, out, shape.names, shape.hidden, star)
     return _merged(left, shape, out, kind, pairs_using, width)
+
+
+def join_lateral(
+    left: Joined,
+    kind: str,
+    alias: str,
+    columns: Sequence[str],
+    types: Sequence[SqlType | None],
+    produce: Callable[[Scope], list[tuple[Any, ...]]],
+    on: ast.Expr | None,
+    evaluator: Evaluator,
+    using: Sequence[str] | None = None,
+) -> Joined:
+    """``left`` joined to rows that ``produce`` makes for each of its rows (seen as ``Scope``),
+    as :func:`join` joins a table, in an INNER, CROSS or LEFT join (42P10 for RIGHT and FULL, as
+    PostgreSQL's)."""
+    if kind in ("right", "full"):
+        raise InvalidColumnReference(
+            f"invalid reference to FROM-clause entry in a {kind.upper()} JOIN: the combining JOIN "
+            "type must be INNER or LEFT for a LATERAL reference"
+        )
+    lower = {k.lower(): i for k, i in left.names.items()}
+    shape = join(replace(left, rows=[]), kind, alias, columns, types, [], on, evaluator, using)
+    rows: list[tuple[Any, ...]] = []
+    for lrow in left.rows:
+        right = produce(Scope(RowMap(lrow, left.names, lower)))
+        one = replace(left, rows=[lrow])
+        rows.extend(join(one, kind, alias, columns, types, right, on, evaluator, using).rows)
+    return replace(shape, rows=rows)
 
 
 def _using_pairs(left: Joined, columns: Sequence[str], using: Sequence[str]) -> list[tuple[str, int, int]]:

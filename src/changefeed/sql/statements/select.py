@@ -30,7 +30,7 @@ from changefeed.sql.evaluator import (
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import joins, select_clauses, subqueries, table_functions, windows
+from changefeed.sql.statements import joins, lateral, select_clauses, subqueries, table_functions, windows
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
 from changefeed.sql.statements.select_types import expr_type
@@ -451,15 +451,12 @@ def joined_tables(session: Session, txn: Transaction, s: ast.Select, ev: Params)
     name, rel, rows = read(s.table, s.alias, s.source)
     joined = joins.start(name, rel.columns, rel.types, rows)
     for j in s.joins:
-        name, rel, rows = read(j.table, j.alias, j.source)
         on = subqueries.fold(j.on, run_in(session, txn, ev))
-        using = (
-            joins.natural_names(joined, rel.columns)
-            if j.natural
-            else [session.ident(u) for u in j.using]
-            if j.using is not None
-            else None
-        )
+        if lateral.runs_per_row(j):
+            joined = lateral.join_function(session, joined, j, on, s.where, evaluator)
+            continue
+        name, rel, rows = read(j.table, j.alias, j.source)
+        using = lateral.using_names(session, j, joined, rel.columns)
         joined = joins.join(joined, j.kind, name, rel.columns, rel.types, rows, on, evaluator, using)
     return joined
 
@@ -585,7 +582,7 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
 
         def srf_values(r: tuple[Any, ...], c: ast.FuncCall) -> list[Any]:
             sc = scope(r)
-            return table_functions.values_of(c, [evaluator.eval(a, sc) for a in c.args])
+            return table_functions.list_values(c, [evaluator.eval(a, sc) for a in c.args])
 
         rows = table_functions.expand(rows, srfs, srf_values)
         produced: dict[ast.FuncCall, ast.Expr] = {}

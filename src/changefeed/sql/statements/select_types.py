@@ -67,7 +67,7 @@ _LITERAL_TYPE = {
     str: "STRING",
     bytes: "BYTES",
 }
-_PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR", "@>", "<@", "&&"})
+_PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR", "@>", "<@", "&&", "?", "?|", "?&"})
 _CLOCKS = frozenset({"now", "current_timestamp", "transaction_timestamp", "statement_timestamp"})
 _LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "strpos", "ascii",
                       "cardinality", "array_position", "jsonb_array_length", "json_array_length", "position"})  # fmt: skip

@@ -1,9 +1,14 @@
-"""Set-returning functions, as PostgreSQL and CockroachDB run them: read as tables (in FROM),
-or at the top of a SELECT list (each row repeated for their values, :func:`expand`):
-``generate_series(start, stop [, step])`` of integers, decimals or timestamps (with an interval
-step), and ``unnest(array)``. Their one column is named by the alias (``FROM
-generate_series(1, 3) AS i``), else by the function. A series longer than :data:`MAX_ROWS` is
-refused (PostgreSQL would stream it; the rows here are held in memory)."""
+"""Set-returning functions, as PostgreSQL and CockroachDB run them: read as tables (in FROM,
+first or joined, where their arguments may name the columns of the tables before them, as
+PostgreSQL's implicitly LATERAL function calls), or at the top of a SELECT list (each row
+repeated for their values, :func:`expand`): ``generate_series(start, stop [, step])`` of
+integers, decimals or timestamps (with an interval step), ``unnest(array)``, the JSON ones
+(``jsonb_each[_text]`` of two columns, ``key`` and ``value``) and the regular expression ones.
+A one-column function's column is named by the alias (``FROM generate_series(1, 3) AS i``), else
+by the function; ``AS a (x, y)`` renames the first columns, and ``WITH ORDINALITY`` adds a last
+one, ``ordinality``. In a SELECT list a two-column function gives its rows as record text,
+``(key,value)``. A series longer than :data:`MAX_ROWS` is refused (PostgreSQL would stream it;
+the rows here are held in memory)."""
 
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ from changefeed.engine.array_text import array_literal
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_errors import value_type
 from changefeed.engine.type_names import resolve_type
-from changefeed.exceptions import StatementTooComplex, UndefinedFunction
+from changefeed.engine.types import SqlType
+from changefeed.exceptions import InvalidColumnReference, StatementTooComplex, UndefinedFunction
 from changefeed.sql import ast
 from changefeed.sql.evaluator import Evaluator, Params, subexpressions
 from changefeed.sql.function_errors import invalid_argument
@@ -34,24 +40,84 @@ FAMILY = StatementFamily("table_functions")
 MAX_ROWS = 10_000_000
 _JSONB = resolve_type("JSONB", dialect="sql")
 _TEXT = resolve_type("STRING", dialect="sql")
+_INT = resolve_type("INT8", dialect="sql")
+#: The functions of several columns: their columns' names and types.
+_COLUMNS: dict[str, tuple[tuple[str, SqlType], ...]] = {
+    "jsonb_each": (("key", _TEXT), ("value", _JSONB)),
+    "json_each": (("key", _TEXT), ("value", _JSONB)),
+    "jsonb_each_text": (("key", _TEXT), ("value", _TEXT)),
+    "json_each_text": (("key", _TEXT), ("value", _TEXT)),
+}
 
 
 @FAMILY.statement(ast.TableFunction, write=False)
 def table_function(session: Session, txn: Transaction, s: ast.TableFunction, ev: Params) -> Result:
     evaluator = Evaluator(session, ev, EvalContext(txn.now_ns, session.dialect, txn.ts))
-    values = values_of(s.call, [evaluator.eval(a, None) for a in s.call.args])
-    rows = [(v,) for v in values]
+    columns, types = columns_of(s)
+    rows = rows_of(s, [evaluator.eval(a, None) for a in s.call.args])
+    return Result(columns=columns, rows=rows, types=types, status=f"SELECT {len(rows)}", rowcount=len(rows))
+
+
+def columns_of(s: ast.TableFunction) -> tuple[list[str], list[SqlType | None]]:
+    """The names and types of the columns ``s`` reads as a table (types not known before the
+    values, such as a series', are None)."""
     name = s.call.name.lower()
-    types = [
-        _JSONB
-        if name in ("jsonb_array_elements", "json_array_elements")
-        else _TEXT
-        if name in _JSON_SETS or name == "regexp_split_to_table"
-        else None
-    ]
-    return Result(
-        columns=[s.column], rows=rows, types=types, status=f"SELECT {len(rows)}", rowcount=len(rows)
-    )
+    several = _COLUMNS.get(name)
+    columns: list[str]
+    types: list[SqlType | None]
+    if several is not None:
+        columns, types = [c for c, _ in several], [t for _, t in several]
+    else:
+        columns = [s.column]
+        types = [
+            _JSONB
+            if name in ("jsonb_array_elements", "json_array_elements")
+            else _TEXT
+            if name in _JSON_SETS or name == "regexp_split_to_table"
+            else None
+        ]
+    if s.ordinality:
+        columns.append("ordinality")
+        types.append(_INT)
+    if len(s.names) > len(columns):
+        raise InvalidColumnReference(
+            f"table has {len(columns)} columns available but {len(s.names)} columns specified"
+        )
+    return [*s.names, *columns[len(s.names) :]], types
+
+
+def rows_of(s: ast.TableFunction, args: list[Any]) -> list[tuple[Any, ...]]:
+    """The rows of ``s`` for its arguments' values."""
+    values = values_of(s.call, args)
+    rows = values if s.call.name.lower() in _COLUMNS else [(v,) for v in values]
+    if s.ordinality:
+        return [(*r, i) for i, r in enumerate(rows, start=1)]
+    return rows
+
+
+def list_values(call: ast.FuncCall, args: list[Any]) -> list[Any]:
+    """The values ``call`` gives at the top of a SELECT list: a several-column function's rows
+    as PostgreSQL's record text, ``(a,1)``."""
+    values = values_of(call, args)
+    if call.name.lower() in _COLUMNS:
+        return [record_text(v) for v in values]
+    return values
+
+
+def record_text(values: tuple[Any, ...]) -> str:
+    """A row as PostgreSQL prints a record: each field's text, quoted when empty or holding a
+    quote, backslash, parenthesis, comma or space (quotes and backslashes doubled), NULL as
+    nothing."""
+    out = []
+    for v in values:
+        if v is None:
+            out.append("")
+            continue
+        t = v if isinstance(v, str) else json_doc.spaced(v) if isinstance(v, dict | list) else str(v)
+        if t == "" or any(ch in t for ch in '"\\(),') or any(ch.isspace() for ch in t):
+            t = '"' + t.replace("\\", "\\\\").replace('"', '""') + '"'
+        out.append(t)
+    return "(" + ",".join(out) + ")"
 
 
 def values_of(call: ast.FuncCall, args: list[Any]) -> list[Any]:
@@ -63,6 +129,8 @@ def values_of(call: ast.FuncCall, args: list[Any]) -> list[Any]:
         values = _unnest(args)
     elif name in _JSON_SETS:
         values = _json_set(name, args)
+    elif name in _COLUMNS:
+        values = _json_each(name, args)
     elif name == "regexp_split_to_table":
         values = iter(split_to_table(args))
     elif name == "regexp_matches":
@@ -101,6 +169,27 @@ def _json_set(name: str, args: list[Any]) -> Iterator[Any]:
     if name.endswith("_text"):
         return iter([None if v is None else v if isinstance(v, str) else json_doc.spaced(v) for v in doc])
     return iter([json_doc.JsonText(json_doc.dumps(v)) for v in doc])
+
+
+def _json_each(name: str, args: list[Any]) -> Iterator[tuple[Any, ...]]:
+    """``jsonb_each(doc)``: an object's fields as (key, value) rows, the value as JSONB, or as
+    text for ``_text`` (a JSON string unquoted, a JSON null as NULL); 22023 for a document that
+    is no object, as PostgreSQL's."""
+    if len(args) != 1:
+        raise UndefinedFunction(f"unknown signature: {name}({', '.join('...' for _ in args)})")
+    if args[0] is None:
+        return iter(())
+    doc = document(args[0], lambda: UndefinedFunction(f"unknown signature: {name}({value_type(args[0])})"))
+    if not isinstance(doc, dict):
+        raise invalid_argument(f"cannot call {name} on a non-object", "22023")
+    if name.endswith("_text"):
+        return iter(
+            [
+                (k, None if v is None else v if isinstance(v, str) else json_doc.spaced(v))
+                for k, v in doc.items()
+            ]
+        )
+    return iter([(k, json_doc.JsonText(json_doc.dumps(v))) for k, v in doc.items()])
 
 
 def _shape(doc: Any) -> str:
