@@ -389,6 +389,17 @@ CRDB_TYPES = (
 _TEXT_ALPHABET = 'abcXYZ 019"\\/\x00\x01\x1f\x7f\n\t\r\x0béü€\u2028😀{}[]:,'
 
 
+def _random_single(rng: random.Random) -> float:
+    """A value a 32-bit float column holds: any finite single-precision number (subnormals
+    too), or a special one."""
+    if rng.random() < 0.05:
+        return rng.choice([0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1e-45, 0.1])
+    while True:
+        x = float(struct.unpack("<f", struct.pack("<I", rng.getrandbits(32)))[0])
+        if math.isfinite(x):
+            return x
+
+
 def _random_double(rng: random.Random) -> float:
     pick = rng.random()
     if pick < 0.05:
@@ -415,7 +426,7 @@ def random_value(rng: random.Random, col: Any, *, key: bool = False) -> Any:
         lo, hi = (0, (1 << t.bits) - 1) if k is Kind.UINT else (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1)
         return rng.choice([lo, hi, 0, 1, rng.randint(lo, hi)])
     if k is Kind.FLOAT:
-        return _random_double(rng)
+        return _random_double(rng) if t.bits > 32 else _random_single(rng)
     if k is Kind.DECIMAL:
         if t.precision is None:
             return Decimal(rng.choice(["0", "1.5", "-123456789.000001", "1E+5", "3.14159"]))

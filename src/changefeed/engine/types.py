@@ -20,6 +20,7 @@ import enum
 import ipaddress
 import math
 import re
+import struct
 import uuid
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
@@ -180,6 +181,16 @@ class SqlType:
                 return self.to_db(self.coerce(v, what))
 
             return store_text
+        if k is Kind.FLOAT and self.bits <= 32:
+
+            def store_single(v: Any) -> Any:
+                if type(v) is float:
+                    return single(v)
+                if v is None:
+                    return None
+                return self.to_db(self.coerce(v, what))
+
+            return store_single
         if k is Kind.FLOAT:
 
             def store_float(v: Any) -> Any:
@@ -278,6 +289,11 @@ def _c_int(t: SqlType, v: object) -> int:
 
 
 def _c_float(t: SqlType, v: object) -> float:
+    f = _c_float8(v)
+    return f if t.bits > 32 else single(f, v)
+
+
+def _c_float8(v: object) -> float:
     if isinstance(v, bool):
         raise _Unfit()
     if isinstance(v, float):
@@ -293,6 +309,30 @@ def _c_float(t: SqlType, v: object) -> float:
             raise _out_of_float_range(v)
         return f
     raise _Unfit()
+
+
+_FLOAT4 = struct.Struct("<f")
+
+
+def single(f: float, given: object = None) -> float:
+    """``f`` rounded to single precision, as a 32-bit float column (FLOAT4/REAL, YQL's Float,
+    CQL's float) holds it: ``0.1`` is ``0.10000000149011612``. Past its range, or a number that
+    is not zero but rounds to it, is PostgreSQL's 22003 (``given``: the value as written)."""
+    if f != f or f in (math.inf, -math.inf):
+        return f
+    try:
+        r: float = _FLOAT4.unpack(_FLOAT4.pack(f))[0]
+    except OverflowError:
+        r = math.inf
+    if r in (math.inf, -math.inf) or (r == 0.0 and f != 0.0):
+        if isinstance(given, str):
+            shown = given.strip()
+        elif isinstance(given, int | Decimal) and not isinstance(given, bool):
+            shown = format(Decimal(given), "f")
+        else:
+            raise NumericValueOutOfRange(f"value out of range: {'underflow' if r == 0.0 else 'overflow'}")
+        raise NumericValueOutOfRange(f'"{shown}" is out of range for type real')
+    return r
 
 
 #: How a string may name an infinity (``float()`` also reads them; a huge number is not one).

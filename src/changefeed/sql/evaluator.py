@@ -25,6 +25,7 @@ from changefeed.engine.type_names import resolve_type
 from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import (
     AmbiguousColumn,
+    ChangefeedError,
     DatatypeMismatch,
     InvalidEscape,
     InvalidStatement,
@@ -51,6 +52,7 @@ from changefeed.sql.json_ops import (
     delete as json_delete,
 )
 from changefeed.sql.statistics import STATISTICS, statistic
+from changefeed.sql.text_out import float4_text
 
 
 class NameScope(Protocol):
@@ -409,6 +411,8 @@ class Evaluator:
                 v = json_doc.spaced(json_doc.loads(v), pg_order=True)
             elif t.kind in _JSON_SCALARS and isinstance(v, JsonText):
                 v = _json_scalar(v, t)
+            elif t.kind is Kind.TEXT and type(v) is float and self._single(e.expr):
+                v = float4_text(v)  # x::float4::text: single precision's shortest digits
             elif t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
                 v = to_text(v)
             return t.coerce(explicit_cast(v, t), "CAST")
@@ -498,6 +502,16 @@ class Evaluator:
         if op in JSON_OPERATORS:
             return json_apply(op, a, b)
         raise UnsupportedFeature(f"operator {op}")
+
+    def _single(self, e: ast.Expr) -> bool:
+        """``e`` is a cast to a single-precision float (``x::float4``, ``CAST(x AS REAL)``)."""
+        if not isinstance(e, ast.Cast) or e.type.array:
+            return False
+        try:
+            t = resolve_type(e.type.name, e.type.params, dialect=self.session.dialect)
+        except ChangefeedError:
+            return False
+        return t.kind is Kind.FLOAT and t.bits <= 32
 
     def _quantified(self, e: ast.Quantified, scope: Scope | None) -> bool | None:
         items = self.eval(e.right, scope)

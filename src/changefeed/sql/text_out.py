@@ -4,20 +4,72 @@ the default ``DateStyle``/``IntervalStyle``): for the wire's text format and for
 from __future__ import annotations
 
 import datetime as dt
+import struct
+from decimal import Decimal
 
 from changefeed.engine.intervals import Interval, text as calendar_text
 
-__all__ = ["float_text", "interval_text", "timestamp_text"]
+__all__ = ["float4_text", "float_text", "interval_text", "timestamp_text"]
+
+_FLOAT4 = struct.Struct("<f")
 
 
 def float_text(v: float) -> str:
-    """Shortest round-trip digits, ``1`` not ``1.0``, ``NaN``, ``Infinity``."""
+    """float8out: the shortest digits that read back as ``v``, in positional notation when the
+    decimal exponent is from -4 to 14 (``1`` not ``1.0``), else ``1.5e+15``; ``NaN``,
+    ``Infinity``."""
+    special = _special(v)
+    return special if special is not None else _pg_form(repr(v), 15)
+
+
+def float4_text(v: float) -> str:
+    """float4out: the shortest digits that read back as ``v`` in single precision, positional
+    when the exponent is from -4 to 5 (``0.1``, ``123456``, ``1.234567e+06``)."""
+    special = _special(v)
+    if special is not None:
+        return special
+    try:
+        want = _FLOAT4.unpack(_FLOAT4.pack(v))[0]
+    except OverflowError:
+        return float_text(v)
+    for digits in range(1, 10):
+        s = f"{want:.{digits}g}"
+        try:
+            if _FLOAT4.unpack(_FLOAT4.pack(float(s)))[0] == want:
+                return _pg_form(s, 6)
+        except OverflowError:  # rounded past the largest single-precision number
+            continue
+    return float_text(v)
+
+
+def _special(v: float) -> str | None:
     if v != v:
         return "NaN"
     if v in (float("inf"), float("-inf")):
         return "Infinity" if v > 0 else "-Infinity"
-    s = repr(v)
-    return s[:-2] if s.endswith(".0") else s
+    return None
+
+
+def _pg_form(shortest: str, limit: int) -> str:
+    """The number ``shortest`` writes (its digits as they are) as PostgreSQL's ryu output:
+    positional for decimal exponents from -4 to ``limit - 1``, else ``d.ddde+XX``."""
+    sign, digits, exponent = Decimal(shortest).as_tuple()
+    assert isinstance(exponent, int)
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    exponent += len(digits) - len(ds)
+    adjusted = exponent + len(ds) - 1
+    minus = "-" if sign else ""
+    if ds == "0":
+        return minus + "0"
+    if -4 <= adjusted < limit:
+        if exponent >= 0:
+            return minus + ds + "0" * exponent
+        point = len(ds) + exponent
+        if point > 0:
+            return f"{minus}{ds[:point]}.{ds[point:]}"
+        return f"{minus}0.{'0' * -point}{ds}"
+    mantissa = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+    return f"{minus}{mantissa}e{'+' if adjusted >= 0 else '-'}{abs(adjusted):02d}"
 
 
 def timestamp_text(v: dt.datetime) -> str:

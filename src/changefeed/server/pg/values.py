@@ -11,6 +11,7 @@ from changefeed.engine.types import SqlType
 from changefeed.server.pg import types as t
 from changefeed.server.pg.protocol import data_row
 from changefeed.sql import ast
+from changefeed.sql.text_out import float4_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -24,6 +25,10 @@ def _text_str(v: Any) -> bytes:
 
 def _text_int(v: Any) -> bytes:
     return str(v).encode() if type(v) is int else t.text_value(v).encode()
+
+
+def _text_float4(v: Any) -> bytes:
+    return float4_text(v).encode() if type(v) is float else t.text_value(v).encode()
 
 
 def _text_array(v: Any) -> bytes:
@@ -87,6 +92,8 @@ def encoders(oids: Sequence[int], formats: Sequence[int]) -> tuple[list[Encoder]
             encs.append(_text_str)
         elif oid in (t.INT8, t.INT4, t.INT2, t.OID):
             encs.append(_text_int)
+        elif oid == t.FLOAT4:
+            encs.append(_text_float4)
         elif oid in t.ARRAY_ELEMENTS:
             encs.append(_text_array)
         else:

@@ -155,6 +155,10 @@ def _sql_expr_type(
             return _SQL_TYPE["BOOL"]
         if name == "string_agg":
             return _SQL_TYPE["STRING"]
+        if name in ("sum", "min", "max") and len(e.args) == 1:  # of a real: a real, as PostgreSQL's
+            arg = expr_type(session, e.args[0], types, index)
+            if arg is not None and arg.kind is Kind.FLOAT and arg.bits <= 32:
+                return arg
     return None
 
 
