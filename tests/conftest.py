@@ -32,8 +32,9 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     """Apache Kafka 4.4 (KRaft, one node) shared by the whole test run: PLAINTEXT, SASL_PLAINTEXT
     (SCRAM-SHA-256/512, PLAIN), SSL and SASL_SSL listeners on free loopback ports, the
     StandardAuthorizer, auto-created topics with 3 partitions, retention checked every second
-    (as the conformance suite's endpoint checks it). Fails loudly when `make setup` did not fetch
-    the jars."""
+    (as the conformance suite's endpoint checks it) and, unless a topic sets ``retention.ms``,
+    none: the sink tests write records stamped years ago, which Kafka's default of 7 days would
+    delete at the next check. Fails loudly when `make setup` did not fetch the jars."""
     from changefeed.testing.kafka_broker import KafkaBroker, TlsFiles
     from tests.sink_servers import make_ca
 
@@ -43,7 +44,11 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
         users=KAFKA_USERS,
         tls=TlsFiles(ca.cert_pem, ca.key_pem, ca.ca_pem),
         partitions=3,
-        extra={"log.retention.check.interval.ms": "1000", "log.initial.task.delay.ms": "1000"},
+        extra={
+            "log.retention.check.interval.ms": "1000",
+            "log.initial.task.delay.ms": "1000",
+            "log.retention.ms": "-1",
+        },
     )
     broker.start()
     try:
