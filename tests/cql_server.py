@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,20 @@ def cqlsh_path() -> str:
     if other is None:
         raise RuntimeError("cqlsh is not installed: run `make setup` (scylla-cqlsh from PyPI)")
     return other
+
+
+def run_cqlsh(srv: RunningServer, script: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """cqlsh against ``srv`` with ``script`` on its standard input (and ``extra`` arguments:
+    ``-e``, ``-f``), the driver's bundled copy off, HOME beside the database."""
+    return subprocess.run(
+        [cqlsh_path(), srv.host, str(srv.port), *extra],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "CQLSH_NO_BUNDLED": "TRUE", "HOME": str(srv.db.parent)},
+    )
 
 
 def cdc_go_path() -> str:

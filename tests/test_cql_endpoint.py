@@ -9,7 +9,6 @@ import os
 import re
 import socket
 import struct
-import subprocess
 import threading
 import time
 import uuid
@@ -31,7 +30,7 @@ from changefeed.cli.render import render_cql
 from changefeed.engine.clock import timeuuid_key
 from changefeed.server.cql import session as cql_session
 from changefeed.sql.result import Result
-from tests.cql_server import RunningServer, cqlsh_path, split_cql, start_server
+from tests.cql_server import RunningServer, run_cqlsh, split_cql, start_server
 from tests.golden_files import read_golden
 
 GOLDEN = sorted((Path(__file__).parent / "golden" / "scylla").glob("*.cql"))
@@ -83,19 +82,7 @@ def test_spec_examples_through_the_python_driver(cql: Session, path: Path) -> No
             assert render(rs) == step.expected, f"after:\n{step.statements}"
 
 
-def _cqlsh(srv: RunningServer, script: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [cqlsh_path(), srv.host, str(srv.port), *extra],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "CQLSH_NO_BUNDLED": "TRUE", "HOME": str(srv.db.parent)},
-    )
-
-
-def test_spec_examples_through_cqlsh(server: RunningServer) -> None:
+def test_spec_examples_throughrun_cqlsh(server: RunningServer) -> None:
     """Every example file through cqlsh, its output exactly as the document prints it. Each file
     gets its own table (``ks.t`` renamed ``ks.t01`` ...), so all of them run in one cqlsh session:
     the tables are created first, then the rest runs. (A table's CDC log reaches a driver's
@@ -117,7 +104,7 @@ def test_spec_examples_through_cqlsh(server: RunningServer) -> None:
                 (ddl if stmt.lstrip().upper().startswith("CREATE") else rest).append(stmt)
             if step.expected is not None:
                 expected.append(_as_cqlsh_prints(step.expected))
-    out = _cqlsh(server, "".join(s + ";\n" for s in ddl + rest))
+    out = run_cqlsh(server, "".join(s + ";\n" for s in ddl + rest))
     assert not out.stderr, out.stderr
     assert out.stdout.strip("\n") == "\n\n".join(expected)
 
@@ -134,11 +121,11 @@ def test_a_cqlsh_script_reads_the_log_of_the_table_it_creates(server: RunningSer
             f'SELECT "cdc$batch_seq_no", "cdc$operation", pk, ck, v FROM ks.script{n}_scylla_cdc_log'
         )
         if how == "-e":
-            out = _cqlsh(server, "", "-e", script)
+            out = run_cqlsh(server, "", "-e", script)
         else:
             path = tmp_path / "script.cql"
             path.write_text(script + ";\n")
-            out = _cqlsh(server, "", "-f", str(path))
+            out = run_cqlsh(server, "", "-f", str(path))
         assert out.returncode == 0 and not out.stderr, (how, out.stderr)
         lines = [x.strip() for x in out.stdout.splitlines() if x.strip()]
         assert lines[-2:] == ["0 |             2 |  1 |  2 | 3", "(1 rows)"], (how, out.stdout)
@@ -149,7 +136,7 @@ def test_a_cqlsh_script_reads_the_log_of_the_table_it_creates(server: RunningSer
         "INSERT INTO ks.altered (pk, v) VALUES (7, 8);\n"
         "SELECT pk, v FROM ks.altered_scylla_cdc_log"
     )
-    out = _cqlsh(server, "", "-e", script)
+    out = run_cqlsh(server, "", "-e", script)
     assert out.returncode == 0 and not out.stderr, out.stderr
     assert [x.strip() for x in out.stdout.splitlines() if x.strip()][-2:] == ["7 | 8", "(1 rows)"]
 
@@ -168,7 +155,7 @@ def test_cqlsh_describe_and_show_version(server: RunningServer, cql: Session) ->
     cql.execute(
         "CREATE TABLE ks.t (pk int, ck int, v text, PRIMARY KEY (pk, ck)) WITH cdc = {'enabled': true}"
     )
-    out = _cqlsh(server, "DESCRIBE TABLE ks.t;\nDESCRIBE KEYSPACES;\nSHOW VERSION;\n")
+    out = run_cqlsh(server, "DESCRIBE TABLE ks.t;\nDESCRIBE KEYSPACES;\nSHOW VERSION;\n")
     assert out.returncode == 0, out.stderr
     assert (
         "CREATE TABLE ks.t (\n    pk int,\n    ck int,\n    v text,\n    PRIMARY KEY (pk, ck)\n)"

@@ -7,8 +7,6 @@ reads of a CDC log pass without it. ``ttl(v)`` is a cell's remaining TTL in seco
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ import pytest
 from cassandra import InvalidRequest
 from cassandra.cluster import Cluster, Session
 
-from tests.cql_server import RunningServer, cqlsh_path, start_server
+from tests.cql_server import RunningServer, run_cqlsh, start_server
 
 FILTERING = (
     "Cannot execute this query as it might involve data filtering and thus may have unpredictable "
@@ -53,18 +51,6 @@ def cql(server: RunningServer) -> Iterator[Session]:
     s.execute("UPDATE ks.f SET s = 7 WHERE a = 1 AND b = 0")
     yield s
     cluster.shutdown()
-
-
-def _cqlsh(srv: RunningServer, script: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [cqlsh_path(), srv.host, str(srv.port)],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "CQLSH_NO_BUNDLED": "TRUE", "HOME": str(srv.db.parent)},
-    )
 
 
 REFUSED = {
@@ -198,7 +184,7 @@ def test_ttl_is_a_cells_remaining_seconds(cql: Session) -> None:
         assert f'code=2200 [Invalid query] message="{message}"' in str(err.value), stmt
 
 
-def test_ttl_and_filtering_in_cqlsh(server: RunningServer, cql: Session) -> None:
+def test_ttl_and_filtering_inrun_cqlsh(server: RunningServer, cql: Session) -> None:
     cql.execute("DROP TABLE IF EXISTS ks.sh")
     cql.execute("CREATE TABLE ks.sh (pk int, ck int, v int, PRIMARY KEY (pk, ck))")
     script = (
@@ -208,7 +194,7 @@ def test_ttl_and_filtering_in_cqlsh(server: RunningServer, cql: Session) -> None
         "SELECT ck FROM ks.sh WHERE v = 20;\n"
         "SELECT ck FROM ks.sh WHERE v = 20 ALLOW FILTERING;\n"
     )
-    out = _cqlsh(server, script)
+    out = run_cqlsh(server, script)
     assert out.stdout.strip("\n") == (
         " ck | ttl(v)\n----+--------\n  1 |   3600\n  2 |   null\n\n(2 rows)\n\n ck\n----\n  2\n\n(1 rows)"
     )

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -18,7 +16,7 @@ from cassandra.cluster import Cluster, Session
 from cassandra.protocol import SyntaxException
 from cassandra.query import SimpleStatement
 
-from tests.cql_server import RunningServer, cqlsh_path, start_server
+from tests.cql_server import RunningServer, run_cqlsh, start_server
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +32,6 @@ def cql(server: RunningServer) -> Iterator[Session]:
     s = c.connect()
     yield s
     c.shutdown()
-
-
-def _cqlsh(srv: RunningServer, script: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [cqlsh_path(), srv.host, str(srv.port)],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "CQLSH_NO_BUNDLED": "TRUE", "HOME": str(srv.db.parent)},
-    )
 
 
 def _numbers(cql: Session, name: str) -> None:
@@ -343,7 +329,7 @@ def test_cqlsh_runs_the_new_statements(server: RunningServer, cql: Session) -> N
         "SELECT count(*) FROM ks.sh;\n"
         "CREATE INDEX ON ks.sh (v);\n"
     )
-    out = _cqlsh(server, script)
+    out = run_cqlsh(server, script)
     assert out.stdout.strip("\n") == (
         ' [json]\n-----------------------------\n {"pk": 1, "ck": 1, "v": 10}\n\n(1 rows)\n\n'
         " pk | avg\n----+-----\n  1 |  15\n\n(1 rows)\n\n"
