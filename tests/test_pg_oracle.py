@@ -647,6 +647,7 @@ STATEMENTS = (
     'SELECT key, value FROM json_each(\'{"a":{"b":1}}\')',
     "SELECT * FROM jsonb_each('[1]')",
     'SELECT jsonb_each(\'{"a":1,"b":"x y","c":null}\')::text',
+    'SELECT jsonb_each(\'{"d":[1,2],"o":{"x":1,"a":"q"}}\')::text',
     "SELECT e.k, e.v FROM jsonb_each('{\"a\":1}') AS e(k, v)",
     "SELECT * FROM jsonb_each('{\"a\":1}') AS e(k, v, w)",
     "SELECT * FROM unnest(array[10,20]) WITH ORDINALITY",

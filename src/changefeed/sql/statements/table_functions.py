@@ -113,7 +113,10 @@ def record_text(values: tuple[Any, ...]) -> str:
         if v is None:
             out.append("")
             continue
-        t = v if isinstance(v, str) else json_doc.spaced(v) if isinstance(v, dict | list) else str(v)
+        if isinstance(v, json_doc.JsonText):  # jsonb as its output prints it: {"a": [1, 2]}
+            t = json_doc.spaced(json_doc.loads(str(v)), pg_order=True)
+        else:
+            t = v if isinstance(v, str) else json_doc.spaced(v) if isinstance(v, dict | list) else str(v)
         if t == "" or any(ch in t for ch in '"\\(),') or any(ch.isspace() for ch in t):
             t = '"' + t.replace("\\", "\\\\").replace('"', '""') + '"'
         out.append(t)
