@@ -143,10 +143,24 @@ def join_lateral(
     lower = {k.lower(): i for k, i in left.names.items()}
     shape = join(replace(left, rows=[]), kind, alias, columns, types, [], on, evaluator, using)
     rows: list[tuple[Any, ...]] = []
+    if using is not None:  # the USING columns' merging: join's, a row at a time
+        for lrow in left.rows:
+            right = produce(Scope(RowMap(lrow, left.names, lower)))
+            one = replace(left, rows=[lrow])
+            rows.extend(join(one, kind, alias, columns, types, right, on, evaluator, using).rows)
+        return replace(shape, rows=rows)
+    every = {k.lower(): i for k, i in shape.names.items()}
+    nulls = (None,) * len(columns)
     for lrow in left.rows:
         right = produce(Scope(RowMap(lrow, left.names, lower)))
-        one = replace(left, rows=[lrow])
-        rows.extend(join(one, kind, alias, columns, types, right, on, evaluator, using).rows)
+        hit = [
+            lrow + r
+            for r in right
+            if on is None or evaluator.eval(on, Scope(RowMap(lrow + r, shape.names, every))) is True
+        ]
+        rows.extend(hit)
+        if kind == "left" and not hit:
+            rows.append(lrow + nulls)
     return replace(shape, rows=rows)
 
 
