@@ -335,6 +335,24 @@ def single(f: float, given: object = None) -> float:
     return r
 
 
+def single_digits(f: float) -> str | None:
+    """The shortest ``%g`` text that reads back as ``f`` rounded to single precision (``0.1``
+    for ``0.10000000149011612``), as float4out and Java's ``Float.toString`` choose their digits;
+    None for a value past single precision's range. ``f`` finite."""
+    try:
+        want = _FLOAT4.unpack(_FLOAT4.pack(f))[0]
+    except OverflowError:
+        return None
+    for digits in range(1, 10):
+        text = f"{want:.{digits}g}"
+        try:
+            if _FLOAT4.unpack(_FLOAT4.pack(float(text)))[0] == want:
+                return text
+        except OverflowError:  # rounded past the largest single-precision number
+            continue
+    return repr(want)
+
+
 #: How a string may name an infinity (``float()`` also reads them; a huge number is not one).
 _INFINITY_SPELLINGS = frozenset({"inf", "infinity"})
 

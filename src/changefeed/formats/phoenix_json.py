@@ -29,7 +29,7 @@ from changefeed.engine import phoenix
 from changefeed.engine.catalog import TableSchema
 from changefeed.engine.phoenix import ChangeRow
 from changefeed.engine.phoenix_types import resolve_phoenix_type
-from changefeed.engine.types import Kind, SqlType
+from changefeed.engine.types import Kind, SqlType, single_digits
 from changefeed.formats.phoenix_arrow import double_texts
 
 EVENT_TYPE = "event_type"
@@ -161,16 +161,10 @@ def java_double(x: float) -> str:
 
 def java_float(x: float) -> str:
     """``Float.toString`` of a 32-bit float: the shortest digits that round-trip as a float."""
-    import struct
-
     if math.isnan(x) or math.isinf(x) or x == 0:
         return java_double(x)
-    f32 = struct.unpack("f", struct.pack("f", x))[0]
-    for places in range(1, 10):
-        text = f"{f32:.{places}g}"
-        if struct.unpack("f", struct.pack("f", float(text)))[0] == f32:
-            return java_double(float(text))
-    return java_double(f32)
+    digits = single_digits(x)
+    return java_double(x if digits is None else float(digits))
 
 
 def _shortest(x: float) -> tuple[str, int]:

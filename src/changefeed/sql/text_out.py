@@ -4,14 +4,12 @@ the default ``DateStyle``/``IntervalStyle``): for the wire's text format and for
 from __future__ import annotations
 
 import datetime as dt
-import struct
 from decimal import Decimal
 
 from changefeed.engine.intervals import Interval, text as calendar_text
+from changefeed.engine.types import single_digits
 
 __all__ = ["float4_text", "float_text", "interval_text", "timestamp_text"]
-
-_FLOAT4 = struct.Struct("<f")
 
 
 def float_text(v: float) -> str:
@@ -28,18 +26,8 @@ def float4_text(v: float) -> str:
     special = _special(v)
     if special is not None:
         return special
-    try:
-        want = _FLOAT4.unpack(_FLOAT4.pack(v))[0]
-    except OverflowError:
-        return float_text(v)
-    for digits in range(1, 10):
-        s = f"{want:.{digits}g}"
-        try:
-            if _FLOAT4.unpack(_FLOAT4.pack(float(s)))[0] == want:
-                return _pg_form(s, 6)
-        except OverflowError:  # rounded past the largest single-precision number
-            continue
-    return float_text(v)
+    digits = single_digits(v)
+    return float_text(v) if digits is None else _pg_form(digits, 6)
 
 
 def _special(v: float) -> str | None:

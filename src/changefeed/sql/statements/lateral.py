@@ -26,7 +26,7 @@ def runs_per_row(j: ast.Join) -> bool:
     fn = j.source
     if not isinstance(fn, ast.TableFunction):
         return False
-    return j.kind not in ("right", "full") or _reads_a_column(fn.call)
+    return j.kind not in ("right", "full") or bool(_columns_read(fn.call)[0])
 
 
 def join_function(
@@ -88,16 +88,11 @@ def _filtered(
 
 
 def _reads_only(e: object, names: set[str], taken: set[str]) -> bool:
-    """``e`` reads columns, each of them one of ``names`` (and, bare, none of ``taken``)."""
-    cols: list[ast.Column] = []
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Column):
-            cols.append(x)
-        elif isinstance(x, ast.Star) or (isinstance(x, ast.FuncCall) and x.name.lower() in SET_RETURNING):
-            return False
-        stack.extend(subexpressions(x))
+    """``e`` reads columns, each of them one of ``names`` (and, bare, none of ``taken``), and no
+    ``*`` or set-returning call."""
+    cols, opaque = _columns_read(e)
+    if opaque:
+        return False
     for c in cols:
         bare = c.name.name.lower()
         key = f"{c.table.name.lower()}.{bare}" if c.table is not None else bare
@@ -106,5 +101,16 @@ def _reads_only(e: object, names: set[str], taken: set[str]) -> bool:
     return bool(cols)
 
 
-def _reads_a_column(e: object) -> bool:
-    return isinstance(e, ast.Column) or any(_reads_a_column(x) for x in subexpressions(e))
+def _columns_read(e: object) -> tuple[list[ast.Column], bool]:
+    """The columns ``e`` reads, and whether it holds a ``*`` or a set-returning call."""
+    cols: list[ast.Column] = []
+    opaque = False
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.Column):
+            cols.append(x)
+        elif isinstance(x, ast.Star) or (isinstance(x, ast.FuncCall) and x.name.lower() in SET_RETURNING):
+            opaque = True
+        stack.extend(subexpressions(x))
+    return cols, opaque
