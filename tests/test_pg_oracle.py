@@ -709,6 +709,18 @@ STATEMENTS = (
     "UPDATE dreal SET r = r * 3 WHERE id = 1 RETURNING r",
     "SELECT id FROM dreal WHERE r = 0.3::float4 * 3 OR f = 1234567 ORDER BY id",
     "SELECT sum(r), min(f), max(r), avg(f) FROM dreal",
+    # TRUNCATE
+    "CREATE TABLE dtr1 (id INT PRIMARY KEY, v TEXT)",
+    "CREATE TABLE dtr2 (id INT PRIMARY KEY)",
+    "INSERT INTO dtr1 VALUES (1, 'a'), (2, 'b')",
+    "INSERT INTO dtr2 VALUES (1)",
+    "TRUNCATE dtr1, no_such_table",
+    "SELECT count(*) FROM dtr1",
+    "TRUNCATE TABLE ONLY dtr1, dtr2 * CONTINUE IDENTITY RESTRICT",
+    "SELECT (SELECT count(*) FROM dtr1), (SELECT count(*) FROM dtr2)",
+    "INSERT INTO dtr1 VALUES (1, 'again')",
+    "TRUNCATE dtr1 WHERE id = 1",
+    "SELECT * FROM dtr1",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal as Lit
 
-from changefeed.sql.ast_cql import CqlSelect as CqlSelect, InsertJson as InsertJson, Truncate as Truncate
+from changefeed.sql.ast_cql import CqlSelect as CqlSelect, InsertJson as InsertJson
 from changefeed.sql.ast_expressions import (
     ArrayLit as ArrayLit,
     Between as Between,
@@ -47,6 +47,14 @@ from changefeed.sql.ast_expressions import (
     UnaryOp as UnaryOp,
     WindowCall as WindowCall,
     WindowFrame as WindowFrame,
+)
+from changefeed.sql.ast_replication import (
+    AlterAsyncReplication as AlterAsyncReplication,
+    CreateAsyncReplication as CreateAsyncReplication,
+    CreateSecret as CreateSecret,
+    DropAsyncReplication as DropAsyncReplication,
+    DropSecret as DropSecret,
+    ReplicationItem as ReplicationItem,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -271,6 +279,17 @@ class Delete:
     alias: Ident | None = None
     #: ``DELETE FROM t USING a [JOIN b ..]``: the other tables, as ``SELECT * FROM a ..``.
     source: Select | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Truncate:
+    """``TRUNCATE [TABLE] t [, ..]``: every row of each table goes, in the statement's
+    transaction. CQL names one table and its CDC log does not show the truncation (ScyllaDB);
+    SQL (PostgreSQL, CockroachDB) names one or more, and each row's delete is a change like any
+    other (``statements.truncate``)."""
+
+    tables: tuple[QName, ...]
+    pos: Pos = field(default=Pos(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -691,65 +710,6 @@ class HintedSelect:
     pos: Pos = field(default=Pos(), compare=False)
 
 
-# ---------------------------------------------------------------------------- YDB async replication
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicationItem:
-    """``<remote_path> AS <local_path>`` of ``CREATE ASYNC REPLICATION``."""
-
-    source: QName
-    target: QName
-
-
-@dataclass(frozen=True, slots=True)
-class CreateAsyncReplication:
-    """YDB ``CREATE ASYNC REPLICATION name FOR src AS dst [, ...] WITH (option = value, ...)``."""
-
-    name: QName
-    items: tuple[ReplicationItem, ...]
-    options: tuple[Option, ...]
-    pos: Pos = field(default=Pos(), compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class AlterAsyncReplication:
-    """YDB ``ALTER ASYNC REPLICATION name SET (option = value, ...)``."""
-
-    name: QName
-    options: tuple[Option, ...]
-    pos: Pos = field(default=Pos(), compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class DropAsyncReplication:
-    """YDB ``DROP ASYNC REPLICATION name [CASCADE]``."""
-
-    name: QName
-    cascade: bool = False
-    pos: Pos = field(default=Pos(), compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class CreateSecret:
-    """YDB ``CREATE [OR REPLACE] SECRET [IF NOT EXISTS] name WITH (value = '..')``."""
-
-    name: QName
-    options: tuple[Option, ...]
-    or_replace: bool = False
-    if_not_exists: bool = False
-    pos: Pos = field(default=Pos(), compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class DropSecret:
-    """YDB ``DROP SECRET [IF EXISTS] name``."""
-
-    name: QName
-    if_exists: bool = False
-    pos: Pos = field(default=Pos(), compare=False)
-
-
 Statement = (
     CreateTable
     | SetOperation
@@ -800,8 +760,8 @@ Statement = (
     | DropAsyncReplication
     | CreateSecret
     | DropSecret
-    # CQL statements of their own (``ast_cql``)
     | Truncate
+    # CQL statements of their own (``ast_cql``)
     | InsertJson
     | CqlSelect
 )

@@ -1,5 +1,5 @@
 """The statement nodes only CQL has (``changefeed.sql.ast`` re-exports them with the others):
-``TRUNCATE``, ``INSERT .. JSON``, and a SELECT with what only CQL's has (``JSON``, ``GROUP BY``
+``INSERT .. JSON`` and a SELECT with what only CQL's has (``JSON``, ``GROUP BY``
 of a key prefix, ``PER PARTITION LIMIT``, ``ttl(..)``/``writetime(..)``)."""
 
 from __future__ import annotations
@@ -11,15 +11,6 @@ from changefeed.sql.ast_expressions import Expr, FuncCall, Pos, QName
 
 if TYPE_CHECKING:
     from changefeed.sql.ast import Select
-
-
-@dataclass(frozen=True, slots=True)
-class Truncate:
-    """``TRUNCATE [TABLE] ks.t``: every row of the table goes, with no entry in its CDC log (as
-    in ScyllaDB, where a truncation is no mutation)."""
-
-    table: QName
-    pos: Pos = field(default=Pos(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,4 +62,4 @@ class CqlRules(Rules):
 
     @v_args(meta=True)
     def truncate(self, meta: Any, c: list[Any]) -> ast.Statement:
-        return ast.Truncate(first(c, ast.QName), pos=position(meta))
+        return ast.Truncate((first(c, ast.QName),), pos=position(meta))

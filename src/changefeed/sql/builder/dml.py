@@ -142,6 +142,16 @@ class DmlRules(Rules):
         )
 
     @v_args(meta=True)
+    def truncate_tables(self, meta: Any, c: list[Any]) -> ast.Statement:
+        return ast.Truncate(tuple(x for x in c if isinstance(x, ast.QName)), pos=position(meta))
+
+    def truncate_target(self, c: list[Any]) -> ast.QName:
+        return cast(ast.QName, first(c, ast.QName))
+
+    def truncate_identity(self, c: list[Any]) -> None:
+        return None
+
+    @v_args(meta=True)
     def delete(self, meta: Any, c: list[Any]) -> ast.Statement:
         cl = clauses(c)
         return ast.Delete(

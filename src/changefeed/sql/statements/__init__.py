@@ -4,8 +4,8 @@
 ``ddl``            CREATE/DROP TABLE, KEYSPACE/DATABASE, TYPE (enums), USE, ALTER TABLE columns
                    and options
 ``dml``            INSERT/UPSERT/REPLACE, UPDATE, DELETE, CQL BATCH (and the bulk INSERT plan)
-``cql_statements`` CQL's TRUNCATE, INSERT .. JSON, SELECT with JSON, GROUP BY or PER PARTITION
-                   LIMIT
+``cql_statements`` CQL's INSERT .. JSON, SELECT with JSON, GROUP BY or PER PARTITION LIMIT
+``truncate``       TRUNCATE, CQL's (no CDC log entry, as ScyllaDB) and SQL's (a delete per row)
 ``select``         SELECT over tables and ScyllaDB CDC logs, SHOW TABLES/COLUMNS/CREATE TABLE
 ``set_operations`` UNION, INTERSECT, EXCEPT [ALL] of queries
 ``values_lists``   VALUES (..), (..) as a query, alone or in FROM
@@ -46,6 +46,7 @@ from changefeed.sql.statements import (
     select,
     set_operations,
     table_functions,
+    truncate,
     values_lists,
     ydb_feeds,
 )
@@ -59,6 +60,7 @@ STATEMENTS = StatementFamily.merge(
             ddl,
             dml,
             cql_statements,
+            truncate,
             select,
             set_operations,
             values_lists,

@@ -1,11 +1,6 @@
-"""CQL's statements of its own (ScyllaDB semantics): ``TRUNCATE``, ``INSERT .. JSON``, and a
-SELECT with ``GROUP BY`` (a primary-key prefix), ``PER PARTITION LIMIT``, ``JSON`` or ``ttl()``
-(``cql_cells``).
-
-``TRUNCATE`` removes every row and static row of a table without a CDC log entry, as ScyllaDB
-does (a truncation is no mutation, so its CDC log does not show it, and the log keeps what it had;
-``TRUNCATE ks.t_scylla_cdc_log`` empties the log). The rows go through the engine's deletes, so a
-table's change stream, when one is on (its changefeeds), erases them as any delete would.
+"""CQL's statements of its own (ScyllaDB semantics): ``INSERT .. JSON``, and a SELECT with
+``GROUP BY`` (a primary-key prefix), ``PER PARTITION LIMIT``, ``JSON`` or ``ttl()``
+(``cql_cells``). CQL's ``TRUNCATE`` is ``truncate``'s, with SQL's.
 """
 
 from __future__ import annotations
@@ -20,9 +15,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from changefeed.engine import replicas
-from changefeed.engine.catalog import CdcOptions, ColumnSchema, TableSchema
-from changefeed.engine.privileges import Privilege
+from changefeed.engine.catalog import ColumnSchema, TableSchema
 from changefeed.engine.txn import Transaction
 from changefeed.engine.type_names import resolve_type
 from changefeed.engine.types import Kind, SqlType
@@ -33,7 +26,7 @@ from changefeed.sql.evaluator import Evaluator, Params, RowMap, Scope, conjuncts
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
+from changefeed.sql.statements.common import LOG_SUFFIX, key_values
 from changefeed.sql.statements.cql_cells import with_cell_functions
 from changefeed.sql.statements.select import Relation, relation, select_over
 
@@ -44,38 +37,6 @@ FAMILY = StatementFamily("cql")
 #: The CDC log's primary key (``cdc$stream_id``, then its clustering columns).
 _LOG_PARTITION = ("cdc$stream_id",)
 _LOG_CLUSTERING = ("cdc$time", "cdc$batch_seq_no")
-
-
-# ====================================================================== TRUNCATE
-@FAMILY.statement(ast.Truncate)
-def truncate(session: Session, txn: Transaction, s: ast.Truncate, ev: Params) -> Result:
-    name = session.table_name(s.table)
-    if name.endswith(LOG_SUFFIX) and session.db.find_table(name) is None:
-        base = log_base_table(session, txn, s.table, Privilege.DELETE)
-        txn.conn.execute(f"DELETE FROM {txn.store(base).j}")
-        return Result(status="TRUNCATE")
-    schema = session.resolve_table(txn, s.table)
-    session.require(txn, schema, Privilege.DELETE)
-    replicas.check_writable(schema)
-    st = txn.store(schema)
-    # The engine's deletes without the CDC log: a copy of the schema with CDC off (the store,
-    # its change stream and the table stay the real ones).
-    quiet = dataclasses.replace(schema, cdc=CdcOptions())
-    if not schema.changes:  # nothing records the deletes: every row at once
-        txn.conn.execute(f"DELETE FROM {st.t}")
-        if st.static_cols:
-            txn.conn.execute(f"DELETE FROM {st.s}")
-    elif schema.is_cql:
-        pk = ", ".join(c.db for c in st.pk_cols)
-        sql = f"SELECT DISTINCT {pk} FROM {st.t}"
-        if st.static_cols:
-            sql += f" UNION SELECT {pk} FROM {st.s}"
-        for part in list(txn.conn.execute(sql)):
-            txn.delete_partition(quiet, tuple(part))
-    else:
-        keys = ", ".join(c.db for c in st.key_cols)
-        txn.delete_rows(quiet, [tuple(k) for k in txn.conn.execute(f"SELECT {keys} FROM {st.t}")])
-    return Result(status="TRUNCATE")
 
 
 # ====================================================================== INSERT JSON
