@@ -721,6 +721,25 @@ STATEMENTS = (
     "INSERT INTO dtr1 VALUES (1, 'again')",
     "TRUNCATE dtr1 WHERE id = 1",
     "SELECT * FROM dtr1",
+    # numeric results at PostgreSQL's scale (compared as text: the digits after the point too)
+    "SELECT (1.0 / 3)::text, (7.0 / 2)::text, (10.10 / -2.25)::text, (100000 / 3.0)::text, (0.000001 / 3)::text",
+    "SELECT (1 / 3.000000000000000000000001)::text, (2.0 / 0.0003)::text, (1e-20::numeric / 3)::text",
+    "SELECT (0 / 3.5)::text, (9999 / 10000.0)::text, (10000 / 9999.0)::text, (-0.5 / 3)::text",
+    "SELECT (123456789012345678901234567890 / 7.0)::text",
+    "SELECT avg(x)::text FROM (VALUES (1.0), (2.0), (2.0)) v(x)",
+    "SELECT avg(x)::text FROM (VALUES (1), (2), (2)) v(x)",
+    "SELECT avg(x)::text FROM (VALUES (9223372036854775807), (9223372036854775807)) v(x)",
+    "SELECT avg(x)::text FROM (VALUES (0.001), (0.002)) v(x)",
+    "SELECT (avg(x) OVER (ORDER BY x))::text FROM (VALUES (1), (2), (4)) v(x) ORDER BY 1",
+    "SELECT sqrt(2::numeric)::text, sqrt(0.0002::numeric)::text, sqrt(123456789::numeric)::text,"
+    " sqrt(4::numeric)::text, sqrt(1.00000000000000000001)::text, sqrt(0::numeric)::text",
+    "SELECT ln(2::numeric)::text, ln(10.5)::text, ln(0.95)::text, ln(1.0000001)::text, ln(1e-30::numeric)::text",
+    "SELECT ln(123456789012345678901234567890)::text, ln(1::numeric)::text",
+    "SELECT exp(1::numeric)::text, exp(2.5)::text, exp(-50::numeric)::text, exp(0.000001)::text",
+    "SELECT log(100::numeric)::text, log(2.0)::text, log(0.001)::text, log(2, 64::numeric)::text,"
+    " log(1.0000001, 1000)::text",
+    "SELECT cbrt(27::numeric), cbrt(-8), cbrt(2.0::float8)",
+    "SELECT n / 3 FROM d1 WHERE n IS NOT NULL ORDER BY id",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

@@ -9,18 +9,24 @@ many days, fractions included (``CURRENT_DATE() - 1.5`` is 36 hours ago, to the 
 ``DATE - DATE`` is the number of days between them as a DECIMAL.
 
 Anything else is CockroachDB's ``unsupported binary operator: <date> * <int>`` (SQLSTATE 42883).
+
+A DECIMAL quotient in SQL is PostgreSQL's numeric division (``numeric.numeric_div``: the scale
+``select_div_scale`` picks, rounded half away from zero), so ``1.0 / 3`` is
+``0.33333333333333333333`` and ``7.0 / 2`` ``3.5000000000000000``, digit for digit. Phoenix divides to 38 significant digits, half up (its
+``BigDecimal`` math context); CQL keeps 28.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 from changefeed.engine.intervals import Interval, add_interval, combine, scale
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import DivisionByZero, NumericValueOutOfRange, UndefinedFunction
+from changefeed.sql.numeric import numeric_div
 
 _MS_PER_DAY = Decimal(86_400_000)
 _DAY = dt.timedelta(days=1)
@@ -38,12 +44,17 @@ def unsupported(op: str, a: Any, b: Any) -> UndefinedFunction:
     return UndefinedFunction(f"unsupported binary operator: <{value_type(a)}> {op} <{value_type(b)}>")
 
 
-def arithmetic(op: str, a: Any, b: Any, *, phoenix: bool = False) -> Any:
+def arithmetic(op: str, a: Any, b: Any, *, phoenix: bool = False, dialect: str = "sql") -> Any:
     """``a op b`` for non-NULL ``a`` and ``b``."""
     if _number(a) and _number(b):
         mixed = (type(a) is float and isinstance(b, Decimal)) or (type(b) is float and isinstance(a, Decimal))
         if mixed and not phoenix:  # float8 with numeric is float8 in PostgreSQL (Phoenix: DECIMAL)
             a, b = float(a), float(b)
+        if op == "/" and (isinstance(a, Decimal) or isinstance(b, Decimal)) and dialect != "cql":
+            if b == 0:
+                raise DivisionByZero("division by zero")
+            a, b = _dec(a), _dec(b)
+            return _phoenix_div(a, b) if phoenix else numeric_div(a, b)
         return _numeric(op, a, b)
     temporal = (dt.date, dt.timedelta, Interval)
     if isinstance(a, temporal) or isinstance(b, temporal):
@@ -86,6 +97,14 @@ def _numeric_of(op: str, a: Any, b: Any) -> Any:
     if op == "%":
         return remainder(a, b)
     raise unsupported(op, a, b)
+
+
+#: Apache Phoenix's ``PDataType.DEFAULT_MATH_CONTEXT``: 38 digits, half up.
+_PHOENIX = Context(prec=38, rounding=ROUND_HALF_UP)
+
+
+def _phoenix_div(a: Decimal, b: Decimal) -> Decimal:
+    return _PHOENIX.divide(a, b)
 
 
 def int_quotient(a: int, b: int) -> int:

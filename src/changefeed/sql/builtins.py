@@ -17,11 +17,12 @@ from typing import Any, cast
 from changefeed.engine.array_text import array_to_text
 from changefeed.engine.intervals import Interval
 from changefeed.exceptions import InvalidStatement
-from changefeed.sql.arithmetic import int_quotient, remainder
+from changefeed.sql.arithmetic import INT64_MAX, INT64_MIN, int_quotient, remainder
 from changefeed.sql.array_functions import ARRAY_FUNCTIONS
 from changefeed.sql.builtins_more import MORE, log_base
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.interval_functions import INTERVAL_FUNCTIONS, extract_interval
+from changefeed.sql.numeric import numeric_exp, numeric_ln, numeric_log, numeric_sqrt
 from changefeed.sql.regex_functions import REGEX_FUNCTIONS
 from changefeed.sql.text_out import float_text, interval_text, timestamp_text
 
@@ -128,6 +129,8 @@ def to_text(v: Any) -> str:
         return array_to_text(v, _element_text)
     if isinstance(v, float):
         return float_text(v)
+    if isinstance(v, Decimal):  # positional, as numeric_out writes it (never 3.3E-7)
+        return format(v, "f")
     if isinstance(v, dt.datetime):
         return timestamp_text(v)
     if isinstance(v, dt.timedelta | Interval):
@@ -194,10 +197,16 @@ def _div(a: Number, b: Number) -> Number:
     return Decimal(math.trunc(Decimal(a) / Decimal(b)))
 
 
+def _numeric_wide(x: Number) -> Number:
+    """An integer past INT8 is a numeric, as PostgreSQL types such a literal."""
+    return Decimal(x) if type(x) is int and not INT64_MIN <= x <= INT64_MAX else x
+
+
 def _sqrt(x: Number) -> Number:
+    x = _numeric_wide(x)
     if x < 0:
         raise invalid_argument("cannot take square root of a negative number", "2201F")
-    return Decimal(x).sqrt() if isinstance(x, Decimal) else math.sqrt(x)
+    return numeric_sqrt(x) if isinstance(x, Decimal) else math.sqrt(x)
 
 
 def _log_domain(x: Number) -> None:
@@ -207,13 +216,15 @@ def _log_domain(x: Number) -> None:
 
 
 def _ln(x: Number) -> Number:
+    x = _numeric_wide(x)
     _log_domain(x)
-    return Decimal(x).ln() if isinstance(x, Decimal) else math.log(x)
+    return numeric_ln(x) if isinstance(x, Decimal) else math.log(x)
 
 
 def _log10(x: Number) -> Number:
+    x = _numeric_wide(x)
     _log_domain(x)
-    return Decimal(x).log10() if isinstance(x, Decimal) else math.log10(x)
+    return numeric_log(Decimal(10), x) if isinstance(x, Decimal) else math.log10(x)
 
 
 def _integral(x: Number) -> bool:
@@ -413,9 +424,10 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "mod": _strict("mod", _NUM, _NUM)(_mod),
     "div": _strict("div", _NUM, _NUM)(_div),
     "sqrt": _strict("sqrt", _NUM)(_sqrt),
+    "cbrt": _strict("cbrt", _NUM)(lambda x: math.cbrt(float(x))),
     "ln": _strict("ln", _NUM)(_ln),
     "log": lambda *a: log_base(*a) if len(a) == 2 else _strict("log", _NUM)(_log10)(*a),
-    "exp": _strict("exp", _NUM)(lambda x: Decimal(x).exp() if isinstance(x, Decimal) else math.exp(x)),
+    "exp": _strict("exp", _NUM)(lambda x: numeric_exp(x) if isinstance(x, Decimal) else math.exp(x)),
     "power": _strict("power", _NUM, _NUM)(_power),
     "pow": _strict("pow", _NUM, _NUM)(_power),
     "sign": _strict("sign", _NUM)(_sign),

@@ -24,6 +24,7 @@ from changefeed.exceptions import (
 )
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.json_ops import document
+from changefeed.sql.numeric import numeric_log
 
 __all__ = ["JSON_RESULTS", "MORE", "json_array_of", "json_object_of"]
 
@@ -464,13 +465,7 @@ def log_base(*args: Any) -> Any:
             raise invalid_argument(f"cannot take logarithm of {word}", "2201E")
     if b == 1:
         raise DivisionByZero("division by zero")
-    out = x.ln() / b.ln()
-    return out.quantize(_LOG_SCALE) if abs(out) < _LOG_EXACT else out
-
-
-#: PostgreSQL's numeric log keeps 16 digits after the point for results of ordinary size.
-_LOG_SCALE = Decimal("1e-16")
-_LOG_EXACT = Decimal("1e12")
+    return numeric_log(b, x)
 
 
 def _jsonb_set(*args: Any) -> Any:

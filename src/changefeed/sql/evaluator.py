@@ -51,6 +51,7 @@ from changefeed.sql.json_ops import (
     concat as json_concat,
     delete as json_delete,
 )
+from changefeed.sql.numeric import numeric_div
 from changefeed.sql.statistics import STATISTICS, statistic
 from changefeed.sql.text_out import float4_text
 
@@ -494,7 +495,7 @@ class Evaluator:
         if op in _BITWISE:
             return _bitwise(op, a, b)
         if op in ("+", "-", "*", "/", "%"):
-            return arithmetic(op, a, b, phoenix=self.ctx.phoenix)
+            return arithmetic(op, a, b, phoenix=self.ctx.phoenix, dialect=self.ctx.dialect)
         if op in ARRAY_OPERATORS and (
             isinstance(a, list | tuple) or isinstance(b, list | tuple) or op == "&&"
         ):
@@ -645,11 +646,12 @@ def widened_sum(total: Any, dialect: str) -> Any:
 
 
 def average(total: Any, count: int, *, exact: bool, dialect: str) -> Any:
-    """``avg``: of integers and decimals an exact DECIMAL in SQL (as CockroachDB's), else the
-    quotient of the values' own type; in CQL (ScyllaDB's) of integers an integer truncated
-    toward zero, of decimals a decimal of the sum's scale, rounded half to even."""
+    """``avg``: of integers and decimals a DECIMAL in SQL, PostgreSQL's numeric quotient of the
+    sum and the count (``numeric_div``), else the quotient of the values' own type; in CQL
+    (ScyllaDB's) of integers an integer truncated toward zero, of decimals a decimal of the
+    sum's scale, rounded half to even."""
     if dialect == "sql" and exact:
-        return Decimal(total) / count
+        return numeric_div(Decimal(total), Decimal(count))
     if dialect == "cql" and type(total) is int:
         q = abs(total) // count
         return q if total >= 0 else -q

@@ -15,6 +15,7 @@ from typing import Any
 
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import UndefinedFunction
+from changefeed.sql.numeric import div_scale, numeric_scale
 
 __all__ = ["STATISTICS", "statistic"]
 
@@ -27,8 +28,6 @@ STATISTICS: dict[str, tuple[bool, bool]] = {
     "stddev_samp": (True, True),
     "stddev_pop": (False, True),
 }
-_MIN_SIG_DIGITS = 16
-_NBASE_DIGITS = 4
 
 
 def statistic(name: str, vals: list[Any]) -> Any:
@@ -63,39 +62,13 @@ def _numeric_statistic(vals: list[Decimal], sample: bool, root: bool) -> Decimal
         sum_x = sum(vals, Decimal(0))
         sum_x2 = sum((v * v for v in vals), Decimal(0))
         num = n * sum_x2 - sum_x * sum_x
-        dscale = max(max((_scale(v) for v in vals), default=0), 0) * 2
+        dscale = max((numeric_scale(v) for v in vals), default=0) * 2
         if num <= 0:
             return Decimal(0).quantize(Decimal(1).scaleb(-dscale))
         den = n * (n - 1) if sample else n * n
-        rscale = _div_scale(num, den, dscale)
+        rscale = div_scale(num, den, at_least=dscale)
         step = Decimal(1).scaleb(-rscale)
         var = (num / den).quantize(step, rounding=ROUND_HALF_UP)
         if not root:
             return var
         return var.sqrt().quantize(step, rounding=ROUND_HALF_UP)
-
-
-def _scale(v: Decimal) -> int:
-    """Digits after the point ``v`` was written with (a numeric's dscale)."""
-    exponent = v.as_tuple().exponent
-    return -exponent if isinstance(exponent, int) else 0
-
-
-def _weight(d: Decimal) -> tuple[int, int]:
-    """The weight of ``d``'s first base-10000 digit, and that digit (``d`` > 0)."""
-    w = 0
-    while d >= 10000:
-        d /= 10000
-        w += 1
-    while d < 1:
-        d *= 10000
-        w -= 1
-    return w, int(d)
-
-
-def _div_scale(num: Decimal, den: Decimal, dscale: int) -> int:
-    """PostgreSQL's ``select_div_scale`` for ``num / den`` (both positive)."""
-    w1, f1 = _weight(num)
-    w2, f2 = _weight(den)
-    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
-    return min(max(_MIN_SIG_DIGITS - qweight * _NBASE_DIGITS, dscale, 0), 1000)
