@@ -740,6 +740,38 @@ STATEMENTS = (
     " log(1.0000001, 1000)::text",
     "SELECT cbrt(27::numeric), cbrt(-8), cbrt(2.0::float8)",
     "SELECT n / 3 FROM d1 WHERE n IS NOT NULL ORDER BY id",
+    # extract as PostgreSQL 14+ (numeric: seconds to the microsecond), date_part a float
+    "SELECT extract(second from '2024-01-01 10:11:12.5'::timestamp)::text,"
+    " extract(millisecond from '2024-01-01 10:11:12.5'::timestamp)::text,"
+    " extract(microsecond from '2024-01-01 10:11:12.5'::timestamp)::text",
+    "SELECT extract(epoch from '2024-01-01 10:11:12.5+00'::timestamptz)::text, extract(epoch from '2024-01-01'::date)::text",
+    "SELECT extract(julian from '2024-01-01'::date)::text, extract(julian from '2024-01-01 12:00'::timestamp)::text",
+    "SELECT extract(century from '2024-01-01'::date), extract(decade from '2024-01-01'::date),"
+    " extract(millennium from '2001-01-01'::date), extract(isoyear from '2024-12-30'::date)",
+    "SELECT extract(second from '2024-01-01'::date)",
+    "SELECT extract(epoch from interval '1 day 2.5 seconds')::text, extract(second from interval '1 minute 2.25 seconds')::text",
+    "SELECT date_part('year', '2024-01-01'::date), date_part('second', '2024-01-01 10:11:12.5'::timestamp),"
+    " date_part('hour', '2024-01-01'::date)",
+    "SELECT (-1::numeric * 0)::text, trunc(-0.4)::text, round(-0.4)::text, (-0.0)::numeric::text",
+    "SELECT power(0::numeric, 2)::text",
+    # string and numeric functions
+    "SELECT overlay('Txxxxas' placing 'hom' from 2 for 4), overlay('abcdef' placing 'X' from 3),"
+    " overlay('abcdef' placing 'X' from 3 for -1), overlay('abc', 'Z', 2, 1)",
+    "SELECT overlay('abc' placing 'Z' from 0)",
+    "SELECT bit_length('abc'), bit_length('ÄÖ'), quote_literal('O''Reilly'), quote_literal(E'a\\\\b'),"
+    " quote_literal(42), quote_nullable(NULL::text)",
+    "SELECT scale(1.50), scale(0), scale(-3.000001), scale(NULL::numeric)",
+    "SELECT width_bucket(5.35, 0.024, 10.06, 5), width_bucket(-1, 0, 10, 5), width_bucket(10, 0, 10, 5),"
+    " width_bucket(3, 10, 0, 5), width_bucket(5.5::float8, 0, 10, 3)",
+    "SELECT width_bucket(1, 0, 10, 0)",
+    "SELECT width_bucket(1, 5, 5, 2)",
+    "SELECT make_date(2024, 2, 29), make_timestamp(2024, 1, 31, 23, 59, 59.5), make_timestamp(2024, 1, 31, 24, 0, 0)",
+    "SELECT make_date(2023, 2, 29)",
+    "SELECT make_time(10, 30, 15.25)",
+    """SELECT jsonb_strip_nulls('{"a": null, "b": {"c": null, "d": 1}, "e": [null, {"f": null}]}')""",
+    "SELECT id, (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(CASE WHEN jsonb_typeof(doc) = 'object'"
+    " THEN doc END) k) FROM d3 ORDER BY id",
+    "SELECT id, (SELECT count(*) FROM generate_series(1, id) g) FROM d1 ORDER BY id",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

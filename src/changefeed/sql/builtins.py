@@ -14,17 +14,24 @@ from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any, cast
 
-from changefeed.engine.array_text import array_to_text
 from changefeed.engine.intervals import Interval
-from changefeed.exceptions import InvalidStatement
+from changefeed.exceptions import InvalidStatement, UnsupportedFeature
 from changefeed.sql.arithmetic import INT64_MAX, INT64_MIN, int_quotient, remainder
 from changefeed.sql.array_functions import ARRAY_FUNCTIONS
 from changefeed.sql.builtins_more import MORE, log_base
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.interval_functions import INTERVAL_FUNCTIONS, extract_interval
-from changefeed.sql.numeric import numeric_exp, numeric_ln, numeric_log, numeric_sqrt
+from changefeed.sql.numeric import (
+    NUMERIC_FUNCTIONS,
+    numeric_div,
+    numeric_exp,
+    numeric_ln,
+    numeric_log,
+    numeric_sqrt,
+)
 from changefeed.sql.regex_functions import REGEX_FUNCTIONS
-from changefeed.sql.text_out import float_text, interval_text, timestamp_text
+from changefeed.sql.text_functions import TEXT_FUNCTIONS
+from changefeed.sql.text_out import to_text
 
 __all__ = ["BUILTINS", "DATE_FIELDS"]
 
@@ -116,30 +123,6 @@ def _initcap(s: str) -> str:
         out.append(ch.upper() if start else ch.lower())
         start = not ch.isalnum()
     return "".join(out)
-
-
-def to_text(v: Any) -> str:
-    """A value as SQL text (``||``, ``concat``, a cast to a string): booleans as ``true``/``false``
-    (CockroachDB's spelling), bytes decoded."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    if isinstance(v, list):  # an array: PostgreSQL's and CockroachDB's text form
-        return array_to_text(v, _element_text)
-    if isinstance(v, float):
-        return float_text(v)
-    if isinstance(v, Decimal):  # positional, as numeric_out writes it (never 3.3E-7)
-        return format(v, "f")
-    if isinstance(v, dt.datetime):
-        return timestamp_text(v)
-    if isinstance(v, dt.timedelta | Interval):
-        return interval_text(v)
-    return str(v)
-
-
-def _element_text(v: Any) -> str:
-    return ("t" if v else "f") if isinstance(v, bool) else to_text(v)
 
 
 def _concat_ws(sep: Any, *xs: Any) -> str | None:
@@ -252,7 +235,7 @@ def _numeric_power(a: Decimal, b: Decimal) -> Decimal:
     result of about one, fewer after the point as the result grows, at least the operands'."""
     with localcontext(Context(prec=200)):
         out = a**b
-    if out == 0 or not out.is_finite():
+    if not out.is_finite():
         return out
     weight = int(float(b) * math.log10(abs(float(a)))) if a != 0 else 0
     scales = [-x for x in (a.as_tuple().exponent, b.as_tuple().exponent) if isinstance(x, int)]
@@ -290,9 +273,15 @@ def _nullif(a: Any, b: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------- dates
 
-#: ``extract``/``date_part`` fields and what each reads of a date or timestamp.
+#: ``extract``/``date_part`` fields and what each reads of a date or timestamp: numbers as
+#: PostgreSQL 14+'s ``extract`` gives them (numerics; seconds and the epoch of a timestamp with
+#: six digits after the point, milliseconds with three).
 DATE_FIELDS: dict[str, Callable[[Any], Number]] = {
+    "millennium": lambda t: (t.year + 999) // 1000,
+    "century": lambda t: (t.year + 99) // 100,
+    "decade": lambda t: t.year // 10,
     "year": lambda t: t.year,
+    "isoyear": lambda t: t.isocalendar()[0],
     "quarter": lambda t: (t.month - 1) // 3 + 1,
     "month": lambda t: t.month,
     "week": lambda t: t.isocalendar()[1],
@@ -300,15 +289,20 @@ DATE_FIELDS: dict[str, Callable[[Any], Number]] = {
     "dow": lambda t: t.isoweekday() % 7,
     "isodow": lambda t: t.isoweekday(),
     "doy": lambda t: t.timetuple().tm_yday,
-    "hour": lambda t: getattr(t, "hour", 0),
-    "minute": lambda t: getattr(t, "minute", 0),
-    "second": lambda t: Decimal(getattr(t, "second", 0)) + Decimal(getattr(t, "microsecond", 0)) / 1_000_000,
-    "millisecond": lambda t: (
-        Decimal(getattr(t, "second", 0) * 1000) + Decimal(getattr(t, "microsecond", 0)) / 1000
-    ),
-    "microsecond": lambda t: getattr(t, "second", 0) * 1_000_000 + getattr(t, "microsecond", 0),
-    "epoch": lambda t: Decimal(str(_as_datetime(t).timestamp())),
+    "julian": lambda t: _julian(t),
+    "hour": lambda t: t.hour,
+    "minute": lambda t: t.minute,
+    "second": lambda t: Decimal(t.second * 1_000_000 + t.microsecond).scaleb(-6),
+    "millisecond": lambda t: Decimal(t.second * 1_000_000 + t.microsecond).scaleb(-3),
+    "microsecond": lambda t: t.second * 1_000_000 + t.microsecond,
+    "epoch": lambda t: _epoch(t),
 }
+#: Fields of a time of day, which a date does not have (PostgreSQL: 0A000).
+_TIME_FIELDS = frozenset({"hour", "minute", "second", "millisecond", "microsecond"})
+#: The Julian day of 0001-01-01 minus one: ``date.toordinal()`` plus this is the Julian day.
+_JULIAN_OFFSET = 1_721_425
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_US_PER_DAY = 86_400_000_000
 
 
 def _as_datetime(t: Any) -> dt.datetime:
@@ -317,15 +311,44 @@ def _as_datetime(t: Any) -> dt.datetime:
     return dt.datetime(t.year, t.month, t.day, tzinfo=dt.UTC)
 
 
+def _epoch(t: Any) -> Decimal:
+    """Seconds since 1970-01-01 UTC: of a date whole, of a timestamp to the microsecond."""
+    micros = (_as_datetime(t) - _EPOCH) // dt.timedelta(microseconds=1)
+    return Decimal(micros).scaleb(-6) if isinstance(t, dt.datetime) else Decimal(micros // 1_000_000)
+
+
+def _julian(t: Any) -> Decimal:
+    """The Julian day: of a date whole, of a timestamp with the day's fraction at the scale
+    PostgreSQL's numeric division picks."""
+    day = Decimal(t.toordinal() + _JULIAN_OFFSET)
+    if not isinstance(t, dt.datetime):
+        return day
+    micros = ((t.hour * 60 + t.minute) * 60 + t.second) * 1_000_000 + t.microsecond
+    return day + numeric_div(Decimal(micros), Decimal(_US_PER_DAY))
+
+
 def _extract(field: str, t: Any) -> Number:
+    """``extract(field FROM t)``: a numeric, as PostgreSQL 14+'s."""
     if isinstance(t, dt.timedelta | Interval):
         return extract_interval(field, t)  # type: ignore[no-any-return]
-    fn = DATE_FIELDS.get(field.lower())
+    name = field.lower()
+    fn = DATE_FIELDS.get(name)
     if fn is None:
         raise InvalidStatement(f'unsupported timestamp unit "{field}"')
     if not isinstance(t, dt.date | dt.datetime):
         raise unknown_signature("extract", (field, t))
-    return fn(t)
+    if not isinstance(t, dt.datetime) and name in _TIME_FIELDS:
+        raise UnsupportedFeature(f'unit "{name}" not supported for type date')
+    out = fn(t)
+    return Decimal(out) if isinstance(out, int) else out
+
+
+def _date_part(field: str, t: Any) -> Number:
+    """``date_part(field, t)``: ``extract``'s value as double precision, as PostgreSQL's (a
+    date is read as its midnight: ``date_part('hour', d)`` is 0)."""
+    if isinstance(t, dt.date) and not isinstance(t, dt.datetime):
+        t = dt.datetime(t.year, t.month, t.day)
+    return float(_extract(field, t))
 
 
 _TRUNC_UNITS = (
@@ -437,7 +460,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "least": _extreme("least", min),
     "nullif": _nullif,
     "extract": _strict("extract", _STR, (dt.date, dt.timedelta, Interval))(_extract),
-    "date_part": _strict("date_part", _STR, (dt.date, dt.timedelta, Interval))(_extract),
+    "date_part": _strict("date_part", _STR, (dt.date, dt.timedelta, Interval))(_date_part),
     "date_trunc": _strict("date_trunc", _STR, dt.date)(_date_trunc),
     "array_length": _strict("array_length", (list, tuple), _INT)(_array_length),
 }
@@ -445,3 +468,5 @@ BUILTINS.update(MORE)
 BUILTINS.update(INTERVAL_FUNCTIONS)
 BUILTINS.update(ARRAY_FUNCTIONS)
 BUILTINS.update(REGEX_FUNCTIONS)
+BUILTINS.update(TEXT_FUNCTIONS)
+BUILTINS.update(NUMERIC_FUNCTIONS)

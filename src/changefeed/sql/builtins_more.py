@@ -25,6 +25,7 @@ from changefeed.exceptions import (
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.json_ops import document
 from changefeed.sql.numeric import numeric_log
+from changefeed.sql.text_out import to_text
 
 __all__ = ["JSON_RESULTS", "MORE", "json_array_of", "json_object_of"]
 
@@ -109,7 +110,7 @@ def _array_to_string(*args: Any) -> str | None:
     if arr is None or delim is None:
         return None
     items = _array("array_to_string", arr, args)
-    texts = [_text(v) if v is not None else null for v in items]
+    texts = [to_text(v) if v is not None else null for v in items]
     return str(delim).join(t for t in texts if t is not None)
 
 
@@ -194,23 +195,15 @@ def _format(*args: Any) -> str | None:
             raise invalid_argument("too few arguments for format()", "22023")
         v = values[at]
         if kind == "s":
-            out.append("" if v is None else _text(v))
+            out.append("" if v is None else to_text(v))
         elif kind == "I":
             if v is None:
                 raise invalid_argument("null values cannot be formatted as an SQL identifier", "22004")
-            quoted = _quote_ident(_text(v))
+            quoted = _quote_ident(to_text(v))
             out.append(quoted if quoted is not None else "")
         else:
-            out.append("NULL" if v is None else "'" + _text(v).replace("'", "''") + "'")
+            out.append("NULL" if v is None else "'" + to_text(v).replace("'", "''") + "'")
     return "".join(out)
-
-
-def _text(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, list | tuple):
-        return "{" + ",".join("NULL" if x is None else _text(x) for x in v) + "}"
-    return str(v)
 
 
 # ------------------------------------------------------------------------------------ to_char
@@ -354,7 +347,7 @@ def json_object_of(pairs: list[tuple[Any, Any]]) -> str:
     for k, v in pairs:
         if k is None:
             raise invalid_argument("field name must not be null", "22004")
-        obj[_text(k)] = _json_value(v)
+        obj[to_text(k)] = _json_value(v)
     return json_doc.JsonText(json_doc.dumps(obj))
 
 
@@ -365,7 +358,7 @@ def _jsonb_build_object(*args: Any) -> str:
     for k, v in zip(args[0::2], args[1::2], strict=True):
         if k is None:
             raise invalid_argument("argument 1: key must not be null", "22004")
-        obj[_text(k)] = _json_value(v)
+        obj[to_text(k)] = _json_value(v)
     return json_doc.JsonText(json_doc.dumps(obj))
 
 
@@ -536,8 +529,28 @@ def _jsonb_pretty(*args: Any) -> str | None:
     return json_doc.pretty(_document("jsonb_pretty", args[0]))
 
 
+def _strip_nulls(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_nulls(v) for k, v in node.items() if v is not None}
+    if isinstance(node, list):
+        return [_strip_nulls(v) for v in node]
+    return node
+
+
+def _jsonb_strip_nulls(*args: Any) -> Any:
+    """``jsonb_strip_nulls``: every object field whose value is null removed, at any depth
+    (nulls in arrays stay), as PostgreSQL's."""
+    if len(args) != 1:
+        raise unknown_signature("jsonb_strip_nulls", args)
+    if args[0] is None:
+        return None
+    return json_doc.JsonText(json_doc.dumps(_strip_nulls(_document("jsonb_strip_nulls", args[0]))))
+
+
 #: The functions by lower-case name.
 MORE: dict[str, Callable[..., Any]] = {
+    "jsonb_strip_nulls": _jsonb_strip_nulls,
+    "json_strip_nulls": _jsonb_strip_nulls,
     "jsonb_set": _jsonb_set,
     "jsonb_pretty": _jsonb_pretty,
     "gcd": _gcd,

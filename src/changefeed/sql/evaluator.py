@@ -41,7 +41,6 @@ from changefeed.exceptions import (
 from changefeed.sql import ast
 from changefeed.sql.arithmetic import INT64_MAX, INT64_MIN, arithmetic
 from changefeed.sql.array_functions import ARRAY_OPERATORS, array_operator
-from changefeed.sql.builtins import to_text
 from changefeed.sql.builtins_more import json_array_of, json_object_of
 from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import AGGREGATES, SET_RETURNING, WINDOW_FUNCTIONS, EvalContext, call
@@ -53,7 +52,7 @@ from changefeed.sql.json_ops import (
 )
 from changefeed.sql.numeric import numeric_div
 from changefeed.sql.statistics import STATISTICS, statistic
-from changefeed.sql.text_out import float4_text
+from changefeed.sql.text_out import float4_text, to_text
 
 
 class NameScope(Protocol):

@@ -24,10 +24,11 @@ from changefeed.engine.type_names import resolve_type
 from changefeed.engine.types import UTC
 from changefeed.exceptions import InvalidStatement, NumericValueOutOfRange, UndefinedFunction
 from changefeed.sql.arithmetic import INT64_MIN
-from changefeed.sql.builtins import BUILTINS, to_text
+from changefeed.sql.builtins import BUILTINS
 from changefeed.sql.cql_functions import CQL_FUNCTIONS, timeuuid_time
 from changefeed.sql.interval_functions import age
 from changefeed.sql.phoenix_functions import FUNCTIONS as PHOENIX_FUNCTIONS
+from changefeed.sql.text_out import to_text
 from changefeed.sql.time_templates import is_postgres_call, pg_to_date, pg_to_timestamp
 
 #: The CockroachDB release whose behaviour the SQL dialect and the PostgreSQL endpoint follow.

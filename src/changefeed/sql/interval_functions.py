@@ -196,7 +196,14 @@ def extract_interval(field: str, v: Interval | dt.timedelta) -> Any:
         raise UnsupportedFeature(f'unit "{field.lower()}" not supported for type interval')
     months, days, micros = interval_fields(v)
     out = fn(months, days, micros)
+    places = _PLACES.get(field.lower())
+    if places is not None:  # PostgreSQL 14+: seconds and the epoch to the microsecond
+        return Decimal(out).quantize(Decimal(1).scaleb(-places))
     return Decimal(out) if not isinstance(out, Decimal) else out
+
+
+#: The digits after the point of the fields that have a fraction.
+_PLACES = {"second": 6, "epoch": 6, "millisecond": 3}
 
 
 INTERVAL_FUNCTIONS: dict[str, Callable[..., Any]] = {

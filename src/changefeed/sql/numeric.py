@@ -7,13 +7,18 @@ digits after the point than the operands were written with, from an estimate of 
 weight. So ``1.0 / 3`` is ``0.33333333333333333333``, ``7.0 / 2`` is ``3.5000000000000000``,
 ``sqrt(2::numeric)`` ``1.414213562373095`` and ``ln(2::numeric)`` ``0.6931471805599453``. The
 estimates here are ``select_div_scale``, ``numeric_sqrt``'s, ``estimate_ln_dweight`` and
-``numeric_exp``'s, read from PostgreSQL's ``numeric.c``, over its base-10000 digits."""
+``numeric_exp``'s, read from PostgreSQL's ``numeric.c``, over its base-10000 digits.
+
+Also the SQL functions of a numeric's form: ``scale`` and ``width_bucket``."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, localcontext
+from typing import Any
+
+from changefeed.sql.function_errors import invalid_argument, unknown_signature
 
 __all__ = [
     "div_scale",
@@ -155,3 +160,57 @@ def numeric_exp(x: Decimal) -> Decimal:
     estimate = min(max(float(x) * 0.434294481903252, -_MAX_RESULT_SCALE), _MAX_RESULT_SCALE)
     scale = _clamp(max(_MIN_SIG_DIGITS - int(estimate), numeric_scale(x)))
     return _rounded(x.exp, scale, int(estimate) + 1)
+
+
+def _scale(*args: Any) -> Any:
+    """``scale(numeric)``: the digits after the point (NULL for NaN)."""
+    if len(args) != 1:
+        raise unknown_signature("scale", args)
+    (v,) = args
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | Decimal):
+        raise unknown_signature("scale", args)
+    if isinstance(v, Decimal) and not v.is_finite():
+        return None
+    return numeric_scale(Decimal(v))
+
+
+def _width_bucket(*args: Any) -> Any:
+    """``width_bucket(operand, low, high, count)``: which of ``count`` equal buckets between
+    ``low`` and ``high`` holds ``operand`` (0 below them, ``count + 1`` above), as PostgreSQL's;
+    exact for integers and numerics, in double precision for floats."""
+    if len(args) != 4:
+        raise unknown_signature("width_bucket", args)
+    if any(a is None for a in args):
+        return None
+    count = args[3]
+    if not all(isinstance(a, int | float | Decimal) and not isinstance(a, bool) for a in args[:3]) or not (
+        isinstance(count, int) and not isinstance(count, bool)
+    ):
+        raise unknown_signature("width_bucket", args)
+    if count <= 0:
+        raise invalid_argument("count must be greater than zero", "2201G")
+    if any(isinstance(a, float) for a in args[:3]):
+        x, lo, hi = (float(a) for a in args[:3])
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise invalid_argument("lower and upper bounds must be finite", "2201G")
+        return _bucket(x, lo, hi, count)
+    dx, dlo, dhi = (Decimal(a) for a in args[:3])
+    return _bucket(dx, dlo, dhi, count)
+
+
+def _bucket(x: Any, lo: Any, hi: Any, count: int) -> int:
+    if lo == hi:
+        raise invalid_argument("lower bound cannot equal upper bound", "2201G")
+    if lo < hi:
+        if x < lo:
+            return 0
+        return count + 1 if x >= hi else int((x - lo) * count / (hi - lo)) + 1
+    if x > lo:
+        return 0
+    return count + 1 if x <= hi else int((lo - x) * count / (lo - hi)) + 1
+
+
+#: The SQL functions of numerics this module answers.
+NUMERIC_FUNCTIONS: dict[str, Callable[..., Any]] = {"scale": _scale, "width_bucket": _width_bucket}

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
+from changefeed.engine.array_text import array_to_text
 from changefeed.engine.intervals import Interval, text as calendar_text
 from changefeed.engine.types import single_digits
 
-__all__ = ["float4_text", "float_text", "interval_text", "timestamp_text"]
+__all__ = ["float4_text", "float_text", "interval_text", "timestamp_text", "to_text"]
 
 
 def float_text(v: float) -> str:
@@ -99,3 +101,27 @@ def _clock(us: int) -> str:
     m, s = divmod(s, 60)
     out = f"{h:02d}:{m:02d}:{s:02d}"
     return out + (f".{frac:06d}".rstrip("0") if frac else "")
+
+
+def to_text(v: Any) -> str:
+    """A value as SQL text (``||``, ``concat``, a cast to a string): booleans as ``true``/``false``
+    (CockroachDB's spelling), bytes decoded."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, list):  # an array: PostgreSQL's and CockroachDB's text form
+        return array_to_text(v, _element_text)
+    if isinstance(v, float):
+        return float_text(v)
+    if isinstance(v, Decimal):  # positional, as numeric_out writes it (never 3.3E-7), no -0
+        return format(v.copy_abs() if v.is_zero() else v, "f")
+    if isinstance(v, dt.datetime):
+        return timestamp_text(v)
+    if isinstance(v, dt.timedelta | Interval):
+        return interval_text(v)
+    return str(v)
+
+
+def _element_text(v: Any) -> str:
+    return ("t" if v else "f") if isinstance(v, bool) else to_text(v)

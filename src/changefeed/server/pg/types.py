@@ -178,7 +178,7 @@ def text_value(v: Any) -> str:
     if isinstance(v, float):
         return float_text(v)
     if isinstance(v, Decimal):
-        return "NaN" if v.is_nan() else format(v, "f")
+        return "NaN" if v.is_nan() else format(v.copy_abs() if v.is_zero() else v, "f")  # no -0
     if isinstance(v, bytes | bytearray | memoryview):
         return "\\x" + bytes(v).hex()
     if isinstance(v, dt.datetime):
@@ -221,6 +221,8 @@ _NUMERIC_NAN = 0xC000
 def _numeric_binary(v: Decimal) -> bytes:
     if v.is_nan():
         return struct.pack("!hhhh", 0, 0, _NUMERIC_NAN, 0)
+    if v.is_zero():
+        v = v.copy_abs()  # a numeric has no negative zero
     sign, digits, exp = v.as_tuple()
     assert isinstance(exp, int)
     dscale = max(0, -exp)

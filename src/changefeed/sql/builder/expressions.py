@@ -208,6 +208,9 @@ class ExpressionRules(Rules):
     def substring_from(self, c: list[Any]) -> ast.Expr:
         return ast.FuncCall("substring", tuple(x for x in c if x is not None))
 
+    def overlay_call(self, c: list[Any]) -> ast.Expr:
+        return ast.FuncCall("overlay", tuple(x for x in c if x is not None))
+
     def substring_for(self, c: list[Any]) -> ast.Expr:
         return ast.FuncCall("substring", (c[0], ast.Literal(1), c[1]))
 

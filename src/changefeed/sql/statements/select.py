@@ -407,6 +407,8 @@ class StatementSubqueries:
             return known[1]
         if isinstance(source, ast.WorkingTable):  # changes every round: not kept
             return statement_relation(self.session, self.txn, source, self.ev).columns
+        if isinstance(source, ast.TableFunction):  # named without running it: its arguments
+            return table_functions.columns_of(source)[0]  # may read the outer query's columns
         columns = statement_relation(self.session, self.txn, source, self.ev).columns
         self._source_columns[id(source)] = (source, columns)
         return columns

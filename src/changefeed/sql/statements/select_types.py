@@ -70,12 +70,13 @@ _LITERAL_TYPE = {
 _PREDICATES = frozenset({"=", "!=", "<", "<=", ">", ">=", "AND", "OR", "@>", "<@", "&&", "?", "?|", "?&"})
 _CLOCKS = frozenset({"now", "current_timestamp", "transaction_timestamp", "statement_timestamp"})
 _LENGTHS = frozenset({"length", "char_length", "character_length", "octet_length", "strpos", "ascii",
-                      "cardinality", "array_position", "jsonb_array_length", "json_array_length", "position"})  # fmt: skip
+                      "cardinality", "array_position", "jsonb_array_length", "json_array_length", "position",
+                      "bit_length", "scale", "width_bucket"})  # fmt: skip
 _TEXTS = frozenset(
     {"lower", "upper", "trim", "btrim", "ltrim", "rtrim", "concat", "concat_ws", "substr", "substring",
      "replace", "lpad", "rpad", "reverse", "repeat", "initcap", "left", "right", "split_part", "md5",
      "sha256", "to_hex", "chr", "regexp_replace", "translate", "format", "quote_ident", "array_to_string",
-     "jsonb_typeof", "json_typeof", "to_char"}
+     "jsonb_typeof", "json_typeof", "to_char", "overlay", "quote_literal", "quote_nullable"}
 )  # fmt: skip
 #: Functions whose result has their (first) argument's number type.
 _SAME_NUMBER = frozenset({"abs", "ceil", "ceiling", "floor", "sign"})
