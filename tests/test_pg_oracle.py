@@ -772,6 +772,21 @@ STATEMENTS = (
     "SELECT id, (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(CASE WHEN jsonb_typeof(doc) = 'object'"
     " THEN doc END) k) FROM d3 ORDER BY id",
     "SELECT id, (SELECT count(*) FROM generate_series(1, id) g) FROM d1 ORDER BY id",
+    # UPDATE .. SET c = DEFAULT, named windows
+    "CREATE TABLE ddef (id INT PRIMARY KEY, a INT DEFAULT 7, s TEXT, n INT NOT NULL DEFAULT 1, z INT NOT NULL)",
+    "INSERT INTO ddef VALUES (1, 2, 'x', 5, 0), (2, 3, 'y', 6, 0)",
+    "UPDATE ddef SET a = DEFAULT, s = DEFAULT WHERE id = 1 RETURNING *",
+    "UPDATE ddef SET n = default, a = a + 1 WHERE id = 2 RETURNING *",
+    "UPDATE ddef SET z = DEFAULT WHERE id = 2",
+    "INSERT INTO ddef VALUES (2, 9, 'q', 9, 9) ON CONFLICT (id) DO UPDATE SET a = DEFAULT, s = excluded.s RETURNING *",
+    "SELECT id, first_value(n) OVER w, sum(n) OVER w FROM d1 WINDOW w AS (PARTITION BY b ORDER BY id) ORDER BY id",
+    "SELECT id, sum(n) OVER (w ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM d1 WINDOW w AS (ORDER BY id) ORDER BY id",
+    "SELECT id, rank() OVER (w ORDER BY n DESC NULLS LAST) FROM d1 WINDOW w AS (PARTITION BY b) ORDER BY id",
+    "SELECT id, sum(n) OVER w2 FROM d1 WINDOW w1 AS (PARTITION BY s), w2 AS (w1 ORDER BY id) ORDER BY id",
+    "SELECT id, count(*) FILTER (WHERE n > 6) OVER w FROM d1 WINDOW w AS (ORDER BY id) ORDER BY id",
+    "SELECT id, sum(n) OVER nope FROM d1",
+    "SELECT id, sum(n) OVER w FROM d1 WINDOW w AS (ORDER BY id), w AS (ORDER BY n)",
+    "SELECT id, sum(n) OVER (w ORDER BY n) FROM d1 WINDOW w AS (ORDER BY id)",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

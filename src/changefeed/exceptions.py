@@ -378,6 +378,12 @@ class SchemaRegistryError(SinkError):
 # ---------------------------------------------------------------------------- access (users, roles)
 
 
+class UndefinedWindow(UndefinedObject):
+    """``OVER w`` naming no window of the query's WINDOW clause."""
+
+    code = "42704"
+
+
 class UndefinedRole(UndefinedObject):
     """A user or role that does not exist."""
 

@@ -281,6 +281,9 @@ class WindowCall:
     partition_by: tuple[Expr, ...] = ()
     order_by: tuple[OrderItem, ...] = ()
     frame: WindowFrame | None = None
+    #: ``OVER w``, ``OVER (w ORDER BY ..)``: the window of the query's WINDOW clause it builds
+    #: on, until the parser writes that window in (never set in a parsed statement).
+    window: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

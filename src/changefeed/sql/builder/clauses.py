@@ -128,6 +128,9 @@ class ClauseRules(Rules):
     def assignment(self, c: list[Any]) -> tuple[ast.Ident, ast.Expr]:
         return (c[0], c[1])
 
+    def default_assignment(self, c: list[Any]) -> tuple[ast.Ident, ast.Expr]:
+        return (c[0], ast.DefaultValue())
+
     def option_kv(self, c: list[Any]) -> ast.Option:
         return (c[0].name.lower(), option_value(c[1]))
 

@@ -54,6 +54,7 @@ from changefeed.sql.statements.on_conflict import ConflictUpdate
 from changefeed.sql.statements.other_tables import JoinedTargets, joined_targets
 from changefeed.sql.statements.row_values import (
     check_not_null,
+    default_expr,
     default_value,
     key_of,
     missing_key,
@@ -482,6 +483,14 @@ def update(session: Session, txn: Transaction, s: ast.Update, ev: Params) -> Res
     schema = session.resolve_table(txn, s.table)
     session.require(txn, schema, *_reading(session, s, Privilege.UPDATE))
     replicas.check_writable(schema)  # issue 20: whatever rows the statement would touch
+    if any(type(e) is ast.DefaultValue for _, e in s.assignments):  # SET c = DEFAULT
+        s = replace(
+            s,
+            assignments=tuple(
+                (i, default_expr(session.column(schema, i)) if type(e) is ast.DefaultValue else e)
+                for i, e in s.assignments
+            ),
+        )
     assigns = [(session.column(schema, i), e) for i, e in s.assignments]
     for c, _ in assigns:
         if c.is_key and session.dialect == "cql":

@@ -23,7 +23,7 @@ from changefeed.sql.evaluator import AMBIGUOUS, Evaluator, Params, RowMap, Scope
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.session import Session
 from changefeed.sql.statements.common import coerce
-from changefeed.sql.statements.row_values import check_not_null, with_computed
+from changefeed.sql.statements.row_values import check_not_null, default_expr, with_computed
 
 __all__ = ["ConflictUpdate"]
 
@@ -52,7 +52,7 @@ class ConflictUpdate:
                 raise InvalidStatement(f"cannot write to computed column {c.name}")
             if any(c is d for d, _ in self.assigns):
                 raise InvalidStatement(f'multiple assignments to the same column "{c.name}"')
-            self.assigns.append((c, e))
+            self.assigns.append((c, default_expr(c) if type(e) is ast.DefaultValue else e))
         self._done: set[tuple[Any, ...]] = set()
 
     def inserted(self, key: tuple[Any, ...]) -> None:

@@ -27,6 +27,11 @@ def default_value(session: Session, col: ColumnSchema, ev: Params, ctx: EvalCont
     return coerce(col, session.const(astjson.from_json(col.default), ev, ctx))
 
 
+def default_expr(col: ColumnSchema) -> ast.Expr:
+    """The expression ``SET col = DEFAULT`` writes: the column's DEFAULT, else NULL."""
+    return astjson.from_json(col.default) if col.default is not None else ast.Literal(None)
+
+
 def with_computed(
     session: Session,
     schema: TableSchema,

@@ -526,6 +526,10 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     windows.refuse_in("WHERE", s.where)
     windows.refuse_in("GROUP BY", s.group_by)
     windows.refuse_in("HAVING", s.having)
+    if session.dialect == "sql" and any(
+        isinstance(g, ast.FuncCall) and g.name.lower() in ("rollup", "cube") for g in s.group_by
+    ):  # else read as a function of that name, and its arguments said to be ungrouped
+        raise UnsupportedFeature("GROUP BY ROLLUP, CUBE and GROUPING SETS are not supported")
     group_by = tuple(select_clauses.group_item(session, g, items, index, lower_index) for g in s.group_by)
     if session.dialect == "sql":  # names bound before any row is read, as PostgreSQL plans them
         selected = [e for _, e, _ in items]
