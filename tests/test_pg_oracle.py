@@ -787,6 +787,21 @@ STATEMENTS = (
     "SELECT id, sum(n) OVER nope FROM d1",
     "SELECT id, sum(n) OVER w FROM d1 WINDOW w AS (ORDER BY id), w AS (ORDER BY n)",
     "SELECT id, sum(n) OVER (w ORDER BY n) FROM d1 WINDOW w AS (ORDER BY id)",
+    # rows: (a, b) IN (SELECT x, y ..), comparisons with NULLs; ON CONFLICT .. WHERE false twice
+    "CREATE TABLE drow1 (id INT PRIMARY KEY, a INT, s TEXT)",
+    "INSERT INTO drow1 VALUES (1, 1, 'x'), (2, 2, NULL), (3, NULL, 'z')",
+    "CREATE TABLE drow2 (id INT PRIMARY KEY, v INT, w TEXT)",
+    "INSERT INTO drow2 VALUES (1, 1, 'x'), (2, 2, 'q'), (3, 5, NULL)",
+    "SELECT id, (a, s) IN (SELECT v, w FROM drow2), (a, s) NOT IN (SELECT v, w FROM drow2) FROM drow1 ORDER BY id",
+    "SELECT id FROM drow1 WHERE (a, s) IN (SELECT v FROM drow2)",
+    "SELECT id FROM drow1 WHERE (a, s) IN (SELECT v, w, id FROM drow2)",
+    "SELECT (1, NULL) IN ((1, 'x')), (1, 'z') NOT IN ((1, NULL)), (1, 2) = (1, NULL), (1, 2) <> (3, NULL),"
+    " (1, 2) < (1, 3), (1, NULL) < (2, 0), (1, NULL) < (1, 3), (1, 2) <= (1, 2)",
+    "SELECT (1, 2) = (1, 2, 3)",
+    "SELECT id FROM drow1 WHERE (id, a) > (1, 5) ORDER BY id",
+    "INSERT INTO drow1 VALUES (1, 5, 'a'), (1, 6, 'b') ON CONFLICT (id) DO UPDATE SET s = excluded.s WHERE drow1.a > 100",
+    "INSERT INTO drow1 VALUES (1, 5, 'a'), (1, 6, 'b') ON CONFLICT (id) DO UPDATE SET s = excluded.s",
+    "SELECT * FROM drow1 ORDER BY id",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

@@ -26,6 +26,7 @@ from changefeed.engine.types import Kind, SqlType
 from changefeed.exceptions import (
     AmbiguousColumn,
     ChangefeedError,
+    ColumnCountMismatch,
     DatatypeMismatch,
     InvalidEscape,
     InvalidStatement,
@@ -330,6 +331,12 @@ class Evaluator:
                     return None
                 return (not hit) if e.negated else hit
             items = [self.eval(x, scope) for x in e.items]
+            if isinstance(v, tuple):  # (a, b) IN ((1, 'x'), ..): row comparisons, three-valued
+                results = [None if x is None else row_compare(v, x, "=") for x in items]
+                hit = any(r is True for r in results)
+                if not hit and any(r is None for r in results):
+                    return None
+                return (not hit) if e.negated else hit
             hit = any(_eq(v, x) for x in items if x is not None)
             if not hit and any(x is None for x in items):
                 return None
@@ -467,6 +474,8 @@ class Evaluator:
                 return True
             return None if left is None or right is None else False
         a, b = self.eval(e.left, scope), self.eval(e.right, scope)
+        if isinstance(a, tuple) and isinstance(b, tuple) and op in _ROW_OPS:
+            return row_compare(a, b, op)
         if a is None or b is None:
             return None
         if op in ("=", "!=", "<", "<=", ">", ">="):
@@ -714,6 +723,41 @@ def _truth(v: Any, where: str = "WHERE") -> bool:
     if isinstance(v, bool):
         return v
     raise DatatypeMismatch(f"argument of {where} must be type bool, not type {value_type(v)}")
+
+
+#: The comparisons of two rows, ``(a, b) < (c, d)``.
+_ROW_OPS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+
+
+def row_compare(a: tuple[Any, ...], b: Any, op: str) -> bool | None:
+    """``a op b`` of two rows, as PostgreSQL compares them: ``=`` false once a pair differs,
+    else NULL if a pair has a NULL; the orderings decided by the first pair that is not equal
+    (NULL if that pair has a NULL); rows of different lengths 42601."""
+    if not isinstance(b, tuple):
+        raise _incomparable(a, b, op)
+    if len(a) != len(b):
+        raise ColumnCountMismatch("unequal number of entries in row expressions")
+    if op in ("=", "!="):
+        unknown = False
+        for x, y in zip(a, b, strict=True):
+            same = (
+                row_compare(x, y, "=")
+                if isinstance(x, tuple)
+                else None
+                if x is None or y is None
+                else compare(x, y, op) == 0
+            )
+            if same is False:
+                return op == "!="
+            unknown = unknown or same is None
+        return None if unknown else op == "="
+    for x, y in zip(a, b, strict=True):
+        if x is None or y is None:
+            return None
+        c = compare(x, y, op)
+        if c != 0:
+            return _holds(c, op)
+    return op in ("<=", ">=")
 
 
 def _eq(a: Any, b: Any) -> bool:

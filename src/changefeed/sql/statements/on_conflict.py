@@ -73,7 +73,6 @@ class ConflictUpdate:
         row the INSERT proposed; None where the WHERE is not true."""
         if key in self._done:
             raise CardinalityViolation("ON CONFLICT DO UPDATE command cannot affect row a second time")
-        self._done.add(key)
         session, schema = self.session, self.schema
         existing = session.py_row(schema, old)
         excluded = session.py_row(schema, proposed)
@@ -90,7 +89,8 @@ class ConflictUpdate:
         scope = Scope(RowMap(row, index, lower))
         evaluator = Evaluator(session, ev, ctx)
         if self.spec.where is not None and evaluator.eval(self.spec.where, scope) is not True:
-            return None
+            return None  # not affected: a later row of the statement may still update it
+        self._done.add(key)
         cells = {c.id: coerce(c, evaluator.eval(e, scope)) for c, e in self.assigns}
         cells = with_computed(session, schema, key, cells, old, ev, ctx)
         check_not_null(session, schema, {**old, **cells})

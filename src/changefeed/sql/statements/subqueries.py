@@ -118,6 +118,14 @@ def _value_of(sub: ast.Subquery, subs: Subqueries, *, fold_expr: bool = True) ->
     res = subs.run(sub.query)
     if sub.kind == "exists":
         return ast.Literal(bool(res.rows))
+    if sub.kind == "in" and isinstance(sub.expr, ast.TupleLit):  # (a, b) IN (SELECT x, y ..)
+        width = len(sub.expr.items)
+        if len(res.columns) != width:
+            more = "many" if len(res.columns) > width else "few"
+            raise ColumnCountMismatch(f"subquery has too {more} columns")
+        expr = _fold(sub.expr, subs) if fold_expr else sub.expr
+        rows = tuple(ast.TupleLit(tuple(ast.Literal(v) for v in r)) for r in res.rows)
+        return ast.InList(expr, rows, sub.negated)
     if len(res.columns) != 1:
         raise ColumnCountMismatch(f"subquery must return only one column, not {len(res.columns)}")
     values = [r[0] for r in res.rows]
