@@ -802,6 +802,9 @@ STATEMENTS = (
     "INSERT INTO drow1 VALUES (1, 5, 'a'), (1, 6, 'b') ON CONFLICT (id) DO UPDATE SET s = excluded.s WHERE drow1.a > 100",
     "INSERT INTO drow1 VALUES (1, 5, 'a'), (1, 6, 'b') ON CONFLICT (id) DO UPDATE SET s = excluded.s",
     "SELECT * FROM drow1 ORDER BY id",
+    # floats to numerics; keywords in nested special forms
+    "SELECT 0.0::float8::numeric::text, 3.0::float8::numeric::text, 1.5::float8::numeric::text, scale(sign(2.5::float8)::numeric)",
+    "SELECT substring(lower(trim(both 'x' from 'xaXx')), 1, 2), substring(trim(leading from '  a'), 1)",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

@@ -366,7 +366,9 @@ def _c_decimal(t: SqlType, v: object) -> Decimal:
     if isinstance(v, bool):
         raise _Unfit()
     if isinstance(v, float):
-        d = Decimal(repr(v))
+        # its shortest digits, a whole number without a point (3.0 is 3), as PostgreSQL's and
+        # CockroachDB's float-to-decimal casts write it
+        d = Decimal(int(v)) if v.is_integer() and abs(v) < 1e16 else Decimal(repr(v))
     elif isinstance(v, int | Decimal):
         d = Decimal(v)
     elif isinstance(v, str):

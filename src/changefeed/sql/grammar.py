@@ -281,14 +281,18 @@ def load_grammar(dialect: str) -> Grammar:
 
 def parse_tree(grammar: Grammar, text: str) -> Tree[Token]:
     """Parse ``text``; where a soft keyword could also have been a name and the parse failed,
-    try again reading such words as names, latest first (at most ``_MAX_ATTEMPTS`` parses). The
-    error reported is the first attempt's."""
+    try again reading such words as names: fewest first, and of as many the latest first (at
+    most ``_MAX_ATTEMPTS`` parses). Fewest first, because a second word read as a name may make
+    the text parse into something else: in ``substring(trim(both 'x' from s), 1, 2)`` reading
+    ``both`` as a name too parses (``both 'x'`` a typed literal) where only ``substring`` is one.
+    The error reported is the first attempt's."""
     pending: list[frozenset[int]] = [frozenset()]
     seen: set[frozenset[int]] = set()
     first: UnexpectedInput | None = None
     attempts = 0
     while pending and attempts < _MAX_ATTEMPTS:
-        as_name = pending.pop()
+        as_name = min(pending, key=lambda names: (len(names), -max(names, default=-1)))
+        pending.remove(as_name)
         if as_name in seen:
             continue
         seen.add(as_name)
