@@ -805,6 +805,14 @@ STATEMENTS = (
     # floats to numerics; keywords in nested special forms
     "SELECT 0.0::float8::numeric::text, 3.0::float8::numeric::text, 1.5::float8::numeric::text, scale(sign(2.5::float8)::numeric)",
     "SELECT substring(lower(trim(both 'x' from 'xaXx')), 1, 2), substring(trim(leading from '  a'), 1)",
+    # text to values as PostgreSQL reads it
+    "SELECT ('2024-01-31 10:11:12+05'::timestamp)::text, ('2024-01-31 10:11:12.1234567'::timestamp)::text",
+    "SELECT ('2024-06-01 00:00 UTC'::timestamptz)::text, ('2024-01-31 10:11:12 Europe/Paris'::timestamptz)::text",
+    "SELECT ('epoch'::timestamp)::text, ('epoch'::date)::text, ('2024-01-05 10:00'::date)::text",
+    "SELECT '2024-01-31 10:11:12 Nowhere/Zone'::timestamptz",
+    "SELECT '1_000'::int",
+    "SELECT '1_0.5'::numeric",
+    "SELECT ('\\x41ff'::bytea)::text, ('abc'::bytea)::text, ('10:11:12.123'::time)::text, ('10:11:12'::time)::text",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

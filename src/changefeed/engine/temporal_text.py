@@ -1,7 +1,7 @@
 """Dates, times, timestamps and intervals read from text, as the engine's types take them.
 
-ISO 8601 dates, times and timestamps (a zone or ``Z`` on a timestamp; nanoseconds cut to
-microseconds); a well-formed one whose field is out of range (``2024-02-30``, ``24:00:01``) is
+ISO 8601 dates, times and timestamps (an offset, ``Z`` or a time zone's name on a timestamp;
+digits past the microsecond rounded; ``epoch``; a date from a timestamp's text); a well-formed one whose field is out of range (``2024-02-30``, ``24:00:01``) is
 PostgreSQL's 22008, anything else a :class:`TextRejected`, which the type's coercion reports in
 its system's words. Intervals: ISO 8601 durations (``PT24H``), CockroachDB's Go-style
 (``1h30m``), PostgreSQL's (``1 day 02:00:00``) and, with months and years,
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import zoneinfo
 from decimal import Decimal
 
 from changefeed.engine.intervals import Interval, parse_calendar
-from changefeed.exceptions import DatetimeFieldOverflow
+from changefeed.exceptions import DatetimeFieldOverflow, InvalidArgument
 
 __all__ = [
     "TextRejected",
@@ -51,30 +52,68 @@ _TS_RE = re.compile(
 )
 
 
+#: A fraction of a second with digits past the microsecond: (up to them, the next digit, the rest).
+_SUB_MICRO = re.compile(r"^(.*\.\d{6})(\d+)(.*)$")
+#: A timestamp's text ending in a time zone's name (``2024-06-01 00:00 UTC``, ``.. Europe/Paris``).
+_NAMED_ZONE = re.compile(r"^(?P<ts>.*\d)\s+(?P<zone>[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+)*)$")
+#: PostgreSQL's special value for 1970-01-01 00:00:00 UTC.
+_EPOCH_WORD = "epoch"
+
+
+def _zone(name: str) -> dt.tzinfo | None:
+    if name.upper() in ("UTC", "GMT", "Z", "ZULU", "UCT"):
+        return dt.UTC
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+
+
 def parse_timestamp(s: str) -> dt.datetime:
+    """An ISO 8601 timestamp, with an offset, ``Z`` or a time zone's name (IANA, ``UTC``) after
+    it or none; ``epoch`` (PostgreSQL's)."""
     s = s.strip()
     if not _TS_RE.match(s):
-        raise TextRejected("not an ISO 8601 timestamp")
+        if s.lower() == _EPOCH_WORD:
+            return dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        named = _NAMED_ZONE.match(s)
+        if named is None:
+            raise TextRejected("not an ISO 8601 timestamp")
+        zone = _zone(named.group("zone"))
+        if zone is None:  # PostgreSQL's 22023
+            raise InvalidArgument(f'time zone "{named.group("zone").lower()}" not recognized')
+        local = parse_timestamp(named.group("ts"))
+        if local.tzinfo is not None:
+            raise TextRejected("two time zones")
+        return local.replace(tzinfo=zone)
     s2 = s.replace("z", "Z")
     if s2.endswith("Z"):
         s2 = s2[:-1] + "+00:00"
-    m = re.match(r"^(.*\.\d{6})\d+(.*)$", s2)  # truncate nanoseconds to microseconds
+    extra = dt.timedelta()
+    m = _SUB_MICRO.match(s2)  # past microseconds: rounded to them, as PostgreSQL and CockroachDB do
     if m:
-        s2 = m.group(1) + m.group(2)
+        s2 = m.group(1) + m.group(3)
+        if int(m.group(2)[0]) >= 5:
+            extra = dt.timedelta(microseconds=1)
     m = re.match(r"^(.*[+-]\d{2})(\d{2})$", s2)  # +0000 -> +00:00
     if m and ":" not in s2[-5:]:
         s2 = m.group(1) + ":" + m.group(2)
-    return dt.datetime.fromisoformat(s2)
+    return dt.datetime.fromisoformat(s2) + extra
 
 
 def read_date(text: str) -> dt.date:
-    """An ISO date; 22008 for a well-formed one out of range, else ValueError."""
+    """An ISO date, or the date of an ISO timestamp's text (its time dropped, as PostgreSQL and
+    CockroachDB read ``'2024-01-05 10:00'::date``), or ``epoch``; 22008 for a well-formed one
+    out of range, else ValueError."""
     s = text.strip()
     try:
         return dt.date.fromisoformat(s)
     except ValueError:
         if _DATE_SHAPE.match(s):
             raise field_out_of_range(s) from None
+        if s.lower() == _EPOCH_WORD or (len(s) > 10 and _TS_RE.match(s)):
+            stamp = read_timestamp(s)
+            return stamp.date()
         raise
 
 

@@ -278,7 +278,7 @@ def _c_int(t: SqlType, v: object) -> int:
             raise _Unfit("not an integer")
         v = int(v)
     elif isinstance(v, str):
-        v = int(v.strip())
+        v = int(_number_text(v))
     if not isinstance(v, int):
         raise _Unfit()
     if t.kind is not Kind.VARINT:
@@ -304,7 +304,7 @@ def _c_float8(v: object) -> float:
             raise _out_of_float_range(str(v))
         return f
     if isinstance(v, str):
-        f = float(v)
+        f = float(_number_text(v))
         if math.isinf(f) and v.strip().lower().lstrip("+-") not in _INFINITY_SPELLINGS:
             raise _out_of_float_range(v)
         return f
@@ -353,6 +353,15 @@ def single_digits(f: float) -> str | None:
     return repr(want)
 
 
+def _number_text(v: str) -> str:
+    """``v`` stripped, if it is a number as SQL writes one: Python's own readers also take
+    ``1_000`` and digits of other scripts (``١٢``), which PostgreSQL and CockroachDB refuse."""
+    text = v.strip()
+    if "_" in text or not text.isascii():
+        raise ValueError(text)
+    return text
+
+
 #: How a string may name an infinity (``float()`` also reads them; a huge number is not one).
 _INFINITY_SPELLINGS = frozenset({"inf", "infinity"})
 
@@ -372,7 +381,7 @@ def _c_decimal(t: SqlType, v: object) -> Decimal:
     elif isinstance(v, int | Decimal):
         d = Decimal(v)
     elif isinstance(v, str):
-        d = Decimal(v.strip())
+        d = Decimal(_number_text(v))
     else:
         raise _Unfit()
     if not d.is_finite():
@@ -477,6 +486,10 @@ def _c_timestamp(t: SqlType, v: object) -> dt.datetime:
         ts = dt.datetime(v.year, v.month, v.day)
     elif isinstance(v, str):
         ts = read_timestamp(v)
+        if not t.zoned and ts.tzinfo is not None:
+            # PostgreSQL and CockroachDB: TIMESTAMP '2024-01-31 10:11:12+05' is 10:11:12, the
+            # offset of the text ignored (a zoned value, a datetime, converts instead)
+            ts = ts.replace(tzinfo=None)
     elif isinstance(v, int) and not isinstance(v, bool):
         unit = 1000 if t.millis else (1 if t.kind is Kind.DATETIME else 1_000_000)
         ts = EPOCH + dt.timedelta(microseconds=v * (1_000_000 // unit))

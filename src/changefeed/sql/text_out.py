@@ -11,7 +11,14 @@ from changefeed.engine.array_text import array_to_text
 from changefeed.engine.intervals import Interval, text as calendar_text
 from changefeed.engine.types import single_digits
 
-__all__ = ["float4_text", "float_text", "interval_text", "timestamp_text", "to_text"]
+__all__ = ["float4_text", "float_text", "interval_text", "time_text", "timestamp_text", "to_text"]
+
+
+def time_text(v: dt.time) -> str:
+    """A time of day as PostgreSQL's ``time_out`` writes it: the fraction without trailing
+    zeros (``10:11:12.123``)."""
+    text = v.isoformat()
+    return text.rstrip("0") if "." in text and v.tzinfo is None else text
 
 
 def float_text(v: float) -> str:
@@ -108,8 +115,10 @@ def to_text(v: Any) -> str:
     (CockroachDB's spelling), bytes decoded."""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
+    if isinstance(v, bytes):  # bytea's text, as PostgreSQL's and CockroachDB's casts write it
+        return "\\x" + v.hex()
+    if isinstance(v, dt.time):
+        return time_text(v)
     if isinstance(v, list):  # an array: PostgreSQL's and CockroachDB's text form
         return array_to_text(v, _element_text)
     if isinstance(v, float):

@@ -29,7 +29,7 @@ from changefeed.exceptions import (
     TypeMismatch,
 )
 from changefeed.server.pg.arrays import array_from_binary
-from changefeed.sql.text_out import float_text, interval_text, timestamp_text
+from changefeed.sql.text_out import float_text, interval_text, time_text, timestamp_text
 
 # ------------------------------------------------------------------------------------------ OIDs
 BOOL = 16
@@ -183,7 +183,9 @@ def text_value(v: Any) -> str:
         return "\\x" + bytes(v).hex()
     if isinstance(v, dt.datetime):
         return timestamp_text(v)
-    if isinstance(v, dt.date | dt.time | uuid.UUID):
+    if isinstance(v, dt.time):
+        return time_text(v)
+    if isinstance(v, dt.date | uuid.UUID):
         return v.isoformat() if not isinstance(v, uuid.UUID) else str(v)
     if isinstance(v, dt.timedelta | Interval):
         return interval_text(v)
