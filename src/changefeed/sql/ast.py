@@ -339,6 +339,9 @@ class Select:
     group_by: tuple[Expr, ...] = ()
     having: Expr | None = None
     offset: Expr | None = None
+    #: ``GROUP BY ROLLUP (..)``, ``CUBE (..)``, ``GROUPING SETS (..)``: the sets of expressions
+    #: grouped by in turn (``group_by`` then holds each expression of them once).
+    grouping_sets: tuple[tuple[Expr, ...], ...] = ()
     #: ``FROM t AS a``: the name the statement gives the table (qualified columns may use it).
     alias: Ident | None = None
     #: Tables joined to ``table``, in order (left-deep).

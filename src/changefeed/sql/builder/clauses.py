@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from lark import Token
@@ -11,6 +12,24 @@ from changefeed.sql import ast
 from changefeed.sql.builder.common import Clause, Rules, option_value, unbackslash
 
 __all__ = ["ClauseRules"]
+
+
+class GroupingSets:
+    """ROLLUP, CUBE, GROUPING SETS or ``()`` in a GROUP BY, before the sets are crossed."""
+
+    __slots__ = ("sets",)
+
+    def __init__(self, sets: tuple[tuple[ast.Expr, ...], ...]) -> None:
+        self.sets = sets
+
+
+def _units(items: tuple[ast.Expr, ...]) -> list[tuple[ast.Expr, ...]]:
+    """ROLLUP's and CUBE's elements: ``(a, b)`` is one element of two expressions."""
+    return [x.items if isinstance(x, ast.TupleLit) else (x,) for x in items]
+
+
+def _flat(units: Any) -> tuple[ast.Expr, ...]:
+    return tuple(e for unit in units for e in unit)
 
 
 class ClauseRules(Rules):
@@ -74,6 +93,44 @@ class ClauseRules(Rules):
 
     def group_by(self, c: list[tuple[ast.Expr, ...]]) -> Clause:
         return Clause("group_by", tuple(c[0]))
+
+    def sql_group_by(self, c: list[Any]) -> list[Clause]:
+        """``GROUP BY a, ROLLUP (b, c)``: plain expressions, or with ROLLUP, CUBE or GROUPING
+        SETS the sets grouped by in turn (each element's sets crossed with the others')."""
+        if all(not isinstance(x, GroupingSets) for x in c):
+            return [Clause("group_by", tuple(c))]
+        sets: list[tuple[ast.Expr, ...]] = [()]
+        for x in c:
+            options = x.sets if isinstance(x, GroupingSets) else ((x,),)
+            sets = [tuple(dict.fromkeys((*a, *b))) for a in sets for b in options]
+        every = tuple(dict.fromkeys(e for s in sets for e in s))
+        return [Clause("group_by", every), Clause("grouping_sets", tuple(sets))]
+
+    def rollup_item(self, c: list[tuple[ast.Expr, ...]]) -> GroupingSets:
+        units = _units(c[0])
+        return GroupingSets(tuple(_flat(units[:n]) for n in range(len(units), -1, -1)))
+
+    def cube_item(self, c: list[tuple[ast.Expr, ...]]) -> GroupingSets:
+        units = _units(c[0])
+        return GroupingSets(
+            tuple(
+                _flat(combo) for n in range(len(units), -1, -1) for combo in itertools.combinations(units, n)
+            )
+        )
+
+    def grouping_sets_item(self, c: list[Any]) -> GroupingSets:
+        sets: list[tuple[ast.Expr, ...]] = []
+        for x in c:
+            if isinstance(x, GroupingSets):
+                sets.extend(x.sets)
+            elif isinstance(x, ast.TupleLit):
+                sets.append(x.items)
+            else:
+                sets.append((x,))
+        return GroupingSets(tuple(sets))
+
+    def empty_grouping(self, c: list[Any]) -> GroupingSets:
+        return GroupingSets(((),))
 
     def order_item(self, c: list[Any]) -> ast.OrderItem:
         nulls = c[2] if len(c) > 2 else None

@@ -422,6 +422,7 @@ def select_node(meta: Any, c: list[Any]) -> ast.Select:
         distinct_on=cl.get("distinct_on", ()),
         allow_filtering=cl.get("allow_filtering", False),
         group_by=cl.get("group_by", ()),
+        grouping_sets=cl.get("grouping_sets", ()),
         having=cl.get("having"),
         offset=cl.get("offset"),
         alias=cl.get("alias"),

@@ -30,7 +30,15 @@ from changefeed.sql.evaluator import (
 from changefeed.sql.functions import EvalContext
 from changefeed.sql.result import Result
 from changefeed.sql.session import Session, StatementFamily
-from changefeed.sql.statements import joins, lateral, select_clauses, subqueries, table_functions, windows
+from changefeed.sql.statements import (
+    grouping_sets,
+    joins,
+    lateral,
+    select_clauses,
+    subqueries,
+    table_functions,
+    windows,
+)
 from changefeed.sql.statements.cdc_log import LogColumns, LogView
 from changefeed.sql.statements.common import LOG_SUFFIX, key_values, log_base_table
 from changefeed.sql.statements.select_types import expr_type
@@ -277,6 +285,11 @@ SELECT_CLAIMS: list[SelectClaim] = []
 
 @FAMILY.statement(ast.Select, write=False)
 def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Result:
+    if s.grouping_sets:  # ROLLUP, CUBE, GROUPING SETS: a run for each set
+        stmt = grouping_sets.run(session, txn, s)
+        if isinstance(stmt, ast.Select):
+            return select(session, txn, stmt, ev)
+        return session.statements.handler(stmt).run(session, txn, stmt, ev)
     if s.table is not None:
         for hook in SELECT_HOOKS:
             claimed = hook(session, txn, s, ev)
@@ -526,10 +539,6 @@ def select_over(session: Session, txn: Transaction, s: ast.Select, ev: Params, r
     windows.refuse_in("WHERE", s.where)
     windows.refuse_in("GROUP BY", s.group_by)
     windows.refuse_in("HAVING", s.having)
-    if session.dialect == "sql" and any(
-        isinstance(g, ast.FuncCall) and g.name.lower() in ("rollup", "cube") for g in s.group_by
-    ):  # else read as a function of that name, and its arguments said to be ungrouped
-        raise UnsupportedFeature("GROUP BY ROLLUP, CUBE and GROUPING SETS are not supported")
     group_by = tuple(select_clauses.group_item(session, g, items, index, lower_index) for g in s.group_by)
     if session.dialect == "sql":  # names bound before any row is read, as PostgreSQL plans them
         selected = [e for _, e, _ in items]
