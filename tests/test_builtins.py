@@ -57,7 +57,11 @@ CASES = [
     ("round(2.565, 2)", Decimal("2.57")),
     ("round(2.5)", Decimal("3")),
     ("round(-2.5)", Decimal("-3")),
-    ("round(7)", 7),
+    ("round(7)", 7.0),  # of an integer a double, as PostgreSQL's round(double precision)
+    ("round(7, 1)", Decimal("7.0")),  # and with places a numeric
+    ("round(15, -1)", Decimal("20")),
+    ("ceil(7)", 7.0),
+    ("sign(-7)", -1.0),
     ("round(CAST(2.5 AS FLOAT))", 2.0),  # floats round to even
     ("trunc(1.99, 1)", Decimal("1.9")),
     ("trunc(-1.9)", Decimal("-1")),

@@ -826,6 +826,11 @@ STATEMENTS = (
     "SELECT coalesce(a, 'all'), sum(v) FROM dgs GROUP BY ROLLUP (a) ORDER BY 1, 2",
     "SELECT a, b, sum(v) FROM dgs GROUP BY ROLLUP ((a, b)) ORDER BY 1 NULLS LAST, 2 NULLS LAST, 3",
     "SELECT a, sum(v) FROM dgs GROUP BY GROUPING SETS ((), (a)) ORDER BY a NULLS FIRST, 2",
+    # numerics exact past 28 digits; rounding functions of integers are doubles
+    "SELECT (123456789012345.123456789 * 1000000.000001)::text, (1e30::numeric + 0.000001)::text, (1e30::numeric % 7)::text",
+    "SELECT sum(x)::text, avg(x)::text FROM (VALUES (123456789012345678.123456789), (0.000000001), (100000000000000000000)) v(x)",
+    "SELECT round(7), round(7, 1), round(15, -1), trunc(7), trunc(7, 1), ceil(7), floor(-7), sign(-7)",
+    "SELECT extract(julian from '2024-03-01 00:00'::timestamp)::text",
     # intervals of months and years: calendar arithmetic, PostgreSQL's text, age and friends
     "SELECT ('-1 month'::interval)::text, ('1 year 2 mons 3 days 04:05:06'::interval)::text, ('2 years -1 mons'::interval)::text",
     "SELECT ('1.5 months'::interval)::text, ('1.5 years'::interval)::text, ('-1.5 months'::interval)::text",

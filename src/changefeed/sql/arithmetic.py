@@ -26,7 +26,7 @@ from typing import Any
 from changefeed.engine.intervals import Interval, add_interval, combine, scale
 from changefeed.engine.type_errors import value_type
 from changefeed.exceptions import DivisionByZero, NumericValueOutOfRange, UndefinedFunction
-from changefeed.sql.numeric import numeric_div
+from changefeed.sql.numeric import EXACT, numeric_div
 
 _MS_PER_DAY = Decimal(86_400_000)
 _DAY = dt.timedelta(days=1)
@@ -84,6 +84,12 @@ def _numeric(op: str, a: Any, b: Any) -> Any:
 def _numeric_of(op: str, a: Any, b: Any) -> Any:
     if isinstance(a, Decimal) or isinstance(b, Decimal):
         a, b = _dec(a), _dec(b)
+        if op == "+":
+            return EXACT.add(a, b)
+        if op == "-":
+            return EXACT.subtract(a, b)
+        if op == "*":
+            return EXACT.multiply(a, b)
     if op == "+":
         return a + b
     if op == "-":
@@ -121,7 +127,7 @@ def remainder(a: Any, b: Any) -> Any:
         return a - b * int_quotient(a, b)
     if isinstance(a, float) or isinstance(b, float):
         return math.fmod(float(a), float(b))
-    return Decimal(a) % Decimal(b)
+    return EXACT.remainder(Decimal(a), Decimal(b))
 
 
 def _as_datetime(d: dt.date) -> dt.datetime:

@@ -22,6 +22,7 @@ from changefeed.sql.builtins_more import MORE, log_base
 from changefeed.sql.function_errors import invalid_argument, unknown_signature
 from changefeed.sql.interval_functions import INTERVAL_FUNCTIONS, extract_interval
 from changefeed.sql.numeric import (
+    EXACT,
     NUMERIC_FUNCTIONS,
     numeric_div,
     numeric_exp,
@@ -135,32 +136,38 @@ def _concat_ws(sep: Any, *xs: Any) -> str | None:
 
 
 def _round(x: Number, places: int | None = None) -> Number:
-    """Half away from zero for exact numbers (PostgreSQL's numeric), to even for floats."""
+    """Half away from zero for exact numbers (PostgreSQL's numeric), to even for floats. An
+    integer is PostgreSQL's: ``round(i)`` a double, ``round(i, n)`` a numeric."""
+    if isinstance(x, int) and places is None:
+        return float(x)
     if isinstance(x, float):
         return float(round(x, places or 0))
     q = Decimal(1).scaleb(-(places or 0))
-    out = Decimal(x).quantize(q, rounding=decimal.ROUND_HALF_UP)
-    return out if isinstance(x, Decimal) else int(out) if not places or places <= 0 else out
+    return Decimal(x).quantize(q, rounding=decimal.ROUND_HALF_UP, context=EXACT)
 
 
 def _trunc(x: Number, places: int | None = None) -> Number:
+    """Toward zero; of an integer a double (``trunc(i)``) or a numeric (``trunc(i, n)``), as
+    PostgreSQL's."""
+    if isinstance(x, int) and places is None:
+        return float(x)
     if isinstance(x, float):
         f = 10.0 ** (places or 0)
         return math.trunc(x * f) / f
-    out = Decimal(x).quantize(Decimal(1).scaleb(-(places or 0)), rounding=decimal.ROUND_DOWN)
-    return out if isinstance(x, Decimal) else int(out)
+    return Decimal(x).quantize(Decimal(1).scaleb(-(places or 0)), rounding=decimal.ROUND_DOWN, context=EXACT)
 
 
 def _ceil(x: Number) -> Number:
-    if isinstance(x, float):
+    """Of an integer a double, as PostgreSQL's ``ceil(double precision)`` takes it."""
+    if isinstance(x, float | int):
         return float(math.ceil(x))
-    return Decimal(math.ceil(x)) if isinstance(x, Decimal) else x
+    return Decimal(math.ceil(x))
 
 
 def _floor(x: Number) -> Number:
-    if isinstance(x, float):
+    if isinstance(x, float | int):
         return float(math.floor(x))
-    return Decimal(math.floor(x)) if isinstance(x, Decimal) else x
+    return Decimal(math.floor(x))
 
 
 def _mod(a: Number, b: Number) -> Number:
@@ -244,8 +251,9 @@ def _numeric_power(a: Decimal, b: Decimal) -> Decimal:
 
 
 def _sign(x: Number) -> Number:
+    """-1, 0 or 1: a numeric of a numeric, else a double (PostgreSQL's of an integer too)."""
     s = (x > 0) - (x < 0)
-    return float(s) if isinstance(x, float) else Decimal(s) if isinstance(x, Decimal) else s
+    return Decimal(s) if isinstance(x, Decimal) else float(s)
 
 
 def _extreme(name: str, pick: Callable[..., Any]) -> Callable[..., Any]:
@@ -324,7 +332,7 @@ def _julian(t: Any) -> Decimal:
     if not isinstance(t, dt.datetime):
         return day
     micros = ((t.hour * 60 + t.minute) * 60 + t.second) * 1_000_000 + t.microsecond
-    return day + numeric_div(Decimal(micros), Decimal(_US_PER_DAY))
+    return EXACT.add(day, numeric_div(Decimal(micros), Decimal(_US_PER_DAY)))
 
 
 def _extract(field: str, t: Any) -> Number:

@@ -51,7 +51,7 @@ from changefeed.sql.json_ops import (
     concat as json_concat,
     delete as json_delete,
 )
-from changefeed.sql.numeric import numeric_div
+from changefeed.sql.numeric import exact_sum, numeric_div
 from changefeed.sql.statistics import STATISTICS, statistic
 from changefeed.sql.text_out import float4_text, to_text
 
@@ -632,7 +632,7 @@ def reduce_aggregate(e: ast.FuncCall, inputs: Sequence[Any], dialect: str) -> An
     if name == "max":
         return max(vals)
     if name == "sum":
-        return widened_sum(sum(vals), dialect)
+        return widened_sum(exact_sum(vals), dialect)
     if name in STATISTICS:
         return statistic(name, vals)
     if name in ("bool_and", "every", "bool_or"):
@@ -641,7 +641,7 @@ def reduce_aggregate(e: ast.FuncCall, inputs: Sequence[Any], dialect: str) -> An
                 raise UndefinedFunction(f"unknown signature: {name}({value_type(v)})")
         return all(vals) if name != "bool_or" else any(vals)
     return average(
-        sum(vals), len(vals), exact=all(isinstance(v, int | Decimal) for v in vals), dialect=dialect
+        exact_sum(vals), len(vals), exact=all(isinstance(v, int | Decimal) for v in vals), dialect=dialect
     )
 
 

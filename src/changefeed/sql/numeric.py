@@ -14,7 +14,7 @@ Also the SQL functions of a numeric's form: ``scale`` and ``width_bucket``."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
@@ -39,6 +39,26 @@ _MAX_SCALE = 1000
 _MAX_RESULT_SCALE = 2000
 #: Guard digits the exact computation carries before rounding to the chosen scale.
 _GUARD = 10
+
+
+#: Exact arithmetic: ``+``, ``-``, ``*``, ``%`` and sums of numerics keep every digit, as
+#: PostgreSQL's numeric does (Python's default context rounds to 28 significant digits). The
+#: precision is a bound, not a cost: operands as wide as PostgreSQL's widest (131,072 digits
+#: before the point, 16,383 after) fit.
+EXACT = Context(prec=150_000, Emax=999_999, Emin=-999_999)
+
+
+def exact_sum(values: Iterable[Any]) -> Any:
+    """The sum of ``values``: exact when any is a Decimal (see :data:`EXACT`), else Python's."""
+    total: Any = 0
+    for v in values:
+        if isinstance(v, Decimal) or isinstance(total, Decimal):
+            total = EXACT.add(
+                Decimal(total) if isinstance(total, int) else total, Decimal(v) if isinstance(v, int) else v
+            )
+        else:
+            total = total + v
+    return total
 
 
 def numeric_scale(v: Decimal) -> int:

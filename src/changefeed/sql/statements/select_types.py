@@ -78,6 +78,8 @@ _TEXTS = frozenset(
      "sha256", "to_hex", "chr", "regexp_replace", "translate", "format", "quote_ident", "array_to_string",
      "jsonb_typeof", "json_typeof", "to_char", "overlay", "quote_literal", "quote_nullable"}
 )  # fmt: skip
+#: The integer kinds (PostgreSQL's rounding functions take them as double precision).
+_INTEGERS = frozenset({Kind.INT, Kind.UINT, Kind.VARINT})
 #: Functions whose result has their (first) argument's number type.
 _SAME_NUMBER = frozenset({"abs", "ceil", "ceiling", "floor", "sign"})
 
@@ -147,7 +149,13 @@ def _sql_expr_type(
             return _SQL_TYPE["TIMESTAMPTZ"]
         if name in _SAME_NUMBER and len(e.args) == 1:
             arg = expr_type(session, e.args[0], types, index)
+            if name != "abs" and arg is not None and arg.kind in _INTEGERS:
+                return _SQL_TYPE["FLOAT8"]  # PostgreSQL's ceil, floor, sign of an integer: double
             return _arithmetic(arg, arg)
+        if name in ("round", "trunc") and e.args:
+            arg = expr_type(session, e.args[0], types, index)
+            if arg is not None and arg.kind in _INTEGERS:
+                return _SQL_TYPE["FLOAT8"] if len(e.args) == 1 else _SQL_TYPE["DECIMAL"]
         if name in ("mod", "div") and len(e.args) == 2:
             return _arithmetic(
                 expr_type(session, e.args[0], types, index), expr_type(session, e.args[1], types, index)
