@@ -1,14 +1,27 @@
-"""A PostgreSQL endpoint on its own event loop thread, for tests (port 0, loopback)."""
+"""A PostgreSQL endpoint on its own event loop thread, for tests (port 0, loopback); psql
+against it; and the endpoint beside a real PostgreSQL, for the tests that hold it to PostgreSQL's
+answers."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import psycopg
 
 from changefeed.server import EndpointConfig
 from changefeed.server.pg import create
+from changefeed.testing.kafka_broker import free_port
+from changefeed.testing.postgres import PostgresServer
 
 
 @dataclass
@@ -47,3 +60,52 @@ def start_server(db: Path, certs_dir: Path | None = None) -> RunningServer:
     endpoint = create(EndpointConfig(db=db, certs_dir=certs_dir))
     host, port = asyncio.run_coroutine_threadsafe(endpoint.start(), loop).result(30)
     return RunningServer(host, port, db, loop, endpoint, thread)
+
+
+def run_psql(server: RunningServer, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``psql -X`` as root on ``server``'s defaultdb with ``args`` (output and errors together,
+    UTC, UTF-8); psql is ``make setup``'s."""
+    psql = shutil.which("psql")
+    assert psql is not None, "psql is not installed: make setup installs postgresql-client"
+    env = {
+        **os.environ,
+        "PGCONNECT_TIMEOUT": "10",
+        "PGTZ": "UTC",
+        "LC_ALL": "C.UTF-8",
+        "PGCLIENTENCODING": "UTF8",
+    }
+    env.pop("PGPASSWORD", None)
+    connect = ["-X", "-h", server.host, "-p", str(server.port), "-U", "root", "-d", "defaultdb"]
+    return subprocess.run(
+        [psql, *connect, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+@contextlib.contextmanager
+def beside_postgres(
+    setup: Iterable[str], prefix: str
+) -> Iterator[tuple[psycopg.Connection[Any], psycopg.Connection[Any]]]:
+    """A real PostgreSQL (Debian's, ``make setup``'s) and the endpoint, each with ``setup`` run:
+    psycopg connections to both, in autocommit, theirs first."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(root, 0o755)  # PostgreSQL runs as nobody: its directory must be reachable
+    pg = PostgresServer(root / "pg", free_port())
+    ours = start_server(root / "db")
+    try:
+        with (
+            psycopg.connect(pg.dsn(), autocommit=True) as theirs,
+            psycopg.connect(ours.dsn(), autocommit=True) as mine,
+        ):
+            for sql in setup:
+                theirs.execute(sql)
+                mine.execute(sql)
+            yield theirs, mine
+    finally:
+        ours.stop()
+        pg.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -10,20 +10,14 @@ compared as multisets; numbers by value (PostgreSQL's ``numeric`` keeps trailing
 from __future__ import annotations
 
 import datetime as dt
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from changefeed.testing.kafka_broker import free_port
-from changefeed.testing.postgres import PostgresServer
-from tests.pg_server import start_server
+from tests.pg_server import beside_postgres
 
 SETUP = (
     "CREATE TABLE d1 (id INT PRIMARY KEY, s TEXT, n INT, f FLOAT8, b BOOL)",
@@ -867,23 +861,8 @@ STATEMENTS = (
 
 @pytest.fixture(scope="module")
 def both() -> Iterator[tuple[psycopg.Connection[Any], psycopg.Connection[Any]]]:
-    root = Path(tempfile.mkdtemp(prefix="pg-oracle-"))
-    os.chmod(root, 0o755)  # PostgreSQL runs as nobody: its directory must be reachable
-    pg = PostgresServer(root / "pg", free_port())
-    ours = start_server(root / "db")
-    try:
-        with (
-            psycopg.connect(pg.dsn(), autocommit=True) as theirs,
-            psycopg.connect(ours.dsn(), autocommit=True) as mine,
-        ):
-            for sql in SETUP:
-                theirs.execute(sql)
-                mine.execute(sql)
-            yield theirs, mine
-    finally:
-        ours.stop()
-        pg.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with beside_postgres(SETUP, "pg-oracle-") as pair:
+        yield pair
 
 
 def outcome(conn: psycopg.Connection[Any], sql: str) -> tuple[Any, ...]:

@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from changefeed.testing.kafka_broker import free_port
-from changefeed.testing.postgres import PostgresServer
-from tests.pg_server import start_server
+from tests.pg_server import beside_postgres
 
 SEED = int(os.environ.get("CHANGEFEED_RANDOM_SEED", "20261128"))
 QUERIES = 300
@@ -201,23 +196,8 @@ def queries(seed: int, count: int) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def both() -> Iterator[tuple[psycopg.Connection[Any], psycopg.Connection[Any]]]:
-    root = Path(tempfile.mkdtemp(prefix="pg-random-"))
-    os.chmod(root, 0o755)  # PostgreSQL runs as nobody: its directory must be reachable
-    pg = PostgresServer(root / "pg", free_port())
-    ours = start_server(root / "db")
-    try:
-        with (
-            psycopg.connect(pg.dsn(), autocommit=True) as theirs,
-            psycopg.connect(ours.dsn(), autocommit=True) as mine,
-        ):
-            for sql in [*SETUP, *_rows(random.Random(SEED))]:
-                theirs.execute(sql)
-                mine.execute(sql)
-            yield theirs, mine
-    finally:
-        ours.stop()
-        pg.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with beside_postgres([*SETUP, *_rows(random.Random(SEED))], "pg-random-") as pair:
+        yield pair
 
 
 def _value(v: Any) -> Any:

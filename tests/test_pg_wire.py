@@ -21,7 +21,7 @@ import pytest
 
 import changefeed
 from changefeed.server.pg.server import POOL_SIZE
-from tests.pg_server import RunningServer, start_server
+from tests.pg_server import RunningServer, run_psql, start_server
 
 GOLDEN = Path(__file__).parent / "golden" / "pg"
 
@@ -87,37 +87,8 @@ def _fields(body: bytes) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------ psql
 def test_psql_script_golden(server: RunningServer, tmp_path: Path) -> None:
-    assert shutil.which("psql"), "psql is not installed: make setup installs postgresql-client"
     script = GOLDEN / "psql_session.sql"
-    env = {
-        **os.environ,
-        "PGCONNECT_TIMEOUT": "10",
-        "PGTZ": "UTC",
-        "LC_ALL": "C.UTF-8",
-        "PGCLIENTENCODING": "UTF8",
-    }
-    env.pop("PGPASSWORD", None)
-    proc = subprocess.run(
-        [
-            "psql",
-            "-X",
-            "-h",
-            server.host,
-            "-p",
-            str(server.port),
-            "-U",
-            "root",
-            "-d",
-            "defaultdb",
-            "-f",
-            str(script),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    proc = run_psql(server, "-f", str(script))
     check_golden(GOLDEN / "psql_session.out", proc.stdout.replace(str(script), "psql_session.sql"))
 
 

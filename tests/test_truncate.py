@@ -6,9 +6,6 @@ log entry, as ScyllaDB) is tested with the CQL endpoint (``test_cql_statements``
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +15,7 @@ import pytest
 import changefeed
 from changefeed.connection import Connection
 from changefeed.exceptions import PermissionDenied, SyntaxError_, UndefinedTable
-from tests.pg_server import start_server
+from tests.pg_server import run_psql, start_server
 
 
 @pytest.fixture
@@ -163,28 +160,7 @@ def test_through_the_postgresql_endpoint(tmp_path: Path) -> None:
                 conn.execute("TRUNCATE TABLE p")
                 conn.execute("INSERT INTO p VALUES (4)")
             assert conn.execute("SELECT id FROM p").fetchall() == [(4,)]
-        assert shutil.which("psql"), "psql is not installed: make setup installs postgresql-client"
-        out = subprocess.run(
-            [
-                "psql",
-                "-X",
-                "-h",
-                server.host,
-                "-p",
-                str(server.port),
-                "-U",
-                "root",
-                "-d",
-                "defaultdb",
-                "-c",
-                "TRUNCATE p",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-            env={**os.environ, "PGCONNECT_TIMEOUT": "10"},
-        )
+        out = run_psql(server, "-c", "TRUNCATE p", timeout=30)
         assert out.stdout.strip() == "TRUNCATE TABLE"
     finally:
         server.stop()
