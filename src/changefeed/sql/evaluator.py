@@ -22,7 +22,7 @@ from changefeed.engine.storage import token
 from changefeed.engine.temporal_text import parse_interval, parse_timestamp
 from changefeed.engine.type_errors import crdb_parse_error, value_type
 from changefeed.engine.type_names import resolve_type
-from changefeed.engine.types import Kind, SqlType
+from changefeed.engine.types import Kind, SqlType, is_ydb_type
 from changefeed.exceptions import (
     AmbiguousColumn,
     ChangefeedError,
@@ -420,8 +420,10 @@ class Evaluator:
                 v = _json_scalar(v, t)
             elif t.kind is Kind.TEXT and type(v) is float and self._single(e.expr):
                 v = float4_text(v)  # x::float4::text: single precision's shortest digits
+            elif t.kind is Kind.TEXT and isinstance(v, bytes) and is_ydb_type(t):
+                pass  # YQL's CAST(s AS Utf8) reads the bytes as UTF-8 (the coercion does)
             elif t.kind is Kind.TEXT and v is not None and not isinstance(v, str):
-                v = to_text(v)
+                v = to_text(v)  # bytes as \x and hex, as PostgreSQL's and CockroachDB's casts
             return t.coerce(explicit_cast(v, t), "CAST")
         if isinstance(e, ast.Subscript):
             return self._subscript(e, scope)
@@ -495,7 +497,9 @@ class Evaluator:
                 raise UndefinedFunction(
                     f"unsupported binary operator: <{value_type(a)}> || <{value_type(b)}>"
                 )
-            return to_text(a) + to_text(b)
+            if isinstance(a, bytes) and isinstance(b, bytes):  # bytea || bytea, YQL's String || String
+                return a + b
+            return _operand_text(a) + _operand_text(b)
         if op == "-" and isinstance(a, JsonText):  # jsonb - key, index or keys
             return json_delete(a, b)
         if op == "^":  # PostgreSQL's exponentiation operator: power()
@@ -758,6 +762,11 @@ def row_compare(a: tuple[Any, ...], b: Any, op: str) -> bool | None:
         if c != 0:
             return _holds(c, op)
     return op in ("<=", ">=")
+
+
+def _operand_text(v: Any) -> str:
+    """An operand of ``||`` as text: bytes with text read as UTF-8 (YQL's String with Utf8)."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else to_text(v)
 
 
 def _eq(a: Any, b: Any) -> bool:
