@@ -40,7 +40,7 @@ from changefeed.sql.evaluator import (
 )
 from changefeed.sql.function_errors import invalid_argument
 from changefeed.sql.functions import AGGREGATES
-from changefeed.sql.numeric import exact_sum
+from changefeed.sql.numeric import exact_add
 
 #: Aggregates computed as running totals when the frame starts at the partition's first row.
 _RUNNING = frozenset({"count", "sum", "avg", "min", "max"})
@@ -400,7 +400,7 @@ def _running(name: str, inputs: list[Any], frames: list[tuple[int, int]], dialec
         if v is not None:
             count += 1
             if name in ("sum", "avg"):
-                total = v if total is None else exact_sum((total, v))
+                total = v if total is None else exact_add(total, v)
                 exact = exact and isinstance(v, int | Decimal)
             elif name in ("min", "max") and (total is None or better(v, total)):
                 total = v
