@@ -77,7 +77,7 @@ def _quote_nullable(*args: Any) -> Any:
     return "NULL" if args[0] is None else _literal(args[0])
 
 
-def _date(name: str, year: int, month: int, day: int) -> dt.date:
+def _date(year: int, month: int, day: int) -> dt.date:
     try:
         return dt.date(year, month, day)
     except ValueError:
@@ -107,7 +107,7 @@ def _make_date(*args: Any) -> Any:
         return None
     if not all(_int(a) for a in args):
         raise unknown_signature("make_date", args)
-    return _date("make_date", *args)
+    return _date(*args)
 
 
 def _make_time(*args: Any) -> Any:
@@ -127,7 +127,7 @@ def _make_timestamp(*args: Any) -> Any:
         return None
     if not (all(_int(a) for a in args[:5]) and _number(args[5])):
         raise unknown_signature("make_timestamp", args)
-    day = _date("make_timestamp", *args[:3])
+    day = _date(*args[:3])
     if args[3] == 24 and args[4] == 0 and float(args[5]) == 0:  # 24:00:00: the next midnight
         return dt.datetime.combine(day, dt.time()) + dt.timedelta(days=1)
     return dt.datetime.combine(day, _time(*args[3:]))

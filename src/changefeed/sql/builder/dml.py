@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import replace
 from typing import Any, Literal, cast
 
@@ -13,7 +12,7 @@ from changefeed.exceptions import StatementSyntaxError, UnsupportedFeature
 from changefeed.sql import ast
 from changefeed.sql.builder import with_queries
 from changefeed.sql.builder.common import Clause, Rules, clauses, first, position
-from changefeed.sql.builder.windows import named_windows, resolve_windows
+from changefeed.sql.builder.windows import named_windows, names_window, resolve_windows
 
 __all__ = ["DmlRules", "select_node"]
 
@@ -409,7 +408,7 @@ def select_node(meta: Any, c: list[Any]) -> ast.Select:
     cl = clauses(c)
     items = first(c, tuple)
     windows = named_windows(cl.get("windows", ()))
-    if windows or _names_window(items) or _names_window(cl.get("order_by", ())):
+    if windows or names_window(items) or names_window(cl.get("order_by", ())):
         items = resolve_windows(items, windows)
         cl["order_by"] = resolve_windows(cl.get("order_by", ()), windows)
     return ast.Select(
@@ -431,17 +430,6 @@ def select_node(meta: Any, c: list[Any]) -> ast.Select:
         pos=position(meta),
         source=cl.get("source"),
     )
-
-
-def _names_window(node: Any) -> bool:
-    """Whether ``node`` (not its subqueries) has an ``OVER w``."""
-    if isinstance(node, ast.WindowCall):
-        return node.window is not None
-    if isinstance(node, tuple):
-        return any(_names_window(x) for x in node)
-    if not dataclasses.is_dataclass(node) or isinstance(node, type | ast.Subquery | ast.Literal | ast.Column):
-        return False
-    return any(_names_window(getattr(node, f.name)) for f in dataclasses.fields(node))
 
 
 def _named_function(

@@ -170,3 +170,14 @@ def resolve_windows(node: Any, windows: dict[str, WindowSpec]) -> Any:
         return node
     changes = {f.name: resolve_windows(getattr(node, f.name), windows) for f in dataclasses.fields(node)}
     return dataclasses.replace(node, **changes)
+
+
+def names_window(node: Any) -> bool:
+    """Whether ``node`` (not its subqueries) has an ``OVER w``."""
+    if isinstance(node, ast.WindowCall):
+        return node.window is not None
+    if isinstance(node, tuple):
+        return any(names_window(x) for x in node)
+    if not dataclasses.is_dataclass(node) or isinstance(node, type | ast.Subquery | ast.Literal | ast.Column):
+        return False
+    return any(names_window(getattr(node, f.name)) for f in dataclasses.fields(node))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from changefeed.engine.txn import Transaction
 from changefeed.exceptions import UnsupportedFeature
 from changefeed.sql import ast
 from changefeed.sql.functions import AGGREGATES
@@ -24,9 +23,8 @@ from changefeed.sql.statements.select_clauses import label
 __all__ = ["run"]
 
 
-def run(session: Session, txn: Transaction, s: ast.Select) -> ast.Select | ast.SetOperation:
+def run(session: Session, s: ast.Select) -> ast.Select | ast.SetOperation:
     """The statement that answers ``s`` (which has grouping sets): its runs joined."""
-    del txn
     if s.distinct or s.distinct_on:
         raise UnsupportedFeature("DISTINCT with GROUP BY ROLLUP, CUBE or GROUPING SETS is not supported")
     every = s.group_by

@@ -286,7 +286,7 @@ SELECT_CLAIMS: list[SelectClaim] = []
 @FAMILY.statement(ast.Select, write=False)
 def select(session: Session, txn: Transaction, s: ast.Select, ev: Params) -> Result:
     if s.grouping_sets:  # ROLLUP, CUBE, GROUPING SETS: a run for each set
-        stmt = grouping_sets.run(session, txn, s)
+        stmt = grouping_sets.run(session, s)
         if isinstance(stmt, ast.Select):
             return select(session, txn, stmt, ev)
         return session.statements.handler(stmt).run(session, txn, stmt, ev)
